@@ -1,0 +1,119 @@
+"""Symbolic models of Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, arXiv:2305.16380 v4).
+
+Decoder with attention frozen (Sec. 4; `docs/theory/scan_snap.md` §3.3). For one class n the decoder logits
+are w_n = W^T f_n in R^M (Lemma 3: W := F^T Y), and the loss is the cross-entropy of the next token n:
+
+    L(w) = -log alpha_n,   alpha = softmax(w),   so   w_dot = -eta_Y dL/dw = eta_Y (e_n - alpha_n).
+
+From Y(0) = 0 the logits stay in the two-class form w_n = (M - 1) h zeta_n, zeta_n = M/(M-1) (e_n - 1/M 1)
+(Lemma 5/6): the logit of the target token is w_t = (M - 1) h and the M - 1 other logits share w_o = -h. The
+reduced coordinates (w_t, w_o) carry the metric diag(1, M - 1); projecting the flow onto the ansatz gives
+
+    dh/dt = eta_Y / ((M - 1) + exp(M h))     (Tian et al. 2023, Lemma 6; implicit solution eq. 45)
+
+which this module *derives* (it is not typed in): `decoder_h_flow()`.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from .gradient_flow import FlowSystem, ParameterGroup, gradient_flow, naive_reduced_gradient, project
+
+__all__ = ["DecoderDerivation", "decoder_h_flow", "decoder_logit_flow", "decoder_symbols",
+           "explicit_decoder_h_flow"]
+
+
+def decoder_symbols():
+    """(M, eta_Y, h, w_t, w_o): vocabulary size, decoder learning rate, the ansatz coordinate, and the
+    target / other-token logits."""
+    M, eta_Y, h = sp.symbols("M eta_Y h", positive=True)
+    w_t, w_o = sp.symbols("w_t w_o", real=True)
+    return M, eta_Y, h, w_t, w_o
+
+
+def decoder_logit_flow() -> tuple[FlowSystem, sp.Expr]:
+    """The class-reduced logit flow (w_t, w_o) and its loss, for symbolic vocabulary size M."""
+    M, eta_Y, _, w_t, w_o = decoder_symbols()
+    loss = -w_t + sp.log(sp.exp(w_t) + (M - 1) * sp.exp(w_o))  # -log softmax(w)_n, classes (1, M-1)
+    group = ParameterGroup("w", (w_t, w_o), eta_Y, multiplicities=(1, M - 1))
+    system = gradient_flow(
+        loss, [group], name="scan_snap-decoder-logits",
+        description="Decoder logits of one class, attention frozen: w_dot = eta_Y (e_n - alpha_n) "
+                    "(Tian et al. 2023, Lemma 3), in token classes (target, M-1 others).",
+    )
+    return system, loss
+
+
+class DecoderDerivation:
+    """Every step of the decoder derivation, for `python -m flows derive scan_snap-decoder`."""
+
+    name = "scan_snap-decoder"
+    module = "scan_snap_decoder"
+    source = "derivations.scan_snap:decoder_h_flow"
+
+    def __init__(self):
+        M, eta_Y, h, w_t, w_o = decoder_symbols()
+        self.logit_flow, self.loss = decoder_logit_flow()
+        self.ansatz = {w_t: (M - 1) * h, w_o: -h}
+        self.projection = project(
+            self.logit_flow, self.ansatz, (h,), name=self.name,
+            description=(
+                "Scan and Snap decoder scalar flow (Tian et al. 2023, Lemma 6, eq. 45): projection of the\n"
+                "class-reduced logit flow onto w_n = (M-1) h zeta_n with the metric diag(1, M-1)."
+            ),
+        )
+        self.system = self.projection.system
+        self.naive = naive_reduced_gradient(self.loss, self.ansatz, (h,), eta_Y)
+
+    def _steps(self):
+        M, eta_Y, h, w_t, w_o = decoder_symbols()
+        return [
+            ("loss (cross-entropy of token n, logits in classes: target w_t, M-1 others w_o)",
+             [sp.Eq(sp.Symbol("L"), self.loss)]),
+            ("gradient flow, metric diag(1, M-1)", self.logit_flow.equations()),
+            ("ansatz w_n = (M-1) h zeta_n", [sp.Eq(k, v) for k, v in self.ansatz.items()]),
+            ("projected flow h_dot = (J^T G J)^-1 J^T G w_dot", self.system.equations()),
+            ("invariance residual w_dot - J h_dot (zero: the ansatz is invariant)",
+             [sp.Matrix(self.projection.residual)]),
+        ]
+
+    def to_text(self) -> str:
+        out = [f"# {self.name}"]
+        for title, exprs in self._steps():
+            out.append(f"\n## {title}")
+            out.extend(sp.sstr(e) for e in exprs)
+        out.append("\n## result")
+        out.append(self.system.to_text())
+        return "\n".join(out)
+
+    def to_latex(self) -> str:
+        out = [f"% {self.name}"]
+        for title, exprs in self._steps():
+            out.append(f"% {title}")
+            out.extend(sp.latex(e) for e in exprs)
+        out.append("% result")
+        out.append(self.system.to_latex())
+        return "\n".join(out)
+
+
+def decoder_h_flow() -> FlowSystem:
+    """The derived scalar flow dh/dt = eta_Y / ((M - 1) + e^{M h}) (see the module docstring)."""
+    return DecoderDerivation().system
+
+
+def explicit_decoder_h_flow(M: int) -> sp.Expr:
+    """The same projection with all M logits as separate symbols (no class reduction), for a concrete M.
+
+    Returns dh/dt; used to check the class-reduced derivation for several M.
+    """
+    if int(M) < 2:
+        raise ValueError(f"M must be an integer >= 2, got {M}")
+    M = int(M)
+    eta_Y, h = sp.symbols("eta_Y h", positive=True)
+    w = sp.symbols(f"w0:{M}", real=True)
+    loss = -w[0] + sp.log(sum(sp.exp(wi) for wi in w))
+    system = gradient_flow(loss, [ParameterGroup("w", w, eta_Y)], name=f"explicit-{M}", simplify=False)
+    ansatz = {w[0]: (M - 1) * h, **{wi: -h for wi in w[1:]}}
+    proj = project(system, ansatz, (h,), name=f"explicit-h-{M}")
+    return proj.system.rhs[0]

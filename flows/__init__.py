@@ -1,0 +1,22 @@
+"""transformer-flows: continuous-time limits of transformer training, solved and held against networks.
+
+The public surface (explicit re-exports; nothing is defined here):
+
+- `solve`, `solve_batch`, `Trajectory`, `Event`, `FlowError`, `linear_grid`, `log_grid`: the one
+  diffrax wrapper every flow goes through (`flows.solve`).
+- `scan_snap`: Tian et al. 2023, *Scan and Snap* (decoder h-flow, closed forms).
+- `records`: run records (metrics.json, series.npz, PNGs, meta.json), written atomically.
+"""
+
+from . import records as records
+from . import scan_snap as scan_snap
+from .solve import SOLVERS as SOLVERS
+from .solve import Event as Event
+from .solve import FlowError as FlowError
+from .solve import Trajectory as Trajectory
+from .solve import linear_grid as linear_grid
+from .solve import log_grid as log_grid
+from .solve import solve as solve
+from .solve import solve_batch as solve_batch
+
+__version__ = "0.1.0"

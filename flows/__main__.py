@@ -1,0 +1,80 @@
+"""Command line: ``python -m flows derive NAME [--latex]`` and ``python -m flows reproduce``.
+
+``derive`` prints a symbolic derivation from the :mod:`derivations` package.  ``reproduce``
+runs every example script (each writes one run record, see :mod:`flows.records`), skipping
+examples whose record is already complete, and writes ``OUT/REPORT.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m flows", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("derive", help="print a derivation (plain text or LaTeX)")
+    p.add_argument("name", metavar="NAME", help="derivation name, e.g. scan_snap-decoder")
+    p.add_argument("--latex", action="store_true", help="print LaTeX instead of plain text")
+
+    p = sub.add_parser("reproduce", help="run the example scripts and write REPORT.md")
+    p.add_argument("--quick", action="store_true", help="pass --quick to every example")
+    p.add_argument("--only", nargs="+", action="extend", metavar="NAME",
+                   help="run only these examples (script stems)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default out/reproduce, or out/reproduce-quick)")
+    p.add_argument("--force", action="store_true", help="rerun examples that are complete")
+    p.add_argument("--examples-dir", default=None,
+                   help="folder of example scripts (default ./examples, else the checkout's)")
+    return parser
+
+
+def _enable_x64() -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+def _derive(args) -> int:
+    try:
+        import derivations
+    except ImportError as err:
+        print(f"error: the derivations package cannot be imported: {err}", file=sys.stderr)
+        return 1
+    available_fn = getattr(derivations, "available", None)
+    if available_fn is None:
+        print("error: the derivations package has no available()", file=sys.stderr)
+        return 1
+    names = list(available_fn())
+    if args.name not in names:
+        print(f"error: unknown derivation {args.name!r}; available: "
+              f"{', '.join(names) or '(none)'}", file=sys.stderr)
+        return 2
+    result = derivations.derive(args.name)
+    print(result.to_latex() if args.latex else result.to_text())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help or a usage error
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    _enable_x64()
+    if args.command == "derive":
+        return _derive(args)
+    from flows._cli_reproduce import reproduce
+
+    return reproduce(args, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Code emitted by `derivations` (committed; a test proves it is current)."""

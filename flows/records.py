@@ -1,0 +1,479 @@
+"""Run records: one folder per example run, written so that it is either complete or visibly not.
+
+A record folder holds
+
+* ``metrics.json`` -- scalar metrics and every checked prediction, the latter as
+  ``{"name": {"measured": x, "expected": "...", "holds": true, ...}}``;
+* ``series.npz`` -- named arrays (only if any were added);
+* one or more PNG figures;
+* ``meta.json`` -- config, seed, versions, solver stats, timings, figure list and
+  ``"complete": true``.
+
+``meta.json`` is written last, and its ``complete`` flag is the only thing that marks a record
+as finished (:func:`is_complete`).  Opening a :class:`RunRecord` on an existing folder removes
+the old ``meta.json`` first, so a rerun that is interrupted is never taken as complete.  Every
+file is written atomically (temporary file in the same directory, then :func:`os.replace`).
+
+JSON conventions: numpy and jax scalars and arrays become Python numbers and (nested) lists,
+tuples and sets become lists, paths become strings.  Non-finite floats are stored as the JSON
+*strings* ``"nan"``, ``"inf"`` and ``"-inf"`` so that every file is strict JSON that any
+parser reads; :func:`load_record` turns those strings in ``metrics.json`` back into floats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import functools
+import json
+import logging
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "RunRecord",
+    "atomic_savez",
+    "atomic_write_json",
+    "atomic_write_text",
+    "is_complete",
+    "load_record",
+    "versions",
+]
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.json"
+SERIES_FILE = "series.npz"
+META_FILE = "meta.json"
+
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "sympy", "numpy", "scipy",
+             "matplotlib")
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+@functools.cache
+def _file_mode() -> int:
+    """Permission bits for new files under the current umask (temp files are created 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _atomic_write(path, write, *, suffix: str = ".tmp") -> None:
+    """Call ``write(binary_file)`` on a temporary file next to ``path``, then move it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    data = text.encode("utf-8")
+    _atomic_write(path, lambda f: f.write(data))
+
+
+def _float(x: float):
+    return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
+
+
+def _to_builtin(obj):
+    """Convert ``obj`` to plain JSON types (see the module docstring); TypeError if impossible."""
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, enum.Enum):
+        return obj.name
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return _float(float(obj))
+    if isinstance(obj, complex):
+        return {"real": _float(obj.real), "imag": _float(obj.imag)}
+    if isinstance(obj, Mapping):
+        return {str(k): _to_builtin(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_builtin(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        items = [_to_builtin(v) for v in obj]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if isinstance(obj, np.generic):
+        return _to_builtin(obj.item())
+    if isinstance(obj, np.ndarray):
+        if obj.dtype == object:
+            raise TypeError("cannot convert an object array to JSON")
+        return _to_builtin(obj.tolist())
+    if hasattr(obj, "__array__") and hasattr(obj, "dtype"):  # jax.Array and friends
+        return _to_builtin(np.asarray(obj))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _to_builtin(dataclasses.asdict(obj))
+    raise TypeError(f"cannot convert {type(obj).__name__} to JSON")
+
+
+def _dumps(obj) -> str:
+    return json.dumps(_to_builtin(obj), indent=2, sort_keys=True, allow_nan=False,
+                      default=_to_builtin) + "\n"
+
+
+def atomic_write_json(path, obj) -> None:
+    """Write ``obj`` as indented, key-sorted, strict JSON to ``path`` atomically.
+
+    numpy/jax scalars and arrays are converted; NaN and infinities become the strings
+    ``"nan"``, ``"inf"``, ``"-inf"``.  Raises TypeError for objects that cannot be converted.
+    """
+    text = _dumps(obj)  # convert before touching the file system
+    atomic_write_text(path, text)
+
+
+def atomic_savez(path, **arrays) -> None:
+    """``np.savez_compressed(path, **arrays)`` into a temporary file, then move it into place."""
+    converted = {}
+    for key, value in arrays.items():
+        arr = np.asarray(value)
+        if arr.dtype == object:
+            raise ValueError(f"arrays[{key!r}] has dtype object, which cannot be saved")
+        converted[key] = arr
+    _atomic_write(path, lambda f: np.savez_compressed(f, **converted))
+
+
+# --------------------------------------------------------------------------- versions
+
+
+def _dist_version(dist: str):
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git(*args: str):
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():  # installed, not a checkout: don't report an outer repo
+        return None
+    try:
+        res = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+def versions() -> dict:
+    """Versions of Python and the numerical stack, the jax backend, x64 flag and git SHA.
+
+    Never raises: anything that cannot be determined is ``None``.
+    """
+    flows_mod = sys.modules.get("flows")
+    info = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "flows": getattr(flows_mod, "__version__", None) or _dist_version("transformer-flows"),
+    }
+    for name in _PACKAGES:
+        info[name] = _dist_version(name)
+    info.update(jax_backend=None, jax_devices=None, jax_enable_x64=None)
+    try:
+        import jax
+
+        info["jax_backend"] = jax.default_backend()
+        info["jax_devices"] = [str(d) for d in jax.devices()]
+        info["jax_enable_x64"] = bool(jax.config.read("jax_enable_x64"))
+    except Exception:  # noqa: BLE001 - versions() must never fail a run
+        logger.debug("could not query jax", exc_info=True)
+    info["git_sha"] = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no") if info["git_sha"] else None
+    info["git_dirty"] = None if status is None else bool(status)
+    return info
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def is_complete(out_dir) -> bool:
+    """True when ``out_dir/meta.json`` exists, parses, and has ``"complete": true``."""
+    try:
+        meta = _read_json(Path(out_dir) / META_FILE)
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("complete") is True
+
+
+def _decode_nonfinite(obj):
+    if isinstance(obj, str):
+        return _NONFINITE.get(obj, obj)
+    if isinstance(obj, dict):
+        return {k: _decode_nonfinite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode_nonfinite(v) for v in obj]
+    return obj
+
+
+def load_record(out_dir) -> dict:
+    """Read a record folder: ``{"metrics", "meta", "series", "figures"}``.
+
+    Missing files give empty values (``{}``, ``[]``); use :func:`is_complete` to know whether
+    the record is finished.  ``"nan"``/``"inf"``/``"-inf"`` strings in the metrics come back as
+    floats.  ``figures`` is the sorted list of PNG names (from ``meta.json`` when present,
+    else the PNG files in the folder).
+    """
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise ValueError(f"out_dir {str(out_dir)!r} is not a directory")
+    metrics_path, meta_path, series_path = (out_dir / n for n in
+                                            (METRICS_FILE, META_FILE, SERIES_FILE))
+    metrics = _decode_nonfinite(_read_json(metrics_path)) if metrics_path.exists() else {}
+    meta = _read_json(meta_path) if meta_path.exists() else {}
+    series = {}
+    if series_path.exists():
+        with np.load(series_path, allow_pickle=False) as data:
+            series = {k: data[k] for k in data.files}
+    if isinstance(meta, dict) and isinstance(meta.get("figures"), list):
+        figures = sorted(meta["figures"])
+    else:
+        figures = sorted(p.name for p in out_dir.glob("*.png") if not p.name.startswith("."))
+    return {"metrics": metrics, "meta": meta, "series": series, "figures": figures}
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _check_name(value, arg: str = "name") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{arg} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class RunRecord:
+    """Collects metrics, predictions, series, figures and metadata of one run; see module doc.
+
+    Use as a context manager: ``finish()`` runs on normal exit; on an exception nothing more
+    is written (the record stays incomplete) and the exception propagates::
+
+        with RunRecord(out, name="decoder", config=cfg, seed=0, quick=args.quick) as rec:
+            rec.add_prediction("slope", s, expected="-1 +/- 0.05", holds=abs(s + 1) < 0.05)
+            rec.save_figure(fig, "loss.png")
+    """
+
+    def __init__(self, out_dir, *, name: str, config: dict, seed: int | None = None,
+                 quick: bool = False):
+        self.name = _check_name(name)
+        if not isinstance(config, Mapping):
+            raise ValueError(f"config must be a dict, got {type(config).__name__}")
+        try:
+            self.config = json.loads(_dumps(dict(config)))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"config is not JSON-serialisable: {err}") from err
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise ValueError(f"seed must be an int or None, got {seed!r}")
+        self.seed = None if seed is None else int(seed)
+        self.quick = bool(quick)
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._clear_previous()
+        self._metrics: dict = {}
+        self._prediction_names: set[str] = set()
+        self._series: dict[str, np.ndarray] = {}
+        self._solver: dict = {}
+        self._timings: dict = {}
+        self._figures: list[str] = []
+        self._started = _now()
+        self._t0 = time.perf_counter()
+        self._finished = False
+
+    def _clear_previous(self) -> None:
+        """Remove an old record's files, meta.json first (so it is incomplete from now on)."""
+        meta_path = self.out_dir / META_FILE
+        old_figures = []
+        if meta_path.exists():
+            try:
+                old = _read_json(meta_path)
+                old_figures = [f for f in old.get("figures", []) if isinstance(f, str)]
+            except (OSError, ValueError, AttributeError):
+                pass
+            meta_path.unlink()
+            logger.info("removed old %s in %s", META_FILE, self.out_dir)
+        for fname in [METRICS_FILE, SERIES_FILE, *old_figures]:
+            if Path(fname).name == fname:  # never follow paths out of the folder
+                (self.out_dir / fname).unlink(missing_ok=True)
+
+    # -- adding content ---------------------------------------------------------------
+    def _set(self, name: str, value, *, prediction: bool) -> None:
+        _check_name(name)
+        if name in self._metrics and (name in self._prediction_names) != prediction:
+            kind = "prediction" if prediction else "metric"
+            raise ValueError(f"name {name!r} is already used; cannot reuse it for a {kind}")
+        self._metrics[name] = value
+        if prediction:
+            self._prediction_names.add(name)
+        self._finished = False
+
+    def add_metric(self, name: str, value) -> None:
+        """Record a scalar metric (float, int, bool, str or None; numpy/jax 0-d values ok)."""
+        try:
+            value = _to_builtin(value)
+        except TypeError as err:
+            raise ValueError(f"value of metric {name!r}: {err}") from err
+        if isinstance(value, (list, dict)):
+            raise ValueError(f"value of metric {name!r} must be a scalar; use add_series")
+        self._set(name, value, prediction=False)
+
+    def add_prediction(self, name: str, measured, expected: str, holds: bool, **extra) -> None:
+        """Record a checked prediction: what was measured, what was expected, whether it holds.
+
+        ``measured`` may be a scalar or array; ``extra`` (e.g. a tolerance) is stored alongside.
+        """
+        if not isinstance(expected, str):
+            raise ValueError(f"expected must be a str describing the prediction, got {expected!r}")
+        holds_arr = np.asarray(holds)
+        if holds_arr.size != 1:
+            raise ValueError(f"holds must be a single truth value, got shape {holds_arr.shape}")
+        entry = {}
+        for key, value in {"measured": measured, **extra}.items():
+            try:
+                entry[key] = _to_builtin(value)
+            except TypeError as err:
+                raise ValueError(f"{key} of prediction {name!r}: {err}") from err
+        entry.update(expected=expected, holds=bool(holds_arr.reshape(())))
+        self._set(name, entry, prediction=True)
+
+    def add_series(self, **arrays) -> None:
+        """Record named arrays, saved to ``series.npz`` by :meth:`finish`."""
+        for key, value in arrays.items():
+            arr = np.array(value)
+            if arr.dtype == object:
+                raise ValueError(f"series {key!r} has dtype object; pass numeric arrays")
+            self._series[key] = arr
+        self._finished = False
+
+    def add_solver_stats(self, name: str, traj) -> None:
+        """Store ``status, message, num_steps, compile_s, run_s`` of a solve under ``name``."""
+        _check_name(name)
+        fields = ("status", "message", "num_steps", "compile_s", "run_s")
+        get = traj.get if isinstance(traj, Mapping) else functools.partial(getattr, traj)
+        stats = {}
+        for field in fields:
+            value = get(field, None)
+            try:
+                stats[field] = _to_builtin(value)
+            except TypeError:
+                stats[field] = str(value)
+        self._solver[name] = stats
+        self._finished = False
+
+    def add_timing(self, name: str, seconds: float) -> None:
+        """Store a wall-clock timing (seconds, finite and >= 0) under ``meta["timings"]``."""
+        _check_name(name)
+        seconds = float(seconds)
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"seconds must be finite and >= 0, got {seconds!r}")
+        self._timings[name] = seconds
+        self._finished = False
+
+    def save_figure(self, fig, filename: str, dpi: int = 150) -> str:
+        """Save ``fig`` as PNG ``out_dir/filename`` atomically, close it, return the path."""
+        _check_name(filename, "filename")
+        if Path(filename).name != filename or not filename.lower().endswith(".png"):
+            raise ValueError(f"filename must be a plain name ending in .png, got {filename!r}")
+        path = self.out_dir / filename
+        try:
+            _atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi), suffix=".png")
+        finally:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
+        if filename not in self._figures:
+            self._figures.append(filename)
+        self._finished = False
+        return str(path)
+
+    # -- reading back -----------------------------------------------------------------
+    @property
+    def predictions(self) -> dict:
+        """``{name: {"measured", "expected", "holds", ...}}`` of the predictions so far."""
+        return {k: dict(v) for k, v in self._metrics.items() if k in self._prediction_names}
+
+    @property
+    def all_hold(self) -> bool:
+        """True when every prediction holds (vacuously true with none)."""
+        return all(p["holds"] for p in self.predictions.values())
+
+    # -- finishing --------------------------------------------------------------------
+    def finish(self) -> None:
+        """Write metrics.json, series.npz (if any series) and, last, meta.json (complete)."""
+        if self._finished:
+            return
+        (self.out_dir / META_FILE).unlink(missing_ok=True)  # content changed since a finish
+        atomic_write_json(self.out_dir / METRICS_FILE, self._metrics)
+        if self._series:
+            atomic_savez(self.out_dir / SERIES_FILE, **self._series)
+        meta = {
+            "name": self.name,
+            "config": self.config,
+            "seed": self.seed,
+            "quick": self.quick,
+            "versions": versions(),
+            "solver": self._solver,
+            "timings": self._timings,
+            "figures": list(self._figures),
+            "started": self._started,
+            "finished": _now(),
+            "wall_s": time.perf_counter() - self._t0,
+            "complete": True,
+        }
+        atomic_write_json(self.out_dir / META_FILE, meta)
+        self._finished = True
+        preds = self.predictions
+        logger.info("record %s complete in %s: %d/%d predictions hold", self.name, self.out_dir,
+                    sum(p["holds"] for p in preds.values()), len(preds))
+
+    def __enter__(self) -> RunRecord:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.finish()
+        else:
+            logger.warning("run %s raised %s; record in %s left incomplete", self.name,
+                           exc_type.__name__, self.out_dir)
+        return False

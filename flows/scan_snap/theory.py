@@ -1,0 +1,124 @@
+"""Closed forms of Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, arXiv:2305.16380 v4).
+
+All functions take numpy or jax arrays (broadcasting) and return jax arrays; their precision follows JAX's
+configuration (enable `jax_enable_x64` for float64, as every entry point of this library does).
+
+The decoder scalar h(t) (Lemma 6, eq. 45) solves dh/dt = eta_Y / ((M - 1) + e^{M h}), h(0) = 0, and
+satisfies e^{M h} + (M - 1) M h = M eta_Y t + 1. With S = M eta_Y t + 1 this is
+M h = S/(M-1) - W_0(e^{S/(M-1)}/(M-1)) (Lambert W), which overflows for large S/(M-1) and cancels for small t.
+We instead solve g(x) = expm1(x) + (M-1) x - M eta_Y t = 0 for x = M h by Newton's method started from
+the upper bound min(eta_Y t, log1p(M eta_Y t)); g is increasing and convex, so the iterates decrease
+monotonically to the root without overflow, with relative accuracy close to machine precision for every
+M >= 2 and t >= 0.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["gamma", "gamma_early", "gamma_late", "h", "h_discrete", "regime_times"]
+
+_NEWTON_ITERS = 80
+
+
+def _check(name, value, *, positive=False, greater=None, nonneg=False):
+    """Validate concrete inputs (tracers are passed through unchecked)."""
+    if isinstance(value, jax.core.Tracer):
+        return
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if positive and np.any(arr <= 0):
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    if nonneg and np.any(arr < 0):
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    if greater is not None and np.any(arr <= greater):
+        raise ValueError(f"{name} must be > {greater}, got {value!r}")
+
+
+def _float(x):
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+
+
+def h(t, M, eta_Y):
+    """h(t) of the decoder flow, from e^{M h} + (M-1) M h = M eta_Y t + 1 (Tian et al. 2023, eq. 45).
+
+    Shapes broadcast; `M >= 2` (vocabulary size), `eta_Y > 0`, `t >= 0`.
+    """
+    _check("t", t, nonneg=True)
+    _check("M", M, greater=1)
+    _check("eta_Y", eta_Y, positive=True)
+    t, M, eta_Y = jnp.broadcast_arrays(_float(t), _float(M), _float(eta_Y))
+    a = M * eta_Y * t
+    x0 = jnp.minimum(eta_Y * t, jnp.log1p(a))
+
+    def newton(_, x):
+        g = jnp.expm1(x) + (M - 1) * x - a
+        step = g / (jnp.exp(x) + (M - 1))
+        return jnp.maximum(x - step, 0.0)
+
+    x = jax.lax.fori_loop(0, _NEWTON_ITERS, newton, x0)
+    return x / M
+
+
+def h_discrete(s, M, eta_Y):
+    """The discrete recursion h*(s) = h*(s-1) + eta_Y / ((M-1) + exp(M h*(s-1))), h*(0) = 0 (eq. 33).
+
+    `s` is an array of non-negative integers; `M` and `eta_Y` are scalars. Lemma 7: 0 <= h*(s) - h(s) <=
+    2 eta_Y / M.
+    """
+    _check("M", M, greater=1)
+    _check("eta_Y", eta_Y, positive=True)
+    s_arr = np.asarray(s)
+    if s_arr.size and (not np.all(np.equal(np.mod(s_arr, 1), 0)) or np.any(s_arr < 0)):
+        raise ValueError(f"s must be non-negative integers, got {s!r}")
+    if np.ndim(M) or np.ndim(eta_Y):
+        raise ValueError("h_discrete takes scalar M and eta_Y")
+    s_int = s_arr.astype(np.int64)
+    n = int(s_int.max()) if s_int.size else 0
+    M = _float(M)
+    eta_Y = _float(eta_Y)
+
+    def step(hs, _):
+        nxt = hs + eta_Y / ((M - 1) + jnp.exp(M * hs))
+        return nxt, nxt
+
+    _, path = jax.lax.scan(step, jnp.zeros_like(M), None, length=n)
+    path = jnp.concatenate([jnp.zeros((1,), path.dtype), path])
+    return path[jnp.asarray(s_int)]
+
+
+def gamma(t, M, K, eta_Y):
+    """Speed-control coefficient gamma(t) = (M-1)^2 h(t/K) / ((M-1) + exp(M h(t/K))) (eq. 85).
+
+    Written as (M-1)^2 h e^{-Mh} / ((M-1) e^{-Mh} + 1) so it does not overflow for large M h.
+    Lemma 9: gamma ~ eta_Y t / K early, ~ K ln(M eta_Y t / K) / (eta_Y t) late.
+    """
+    _check("K", K, positive=True)
+    hv = h(_float(t) / _float(K), M, eta_Y)
+    M = _float(M)
+    e = jnp.exp(-M * hv)
+    return (M - 1) ** 2 * hv * e / ((M - 1) * e + 1)
+
+
+def gamma_early(t, K, eta_Y):
+    """Early-stage approximation gamma ~ eta_Y t / K (Lemma 9, t <= K ln M / eta_Y)."""
+    return _float(eta_Y) * _float(t) / _float(K)
+
+
+def gamma_late(t, M, K, eta_Y):
+    """Late-stage approximation gamma ~ K ln(M eta_Y t / K) / (eta_Y t) (Lemma 9)."""
+    t, M, K, eta_Y = _float(t), _float(M), _float(K), _float(eta_Y)
+    return K * jnp.log(M * eta_Y * t / K) / (eta_Y * t)
+
+
+def regime_times(M, K, eta_Y):
+    """(t0', t0): the end of the early stage K ln M / eta_Y and the start of the late stage
+    2 (1 + omega_1) K ln M / eta_Y with omega_1 = ln ln M / ln M (Lemma 9; omega_1's constant is 1 here)."""
+    _check("M", M, greater=np.e)
+    lnM = np.log(float(M))
+    omega = np.log(lnM) / lnM
+    return float(K) * lnM / float(eta_Y), 2 * (1 + omega) * float(K) * lnM / float(eta_Y)
