@@ -1,0 +1,83 @@
+"""Decoder h-flow (Tian et al. 2023, Lemma 6): flows.solve vs scipy.integrate.solve_ivp on the same RHS,
+and a vmapped sweep over eta_Y vs a Python loop over single solves.
+
+Every row: {"bench", "params", "compile_s", "run_s_min", "repeats", "num_steps", "error_vs_ref", ...};
+the reference is the closed form theory.h (eq. 45). Ratios are measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+from scipy.integrate import solve_ivp  # noqa: E402
+
+from benchmarks._harness import best_of, write_rows  # noqa: E402
+from flows.scan_snap import solve_decoder, theory  # noqa: E402
+
+
+def run(quick: bool) -> list[dict]:
+    M, eta = 1000.0, 1.0
+    ts = np.concatenate([[0.0], np.geomspace(1e-3, 1e4, 200)])
+    ref = np.asarray(theory.h(ts, M, eta))
+    repeats = 3 if quick else 10
+    rows = []
+    for rtol in ([1e-8] if quick else [1e-6, 1e-8, 1e-10, 1e-12]):
+        start = time.perf_counter()
+        traj = solve_decoder(M, eta, ts, rtol=rtol, atol=1e-30)
+        first = time.perf_counter() - start
+        run_s = best_of(lambda: solve_decoder(M, eta, ts, rtol=rtol, atol=1e-30).ys, repeats)
+        err = float(np.max(np.abs(np.asarray(traj.ys)[1:] - ref[1:]) / ref[1:]))
+        rows.append({"bench": "decoder_h/flows.solve(dopri8)", "params": {"M": M, "eta_Y": eta, "rtol": rtol},
+                     "compile_s": traj.compile_s or first, "run_s_min": run_s, "repeats": repeats,
+                     "num_steps": int(traj.num_steps), "error_vs_ref": err})
+
+        def rhs(t, y):
+            return eta / ((M - 1) + np.exp(M * y))
+
+        sol = solve_ivp(rhs, (0.0, ts[-1]), [0.0], method="DOP853", t_eval=ts, rtol=rtol, atol=1e-30)
+        scipy_s = best_of(lambda: solve_ivp(rhs, (0.0, ts[-1]), [0.0], method="DOP853", t_eval=ts,
+                                            rtol=rtol, atol=1e-30).y, repeats)
+        err_s = float(np.max(np.abs(sol.y[0][1:] - ref[1:]) / ref[1:]))
+        rows.append({"bench": "decoder_h/scipy.solve_ivp(DOP853)", "params": {"M": M, "eta_Y": eta, "rtol": rtol},
+                     "compile_s": 0.0, "run_s_min": scipy_s, "repeats": repeats, "num_steps": int(sol.nfev),
+                     "error_vs_ref": err_s, "speedup_of_flows": scipy_s / run_s})
+
+    n = 16 if quick else 64
+    etas = np.geomspace(0.01, 1.0, n)
+    grid = np.linspace(0.0, 1e3, 50)
+    sweep = solve_decoder(M, etas, grid)
+    sweep_s = best_of(lambda: solve_decoder(M, etas, grid).ys, repeats)
+    solve_decoder(M, etas[0], grid)  # compile the single solve once
+    loop_s = best_of(lambda: [solve_decoder(M, e, grid).ys for e in etas], max(1, repeats // 2))
+    rows.append({"bench": "decoder_h/sweep_vmap", "params": {"M": M, "n": n}, "compile_s": sweep.compile_s,
+                 "run_s_min": sweep_s, "repeats": repeats, "num_steps": int(np.max(sweep.num_steps)),
+                 "error_vs_ref": None, "speedup_vs_python_loop": loop_s / sweep_s})
+    rows.append({"bench": "decoder_h/sweep_python_loop", "params": {"M": M, "n": n}, "compile_s": 0.0,
+                 "run_s_min": loop_s, "repeats": max(1, repeats // 2), "num_steps": None,
+                 "error_vs_ref": None})
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default="out/benchmarks/results.jsonl")
+    ns = p.parse_args(argv)
+    rows = run(ns.quick)
+    write_rows(rows, Path(ns.out))
+    for r in rows:
+        print(f"{r['bench']:40s} run {r['run_s_min'] * 1e3:9.3f} ms  compile {r['compile_s']:.2f} s  "
+              f"err {r['error_vs_ref'] if r['error_vs_ref'] is not None else '-'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

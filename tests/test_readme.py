@@ -1,0 +1,23 @@
+"""The README's API example runs as written, and its set-up lines are the ones CI runs."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_api_example_runs(capsys):
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## API in 20 lines\n\n```python\n(.*?)```", text, re.S).group(1)
+    assert len(block.strip().splitlines()) <= 25
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "dh/dt = eta_Y/(M + exp(M*h) - 1)" in out
+    assert "event 0.533" in out
+
+
+def test_readme_setup_lines_and_ci_agree():
+    text = (ROOT / "README.md").read_text()
+    assert "pip install -e . && python -m flows reproduce --quick" in text
+    assert "pip install -e '.[test]' && pytest" in text
+    assert "pip install -e '.[test]' && pytest" in (ROOT / ".ci" / "run").read_text()
