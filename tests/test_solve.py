@@ -166,3 +166,10 @@ def test_batch_reports_failed_members():
 def test_public_names():
     for name in ("solve", "solve_batch", "Trajectory", "FlowError", "Event", "log_grid", "linear_grid"):
         assert hasattr(flows, name)
+
+
+def test_progress_meter_runs(capsys):
+    traj = solve(decay, jnp.array([1.0]), t1=1.0, args=jnp.array(1.0), progress=True)
+    assert traj.status == "ok"
+    err = capsys.readouterr().err
+    assert "100.00%" in err or "%" in err
