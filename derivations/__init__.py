@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from . import codegen as codegen
 from . import verify as verify
+from .cooccurrence import Cooccurrence3TokenDerivation, CooccurrencePhase2Derivation
 from .gradient_flow import FlowSystem as FlowSystem
 from .gradient_flow import ParameterGroup as ParameterGroup
 from .gradient_flow import Projection as Projection
@@ -19,10 +20,11 @@ from .gradient_flow import gradient_flow as gradient_flow
 from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
-from .scan_snap import DecoderDerivation
+from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
-_REGISTRY = {cls.name: cls for cls in (DecoderDerivation,)}
+_REGISTRY = {cls.name: cls for cls in (DecoderDerivation, Cooccurrence3TokenDerivation,
+                                         CooccurrencePhase2Derivation, ReducedSymmetricDerivation)}
 
 
 def available() -> list[str]:

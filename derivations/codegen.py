@@ -19,6 +19,8 @@ from .gradient_flow import FlowSystem
 
 __all__ = ["GENERATED_DIR", "emit", "generated_path", "write"]
 
+_MAX_HEADER_EQUATIONS = 3000
+
 GENERATED_DIR = pathlib.Path(__file__).resolve().parent.parent / "flows" / "_generated"
 
 _HEADER = '''"""GENERATED FILE: do not edit by hand.
@@ -59,7 +61,11 @@ def emit(system: FlowSystem, *, module: str, source: str) -> str:
     exprs = [sp.sympify(e).xreplace(rename) for e in system.rhs]
     gen = sp.numbered_symbols("_x")
     replacements, reduced = sp.cse(exprs, symbols=gen, optimizations="basic", order="canonical")
-    eq_lines = "\n".join("    " + line for line in system.to_text().splitlines())
+    eq_text = system.to_text()
+    if len(eq_text) > _MAX_HEADER_EQUATIONS:
+        eq_text = (f"({len(system.state)} equations, {len(eq_text)} characters: print them with "
+                   f"`python -m flows derive {system.name}`)")
+    eq_lines = "\n".join("    " + line for line in eq_text.splitlines())
     desc = "\n".join(line.rstrip() for line in system.description.strip().splitlines())
     body = [_HEADER.format(source=source, name=system.name, description=desc, equations=eq_lines)]
     body.append("import jax.numpy as jnp\n")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from .base import Derivation
 from .gradient_flow import FlowSystem, ParameterGroup, gradient_flow, naive_reduced_gradient, project
 
 __all__ = ["DecoderDerivation", "decoder_h_flow", "decoder_logit_flow", "decoder_symbols",
@@ -45,7 +46,7 @@ def decoder_logit_flow() -> tuple[FlowSystem, sp.Expr]:
     return system, loss
 
 
-class DecoderDerivation:
+class DecoderDerivation(Derivation):
     """Every step of the decoder derivation, for `python -m flows derive scan_snap-decoder`."""
 
     name = "scan_snap-decoder"
@@ -78,24 +79,6 @@ class DecoderDerivation:
              [sp.Matrix(self.projection.residual)]),
         ]
 
-    def to_text(self) -> str:
-        out = [f"# {self.name}"]
-        for title, exprs in self._steps():
-            out.append(f"\n## {title}")
-            out.extend(sp.sstr(e) for e in exprs)
-        out.append("\n## result")
-        out.append(self.system.to_text())
-        return "\n".join(out)
-
-    def to_latex(self) -> str:
-        out = [f"% {self.name}"]
-        for title, exprs in self._steps():
-            out.append(f"% {title}")
-            out.extend(sp.latex(e) for e in exprs)
-        out.append("% result")
-        out.append(self.system.to_latex())
-        return "\n".join(out)
-
 
 def decoder_h_flow() -> FlowSystem:
     """The derived scalar flow dh/dt = eta_Y / ((M - 1) + e^{M h}) (see the module docstring)."""
@@ -117,3 +100,66 @@ def explicit_decoder_h_flow(M: int) -> sp.Expr:
     ansatz = {w[0]: (M - 1) * h, **{wi: -h for wi in w[1:]}}
     proj = project(system, ansatz, (h,), name=f"explicit-h-{M}")
     return proj.system.rhs[0]
+
+
+# --- quasi-static reduced Z-flow on a class-symmetric instance (Lemma 4, eq. 10; digest §3.5-3) ------------
+
+
+def reduced_symmetric_symbols():
+    """(z_d, z_c, p_d, p_c, D, C, K, eta_Z, gamma): DT / CT logit of a query row, the per-token
+    probabilities, the numbers of distinct / common tokens per class, the number of classes, eta_Z, gamma(t)."""
+    z_d, z_c = sp.symbols("z_d z_c", real=True)
+    p_d, p_c, D, C, K, eta_Z, gamma = sp.symbols("p_d p_c D C K eta_Z gamma", positive=True)
+    return z_d, z_c, p_d, p_c, D, C, K, eta_Z, gamma
+
+
+class ReducedSymmetricDerivation(Derivation):
+    """Class-symmetric reduction of the quasi-static Z-flow (eq. 10): K classes, each with its own query
+    token, D distinct tokens of probability p_d and C common tokens (shared by all classes) of probability
+    p_c; by symmetry each query row has one DT logit z_d and one CT logit z_c (one logit per token class).
+
+    f_n has entries f_d = p_d e^{z_d} / s, f_c = p_c e^{z_c} / s, s^2 = D (p_d e^{z_d})^2 + C (p_c e^{z_c})^2;
+    F^T F = (1 - rho) I + rho 1 1^T with rho = C f_c^2, whose inverse a I + b 1 1^T is solved for here;
+    (F^dagger)^T e_n = (a + b) f_n + b sum_{n' != n} f_{n'}; then z_dot = eta_Z gamma diag(f_n) P^perp_{f_n}
+    (F^dagger)^T e_n per token class (paper time, K P(n) = 1).
+    """
+
+    name = "scan_snap-reduced-symmetric"
+    module = "scan_snap_reduced_symmetric"
+    source = "derivations.scan_snap:ReducedSymmetricDerivation"
+
+    def __init__(self):
+        z_d, z_c, p_d, p_c, D, C, K, eta_Z, gamma = reduced_symmetric_symbols()
+        s = sp.sqrt(D * (p_d * sp.exp(z_d)) ** 2 + C * (p_c * sp.exp(z_c)) ** 2)
+        f_d, f_c = p_d * sp.exp(z_d) / s, p_c * sp.exp(z_c) / s
+        rho = C * f_c**2
+        a, b = sp.symbols("a b")
+        sol = sp.solve([sp.Eq((1 - rho) * a, 1), sp.Eq((1 - rho) * b + rho * a + K * rho * b, 0)], [a, b],
+                       dict=True)[0]
+        self.inverse = sol
+        a_, b_ = sol[a], sol[b]
+        g_d = (a_ + b_) * f_d  # DTs of other classes vanish at a DT of n
+        g_c = (a_ + b_) * f_c + b_ * (K - 1) * f_c
+        fg = (a_ + b_) + b_ * (K - 1) * rho  # f_n . (F^dagger)^T e_n, with ||f_n|| = 1
+        rhs_d = eta_Z * gamma * f_d * (g_d - f_d * fg)
+        rhs_c = eta_Z * gamma * f_c * (g_c - f_c * fg)
+        self.f = (f_d, f_c)
+        self.rho = rho
+        rhs = tuple(sp.simplify(sp.powsimp(sp.together(e))) for e in (rhs_d, rhs_c))
+        from .gradient_flow import FlowSystem as _FlowSystem
+
+        params = tuple(sorted((p_d, p_c, D, C, K, eta_Z, gamma), key=lambda x: x.name))
+        self.system = _FlowSystem(
+            name=self.name, state=(z_d, z_c), rhs=rhs, params=params, metric=(sp.Integer(1), sp.Integer(1)),
+            description=("Scan and Snap quasi-static reduced Z-flow (Tian et al. 2023, Lemma 4, eq. 10) on a\n"
+                         "class-symmetric instance: one DT logit z_d and one CT logit z_c per query row."),
+        )
+
+    def _steps(self):
+        a, b = sp.symbols("a b")
+        return [
+            ("normalised attention entries f_d, f_c", [sp.Matrix(self.f)]),
+            ("rho = f_n . f_n' (n != n')", [self.rho]),
+            ("(F^T F)^{-1} = a I + b 1 1^T", [sp.Eq(a, self.inverse[a]), sp.Eq(b, self.inverse[b])]),
+            ("reduced flow", self.system.equations()),
+        ]

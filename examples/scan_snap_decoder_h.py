@@ -14,7 +14,6 @@ meta.json) to --out.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 
@@ -31,11 +30,8 @@ NAME = "scan_snap_decoder_h"
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="CI-sized run")
-    p.add_argument("--out", default=f"out/{NAME}", help="record folder")
-    p.add_argument("--seed", type=int, default=0, help="unused (the example is deterministic)")
-    return p.parse_args(argv)
+    parser = records.example_parser(NAME, __doc__, seed=0, seed_help="unused (the example is deterministic)")
+    return parser.parse_args(argv)
 
 
 def fig8(rec, quick):
@@ -143,9 +139,7 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         gamma_stages(rec, ns.quick)
         rec.add_timing("gamma_s", time.perf_counter() - start)
-    for name, pred in rec.predictions.items():
-        logging.info("%s %s: measured %s, expected %s", "PASS" if pred["holds"] else "FAIL", name,
-                     pred["measured"], pred["expected"])
+    records.log_predictions(rec, logging.getLogger(NAME))
     return 0
 
 

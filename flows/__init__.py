@@ -8,6 +8,7 @@ The public surface (explicit re-exports; nothing is defined here):
 - `records`: run records (metrics.json, series.npz, PNGs, meta.json), written atomically.
 """
 
+from . import cooccurrence as cooccurrence
 from . import records as records
 from . import scan_snap as scan_snap
 from .solve import SOLVERS as SOLVERS

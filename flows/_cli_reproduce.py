@@ -272,7 +272,7 @@ def _section(o: Outcome, out: Path) -> list[str]:
 
 def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick: bool) -> str:
     """Markdown report: summary table, then one section per example (links relative to out)."""
-    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     lines = ["# Reproduction report" + (" (quick)" if quick else ""), "",
              f"Command: `python -m flows {shlex.join(argv)}`  ", f"Date: {now}", ""]
     versions = None

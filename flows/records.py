@@ -281,7 +281,7 @@ def _check_name(value, arg: str = "name") -> str:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 class RunRecord:
@@ -477,3 +477,31 @@ class RunRecord:
             logger.warning("run %s raised %s; record in %s left incomplete", self.name,
                            exc_type.__name__, self.out_dir)
         return False
+
+
+# --------------------------------------------------------------------------- example scripts
+
+
+def example_parser(name: str, description: str, *, seed: int = 0,
+                   seed_help: str = "random seed (the same seed gives the same record)"):
+    """The argument parser every example shares: `--quick`, `--out` (default `out/<name>`), `--seed`.
+
+    Extra arguments can be added to the returned `argparse.ArgumentParser`.
+    """
+    import argparse
+
+    _check_name(name)
+    first_line = (description or name).strip().splitlines()[0]
+    parser = argparse.ArgumentParser(description=first_line)
+    parser.add_argument("--quick", action="store_true", help="CI-sized run")
+    parser.add_argument("--out", default=f"out/{name}", help="record folder")
+    parser.add_argument("--seed", type=int, default=seed, help=seed_help)
+    return parser
+
+
+def log_predictions(record: RunRecord, log: logging.Logger | None = None) -> None:
+    """Log one PASS/FAIL line per prediction of `record` (examples call this at the end of main)."""
+    log = log or logger
+    for name, pred in record.predictions.items():
+        log.info("%s %s: measured %s, expected %s", "PASS" if pred["holds"] else "FAIL", name,
+                 pred["measured"], pred["expected"])

@@ -12,6 +12,7 @@ and at which time; the single (non-batched) call then raises `FlowError` unless 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -234,25 +235,48 @@ def _build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, sav
     conds = {}
     directions = {}
     if event is not None:
-        conds["event"] = lambda t, y, args, **kw: event.condition(t, y, args)
+
+        def event_cond(t, y, args, *, event_on, **kw):
+            c = event.condition(t, y, args)
+            if jnp.issubdtype(jnp.result_type(c), jnp.bool_):
+                return c & event_on
+            return jnp.where(event_on, c, jnp.ones_like(c))  # switched off: never changes sign
+
+        conds["event"] = event_cond
         directions["event"] = event.direction
     if blowup is not None:
         conds["blowup"] = lambda t, y, args, **kw: ~(_max_abs(y) < blowup)  # also true for NaN
         directions["blowup"] = None
-    has_root = event is not None
-    dx_event = (
-        diffrax.Event(
-            conds,
-            root_finder=optx.Newton(rtol=1e-12, atol=1e-12) if has_root else None,
-            direction=directions,
-        )
-        if conds
-        else None
-    )
     progress_meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
 
-    def segment(y0, args, t0, t1, ts, use_event):
-        return diffrax.diffeqsolve(
+    def code_of(sol):
+        R = diffrax.RESULTS
+        mask = sol.event_mask if sol.event_mask is not None else {}
+        blown = mask.get("blowup", jnp.array(False))
+        hit = mask.get("event", jnp.array(False))
+        return jnp.select(
+            [
+                sol.result == R.successful,
+                (sol.result == R.event_occurred) & blown,
+                (sol.result == R.event_occurred) & hit,
+                sol.result == R.max_steps_reached,
+                sol.result == R.dt_min_reached,
+            ],
+            [_OK, _DIVERGED, _EVENT, _MAX_STEPS, _DT_MIN],
+            default=_OTHER,
+        ), hit
+
+    def run(y0, args, t0, t1, ts, event_on):
+        """One diffeqsolve; `event_on` (traced) switches the user event off for continuations."""
+        dx_event = None
+        if conds:
+            bound = {k: (functools.partial(f, event_on=event_on) if k == "event" else f) for k, f in conds.items()}
+            dx_event = diffrax.Event(
+                bound,
+                root_finder=optx.Newton(rtol=1e-12, atol=1e-12) if event is not None else None,
+                direction=directions,
+            )
+        sol = diffrax.diffeqsolve(
             term,
             solver_obj,
             t0=t0,
@@ -265,96 +289,74 @@ def _build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, sav
             ),
             stepsize_controller=controller,
             max_steps=max_steps,
-            event=dx_event if use_event else blowup_only,
+            event=dx_event,
             throw=False,
             progress_meter=progress_meter,
         )
-
-    blowup_only = diffrax.Event({"blowup": conds["blowup"]}) if blowup is not None else None
-
-    def code_of(sol, mask):
-        R = diffrax.RESULTS
-        blown = mask.get("blowup", jnp.array(False)) if mask else jnp.array(False)
-        hit = mask.get("event", jnp.array(False)) if mask else jnp.array(False)
-        return jnp.select(
-            [
-                sol.result == R.successful,
-                (sol.result == R.event_occurred) & blown,
-                (sol.result == R.event_occurred) & hit,
-                sol.result == R.max_steps_reached,
-                sol.result == R.dt_min_reached,
-            ],
-            [_OK, _DIVERGED, _EVENT, _MAX_STEPS, _DT_MIN],
-            default=_OTHER,
-        )
-
-    def run(y0, args, t0, t1, ts):
-        sol = segment(y0, args, t0, t1, ts, use_event=True)
-        mask = sol.event_mask if sol.event_mask is not None else {}
-        code = code_of(sol, mask)
+        code, hit = code_of(sol)
         t_end = sol.ts[1][-1]  # the SubSaveAt(t1=True): where the solve stopped
         y_end = jax.tree_util.tree_map(lambda a: a[-1], sol.ys[1])
-        t_event = jnp.where(
-            (mask.get("event", jnp.array(False)) if mask else jnp.array(False)), t_end, jnp.nan
-        )
-        num_steps = sol.stats["num_steps"]
-        acc = sol.stats["num_accepted_steps"]
-        rej = sol.stats["num_rejected_steps"]
-        saved = sol.ys[0]
-        saved_ts = sol.ts[0]
-        if event is not None and not event.stop:
-            # Continue from the event to t1, saving the grid points after the event; merge.
-            cont = code == _EVENT
-            # Restart from the event state; a dummy unit interval when there was no event (masked out).
-            start = jnp.where(cont, t_end, t0)
-            stop = jnp.where(cont & (t1 > t_end), t1, start + 1.0)
-            ts2 = jnp.clip(ts, start, stop)
-            sol2 = segment(y_end, args, start, stop, ts2, use_event=False)
-            later = ts > start
-            merge = lambda a, b: jnp.where(later.reshape((-1,) + (1,) * (a.ndim - 1)), b, a)
-            saved = jax.tree_util.tree_map(
-                lambda a, b: jnp.where(cont, merge(a, b), a), saved, sol2.ys[0]
-            )
-            saved_ts = jnp.where(cont, jnp.where(later, ts, saved_ts), saved_ts)
-            mask2 = sol2.event_mask if sol2.event_mask is not None else {}
-            code2 = code_of(sol2, mask2)
-            code = jnp.where(cont, code2, code)
-            t_end = jnp.where(cont, sol2.ts[1][-1], t_end)
-            y_end = jax.tree_util.tree_map(lambda a, b: jnp.where(cont, b[-1], a), y_end, sol2.ys[1])
-            num_steps = num_steps + jnp.where(cont, sol2.stats["num_steps"], 0)
-            acc = acc + jnp.where(cont, sol2.stats["num_accepted_steps"], 0)
-            rej = rej + jnp.where(cont, sol2.stats["num_rejected_steps"], 0)
+        saved, saved_ts = sol.ys[0], sol.ts[0]
         reached = saved_ts <= t_end
-        finite_saved = jnp.all(
-            jnp.stack(
-                [
-                    jnp.all(jnp.where(reached.reshape((-1,) + (1,) * (a.ndim - 1)),
-                                      jnp.isfinite(a), True))
-                    for a in jax.tree_util.tree_leaves(saved)
-                ]
-            )
-        ) if jax.tree_util.tree_leaves(saved) else jnp.array(True)
-        finite_end = _all_finite(y_end)
+        leaves = jax.tree_util.tree_leaves(saved)
+        finite_saved = jnp.all(jnp.stack([
+            jnp.all(jnp.where(reached.reshape((-1,) + (1,) * (a.ndim - 1)), jnp.isfinite(a), True))
+            for a in leaves
+        ])) if leaves else jnp.array(True)
         # Is the vector field itself non-finite where the solver got stuck (at or just after t_end)?
         t_probe = t_end + 1e-9 * jnp.maximum(t1 - t_end, 0.0)
         rhs_finite = _all_finite(vector_field(t_end, y_end, args)) & _all_finite(
             vector_field(t_probe, y_end, args)
         )
-        code = jnp.where((code == _OK) & ~(finite_saved & finite_end), _NONFINITE, code)
+        code = jnp.where((code == _OK) & ~(finite_saved & _all_finite(y_end)), _NONFINITE, code)
         return {
             "ts": saved_ts,
             "saved": saved,
             "code": code,
             "t_final": t_end,
-            "t_event": t_event,
+            "t_event": jnp.where(hit, t_end, jnp.nan),
+            "y_end": y_end,
             "y_end_max": _max_abs(y_end),
             "rhs_finite": rhs_finite,
-            "num_steps": num_steps,
-            "num_accepted_steps": acc,
-            "num_rejected_steps": rej,
+            "num_steps": sol.stats["num_steps"],
+            "num_accepted_steps": sol.stats["num_accepted_steps"],
+            "num_rejected_steps": sol.stats["num_rejected_steps"],
         }
 
     return run
+
+
+def _continue_after_event(fn, raw, args, t0, t1, ts, batched):
+    """Event with stop=False: rerun the same compiled program from the event state with the event off.
+
+    Members without an event (or with the event at t1) keep their first result; grid points after the event
+    time are taken from the continuation. Works for a single solve and, elementwise, for a batch.
+    """
+    t_ev = raw["t_final"]
+    cont = (raw["code"] == _EVENT) & (t_ev < t1)
+    at_end = (raw["code"] == _EVENT) & ~(t_ev < t1)
+    raw = dict(raw, code=jnp.where(at_end, _OK, raw["code"]))
+    if not bool(jnp.any(cont)):
+        return raw
+    # Members that do not continue get a harmless tiny interval; their results are discarded.
+    start = jnp.where(cont, t_ev, t1 - 1e-9 * (t1 - t0))
+    ts2 = jnp.clip(ts, start[..., None] if batched else start, t1)
+    off = jnp.zeros_like(cont)
+    second = fn(raw["y_end"], args, start, t1, ts2, off)
+    later = cont[..., None] & (ts > (t_ev[..., None] if batched else t_ev))
+
+    def pick(a, b, mask):
+        return jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - mask.ndim)), b, a)
+
+    out = dict(raw)
+    out["saved"] = jax.tree_util.tree_map(lambda a, b: pick(a, b, later), raw["saved"], second["saved"])
+    out["ts"] = jnp.where(later, ts, raw["ts"])
+    for key in ("code", "t_final", "y_end_max", "rhs_finite"):
+        out[key] = jnp.where(cont, second[key], raw[key])
+    out["y_end"] = jax.tree_util.tree_map(lambda a, b: pick(a, b, cont), raw["y_end"], second["y_end"])
+    for key in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
+        out[key] = raw[key] + jnp.where(cont, second[key], 0)
+    return out
 
 
 _COMPILED: dict = {}
@@ -426,8 +428,6 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
         raise ValueError("save_states=False needs at least one observable to save")
     if event is not None and not isinstance(event, Event):
         raise ValueError("event must be a flows.Event")
-    if event is not None and not event.stop and not save_states:
-        raise ValueError("an Event with stop=False needs save_states=True")
     leaves = jax.tree_util.tree_leaves(y0)
     if not leaves:
         raise ValueError("y0 must contain at least one array")
@@ -448,6 +448,29 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
         progress,
     )
     return ts_arr, t0_arr, t1_arr, options, key_opts
+
+
+def _execute(vector_field, options, key_opts, call_args, *, in_axes):
+    """Compile (cached) and run; continue after a non-stopping event; decode into a Trajectory."""
+    batched = in_axes is not None
+    key = ("batch" if batched else "single", in_axes, key_opts, _signature(call_args))
+
+    def build():
+        run = _build(vector_field, **options)
+        return jax.vmap(run, in_axes=in_axes) if batched else run
+
+    fn, compile_s = _compiled(key, build, call_args)
+    start = time.perf_counter()
+    raw = fn(*call_args)
+    event = options["event"]
+    if event is not None and not event.stop:
+        _, args, t0, t1, ts, _ = call_args
+        raw = _continue_after_event(fn, raw, args, t0, t1, ts, batched)
+    raw = jax.block_until_ready(raw)
+    run_s = time.perf_counter() - start
+    traj = _decode(raw, options, float(call_args[3]), batched, compile_s, run_s)
+    logger.debug("solve: %s (compile %.3f s, run %.3f s)", traj.status, compile_s, run_s)
+    return traj
 
 
 def _decode(raw, options, t1, batched, compile_s, run_s):
@@ -532,15 +555,8 @@ def solve(
         vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
         save_states, event, blowup, progress,
     )
-    call_args = (y0, args, t0_arr, t1_arr, ts_arr)
-    key = ("single", key_opts, _signature(call_args))
-    fn, compile_s = _compiled(key, lambda: _build(vector_field, **options), call_args)
-    start = time.perf_counter()
-    raw = jax.block_until_ready(fn(*call_args))
-    run_s = time.perf_counter() - start
-    traj = _decode(raw, options, t1, False, compile_s, run_s)
-    logger.debug("solve: %s in %d steps (compile %.3f s, run %.3f s)", traj.status,
-                 int(traj.num_steps), compile_s, run_s)
+    call_args = (y0, args, t0_arr, t1_arr, ts_arr, jnp.asarray(True))
+    traj = _execute(vector_field, options, key_opts, call_args, in_axes=None)
     if throw and not traj.ok:
         raise FlowError(f"flow failed: {traj.message}", traj)
     return traj
@@ -593,16 +609,15 @@ def solve_batch(
         vector_field, example_y0, t0, t1, ts, None, solver, rtol, atol, dt0, max_steps, observables,
         save_states, event, blowup, False,
     )
-    call_args = (y0, args, t0_arr, t1_arr, ts_arr)
-    in_axes = (0 if batch_y0 else None, 0 if batch_args else None, None, None, None)
-    key = ("batch", in_axes, key_opts, _signature(call_args))
-    fn, compile_s = _compiled(
-        key, lambda: jax.vmap(_build(vector_field, **options), in_axes=in_axes), call_args
-    )
-    start = time.perf_counter()
-    raw = jax.block_until_ready(fn(*call_args))
-    run_s = time.perf_counter() - start
-    traj = _decode(raw, options, t1, True, compile_s, run_s)
+    # Everything but args (if unbatched) and t1 carries the batch axis, so that a continuation after an
+    # event (other start times, other states) reuses the same compiled program.
+    (size,) = sizes
+    if not batch_y0:
+        y0 = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (size,) + jnp.shape(a)), y0)
+    call_args = (y0, args, jnp.full((size,), t0_arr), t1_arr, jnp.broadcast_to(ts_arr, (size,) + ts_arr.shape),
+                 jnp.ones((size,), bool))
+    in_axes = (0, 0 if batch_args else None, 0, None, 0, 0)
+    traj = _execute(vector_field, options, key_opts, call_args, in_axes=in_axes)
     if throw and not traj.ok:
         bad = [i for i, s in enumerate(traj.status) if s not in ("ok", "event")]
         raise FlowError(f"{len(bad)} of {len(traj.status)} solves failed, e.g. member {bad[0]}: "

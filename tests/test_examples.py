@@ -1,6 +1,7 @@
 """Every example runs under --quick and writes a complete record; the main job resumes after interruption."""
 
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,20 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
 
 
+def _check_fig4(out):
+    trace = json.loads((out / "loss_trace.json").read_text())
+    assert set(trace) == {"etaY1_etaZ1", "etaY10_etaZ1"} and len(trace["etaY1_etaZ1"]) == 30
+
+
+def _check_fig6(out):
+    table = json.loads((out / "entropy_table.json").read_text())
+    assert {"K", "eta_Z", "ratio", "mean", "sem"} <= set(table[0])
+
+
+# Files an example promises beyond the standard record.
+EXTRA_CHECKS = {"scan_snap_fig4": _check_fig4, "scan_snap_fig6": _check_fig6}
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
 def test_example_quick_writes_a_complete_record(script, tmp_path):
     spec = importlib.util.spec_from_file_location(f"example_{script.stem}", script)
@@ -29,6 +44,8 @@ def test_example_quick_writes_a_complete_record(script, tmp_path):
     assert rec["meta"]["quick"] is True
     preds = {k: v for k, v in rec["metrics"].items() if isinstance(v, dict) and "holds" in v}
     assert preds, "an example must record at least one checked prediction"
+    if script.stem in EXTRA_CHECKS:
+        EXTRA_CHECKS[script.stem](out)
 
 
 def _reproduce(out, *extra):

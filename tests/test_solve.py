@@ -173,3 +173,20 @@ def test_progress_meter_runs(capsys):
     assert traj.status == "ok"
     err = capsys.readouterr().err
     assert "100.00%" in err or "%" in err
+
+
+def test_event_without_stopping_in_a_batch_and_without_states():
+    """Each member continues past its own event time; observables only; one compiled program."""
+    rates = jnp.array([0.5, 1.0, 2.0, 0.1])
+    ts = linear_grid(0.0, 3.0, 13)
+    ev = Event(lambda t, y, a: y[0] - 0.5, stop=False)
+    obs = {"y": lambda t, y, a: y[0]}
+    before = len(_COMPILED)
+    batch = solve_batch(decay, jnp.array([1.0]), t1=3.0, ts=ts, args=rates, event=ev, observables=obs,
+                        save_states=False, rtol=1e-10, atol=1e-12)
+    assert len(_COMPILED) == before + 1
+    assert batch.status == ("ok",) * 4
+    t_ev = np.asarray(batch.t_event)
+    np.testing.assert_allclose(t_ev[:3], np.log(2.0) / np.asarray(rates[:3]), rtol=1e-8)
+    assert np.isnan(t_ev[3])  # y = exp(-0.3) > 0.5 at t1: no event
+    np.testing.assert_allclose(batch.observables["y"], np.exp(-np.outer(rates, ts)), rtol=1e-8)

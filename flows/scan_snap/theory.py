@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["gamma", "gamma_early", "gamma_late", "h", "h_discrete", "regime_times"]
+__all__ = ["B", "Gamma", "chi_bounds", "gamma", "gamma_early", "gamma_late", "h", "h_discrete", "pair_invariant_rhs",
+           "regime_times", "scan_time", "snap_time"]
 
 _NEWTON_ITERS = 80
 
@@ -122,3 +123,54 @@ def regime_times(M, K, eta_Y):
     lnM = np.log(float(M))
     omega = np.log(lnM) / lnM
     return float(K) * lnM / float(eta_Y), 2 * (1 + omega) * float(K) * lnM / float(eta_Y)
+
+
+# --- closed forms of the attention dynamics (Tian et al. 2023, Theorems 3-4; digest §3.4) -------------------
+
+
+def Gamma(t, M, K, eta_Y, eta_Z):
+    """Gamma(t) = eta_Z int_0^t gamma = (eta_Z / eta_Y) K (M-1)^2 h(t/K)^2 / 2 (eq. 128). Shapes broadcast."""
+    _check("K", K, positive=True)
+    _check("eta_Z", eta_Z, positive=True)
+    hv = h(_float(t) / _float(K), M, eta_Y)
+    return _float(eta_Z) / _float(eta_Y) * _float(K) * (_float(M) - 1) ** 2 * hv**2 / 2
+
+
+def B(t, M, K, eta_Y, eta_Z, C0=1.0, printed=False):
+    """B_n(t) = eta_Z int_0^t xi_n of the single-common-token reduction (eq. 13, Theorem 4, eq. 129).
+
+    Default: the exact integral (1/4) ln(1 + 4 Gamma(t) / C0) = (1/4) ln(1 + 2 (eta_Z/eta_Y) K (M-1)^2 h(t/K)^2
+    / C0), so B(0) = 0. `printed=True` gives eq. 129 as printed, (1/4) ln(C0 + 4 Gamma); the two agree for
+    C0 = 1 (digest §8). `C0 = rho_0^4 / K` in the paper; here a free positive constant.
+    """
+    _check("C0", C0, positive=True)
+    G = Gamma(t, M, K, eta_Y, eta_Z)
+    C0 = _float(C0)
+    if printed:
+        return jnp.log(C0 + 4 * G) / 4
+    return jnp.log1p(4 * G / C0) / 4
+
+
+def scan_time(M, K, eta_Y):
+    """t0' = K ln M / eta_Y: the end of the scanning stage (eq. 14, Lemma 9)."""
+    _check("M", M, greater=1)
+    _check("K", K, positive=True)
+    _check("eta_Y", eta_Y, positive=True)
+    return _float(K) * jnp.log(_float(M)) / _float(eta_Y)
+
+
+def snap_time(M, K, eta_Y):
+    """t0 ~ 2 K ln M / eta_Y: the snap (start of the O(ln ln t) stage; Theorem 4, eq. 14, leading order
+    without the (1 + omega_1) factor; see `regime_times` for that). Independent of eta_Z."""
+    return 2 * scan_time(M, K, eta_Y)
+
+
+def chi_bounds(B_n, f0_sq):
+    """The chi sandwich (eq. 12): (e^{2 f_{nl0}(0)^2 B_n}, e^{2 B_n}) bounding chi_{l0}(t) = e^{2 dz_{ml0}}."""
+    B_n, f0_sq = _float(B_n), _float(f0_sq)
+    return jnp.exp(2 * f0_sq * B_n), jnp.exp(2 * B_n)
+
+
+def pair_invariant_rhs(dz_lp, r0):
+    """e^{-2 dz_l} - 1 predicted from the partner token (eq. 110): (r_{l/l'|n}(0) + 1)(e^{-2 dz_l'} - 1)."""
+    return (_float(r0) + 1) * jnp.expm1(-2 * _float(dz_lp))

@@ -1,0 +1,217 @@
+"""Data model of word co-occurrence (Yang, Kailkhura, Wang, Liang, NeurIPS 2024, Def. 2.1, Assumption 2.3).
+
+Tokens are orthonormal (one-hot) and represented by their **indices**: 0 = mu_1, 1 = mu_2 (the targets),
+2 = mu_3 (the common token, once per sequence), 3..d-1 = the random tokens R. A sample is a row of `L`
+token indices and a label y = +1 iff mu_1 and mu_2 co-occur:
+
+| group | probability | y  | special tokens      | random slots |
+|-------|-------------|----|---------------------|--------------|
+| I_1   | 1/2         | +1 | mu_1, mu_2, mu_3    | L - 3        |
+| I_2   | 1/6         | -1 | mu_1, mu_3          | L - 2        |
+| I_3   | 1/6         | -1 | mu_2, mu_3          | L - 2        |
+| I_4   | 1/6         | -1 | mu_3                | L - 1        |
+
+The training set has the exact proportions of Assumption 2.3(i) (so n is a multiple of 6). Two variants:
+
+- `variant="theory"`: Assumption 2.3(ii), every random-token occurrence in the training set is a distinct
+  token, so d >= 3 + (number of random slots) = 3 + n/2 (L-3) + n/3 (L-2) + n/6 (L-1).
+- `variant="paper"`: the paper's experiment (App. A, d = 64): random tokens drawn uniformly with
+  replacement from R.
+
+Test sets are fresh draws from the distribution D (groups by their probabilities, random tokens i.i.d.
+uniform over R) with an independent key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Config", "Dataset", "GROUP_PROBS", "NUM_GROUPS", "num_random_slots", "sample_test",
+           "training_set"]
+
+#: Probabilities of I_1..I_4 (Def. 2.1).
+GROUP_PROBS = (0.5, 1.0 / 6.0, 1.0 / 6.0, 1.0 / 6.0)
+NUM_GROUPS = 4
+#: Labels of I_1..I_4.
+GROUP_LABELS = (1.0, -1.0, -1.0, -1.0)
+#: Special tokens (mu_3 first, then targets) of each group, as indices; -1 pads.
+_SPECIAL = np.array([[2, 0, 1], [2, 0, -1], [2, 1, -1], [2, -1, -1]], dtype=np.int32)
+_NUM_SPECIAL = np.array([3, 2, 2, 1], dtype=np.int32)
+_VARIANTS = ("theory", "paper")
+_INITS = ("theory", "kaiming")
+
+
+def num_random_slots(n: int, L: int) -> int:
+    """Random-token slots of a training set with exact proportions: n/2 (L-3) + n/3 (L-2) + n/6 (L-1)."""
+    return n // 2 * (L - 3) + n // 3 * (L - 2) + n // 6 * (L - 1)
+
+
+def _check_int(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def _check_pos(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(float(value)) or float(value) <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Sizes, initialisation and data variant of one co-occurrence experiment (immutable, validated).
+
+    **Arguments:**
+
+    - `n`: training samples, a multiple of 6 (exact proportions 1/2, 1/6, 1/6, 1/6; Assumption 2.3(i)).
+    - `L`: sequence length, >= 3 (room for mu_1, mu_2, mu_3).
+    - `d`: vocabulary size = token dimension; `variant="theory"` needs d >= 3 + `num_random_slots(n, L)`
+      (Assumption 2.3(ii)), `variant="paper"` needs d >= 4.
+    - `m`: width of W_Q, W_K, W_V (the softmax temperature is 1/sqrt(m)); `m1`: MLP neurons.
+    - `sigma0`, `sigma1`: init std of W_V, W_K, W_Q and of W (Sec. 2.2); default 1/sqrt(L m) and
+      1/sqrt(m1) (the scales of Condition 1). Ignored by `init="kaiming"`.
+    - `variant`: `"theory"` (unique random tokens) or `"paper"` (with replacement, App. A).
+    - `init`: `"theory"` (a = +-1, W ~ N(0, sigma1^2), W_V/K/Q ~ N(0, sigma0^2)) or `"kaiming"`
+      (a = +-1, kaiming-normal std sqrt(2 / fan_in): sqrt(2/m) for W, sqrt(2/d) for W_V/K/Q).
+    - `seed`: seeds the training set (and, split off it, the initialisation and test draws).
+
+    **Raises:** `ValueError` naming the field and its allowed range.
+    """
+
+    n: int = 60
+    L: int = 5
+    d: int = 163
+    m: int = 128
+    m1: int = 256
+    sigma0: float | None = None
+    sigma1: float | None = None
+    variant: str = "theory"
+    seed: int = 0
+    init: str = "theory"
+
+    def __post_init__(self):
+        _check_int("n", self.n, 6)
+        if self.n % 6:
+            raise ValueError(f"n must be a multiple of 6 to hold the exact proportions 1/2, 1/6, 1/6, "
+                             f"1/6 (Assumption 2.3(i)), got {self.n}")
+        _check_int("L", self.L, 3)
+        _check_int("m", self.m, 1)
+        _check_int("m1", self.m1, 1)
+        _check_int("seed", self.seed, 0)
+        if self.variant not in _VARIANTS:
+            raise ValueError(f"variant must be one of {_VARIANTS}, got {self.variant!r}")
+        if self.init not in _INITS:
+            raise ValueError(f"init must be one of {_INITS}, got {self.init!r}")
+        need = 3 + num_random_slots(self.n, self.L) if self.variant == "theory" else 4
+        _check_int("d", self.d, 1)
+        if self.d < need:
+            raise ValueError(
+                f"d must be >= {need} for variant={self.variant!r} with n={self.n}, L={self.L}"
+                + (" (3 special tokens + one unique token per random slot, Assumption 2.3(ii))"
+                   if self.variant == "theory" else " (3 special tokens + at least one random token)")
+                + f", got {self.d}")
+        for name in ("sigma0", "sigma1"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_pos(name, value)
+                object.__setattr__(self, name, float(value))
+        if self.sigma0 is None:
+            object.__setattr__(self, "sigma0", 1.0 / math.sqrt(self.L * self.m))
+        if self.sigma1 is None:
+            object.__setattr__(self, "sigma1", 1.0 / math.sqrt(self.m1))
+
+    @property
+    def init_stds(self) -> tuple[float, float]:
+        """(std of W_V/W_K/W_Q, std of W) actually used by the initialisation."""
+        if self.init == "kaiming":
+            return math.sqrt(2.0 / self.d), math.sqrt(2.0 / self.m)
+        return self.sigma0, self.sigma1
+
+    @property
+    def group_sizes(self) -> tuple[int, int, int, int]:
+        """|I_1|, ..., |I_4| = n/2, n/6, n/6, n/6."""
+        return (self.n // 2, self.n // 6, self.n // 6, self.n // 6)
+
+    def keys(self):
+        """(data key, init key, test key): independent streams split off `seed`."""
+        return tuple(jax.random.split(jax.random.PRNGKey(self.seed), 3))
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """Token sequences as indices.
+
+    - `tokens`: int32 `(n, L)`, token index per position (0 = mu_1, 1 = mu_2, 2 = mu_3, >= 3 random).
+    - `labels`: float `(n,)`, +-1.
+    - `groups`: int32 `(n,)`, 0..3 for I_1..I_4.
+    """
+
+    tokens: jax.Array
+    labels: jax.Array
+    groups: jax.Array
+
+    @property
+    def n(self) -> int:
+        return int(self.tokens.shape[0])
+
+    def group_onehot(self, dtype=None) -> jax.Array:
+        """`(n, 4)` indicator of the group of each sample."""
+        dtype = dtype or jnp.result_type(float)
+        return jax.nn.one_hot(self.groups, NUM_GROUPS, dtype=dtype)
+
+
+def _assemble(key, groups, L, random_tokens_fn):
+    """Place the specials of each group at random positions and fill the rest via `random_tokens_fn`."""
+    n = groups.shape[0]
+    k_pos, k_rand = jax.random.split(key)
+    special = jnp.asarray(_SPECIAL)[groups]  # (n, 3)
+    num_special = jnp.asarray(_NUM_SPECIAL)[groups]  # (n,)
+    slots = jnp.concatenate([special, jnp.full((n, L - 3), -1, jnp.int32)], axis=1)  # (n, L)
+    is_random = jnp.arange(L, dtype=jnp.int32)[None, :] >= num_special[:, None]
+    slot_tokens = jnp.where(is_random, random_tokens_fn(k_rand, is_random), slots)
+    # a uniformly random position for every slot: argsort of uniforms is a random permutation per row
+    perm = jnp.argsort(jax.random.uniform(k_pos, (n, L)), axis=1)
+    rows = jnp.arange(n)[:, None]
+    tokens = jnp.zeros((n, L), jnp.int32).at[rows, perm].set(slot_tokens)
+    return tokens
+
+
+def training_set(config: Config, key=None) -> Dataset:
+    """The training set of Assumption 2.3: exact proportions, samples ordered I_1, I_2, I_3, I_4.
+
+    `key` defaults to the data key of `config.keys()`. Shapes: tokens `(n, L)`.
+    """
+    key = config.keys()[0] if key is None else key
+    groups = jnp.asarray(np.repeat(np.arange(NUM_GROUPS), config.group_sizes).astype(np.int32))
+    d, L = config.d, config.L
+
+    def random_tokens(k, is_random):
+        if config.variant == "theory":
+            # one distinct random token per random slot (row-major order of the slots)
+            order = jnp.cumsum(is_random.reshape(-1)).reshape(is_random.shape) - 1
+            pool = 3 + jax.random.permutation(k, d - 3).astype(jnp.int32)
+            return pool[jnp.clip(order, 0, d - 4)]
+        return jax.random.randint(k, is_random.shape, 3, d, dtype=jnp.int32)
+
+    tokens = _assemble(key, groups, L, random_tokens)
+    labels = jnp.asarray(np.asarray(GROUP_LABELS)[np.asarray(groups)], dtype=jnp.result_type(float))
+    return Dataset(tokens=tokens, labels=labels, groups=groups)
+
+
+def sample_test(config: Config, num: int, key=None) -> Dataset:
+    """`num` fresh samples from D: groups drawn with probabilities (1/2, 1/6, 1/6, 1/6), random tokens
+    i.i.d. uniform over R (both variants). `key` defaults to the test key of `config.keys()`."""
+    _check_int("num", num, 1)
+    key = config.keys()[2] if key is None else key
+    k_group, k_rest = jax.random.split(key)
+    groups = jax.random.choice(k_group, NUM_GROUPS, (num,), p=jnp.asarray(GROUP_PROBS)).astype(jnp.int32)
+    d = config.d
+    tokens = _assemble(k_rest, groups, config.L,
+                       lambda k, is_random: jax.random.randint(k, is_random.shape, 3, d, dtype=jnp.int32))
+    labels = jnp.asarray(GROUP_LABELS, dtype=jnp.result_type(float))[groups]
+    return Dataset(tokens=tokens, labels=labels, groups=groups)

@@ -1,0 +1,120 @@
+"""The exact closed gradient-flow ODE of the co-occurrence transformer (theory digest §3.2).
+
+Yang et al. 2024 (Sec. 3, App. C) track neuron-value alignments, scores and Gram matrices. Because a is
+fixed, eq. (1) depends on W only through u = W^T a, and the gradient flow of L̂ in (W, W_V, W_K, W_Q) closes
+on the Gram state (G, S, M_V, M_K, M_Q, A) (see `observables`). For each sample i with attention
+p[i, h, l] = softmax_h(A[x_h, x_l] / sqrt m), G at the tokens Gx, output F_i, g_i = 1/(1 + e^{y_i F_i})
+and c_i = g_i y_i / n:
+
+    z = sum_i c_i sum_l X_i p_l                       (d,)     attention-weighted token counts = -dL̂/dG
+    B[x_h, x_l] += c_i p[h,l] (Gx[h] - Gx^T p_l)      (d, d)   = -sqrt(m) dL̂/dA
+    dG/dt   = (S I + m1 M_V) z
+    dS/dt   = 2 m1 G^T z
+    dM_V/dt = G z^T + z G^T
+    dA/dt   = (M_K B + B M_Q) / sqrt(m)
+    dM_K/dt = (A B^T + B A^T) / sqrt(m)
+    dM_Q/dt = (A^T B + B^T A) / sqrt(m)
+
+The RHS is vectorised (gathers and scatter-adds over the (n, L, L) attention tensor, d x d matmuls); it is
+checked against `jax.grad` of the explicit loss pushed to the Grams, and, integrated from the Grams of the
+same initialisation, against the GD-trained network (tests/cooccurrence).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..solve import Event, Trajectory, solve
+from . import observables as obs
+from .data import Config
+from .network import data_args, init_params
+
+__all__ = ["flow_gradients", "initial_state", "solve_flow", "vector_field"]
+
+
+def flow_gradients(state, args):
+    """(z, B, F): z `(d,)`, B `(d, d)` of the module docstring and the outputs F `(n,)`."""
+    tokens, labels = args["tokens"], args["labels"]
+    n = tokens.shape[0]
+    d = state["G"].shape[0]
+    p, Gx, F = obs.outputs(state, tokens, args["sqrt_m"])
+    c = jax.nn.sigmoid(-labels * F) * labels / n  # g_i y_i / n
+    z = jnp.zeros((d,), p.dtype).at[tokens].add(c[:, None] * jnp.sum(p, axis=2))
+    mean_G = jnp.einsum("nh,nhl->nl", Gx, p)  # Gx^T p_l
+    r = p * (Gx[:, :, None] - mean_G[:, None, :])
+    B = jnp.zeros((d, d), p.dtype).at[tokens[:, :, None], tokens[:, None, :]].add(c[:, None, None] * r)
+    return z, B, F
+
+
+def vector_field(t, state, args):
+    """d(Gram state)/dt of the module docstring; `state` a dict of G `(d,)`, S `()`, M_V, M_K, M_Q, A
+    `(d, d)`; `args` from `network.data_args`."""
+    z, B, _ = flow_gradients(state, args)
+    G, S, M_V, M_K, M_Q, A = (state[k] for k in ("G", "S", "M_V", "M_K", "M_Q", "A"))
+    m1, sqrt_m = args["m1"], args["sqrt_m"]
+    Gz = jnp.outer(G, z)
+    AB = A @ B.T
+    AtB = A.T @ B
+    return {
+        "G": S * z + m1 * (M_V @ z),
+        "S": 2.0 * m1 * (G @ z),
+        "M_V": Gz + Gz.T,
+        "M_K": (AB + AB.T) / sqrt_m,
+        "M_Q": (AtB + AtB.T) / sqrt_m,
+        "A": (M_K @ B + B @ M_Q) / sqrt_m,
+    }
+
+
+def initial_state(config: Config, dtype=None):
+    """The Grams of `network.init_params(config)`: the flow starts where `network.train` starts."""
+    params, a = init_params(config, dtype=dtype)
+    return obs.gram_state(params, a)
+
+
+def _t1_condition(t, state, args):
+    return obs.min_margin(t, state, args)
+
+
+# Located without stopping: the solve continues past T1 (one compiled program, see flows.solve).
+_T1_EVENT = Event(_t1_condition, direction=True, stop=False, name="T1 (zero training error)")
+
+
+def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver: str = "tsit5",
+               rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
+               locate_T1: bool = True, save_states: bool = False, num_test: int = 600,
+               throw: bool = True) -> Trajectory:
+    """Integrate the exact Gram ODE from the initialisation of `network.train(config, ...)` (same seed).
+
+    **Arguments:**
+
+    - `ts`: increasing save times starting at 0 (e.g. `flows.log_grid`); the horizon is `ts[-1]`.
+    - `args`: the data dict (default `network.data_args(config)`, i.e. the training set and test draws
+      of `config.seed`); `y0`: override the initial Gram state.
+    - `locate_T1`: also find T1 = the first time with zero training error (min_i y_i F_i crossing 0
+      upwards) by a root-finding `flows.Event(stop=False)` in the same solve; it is returned as
+      `traj.t_event` (`nan` if there is none before `ts[-1]`, `0.0` if the error is already zero at t=0).
+    - other arguments as in `flows.solve`.
+
+    **Returns:** a `Trajectory` with `observables` named as in `observables.OBSERVABLES` (`loss`,
+    `group_loss (k, 4)`, `train_error`, `test_loss`, `G (k, 3)`, `S`, `A (k, 3, 3)`, `M_V (k, 3, 3)`, `p12`,
+    `group_g (k, 4)`, `balance_ratio`, `R`, `min_margin`).
+    """
+    ts = np.asarray(ts, dtype=float)
+    if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
+        raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
+    args = data_args(config, num_test=num_test) if args is None else args
+    y0 = initial_state(config) if y0 is None else y0
+    t1 = float(ts[-1])
+    common = dict(args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw)
+    already_zero = locate_T1 and float(obs.min_margin(0.0, y0, args)) > 0
+    event = _T1_EVENT if locate_T1 and not already_zero else None
+    traj = solve(vector_field, y0, t1=t1, ts=ts, observables=obs.OBSERVABLES, save_states=save_states,
+                 event=event, **common)
+    if already_zero:
+        traj = dataclasses.replace(traj, t_event=0.0)
+    return traj
+

@@ -1,0 +1,215 @@
+"""The finite network of Yang et al. 2024, eq. (1), and its training with optax.
+
+    F(X) = sum_{l=1}^{L} sum_{j=1}^{m1} a_j w_j^T W_V X softmax(X^T W_K^T W_Q x_l / sqrt(m))        (1)
+
+Every position l is a query and the L outputs are summed; the MLP is linear; a_j = +-1 is fixed; W (m1, m),
+W_V, W_K, W_Q (m, d) are trained on the logistic loss L̂ = (1/n) sum_i log(1 + exp(-y_i F(X_i))).
+Tokens are one-hot, so W_V X is the gather `W_V[:, tokens]`.
+
+`train` runs full-batch GD (`optax.sgd`, continuous time t = lr * step, the discretisation of the gradient
+flow of Sec. 2.2), minibatch SGD (optionally with momentum) or Adam, all inside one compiled loop, and
+records the observables of `observables.OBSERVABLES` on the Grams of the parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from . import observables as obs
+from .data import Config, Dataset, sample_test, training_set
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TrainRecord", "data_args", "forward", "init_params", "network_loss", "train"]
+
+_OPTIMIZERS = ("gd", "sgd", "adam")
+
+
+def init_params(config: Config, key=None, dtype=None):
+    """(params, a): params = {W (m1, m), W_V, W_K, W_Q (m, d)} and the fixed signs a (m1,) in {+-1}.
+
+    `config.init="theory"`: W ~ N(0, sigma1^2), W_V/K/Q ~ N(0, sigma0^2) (Sec. 2.2); `"kaiming"`: kaiming
+    normal, std sqrt(2 / fan_in). `key` defaults to the init key of `config.keys()`.
+    """
+    key = config.keys()[1] if key is None else key
+    dtype = dtype or jnp.result_type(float)
+    std0, std1 = config.init_stds
+    k_a, k_w, k_v, k_k, k_q = jax.random.split(key, 5)
+    a = jnp.where(jax.random.bernoulli(k_a, 0.5, (config.m1,)), 1.0, -1.0).astype(dtype)
+    params = {
+        "W": std1 * jax.random.normal(k_w, (config.m1, config.m), dtype),
+        "W_V": std0 * jax.random.normal(k_v, (config.m, config.d), dtype),
+        "W_K": std0 * jax.random.normal(k_k, (config.m, config.d), dtype),
+        "W_Q": std0 * jax.random.normal(k_q, (config.m, config.d), dtype),
+    }
+    return params, a
+
+
+def forward(params, a, tokens):
+    """Eq. (1) for a batch of token-index sequences `tokens (n, L)` -> F `(n,)`."""
+    m = params["W_V"].shape[0]
+    V = params["W_V"].T[tokens]  # (n, L, m): v(x_h)
+    K = params["W_K"].T[tokens]
+    Q = params["W_Q"].T[tokens]
+    s = jnp.einsum("nhm,nlm->nhl", K, Q) / math.sqrt(m)  # key h, query l
+    p = jax.nn.softmax(s, axis=1)
+    attended = jnp.einsum("nhl,nhm->nlm", p, V)  # W_V X p_l for every query l
+    per_query = jnp.einsum("nlm,jm,j->nl", attended, params["W"], a)  # sum_j a_j w_j^T W_V X p_l
+    return jnp.sum(per_query, axis=1)
+
+
+def network_loss(params, a, tokens, labels):
+    """Logistic loss (1/n) sum_i log(1 + exp(-y_i F_i))."""
+    return jnp.mean(jax.nn.softplus(-labels * forward(params, a, tokens)))
+
+
+def data_args(config: Config, train: Dataset | None = None, test: Dataset | None = None,
+              num_test: int = 600, dtype=None) -> dict:
+    """The data dict the observables (and the flow) read: tokens, labels, group indicator, test draws,
+    sqrt(m) and m1 as arrays (traced, so new values do not recompile)."""
+    dtype = dtype or jnp.result_type(float)
+    train = training_set(config) if train is None else train
+    test = sample_test(config, num_test) if test is None else test
+    return {
+        "tokens": train.tokens,
+        "labels": train.labels.astype(dtype),
+        "group_onehot": train.group_onehot(dtype),
+        "test_tokens": test.tokens,
+        "test_labels": test.labels.astype(dtype),
+        "sqrt_m": jnp.asarray(math.sqrt(config.m), dtype),
+        "m1": jnp.asarray(float(config.m1), dtype),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRecord:
+    """Observables of a trained network at its saved steps.
+
+    - `ts`: continuous time t = lr * step, shape `(k,)`; `steps`: the step numbers.
+    - `observables`: name -> array with leading axis k (same names and shapes as the flow trajectory;
+      `group_loss (k, 4)`, `G (k, 3)`, `A (k, 3, 3)` with A[key, query], ...). Also reachable as
+      `record["loss"]` or `record.loss`.
+    - `params`, `a`: the final parameters; `compile_s`, `run_s`: compile and training wall time.
+    """
+
+    ts: np.ndarray
+    steps: np.ndarray
+    observables: dict
+    optimizer: str
+    lr: float
+    batch_size: int | None
+    params: dict
+    a: jax.Array
+    compile_s: float
+    run_s: float
+
+    def __getitem__(self, name):
+        return self.observables[name]
+
+    def __getattr__(self, name):
+        if name != "observables" and name in self.__dict__.get("observables", {}):
+            return self.__dict__["observables"][name]
+        raise AttributeError(name)
+
+
+def _observe(params, a, args):
+    state = obs.gram_state(params, a)
+    return {name: fn(0.0, state, args) for name, fn in obs.OBSERVABLES.items()}
+
+
+def _save_steps(steps, save_every, save_steps):
+    if save_steps is not None:
+        arr = np.unique(np.asarray(save_steps, dtype=np.int64))
+        if arr.ndim != 1 or arr.size == 0 or arr[0] < 0 or arr[-1] > steps:
+            raise ValueError(f"save_steps must be integers in [0, steps={steps}]")
+        return arr if arr[0] == 0 else np.concatenate([[0], arr])
+    if isinstance(save_every, bool) or not isinstance(save_every, (int, np.integer)) or save_every < 1:
+        raise ValueError(f"save_every must be an integer >= 1, got {save_every!r}")
+    arr = np.arange(0, steps + 1, save_every, dtype=np.int64)
+    return arr if arr[-1] == steps else np.concatenate([arr, [steps]])
+
+
+def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 1000,
+          batch_size: int | None = None, save_every: int = 10, *, save_steps=None,
+          momentum: float | None = None, num_test: int = 600, args: dict | None = None) -> TrainRecord:
+    """Train eq. (1) from `init_params(config)` on `training_set(config)` and record the observables.
+
+    **Arguments:**
+
+    - `optimizer`: `"gd"` (full-batch `optax.sgd`, the Euler discretisation of the gradient flow with time
+      t = lr * step), `"sgd"` (minibatches of `batch_size` drawn without replacement each step, optional
+      `momentum`) or `"adam"` (`optax.adam`, full batch unless `batch_size`).
+    - `lr` (> 0), `steps` (>= 1), `save_every` (record every k steps) or `save_steps` (explicit step numbers,
+      e.g. log-spaced; step 0 is always recorded).
+    - `args`: the data dict of `data_args` (default: built from `config`).
+
+    **Returns:** a `TrainRecord`. Observables are evaluated on the full training set at every saved step.
+    """
+    if optimizer not in _OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                   or not 1 <= batch_size <= config.n):
+        raise ValueError(f"batch_size must be None or an integer in [1, n={config.n}], got {batch_size!r}")
+    if optimizer == "sgd" and batch_size is None:
+        raise ValueError("batch_size must be given for optimizer='sgd' (use 'gd' for full batch)")
+    if optimizer == "gd" and batch_size is not None:
+        raise ValueError("batch_size must be None for optimizer='gd' (full batch)")
+    if momentum is not None and not (0.0 <= momentum < 1.0):
+        raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
+    save = _save_steps(int(steps), save_every, save_steps)
+    args = data_args(config, num_test=num_test) if args is None else args
+    params, a = init_params(config)
+    opt = optax.adam(lr) if optimizer == "adam" else optax.sgd(lr, momentum=momentum or None)
+    opt_state = opt.init(params)
+    tokens, labels = args["tokens"], args["labels"]
+    n = config.n
+    grad_fn = jax.grad(network_loss)
+
+    def one_step(carry):
+        params, opt_state, key = carry
+        if batch_size is None:
+            grads = grad_fn(params, a, tokens, labels)
+        else:
+            key, sub = jax.random.split(key)
+            idx = jax.random.permutation(sub, n)[:batch_size]
+            grads = grad_fn(params, a, tokens[idx], labels[idx])
+        # optax's Adam mixes its int32 step count with floats; allow that under strict promotion
+        with jax.numpy_dtype_promotion("standard"):
+            updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, key
+
+    def segment(carry, num):
+        carry = jax.lax.fori_loop(0, num, lambda _, c: one_step(c), carry)
+        return carry, _observe(carry[0], a, args)
+
+    def run(params, opt_state, key, increments):
+        first = _observe(params, a, args)
+        carry, rest = jax.lax.scan(segment, (params, opt_state, key), increments)
+        series = jax.tree_util.tree_map(lambda x, y: jnp.concatenate([x[None], y]), first, rest)
+        return carry[0], series
+
+    key = jax.random.fold_in(config.keys()[1], 1)
+    increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
+    start = time.perf_counter()
+    compiled = jax.jit(run).lower(params, opt_state, key, increments).compile()
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    final, series = jax.block_until_ready(compiled(params, opt_state, key, increments))
+    run_s = time.perf_counter() - start
+    logger.info("train %s lr=%g steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
+    return TrainRecord(ts=lr * save.astype(float), steps=save,
+                       observables={k: np.asarray(v) for k, v in series.items()},
+                       optimizer=optimizer, lr=float(lr), batch_size=batch_size, params=final, a=a,
+                       compile_s=compile_s, run_s=run_s)

@@ -1,0 +1,264 @@
+"""Sequence classes of Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, Sec. 3.2; theory digest §2).
+
+A class n is (P(l|n), psi(n), next token): the query token x_T = psi(n), the next token x_{T+1} = n, and T-1
+context tokens drawn i.i.d. from P(.|n) (no positional structure, Assumption 1a). Tokens live in one vocabulary
+of size M (contexts, queries and next tokens together; the paper's "M = 30" for Syn-Small counts only the
+contexts, the official code's one-hot size is 34).
+
+- distinct tokens (DT) of n: |Omega(l)| = 1 with Omega(l) = {n : P(l|n) > 0};
+- common tokens (CT): |Omega(l)| > 1.
+
+`sample_counts` draws the count vectors N ~ Multinomial(T-1, P(.|n)) that the exact finite-T reduction needs
+(digest §2, [ours]); `sample_tokens` draws the literal token sequences *from the same random numbers*, so the
+two implementations of the network can be compared sample by sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["ClassArrays", "SequenceClasses", "sample_counts", "sample_tokens", "syn_medium", "syn_small",
+           "zipfian"]
+
+
+class ClassArrays(NamedTuple):
+    """The jit-friendly arrays of a `SequenceClasses` (a pytree).
+
+    - `cond`: (K, M) P(l|n); `query`: (K,) psi(n); `next_token`: (K,) vocabulary index of n;
+    - `class_probs`: (K,) P(n); `support_index`: (K, S) token indices of supp(n), padded;
+    - `support_cdf`: (K, S) cumulative P(l|n) over `support_index` (last entry 1).
+    """
+
+    cond: jax.Array
+    query: jax.Array
+    next_token: jax.Array
+    class_probs: jax.Array
+    support_index: jax.Array
+    support_cdf: jax.Array
+
+
+def _readonly(a):
+    a = np.array(a)
+    a.flags.writeable = False
+    return a
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SequenceClasses:
+    """A validated, immutable set of K sequence classes over a vocabulary of M tokens.
+
+    **Fields:**
+
+    - `cond_probs`: (K, M) array, row n is P(.|n) over context tokens (>= 0, rows sum to 1).
+    - `query`: K ints in [0, M): the query token psi(n) of each class.
+    - `next_token`: K distinct ints in [0, M): the vocabulary index of the next token n.
+    - `class_probs`: (K,) P(n), default uniform 1/K (Theorem 1 uses uniform classes).
+    - `name`: a label.
+
+    Raises `ValueError` naming the field on bad input.
+    """
+
+    cond_probs: np.ndarray
+    query: tuple
+    next_token: tuple
+    class_probs: np.ndarray | None = None
+    name: str = "classes"
+
+    def __post_init__(self):
+        cond = np.asarray(self.cond_probs, dtype=float)
+        if cond.ndim != 2 or cond.shape[0] < 1 or cond.shape[1] < 2:
+            raise ValueError(f"cond_probs must be a (K >= 1, M >= 2) array, got shape {cond.shape}")
+        K, M = cond.shape
+        if not np.all(np.isfinite(cond)) or np.any(cond < 0):
+            raise ValueError("cond_probs must be finite and >= 0")
+        if not np.allclose(cond.sum(axis=1), 1.0, rtol=0, atol=1e-9):
+            raise ValueError(f"cond_probs rows must sum to 1 (allowed error 1e-9), got {cond.sum(axis=1)}")
+        for field in ("query", "next_token"):
+            vals = tuple(int(v) for v in np.asarray(getattr(self, field)).ravel())
+            if len(vals) != K:
+                raise ValueError(f"{field} must have K = {K} entries, got {len(vals)}")
+            if any(v < 0 or v >= M for v in vals):
+                raise ValueError(f"{field} entries must lie in [0, M) = [0, {M}), got {vals}")
+            object.__setattr__(self, field, vals)
+        if len(set(self.next_token)) != K:
+            raise ValueError(f"next_token entries must be distinct, got {self.next_token}")
+        probs = np.full(K, 1.0 / K) if self.class_probs is None else np.asarray(self.class_probs, float)
+        if probs.shape != (K,) or not np.all(np.isfinite(probs)) or np.any(probs <= 0):
+            raise ValueError(f"class_probs must be K = {K} positive finite numbers, got {self.class_probs}")
+        if abs(probs.sum() - 1.0) > 1e-9:
+            raise ValueError(f"class_probs must sum to 1 (allowed error 1e-9), got sum {probs.sum()}")
+        object.__setattr__(self, "cond_probs", _readonly(cond))
+        object.__setattr__(self, "class_probs", _readonly(probs))
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("name must be a non-empty string")
+
+    @classmethod
+    def from_weights(cls, weights, query, next_token, class_probs=None, name="classes"):
+        """Classes from unnormalised non-negative weights (K, M); each row is normalised to P(.|n)."""
+        w = np.asarray(weights, dtype=float)
+        if w.ndim != 2 or not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w.sum(axis=1) <= 0):
+            raise ValueError("weights must be a finite non-negative (K, M) array with positive row sums")
+        return cls(w / w.sum(axis=1, keepdims=True), query, next_token, class_probs, name)
+
+    # -- sizes and token kinds ---------------------------------------------------------
+    @property
+    def num_classes(self) -> int:
+        """K."""
+        return self.cond_probs.shape[0]
+
+    @property
+    def vocab_size(self) -> int:
+        """M (the one-hot size: contexts, queries and next tokens)."""
+        return self.cond_probs.shape[1]
+
+    @property
+    def query_tokens(self) -> tuple:
+        """The distinct query tokens, sorted."""
+        return tuple(sorted(set(self.query)))
+
+    @property
+    def support(self) -> np.ndarray:
+        """(K, M) bool: P(l|n) > 0."""
+        return self.cond_probs > 0
+
+    @property
+    def omega_size(self) -> np.ndarray:
+        """(M,) |Omega(l)|: the number of classes whose support contains l."""
+        return self.support.sum(axis=0)
+
+    @property
+    def distinct_mask(self) -> np.ndarray:
+        """(K, M) bool: l is a distinct token of class n (|Omega(l)| = 1, l in supp(n))."""
+        return self.support & (self.omega_size == 1)[None, :]
+
+    @property
+    def common_mask(self) -> np.ndarray:
+        """(M,) bool: l is a common token (|Omega(l)| > 1)."""
+        return self.omega_size > 1
+
+    def arrays(self, dtype=None) -> ClassArrays:
+        """The classes as jnp arrays (floats in `dtype`, default JAX's default float)."""
+        dtype = dtype or jnp.result_type(float)
+        S = int(self.support.sum(axis=1).max())
+        idx = np.zeros((self.num_classes, S), dtype=np.int32)
+        cdf = np.ones((self.num_classes, S))
+        for n in range(self.num_classes):
+            sup = np.flatnonzero(self.support[n])
+            idx[n, : sup.size] = sup
+            idx[n, sup.size:] = sup[-1]
+            c = np.cumsum(self.cond_probs[n, sup])
+            c[-1] = 1.0
+            cdf[n, : sup.size] = c
+        return ClassArrays(
+            cond=jnp.asarray(self.cond_probs, dtype),
+            query=jnp.asarray(self.query, jnp.int32),
+            next_token=jnp.asarray(self.next_token, jnp.int32),
+            class_probs=jnp.asarray(self.class_probs, dtype),
+            support_index=jnp.asarray(idx),
+            support_cdf=jnp.asarray(cdf, dtype),
+        )
+
+
+def syn_small() -> SequenceClasses:
+    """Syn-Small (paper Sec. 8; official `figure_4`): K = 2 classes, each with its own query token.
+
+    Tokens 0-9: common (weight 1 each); 10-19: DTs of class 0, 20-29: DTs of class 1, weights
+    linspace(0.1, 1, 10) (so P(l|n) increases with l); queries 30, 31; next tokens 32, 33. M = 34.
+    """
+    return _generator(num_queries=2, next_per_query=1, num_common=10, num_distinct=10, name="syn_small")
+
+
+def syn_medium(num_queries: int) -> SequenceClasses:
+    """Syn-Medium (Fig. 6; official `figure_6`): L query tokens with 2 next tokens each, K = 2L.
+
+    Tokens 0-9: common to all classes (weight 1); then 10 DTs per class (weights linspace(0.1, 1, 10)),
+    class k owns 10 + 10k ... 10 + 10k + 9; then the L query tokens, then the K next tokens. M = 10 + 23 L.
+    Class k has query token number k // 2.
+    """
+    if isinstance(num_queries, bool) or int(num_queries) != num_queries or num_queries < 1:
+        raise ValueError(f"num_queries must be an integer >= 1, got {num_queries!r}")
+    return _generator(num_queries=int(num_queries), next_per_query=2, num_common=10, num_distinct=10,
+                      name=f"syn_medium_{int(num_queries)}")
+
+
+def _generator(num_queries, next_per_query, num_common, num_distinct, name, distinct_weights=None,
+               common_weights=None):
+    K = num_queries * next_per_query
+    M = num_common + K * num_distinct + num_queries + K
+    w = np.zeros((K, M))
+    dw = np.linspace(0.1, 1.0, num_distinct) if distinct_weights is None else np.asarray(distinct_weights)
+    cw = np.ones(num_common) if common_weights is None else np.asarray(common_weights)
+    for k in range(K):
+        w[k, :num_common] = cw
+        start = num_common + k * num_distinct
+        w[k, start: start + num_distinct] = dw
+    q0 = num_common + K * num_distinct
+    query = [q0 + k // next_per_query for k in range(K)]
+    nxt = [q0 + num_queries + k for k in range(K)]
+    return SequenceClasses.from_weights(w, query, nxt, name=name)
+
+
+def zipfian(num_queries: int = 2, next_per_query: int = 1, num_distinct: int = 10, num_common: int = 5,
+            exponent: float = 1.0) -> SequenceClasses:
+    """User-defined classes with Zipfian weights: the DTs of each class get 1/rank^s (rank 1 = most
+    frequent, placed last so that P(l|n) increases with the token index as in Syn-Small), the CTs get
+    1/rank^s over ranks 1..num_common. Same token numbering as `syn_small` / `syn_medium`."""
+    for field, v in (("num_queries", num_queries), ("next_per_query", next_per_query),
+                     ("num_distinct", num_distinct)):
+        if int(v) != v or v < 1:
+            raise ValueError(f"{field} must be an integer >= 1, got {v!r}")
+    if int(num_common) != num_common or num_common < 0:
+        raise ValueError(f"num_common must be an integer >= 0, got {num_common!r}")
+    if not (np.isfinite(exponent) and exponent >= 0):
+        raise ValueError(f"exponent must be finite and >= 0, got {exponent!r}")
+    dw = 1.0 / np.arange(num_distinct, 0, -1) ** exponent
+    cw = 1.0 / np.arange(1, num_common + 1) ** exponent
+    return _generator(int(num_queries), int(next_per_query), int(num_common), int(num_distinct),
+                      name="zipfian", distinct_weights=dw, common_weights=cw)
+
+
+def _draw(arrays: ClassArrays, key, batch_size: int, T: int):
+    """Class indices (B,) and uniforms (B, T-1): the shared randomness of both samplers."""
+    k_cls, k_tok = jax.random.split(key)
+    cls = jax.random.categorical(k_cls, jnp.log(arrays.class_probs), shape=(batch_size,))
+    u = jax.random.uniform(k_tok, (batch_size, T - 1), dtype=arrays.support_cdf.dtype)
+    return cls, u
+
+
+def _check_sizes(batch_size, T):
+    if int(batch_size) != batch_size or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if int(T) != T or T < 2:
+        raise ValueError(f"T must be an integer >= 2 (T-1 >= 1 context tokens), got {T!r}")
+
+
+def sample_counts(arrays: ClassArrays, key, batch_size: int, T: int):
+    """(cls (B,), counts (B, M)): classes n ~ P(n) and context counts N ~ Multinomial(T-1, P(.|n)).
+
+    Token t of a sequence is the support entry j with cdf_{j-1} <= u_t < cdf_j; the counts are computed
+    from the uniforms directly, N_j = #{t : u_t < cdf_j} - #{t : u_t < cdf_{j-1}}, with no token sequence.
+    """
+    _check_sizes(batch_size, T)
+    cls, u = _draw(arrays, key, batch_size, T)
+    cdf = arrays.support_cdf[cls]  # (B, S)
+    below = jnp.sum((u[:, :, None] < cdf[:, None, :]).astype(cdf.dtype), axis=1)  # (B, S) cumulative
+    counts_s = jnp.diff(below, axis=1, prepend=jnp.zeros_like(below[:, :1]))
+    M = arrays.cond.shape[1]
+    rows = jnp.arange(batch_size)[:, None]
+    counts = jnp.zeros((batch_size, M), cdf.dtype).at[rows, arrays.support_index[cls]].add(counts_s)
+    return cls, counts
+
+
+def sample_tokens(arrays: ClassArrays, key, batch_size: int, T: int):
+    """(cls (B,), tokens (B, T-1) int): the literal context sequences behind `sample_counts(key)`."""
+    _check_sizes(batch_size, T)
+    cls, u = _draw(arrays, key, batch_size, T)
+    cdf = arrays.support_cdf[cls]
+    j = jax.vmap(lambda c, uu: jnp.searchsorted(c, uu, side="right"))(cdf, u)
+    j = jnp.minimum(j, cdf.shape[1] - 1)
+    return cls, jnp.take_along_axis(arrays.support_index[cls], j, axis=1)

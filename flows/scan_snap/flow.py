@@ -1,0 +1,212 @@
+"""T -> infinity flows of Scan and Snap, integrated with `flows.solve` (Tian et al. 2023; digest §3.2, §3.5).
+
+**Full (Y, Z) flow** (digest §3.2, the population gradient flow): for each class n with m = psi(n),
+c_n = P(.|n) e^{z_m} / <P(.|n), e^{z_m}>, f_n = c_n / ||c_n||, alpha_n = softmax(Y^T f_n), g_n = Y (e_n - alpha_n),
+
+    Y_dot   = eta_Y sum_n P(n) f_n (e_n - alpha_n)^T,
+    z_m_dot = eta_Z sum_{n in psi^{-1}(m)} P(n) diag(f_n) P^perp_{f_n} g_n.
+
+State {"Y": (M, M), "Z": (M, M)}; this is -eta grad of the population loss sum_n P(n) CE_n (a test checks it
+against `jax.grad`). Time: one unit = one batch-mean step of learning rate eta.
+
+**Quasi-static reduced Z-flow** (Lemma 4, eq. 10; digest §3.5-3): Y is eliminated through Theorem 1,
+
+    z_m_dot = eta_Z gamma(t) sum_{n in psi^{-1}(m)} w_n diag(f_n) P^perp_{f_n} (F^dagger)^T e_n,
+    (F^dagger)^T e_n = iota_n f_n - sum_{n' != n} beta_{nn'} f_{n'},   beta_{nn'} = E'_{n'n},  E' = I - (F^T F)^{-1},
+
+with gamma(t) = (M-1)^2 h / ((M-1) + e^{M h}) and h = h(t/K) carried in the state (dh/dt = eta_Y / (K ((M-1) +
+e^{M h}))), and B_n = eta_Z int w_n xi_n, xi_n = gamma sum_{n'!=n} beta_{nn'} f_n^T f_{n'} (Theorem 1a), carried
+too. Weights: the paper's time (`paper_time=True`) drops P(n) = 1/K, w_n = K P(n); `paper_time=False` keeps
+w_n = P(n) (the full flow's time). `exact_slaving=True` uses the exact quasi-static decoder Y = (F^dagger)^T W,
+w_n = (M-1) h zeta_n, whose backpropagated gradient is g_n = gamma (M/(M-1))^2 (F^dagger)^T (e_n - 1_K / M):
+then the reduced flow equals the full Z-flow at that Y exactly (the paper drops the O(1/M) terms).
+State {"Z": (M, M), "h": (), "B": (K,)}.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..solve import Trajectory, solve
+from . import observables as obs
+from .data import SequenceClasses
+
+__all__ = ["flow_args", "full_vector_field", "population_loss", "reduced_vector_field", "single_ct_vector_field",
+           "symmetric_vector_field",
+           "slaved_decoder", "solve_flow", "solve_single_common_token"]
+
+
+def flow_args(classes: SequenceClasses, eta_Y, eta_Z, *, paper_time=True, exact_slaving=False,
+              decoder_size=None, dtype=None) -> dict:
+    """The traced parameters of both vector fields (arrays; new values do not recompile)."""
+    dtype = dtype or jnp.result_type(float)
+    K, M = classes.num_classes, classes.vocab_size
+    Md = float(decoder_size or M)
+    Q = np.zeros((K, M))
+    Q[np.arange(K), classes.query] = 1.0
+    E = np.zeros((K, M))
+    E[np.arange(K), classes.next_token] = 1.0
+    p = np.asarray(classes.class_probs)
+    weights = p if (exact_slaving or not paper_time) else K * p
+    a = lambda x: jnp.asarray(x, dtype)  # noqa: E731
+    return {
+        "cond": a(classes.cond_probs), "Q": a(Q), "E": a(E), "p": a(p), "w": a(weights),
+        "eta_Y": a(eta_Y), "eta_Z": a(eta_Z), "K": a(K), "Md": a(Md),
+        "center": a(1.0 if exact_slaving else 0.0),
+        "scale": a((Md / (Md - 1.0)) ** 2 if exact_slaving else 1.0),
+    }
+
+
+def population_loss(params, args):
+    """sum_n P(n) (-log softmax(Y^T f_n)_n), the T -> infinity loss (minus eq. 2)."""
+    c = obs.attention(params["Z"], args["cond"], args["Q"])
+    f = obs.normalized_attention(c)
+    logits = f @ params["Y"]
+    ce = jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * args["E"], axis=-1)
+    return jnp.sum(args["p"] * ce)
+
+
+def full_vector_field(t, y, args):
+    """d{Y, Z}/dt of the full T -> infinity flow (digest §3.2), array ops only."""
+    Y, Z = y["Y"], y["Z"]
+    f = obs.normalized_attention(obs.attention(Z, args["cond"], args["Q"]))  # (K, M)
+    alpha = jax.nn.softmax(f @ Y, axis=-1)
+    resid = args["E"] - alpha  # e_n - alpha_n, (K, M)
+    pf = args["p"][:, None] * f
+    Y_dot = args["eta_Y"] * (pf.T @ resid)
+    g = resid @ Y.T  # g_n = Y (e_n - alpha_n)
+    perp = g - f * jnp.sum(f * g, axis=-1, keepdims=True)
+    Z_dot = args["eta_Z"] * (args["Q"].T @ (pf * perp))
+    return {"Y": Y_dot, "Z": Z_dot}
+
+
+def _gamma_of_h(h, M):
+    e = jnp.exp(-M * h)
+    return (M - 1.0) ** 2 * h * e / ((M - 1.0) * e + 1.0)
+
+
+def _reduced_parts(Z, h, args):
+    f = obs.normalized_attention(obs.attention(Z, args["cond"], args["Q"]))
+    G = f @ f.T  # F^T F in the paper's notation, (K, K)
+    Ginv = jnp.linalg.inv(G)
+    gt = Ginv @ f  # row n: (F^dagger)^T e_n = sum_j Ginv_{jn} f_j (Ginv symmetric)
+    gt_c = gt - args["center"] * jnp.mean(gt, axis=0, keepdims=True) * (args["K"] / args["Md"])
+    gamma = _gamma_of_h(h, args["Md"]) * args["scale"]
+    perp = gt_c - f * jnp.sum(f * gt_c, axis=-1, keepdims=True)
+    xi = gamma * (jnp.diagonal(Ginv) - jnp.sum(f * gt, axis=-1))  # gamma sum_{n'!=n} beta f_n.f_n'
+    return f, gamma, perp, xi
+
+
+def reduced_vector_field(t, y, args):
+    """d{Z, h, B}/dt of the quasi-static reduced Z-flow (eq. 10), see the module docstring."""
+    Z, h = y["Z"], y["h"]
+    f, gamma, perp, xi = _reduced_parts(Z, h, args)
+    rows = (args["w"] * gamma)[:, None] * f * perp
+    Z_dot = args["eta_Z"] * (args["Q"].T @ rows)
+    M = args["Md"]
+    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))
+    B_dot = args["eta_Z"] * args["w"] * xi
+    return {"Z": Z_dot, "h": h_dot, "B": B_dot}
+
+
+def slaved_decoder(Z, h, args):
+    """The quasi-static decoder Y = (F^dagger)^T W with w_n = (M-1) h zeta_n (Theorem 5 / Lemma 6), (M, M)."""
+    f = obs.normalized_attention(obs.attention(Z, args["cond"], args["Q"]))
+    M = args["Md"]
+    zeta = (M / (M - 1.0)) * (args["E"] - 1.0 / M)
+    W = (M - 1.0) * h * zeta  # (K, M)
+    return f.T @ jnp.linalg.inv(f @ f.T) @ W
+
+
+# --- observables saved along the flows (module-level so the compiled solve is cached) ----------------------
+def _obs_attention(t, y, args):
+    return obs.attention(y["Z"], args["cond"], args["Q"])
+
+
+def _obs_loss(t, y, args):
+    return population_loss(y, args)
+
+
+def _obs_gamma(t, y, args):
+    return _gamma_of_h(y["h"], args["Md"])
+
+
+def _check_ts(ts):
+    ts = np.asarray(ts, dtype=float)
+    if ts.ndim != 1 or ts.size < 1 or not np.all(np.isfinite(ts)) or np.any(ts < 0) or np.any(np.diff(ts) < 0):
+        raise ValueError("ts must be a non-empty, non-decreasing 1-D array of finite times >= 0")
+    if ts[-1] <= 0:
+        raise ValueError("ts must end at a time > 0")
+    return ts
+
+
+def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False, *, Y0=None, Z0=None,
+               paper_time: bool = True, exact_slaving: bool = False, decoder_size=None, solver: str = "tsit5",
+               rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
+               throw: bool = True) -> Trajectory:
+    """Integrate the full (Y, Z) flow (`reduced=False`) or the reduced Z-flow (`reduced=True`) from
+    Y0 = Z0 = 0 (default; or the given (M, M) arrays) and save at `ts`.
+
+    Observables saved: `attention` (K, M) c_n; `loss` (full flow) or `gamma` (reduced flow). States:
+    full {"Y", "Z"}; reduced {"Z", "h" = h(t/K), "B" (K,) = B_n(t)}. `decoder_size` is the M of gamma
+    (default the vocabulary size). Other arguments as in `flows.solve`.
+    """
+    if not isinstance(classes, SequenceClasses):
+        raise ValueError("classes must be a SequenceClasses")
+    for field, v in (("eta_Y", eta_Y), ("eta_Z", eta_Z)):
+        if not (np.isfinite(v) and v > 0):
+            raise ValueError(f"{field} must be finite and > 0, got {v!r}")
+    ts = _check_ts(ts)
+    dtype = jnp.result_type(float)
+    M = classes.vocab_size
+    args = flow_args(classes, eta_Y, eta_Z, paper_time=paper_time, exact_slaving=exact_slaving,
+                     decoder_size=decoder_size, dtype=dtype)
+    Z0 = jnp.zeros((M, M), dtype) if Z0 is None else jnp.asarray(Z0, dtype)
+    common = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
+                  throw=throw)
+    if reduced:
+        y0 = {"Z": Z0, "h": jnp.zeros((), dtype), "B": jnp.zeros((classes.num_classes,), dtype)}
+        return solve(reduced_vector_field, y0, observables={"attention": _obs_attention, "gamma": _obs_gamma},
+                     **common)
+    Y0 = jnp.zeros((M, M), dtype) if Y0 is None else jnp.asarray(Y0, dtype)
+    return solve(full_vector_field, {"Y": Y0, "Z": Z0},
+                 observables={"attention": _obs_attention, "loss": _obs_loss}, **common)
+
+
+def single_ct_vector_field(t, y, args):
+    """Single common token (Sec. 6, eq. 13): state (h, z, B) with h = h(t/K),
+    z_dot = -eta_Z gamma e^{4z} / C0, B_dot = eta_Z gamma e^{4z} / C0 (xi_n = gamma e^{4z} / C0)."""
+    h, z = y[0], y[1]
+    M = args["M"]
+    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))
+    rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(4.0 * z) / args["C0"]
+    return jnp.stack([h_dot, -rate, rate])
+
+
+def solve_single_common_token(M, K, eta_Y, eta_Z, ts, C0=1.0, *, rtol=1e-12, atol=1e-14) -> Trajectory:
+    """Integrate eq. 13 (with the h-flow for gamma) from h = z = B = 0; `ys[:, 2]` is B_n(t)."""
+    ts = _check_ts(ts)
+    for field, v in (("M", M), ("K", K), ("eta_Y", eta_Y), ("eta_Z", eta_Z), ("C0", C0)):
+        if not (np.isfinite(v) and v > 0):
+            raise ValueError(f"{field} must be finite and > 0, got {v!r}")
+    if M <= 1:
+        raise ValueError(f"M must be > 1, got {M!r}")
+    dtype = jnp.result_type(float)
+    args = {k: jnp.asarray(v, dtype) for k, v in dict(M=M, K=K, eta_Y=eta_Y, eta_Z=eta_Z, C0=C0).items()}
+    return solve(single_ct_vector_field, jnp.zeros((3,), dtype), t1=float(ts[-1]), ts=ts, args=args,
+                 solver="dopri8", rtol=rtol, atol=atol)
+
+
+def symmetric_vector_field(t, y, args):
+    """The generated class-symmetric reduced flow (derivations `scan_snap-reduced-symmetric`) with the h-flow
+    for gamma: state (h, z_d, z_c), h = h(t/K); args M (decoder size), K, eta_Y, eta_Z, p_d, p_c, D, C."""
+    from .._generated import scan_snap_reduced_symmetric as gen
+
+    h = y[0]
+    M = args["M"]
+    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))
+    gargs = dict(args, gamma=_gamma_of_h(h, M))
+    z_dot = gen.vector_field(t, y[1:], gargs)
+    return jnp.concatenate([h_dot[None], z_dot])

@@ -1,0 +1,235 @@
+"""The finite-T 1-layer Y/Z transformer of Scan and Snap, trained with optax (Tian et al. 2023, Sec. 3.1).
+
+Model (digest §1): the query m = x_T attends over the T-1 contexts with logits z_{m, x_t} (the query is
+masked), b_t = softmax_t(z_{m x_t}); the attended one-hot average X^T b is normalised, f = X^T b / ||X^T b||,
+and the output logits are Y^T f; the loss is the cross-entropy of the next token n (minus eq. 2):
+
+    loss = -log softmax(Y^T f)_n,     Y, Z in R^{M x M}.
+
+Exact count-vector reduction (digest §2, [ours]): X^T b = u with u_l = N_l e^{z_ml} / sum_l' N_l' e^{z_ml'},
+N the context counts. `count_loss` uses this form (no token sequences; shapes (B, M)); `token_loss` is the
+literal implementation on token sequences (B, T-1), used to cross-check it. Gradients are `jax.grad` of these
+losses, i.e. Lemma 1: grad_Y = f (alpha - e_n)^T, grad_{z_m} = diag(u) P^perp_f Y (alpha - e_n) / ||u||.
+
+`train` runs SGD (optional heavy-ball momentum) or Adam with separate learning rates for Y and Z, batch-mean
+gradients, zero or random (uniform +-1/sqrt(M), PyTorch's nn.Linear default) initialisation. Time
+convention: one batch-mean step of learning rate eta is one unit of flow time of the flow with rate eta
+(digest §3.2 [ours]); with momentum beta the effective rate is eta / (1 - beta), so `record.t` is
+step / (1 - beta) for SGD and the step count for Adam.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
+
+__all__ = ["TrainRecord", "count_loss", "embedding_loss", "init_params", "token_loss", "train",
+           "train_sweep"]
+
+OPTIMIZERS = ("sgd", "adam")
+INITS = ("zero", "random")
+
+
+def _attended(counts, zq):
+    """u = N e^{z} / <N, e^{z}> (B, M), stable (max-shifted over the support)."""
+    on = counts > 0
+    zmax = jax.lax.stop_gradient(jnp.max(jnp.where(on, zq, -jnp.inf), axis=-1, keepdims=True))
+    w = counts * jnp.exp(jnp.where(on, zq - zmax, 0.0))
+    return w / jnp.sum(w, axis=-1, keepdims=True)
+
+
+def _ce(f, Y, target):
+    logits = f @ Y  # (B, M): Y^T f per sample
+    picked = jnp.take_along_axis(logits, target[:, None], axis=1)[:, 0]
+    return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - picked)
+
+
+def count_loss(params, arrays: ClassArrays, cls, counts):
+    """Batch-mean cross-entropy through the count-vector reduction; `counts` (B, M), `cls` (B,)."""
+    zq = params["Z"][arrays.query[cls]]
+    u = _attended(counts, zq)
+    f = u / jnp.linalg.norm(u, axis=-1, keepdims=True)
+    return _ce(f, params["Y"], arrays.next_token[cls])
+
+
+def token_loss(params, arrays: ClassArrays, cls, tokens):
+    """The same loss on literal token sequences `tokens` (B, T-1): b = softmax_t(z_{m x_t}), X^T b."""
+    M = arrays.cond.shape[1]
+    zq = params["Z"][arrays.query[cls]]  # (B, M)
+    b = jax.nn.softmax(jnp.take_along_axis(zq, tokens, axis=1), axis=-1)  # (B, T-1)
+    X = jax.nn.one_hot(tokens, M, dtype=zq.dtype)  # (B, T-1, M)
+    xb = jnp.einsum("bt,btm->bm", b, X)
+    f = xb / jnp.linalg.norm(xb, axis=-1, keepdims=True)
+    return _ce(f, params["Y"], arrays.next_token[cls])
+
+
+def embedding_loss(emb, arrays: ClassArrays, cls, counts):
+    """The embedding form (U, W_Q, W_K, W_V) of the same model (eqs. 1-2, normalisation on X^T b):
+
+    Z = U W_Q W_K^T U^T / sqrt(d), Y = U W_V^T U^T, with `emb` = {"U": (M, d), "W_Q", "W_K", "W_V": (d, d)}.
+    """
+    U = emb["U"]
+    d = U.shape[1]
+    Z = U @ emb["W_Q"] @ emb["W_K"].T @ U.T / math.sqrt(d)
+    Y = U @ emb["W_V"].T @ U.T
+    return count_loss({"Y": Y, "Z": Z}, arrays, cls, counts)
+
+
+def init_params(M: int, init: str, key, dtype=None):
+    """{"Y", "Z"}: zeros, or i.i.d. uniform(-1/sqrt(M), 1/sqrt(M)) (PyTorch nn.Linear default)."""
+    dtype = dtype or jnp.result_type(float)
+    if init == "zero":
+        return {"Y": jnp.zeros((M, M), dtype), "Z": jnp.zeros((M, M), dtype)}
+    if init != "random":
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
+    kY, kZ = jax.random.split(key)
+    bound = 1.0 / math.sqrt(M)
+    return {"Y": jax.random.uniform(kY, (M, M), dtype, -bound, bound),
+            "Z": jax.random.uniform(kZ, (M, M), dtype, -bound, bound)}
+
+
+def _optimizer(name, lr, momentum):
+    if name == "sgd":
+        return optax.sgd(lr, momentum=momentum if momentum > 0 else None)
+    return optax.adam(lr)
+
+
+def _run(arrays, key, eta_Y, eta_Z, params0, *, optimizer, momentum, T, batch_size, steps, form, history):
+    """The jittable training loop (lax.scan over steps); learning rates are traced."""
+    opt_Y = _optimizer(optimizer, eta_Y, momentum)
+    opt_Z = _optimizer(optimizer, eta_Z, momentum)
+    loss_fn = {"counts": count_loss, "tokens": token_loss}[form]
+    sampler = {"counts": sample_counts, "tokens": sample_tokens}[form]
+
+    def step(carry, k):
+        params, sY, sZ = carry
+        cls, data = sampler(arrays, k, batch_size, T)
+        loss, grads = jax.value_and_grad(loss_fn)(params, arrays, cls, data)
+        with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
+            uY, sY = opt_Y.update(grads["Y"], sY, params["Y"])
+            uZ, sZ = opt_Z.update(grads["Z"], sZ, params["Z"])
+        params = {"Y": params["Y"] + uY, "Z": params["Z"] + uZ}
+        out = (loss, params) if history else (loss, None)
+        return (params, sY, sZ), out
+
+    carry = (params0, opt_Y.init(params0["Y"]), opt_Z.init(params0["Z"]))
+    (final, _, _), (losses, hist) = jax.lax.scan(step, carry, jax.random.split(key, steps))
+    return losses, final, hist
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRecord:
+    """Result of `train`.
+
+    - `loss`: (steps,) batch-mean training loss at each step (before its update).
+    - `Y`, `Z`: (steps + 1, M, M) parameter histories (index 0 = initialisation), or only the final
+      (M, M) values when `history=False`.
+    - `t`: (steps + 1,) flow time of each saved state (step / (1 - momentum) for SGD, step for Adam).
+    - `config`: the arguments.
+    """
+
+    loss: np.ndarray
+    Y: np.ndarray
+    Z: np.ndarray
+    t: np.ndarray
+    config: dict
+
+
+def _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form):
+    if not isinstance(classes, SequenceClasses):
+        raise ValueError("classes must be a SequenceClasses")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    for field, v in (("eta_Y", eta_Y), ("eta_Z", eta_Z)):
+        a = np.asarray(v, dtype=float)
+        if not np.all(np.isfinite(a)) or np.any(a <= 0):
+            raise ValueError(f"{field} must be finite and > 0, got {v!r}")
+    for field, v, lo in (("T", T, 2), ("batch_size", batch_size, 1), ("steps", steps, 1)):
+        if isinstance(v, bool) or int(v) != v or v < lo:
+            raise ValueError(f"{field} must be an integer >= {lo}, got {v!r}")
+    if not (0.0 <= float(momentum) < 1.0):
+        raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
+    if optimizer == "adam" and momentum:
+        raise ValueError("momentum must be 0 with optimizer='adam' (Adam has its own moments)")
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
+    if isinstance(seed, bool) or int(seed) != seed:
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if form not in ("counts", "tokens"):
+        raise ValueError(f"form must be 'counts' or 'tokens', got {form!r}")
+
+
+@partial(jax.jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "form", "history",
+                                   "init", "M"))
+def _train_jit(arrays, seed, eta_Y, eta_Z, *, optimizer, momentum, T, batch_size, steps, form, history,
+               init, M):
+    k_init, k_data = jax.random.split(jax.random.PRNGKey(seed))
+    params0 = init_params(M, init, k_init, arrays.cond.dtype)
+    losses, final, hist = _run(arrays, k_data, eta_Y, eta_Z, params0, optimizer=optimizer,
+                               momentum=momentum, T=T, batch_size=batch_size, steps=steps, form=form,
+                               history=history)
+    if history:
+        hist = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), params0, hist)
+        return losses, hist
+    return losses, final
+
+
+def train(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_Z: float, T: int, batch_size: int,
+          steps: int, momentum: float = 0.0, init: str = "zero", seed: int = 0, *, form: str = "counts",
+          history: bool = True) -> TrainRecord:
+    """Train the finite-T Y/Z model; see the module docstring.
+
+    **Arguments:** `classes`; `optimizer` "sgd" | "adam"; `eta_Y`, `eta_Z` > 0; `T` >= 2 (T-1 contexts);
+    `batch_size`; `steps`; `momentum` in [0, 1) (SGD only); `init` "zero" | "random"; `seed` (the same seed
+    gives the same record); `form` "counts" (exact count-vector reduction) or "tokens" (literal sequences,
+    same random numbers); `history` (keep Y and Z after every step).
+    """
+    _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form)
+    arrays = classes.arrays()
+    dtype = arrays.cond.dtype
+    losses, params = _train_jit(arrays, jnp.asarray(seed, jnp.uint32), jnp.asarray(eta_Y, dtype),
+                                jnp.asarray(eta_Z, dtype), optimizer=optimizer, momentum=float(momentum),
+                                T=int(T), batch_size=int(batch_size), steps=int(steps), form=form,
+                                history=history, init=init, M=classes.vocab_size)
+    scale = 1.0 / (1.0 - float(momentum)) if optimizer == "sgd" else 1.0
+    config = dict(classes=classes.name, optimizer=optimizer, eta_Y=float(eta_Y), eta_Z=float(eta_Z), T=int(T),
+                  batch_size=int(batch_size), steps=int(steps), momentum=float(momentum), init=init,
+                  seed=int(seed), form=form)
+    return TrainRecord(loss=np.asarray(losses), Y=np.asarray(params["Y"]), Z=np.asarray(params["Z"]),
+                       t=np.arange(int(steps) + 1) * scale, config=config)
+
+
+@partial(jax.jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "init", "M"))
+def _sweep_jit(arrays, seeds, eta_Y, eta_Z, *, optimizer, momentum, T, batch_size, steps, init, M):
+    def one(seed, eY, eZ):
+        return _train_jit(arrays, seed, eY, eZ, optimizer=optimizer, momentum=momentum, T=T,
+                          batch_size=batch_size, steps=steps, form="counts", history=False, init=init, M=M)
+
+    return jax.vmap(one)(seeds, eta_Y, eta_Z)
+
+
+def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y, eta_Z, seeds, T: int, batch_size: int,
+                steps: int, momentum: float = 0.0, init: str = "zero"):
+    """Many trainings in one vmapped, once-compiled call: `eta_Y`, `eta_Z`, `seeds` are 1-D arrays of one
+    length R. Returns (loss (R, steps), final params {"Y", "Z"}: (R, M, M)). Member i equals
+    `train(classes, optimizer, eta_Y[i], eta_Z[i], ..., seed=seeds[i])` (final state)."""
+    eta_Y, eta_Z, seeds = (np.atleast_1d(np.asarray(a)) for a in (eta_Y, eta_Z, seeds))
+    if not (eta_Y.shape == eta_Z.shape == seeds.shape) or eta_Y.ndim != 1:
+        raise ValueError(f"eta_Y, eta_Z and seeds must be 1-D of one length, got {eta_Y.shape}, "
+                         f"{eta_Z.shape}, {seeds.shape}")
+    _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, 0, "counts")
+    arrays = classes.arrays()
+    dtype = arrays.cond.dtype
+    losses, params = _sweep_jit(arrays, jnp.asarray(seeds, jnp.uint32), jnp.asarray(eta_Y, dtype),
+                                jnp.asarray(eta_Z, dtype), optimizer=optimizer, momentum=float(momentum),
+                                T=int(T), batch_size=int(batch_size), steps=int(steps), init=init,
+                                M=classes.vocab_size)
+    return np.asarray(losses), {k: np.asarray(v) for k, v in params.items()}

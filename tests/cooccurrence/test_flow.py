@@ -1,0 +1,111 @@
+"""The exact Gram ODE: against jax.grad of the explicit loss, and against the GD-trained network."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from flows import cooccurrence as co
+
+SMALL = dict(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8)
+
+
+def _pushed_gradient(params, a, args):
+    """-grad of the explicit network loss, pushed forward to the Gram state by jax.jvp."""
+    grads = jax.grad(co.network_loss)(params, a, args["tokens"], args["labels"])
+    vel = jax.tree_util.tree_map(lambda g: -g, grads)
+    _, push = jax.jvp(lambda p: co.gram_state(p, a), (params,), (vel,))
+    return push
+
+
+@pytest.mark.parametrize("seed, variant, init, scale", [
+    (0, "theory", "theory", 1.0), (1, "theory", "theory", 6.0), (2, "paper", "kaiming", 1.0),
+])
+def test_rhs_equals_autodiff_pushforward(seed, variant, init, scale):
+    d = SMALL["d"] if variant == "theory" else 9
+    cfg = co.Config(**{**SMALL, "d": d}, variant=variant, init=init, seed=seed)
+    args = co.data_args(cfg, num_test=8)
+    params, a = co.init_params(cfg)
+    # larger scores than at init, so that attention is far from uniform
+    params = {**params, "W_K": scale * params["W_K"], "W_Q": scale * params["W_Q"]}
+    state = co.gram_state(params, a)
+    p = co.observables.attention(state["A"], args["tokens"], args["sqrt_m"])
+    if scale > 1:
+        assert float(jnp.max(jnp.abs(p - 1.0 / cfg.L))) > 0.05  # really non-uniform
+    rhs = co.vector_field(0.0, state, args)
+    ref = _pushed_gradient(params, a, args)
+    for k in ref:
+        err = float(jnp.max(jnp.abs(rhs[k] - ref[k])))
+        scale_k = max(1.0, float(jnp.max(jnp.abs(ref[k]))))
+        assert err <= 1e-10 * scale_k, (k, err)
+
+
+@pytest.fixture(scope="module")
+def flow_vs_gd():
+    cfg = co.Config(**SMALL, seed=1)
+    args = co.data_args(cfg, num_test=50)
+    out = {}
+    for lr in (1e-2, 1e-3):
+        steps = int(round(50 / lr))
+        rec = co.train(cfg, "gd", lr, steps, save_every=steps // 50, args=args)
+        traj = co.solve_flow(cfg, rec.ts, args=args, locate_T1=(lr == 1e-3))
+        out[lr] = (rec, traj)
+    return out
+
+
+def _rel(traj, rec, name):
+    a = np.asarray(traj.observables[name])
+    b = np.asarray(rec[name])
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def test_flow_matches_gd_network(flow_vs_gd):
+    rec, traj = flow_vs_gd[1e-3]
+    assert rec.ts[-1] == pytest.approx(50.0)
+    # the run does something: zero training error and a loss that fell by >100x
+    assert rec["train_error"][-1] == 0.0 and rec["loss"][-1] < 1e-2 * rec["loss"][0]
+    for name in ("loss", "G", "S", "test_loss", "group_loss"):
+        assert _rel(traj, rec, name) <= 1e-3, name
+    # pointwise relative error of the loss curve as well
+    rel_pointwise = np.max(np.abs(np.asarray(traj.observables["loss"]) - rec["loss"]) / rec["loss"])
+    assert rel_pointwise <= 1e-3
+
+
+def test_flow_vs_gd_error_shrinks_linearly_in_lr(flow_vs_gd):
+    for name in ("loss", "G"):
+        big = _rel(flow_vs_gd[1e-2][1], flow_vs_gd[1e-2][0], name)
+        small = _rel(flow_vs_gd[1e-3][1], flow_vs_gd[1e-3][0], name)
+        assert 5.0 <= big / small <= 20.0, (name, big, small)
+
+
+def test_same_observables_and_T1(flow_vs_gd):
+    rec, traj = flow_vs_gd[1e-3]
+    assert set(traj.observables) == set(rec.observables)
+    for name in rec.observables:
+        assert np.shape(traj.observables[name]) == np.shape(rec[name]), name
+    assert np.shape(rec["group_loss"]) == (len(rec.ts), 4) and np.shape(rec["G"]) == (len(rec.ts), 3)
+    # T1 from the flow event vs the first zero-error step of GD (lr = 1e-3)
+    T1 = float(traj.t_event)
+    assert 0 < T1 < 50
+    cfg = co.Config(**SMALL, seed=1)
+    args = co.data_args(cfg, num_test=50)
+    steps = int(np.ceil(2 * T1 / 1e-3))
+    fine = co.train(cfg, "gd", 1e-3, steps, save_every=1, args=args)
+    t_gd = fine.ts[np.argmax(fine["train_error"] == 0.0)]
+    assert abs(t_gd - T1) <= 0.02 * T1 + 2e-3, (t_gd, T1)
+
+
+def test_sgd_and_adam_train():
+    cfg = co.Config(**SMALL, seed=2)
+    for opt, bs in (("sgd", 4), ("adam", None)):
+        rec = co.train(cfg, opt, 1e-2, 400, batch_size=bs, save_every=100)
+        assert rec.steps.tolist() == [0, 100, 200, 300, 400]
+        assert np.all(np.isfinite(rec["loss"])) and rec["loss"][-1] < rec["loss"][0]
+    with pytest.raises(ValueError, match="batch_size"):
+        co.train(cfg, "sgd", 1e-2, 10, batch_size=100)
+
+
+def test_solve_flow_validates_ts():
+    cfg = co.Config(**SMALL)
+    with pytest.raises(ValueError, match="ts"):
+        co.solve_flow(cfg, [1.0, 2.0])

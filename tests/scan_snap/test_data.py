@@ -1,0 +1,70 @@
+"""Sequence classes: sizes, token numbering, validation, samplers (Tian et al. 2023, Sec. 3.2, Sec. 8)."""
+
+import jax
+import numpy as np
+import pytest
+
+from flows.scan_snap import SequenceClasses, sample_counts, sample_tokens, syn_medium, syn_small, zipfian
+
+
+def test_syn_small_layout():
+    c = syn_small()
+    assert (c.num_classes, c.vocab_size) == (2, 34)
+    assert c.query == (30, 31) and c.next_token == (32, 33)
+    assert np.flatnonzero(c.common_mask).tolist() == list(range(10))
+    assert np.flatnonzero(c.distinct_mask[0]).tolist() == list(range(10, 20))
+    assert np.flatnonzero(c.distinct_mask[1]).tolist() == list(range(20, 30))
+    np.testing.assert_allclose(c.cond_probs[0, :10], 1 / 15.5, rtol=1e-14)
+    np.testing.assert_allclose(c.cond_probs[0, 10:20], np.linspace(0.1, 1, 10) / 15.5, rtol=1e-14)
+
+
+@pytest.mark.parametrize("L", [1, 3, 5, 10])
+def test_syn_medium_sizes(L):
+    c = syn_medium(L)
+    assert c.num_classes == 2 * L and c.vocab_size == 10 + 23 * L
+    assert len(c.query_tokens) == L
+    assert c.distinct_mask.sum(axis=1).tolist() == [10] * (2 * L)
+    assert c.common_mask.sum() == 10
+
+
+def test_validation_names_field():
+    with pytest.raises(ValueError, match="cond_probs"):
+        SequenceClasses(np.array([[0.5, 0.6]]), (0,), (1,))
+    with pytest.raises(ValueError, match="next_token"):
+        SequenceClasses(np.full((2, 3), 1 / 3), (0, 0), (1, 1))
+    with pytest.raises(ValueError, match="class_probs"):
+        SequenceClasses(np.full((2, 3), 1 / 3), (0, 0), (1, 2), class_probs=(0.2, 0.2))
+    with pytest.raises(ValueError, match="num_queries"):
+        syn_medium(0)
+
+
+def test_zipfian_and_overlap():
+    z = zipfian(num_queries=2, num_distinct=5, num_common=3, exponent=1.2)
+    p = z.cond_probs[0, 3:8]
+    assert np.all(np.diff(p) > 0)
+    w = np.array([[1.0, 1.0, 1.0, 0.0, 0, 0], [0.0, 1.0, 1.0, 1.0, 0, 0]])  # overlapping supports
+    o = SequenceClasses.from_weights(w, (4, 4), (4, 5))
+    assert o.common_mask.tolist() == [False, True, True, False, False, False]
+
+
+def test_counts_equal_token_histograms():
+    a = syn_medium(3).arrays()
+    cls, N = sample_counts(a, jax.random.PRNGKey(3), 16, 40)
+    cls2, tok = sample_tokens(a, jax.random.PRNGKey(3), 16, 40)
+    assert np.array_equal(np.asarray(cls), np.asarray(cls2))
+    H = np.zeros_like(np.asarray(N))
+    for b in range(16):
+        np.add.at(H[b], np.asarray(tok[b]), 1.0)
+    assert np.array_equal(H, np.asarray(N))
+    assert np.all(np.asarray(N).sum(axis=1) == 39)
+    support = np.asarray(a.cond)[np.asarray(cls)] > 0
+    assert np.all(np.asarray(N)[~support] == 0)
+
+
+def test_counts_have_multinomial_mean():
+    a = syn_small().arrays()
+    cls, N = sample_counts(a, jax.random.PRNGKey(0), 4000, 64)
+    cls, N = np.asarray(cls), np.asarray(N)
+    for n in range(2):
+        freq = N[cls == n].mean(axis=0) / 63
+        np.testing.assert_allclose(freq, np.asarray(a.cond)[n], atol=0.004)

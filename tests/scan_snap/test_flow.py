@@ -1,0 +1,106 @@
+"""T -> inf flows: full flow vs jax.grad, reduced flow vs full flow with slaved Y, pair invariant, chi
+sandwich, generated class-symmetric reduction (Tian et al. 2023, Secs. 3.2, 5, 6)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from flows.scan_snap import observables as obs
+from flows.scan_snap import solve_flow, syn_medium, syn_small, theory, zipfian
+from flows.scan_snap.flow import flow_args, full_vector_field, population_loss, reduced_vector_field, slaved_decoder
+
+
+@pytest.mark.parametrize("classes", [syn_small(), syn_medium(3), zipfian(num_queries=1, next_per_query=3)],
+                         ids=["small", "medium3", "zipf"])
+def test_full_flow_is_minus_eta_grad_of_population_loss(classes):
+    M = classes.vocab_size
+    args = flow_args(classes, 2.5, 0.3)
+    for seed in range(3):
+        k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
+        y = {"Y": jax.random.normal(k1, (M, M)), "Z": jax.random.normal(k2, (M, M))}
+        rhs = full_vector_field(0.0, y, args)
+        g = jax.grad(population_loss)(y, args)
+        for name, eta in (("Y", 2.5), ("Z", 0.3)):
+            err = float(jnp.max(jnp.abs(rhs[name] + eta * g[name])))
+            assert err <= 1e-12 * max(1.0, float(jnp.max(jnp.abs(rhs[name])))), (name, err)
+
+
+@pytest.mark.parametrize("classes", [syn_small(), syn_medium(3)], ids=["small", "medium3"])
+def test_reduced_equals_full_with_slaved_decoder(classes):
+    """Exact slaving: Y = (F^dagger)^T W(h) makes the full Z-flow equal the reduced flow."""
+    M, K = classes.vocab_size, classes.num_classes
+    args = flow_args(classes, 2.0, 0.7, exact_slaving=True)
+    for seed, h in ((0, 0.01), (1, 0.2)):
+        Z = 0.5 * jax.random.normal(jax.random.PRNGKey(seed), (M, M))
+        Ys = slaved_decoder(Z, jnp.asarray(h), args)
+        full = full_vector_field(0.0, {"Y": Ys, "Z": Z}, args)["Z"]
+        red = reduced_vector_field(0.0, {"Z": Z, "h": jnp.asarray(h), "B": jnp.zeros(K)}, args)["Z"]
+        assert float(jnp.max(jnp.abs(full - red))) <= 1e-10 * float(jnp.max(jnp.abs(full)))
+
+
+def _pair_residual(Z, classes, n):
+    q = classes.query[n]
+    dts = np.flatnonzero(classes.distinct_mask[n])
+    P = classes.cond_probs[n, dts]
+    dz = Z[:, q, dts]
+    r0 = (P / P[-1]) ** 2 - 1
+    res = obs.pair_invariant_residual(dz, dz[:, -1:], r0[None, :])
+    return float(np.max(np.abs(np.asarray(res))))
+
+
+def test_reduced_flow_keeps_pair_invariant():
+    c = syn_small()
+    ts = np.concatenate([[0.0], np.geomspace(0.01, 200, 40)])
+    tr = solve_flow(c, 10.0, 1.0, ts, reduced=True, rtol=1e-11, atol=1e-13)
+    Z = np.asarray(tr.ys["Z"])
+    assert Z[-1, 30, 19] > 0.3  # it moved
+    for n in range(2):
+        assert _pair_residual(Z, c, n) <= 1e-8
+    # chi sandwich (eq. 12) for the dominant DT l0 = 19 of class 0
+    B = np.asarray(tr.ys["B"])[:, 0]
+    chi = np.exp(2 * Z[:, 30, 19])
+    f0 = np.asarray(obs.normalized_attention(obs.attention(jnp.zeros((34, 34)), jnp.asarray(c.cond_probs),
+                                                                     jnp.asarray(np.eye(34)[[30, 31]]))))
+    lo, hi = (np.asarray(x) for x in theory.chi_bounds(B, f0[0, 19] ** 2))
+    assert np.all(lo <= chi * (1 + 1e-9)) and np.all(chi <= hi * (1 + 1e-9))
+    # discriminative bias: DTs up, CTs down
+    assert np.all(Z[-1, 30, 10:20] > 0) and np.all(Z[-1, 30, :10] < 0)
+
+
+def test_full_flow_pair_invariant_improves_with_eta_ratio():
+    c = syn_small()
+    ts = np.array([0.0, 30.0])
+    errs = []
+    for eta_Y in (1.0, 10.0):
+        Z = np.asarray(solve_flow(c, eta_Y, 1.0, ts).ys["Z"])
+        # normalise by the size of the moved logits
+        errs.append(_pair_residual(Z, c, 0) / np.max(np.abs(np.expm1(-2 * Z[-1, 30, 10:20]))))
+    assert errs[1] < errs[0], errs
+
+
+def test_generated_class_symmetric_reduction_matches_vectorised():
+    """The sympy class-symmetric reduction (emitted by codegen) equals the vectorised reduced flow on a
+    class-symmetric instance (equal DT probabilities, one query per class, DT / CT logits shared)."""
+    from flows._generated import scan_snap_reduced_symmetric as gen
+    from flows.scan_snap import SequenceClasses
+
+    w = np.zeros((3, 17))
+    w[:, :2] = 1.0
+    for n in range(3):
+        w[n, 2 + 4 * n: 6 + 4 * n] = 0.5
+    sym = SequenceClasses.from_weights(w, (14, 15, 16), (14, 15, 16))
+    args = flow_args(sym, 3.0, 0.8)
+    M = 17.0
+    for zd, zc, h in ((0.3, -0.2, 0.05), (1.0, -0.7, 0.4)):
+        Z = jnp.zeros((17, 17))
+        for n in range(3):
+            Z = Z.at[14 + n, 2 + 4 * n: 6 + 4 * n].set(zd).at[14 + n, :2].set(zc)
+        red = reduced_vector_field(0.0, {"Z": Z, "h": jnp.asarray(h), "B": jnp.zeros(3)}, args)["Z"]
+        gamma = (M - 1) ** 2 * h * np.exp(-M * h) / ((M - 1) * np.exp(-M * h) + 1)
+        gargs = {"p_d": jnp.asarray(0.5 / 4), "p_c": jnp.asarray(1 / 4), "D": jnp.asarray(4.0),
+                 "C": jnp.asarray(2.0), "K": jnp.asarray(3.0), "eta_Z": jnp.asarray(0.8),
+                 "gamma": jnp.asarray(gamma)}
+        out = gen.vector_field(0.0, jnp.asarray([zd, zc]), gargs)
+        np.testing.assert_allclose(np.asarray(out), [float(red[15, 6]), float(red[15, 0])], rtol=1e-11)
+        assert float(out[0]) > 0 > float(out[1])

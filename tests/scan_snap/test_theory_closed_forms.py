@@ -1,0 +1,41 @@
+"""Closed forms Gamma, B_n (eq. 128-129), t0, chi sandwich, pair invariant vs integrated flows."""
+
+import numpy as np
+import pytest
+
+from flows.scan_snap import solve_single_common_token, theory
+
+
+@pytest.mark.parametrize("M,K,eta_Y,eta_Z,C0", [(100, 2, 5.0, 0.5, 1.0), (1000, 10, 1.0, 0.5, 0.3),
+                                              (50, 4, 0.5, 2.0, 2.0)])
+def test_B_matches_single_common_token_flow(M, K, eta_Y, eta_Z, C0):
+    t0 = float(theory.snap_time(M, K, eta_Y))
+    ts = np.concatenate([[0.0], np.geomspace(1e-3 * t0, 30 * t0, 50)])
+    tr = solve_single_common_token(M, K, eta_Y, eta_Z, ts, C0=C0)
+    B_flow = np.asarray(tr.ys[:, 2])
+    B_closed = np.asarray(theory.B(ts, M, K, eta_Y, eta_Z, C0=C0))
+    assert np.max(np.abs(B_flow - B_closed)) <= 1e-6
+    z_closed = -np.log1p(4 * np.asarray(theory.Gamma(ts, M, K, eta_Y, eta_Z)) / C0) / 4
+    assert np.max(np.abs(np.asarray(tr.ys[:, 1]) - z_closed)) <= 1e-6
+    if C0 == 1.0:
+        np.testing.assert_allclose(theory.B(ts, M, K, eta_Y, eta_Z, printed=True), B_closed, atol=1e-12)
+
+
+def test_times_and_invariants():
+    assert float(theory.snap_time(1000, 10, 0.5)) == pytest.approx(2 * 10 * np.log(1000) / 0.5)
+    assert float(theory.scan_time(1000, 10, 0.5)) == pytest.approx(10 * np.log(1000) / 0.5)
+    lo, hi = theory.chi_bounds(np.array([0.0, 1.0]), 0.25)
+    np.testing.assert_allclose(lo, [1.0, np.exp(0.5)])
+    np.testing.assert_allclose(hi, [1.0, np.exp(2.0)])
+    assert float(theory.pair_invariant_rhs(0.0, 3.0)) == 0.0
+    # B_n(t0) at fixed nu does not depend on eta_Z (Fig. 9)
+    for nu in (1.0, 10.0):
+        vals = [float(theory.B(theory.snap_time(100, 10, nu * ez), 100, 10, nu * ez, ez)) for ez in (0.5, 1, 8)]
+        assert np.ptp(vals) <= 1e-12
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="C0"):
+        theory.B(1.0, 100, 2, 1.0, 1.0, C0=0.0)
+    with pytest.raises(ValueError, match="eta_Z"):
+        theory.Gamma(1.0, 100, 2, 1.0, -1.0)
