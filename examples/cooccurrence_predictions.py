@@ -130,7 +130,7 @@ def main(argv=None) -> int:
               "quick": ns.quick}
     failures: list[str] = []
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
-        ts = flows.log_grid(0.0, t_end, 240, first=1e-4 * t_end)
+        ts = flows.log_grid(0.0, t_end, 300, first=1e-7 * t_end)  # early enough to see the I2/I3 bump
         products, trajs = {}, {}
         for m in ms:
             cfg = co.Config(n=n, L=L, d=d, m=m, m1=m1, variant="theory", seed=ns.seed)
@@ -152,18 +152,24 @@ def main(argv=None) -> int:
         fig, axes = plotting.figure(1, 3, width=14.0, height=4.0)
         for m, c in zip(ms, plotting.colors(len(ms)), strict=True):
             o = trajs[m].observables
-            t = np.maximum(ts, ts[1])
-            axes[0].loglog(t, np.asarray(o["loss"]), color=c, label=f"m={m}")
-            axes[0].loglog(t, t * np.asarray(o["loss"]), color=c, ls="--")
-            axes[1].plot(t * float(np.asarray(o["S"])[0]), np.asarray(o["train_error"]), color=c, label=f"m={m}")
-            axes[2].plot(t, np.asarray(o["group_loss"])[:, 1], color=c, label=f"I2, m={m}")
-            axes[2].plot(t, np.asarray(o["group_loss"])[:, 2], color=c, ls=":")
-        axes[0].set_title("loss (solid) and t*loss (dashed): P3", fontsize=9)
+            t = ts[1:]  # log axes: leave out t = 0
+            loss = np.asarray(o["loss"])[1:]
+            axes[0].loglog(t, loss, color=c, label=f"m={m}")
+            axes[0].loglog(t, t * loss, color=c, ls="--")
+            axes[1].plot(t * float(np.asarray(o["S"])[0]), np.asarray(o["train_error"])[1:], color=c,
+                         label=f"m={m}")
+            axes[2].plot(t, np.asarray(o["group_loss"])[1:, 1], color=c, label=f"I2, m={m}")
+            axes[2].plot(t, np.asarray(o["group_loss"])[1:, 2], color=c, ls=":")
+        plotting.log_time_axis(axes[0])
+        axes[0].set_ylabel(r"$\hat L(t)$ (solid), $t \hat L(t)$ (dashed)")
+        axes[0].set_title("P3: loss ~ 1/t in phase 2 (t * loss flat)", fontsize=9)
         axes[1].set_xscale("log")
         axes[1].set_xlabel("t * S0")
-        axes[1].set_title("training error vs t*S0: P1", fontsize=9)
+        axes[1].set_ylabel("training error")
+        axes[1].set_title("P1: end of phase 1 collapses in t * S0", fontsize=9)
         plotting.log_time_axis(axes[2])
-        axes[2].set_title("I2 (solid), I3 (dotted) losses: P2", fontsize=9)
+        axes[2].set_ylabel("group loss")
+        axes[2].set_title("P2: I2 (solid), I3 (dotted) losses rise, then fall", fontsize=9)
         for ax in axes:
             ax.legend(fontsize=7)
         rec.save_figure(fig, "predictions.png")

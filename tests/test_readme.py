@@ -16,6 +16,15 @@ def test_readme_api_example_runs(capsys):
     assert "event 0.533" in out
 
 
+def test_readme_network_example_runs(capsys):
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"Hold a flow against the real network.*?```python\n(.*?)```", text, re.S).group(1)
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    gap = float(re.search(r"flow vs GD: ([0-9.e+-]+);", out).group(1))
+    assert gap < 1e-3, out
+
+
 def test_readme_setup_lines_and_ci_agree():
     text = (ROOT / "README.md").read_text()
     assert "pip install -e . && python -m flows reproduce --quick" in text
