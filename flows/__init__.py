@@ -4,7 +4,10 @@ The public surface (explicit re-exports; nothing is defined here):
 
 - `solve`, `solve_batch`, `Trajectory`, `Event`, `FlowError`, `linear_grid`, `log_grid`: the one
   diffrax wrapper every flow goes through (`flows.solve`).
-- `scan_snap`: Tian et al. 2023, *Scan and Snap* (decoder h-flow, closed forms).
+- `scan_snap`: Tian et al. 2023, *Scan and Snap* (sequence classes, finite-T Y/Z training, the T->inf
+  and reduced flows, the decoder h-flow, closed forms).
+- `cooccurrence`: Yang et al. 2024, word co-occurrence (data, the eq. (1) network, the exact Gram flow,
+  sympy reductions).
 - `records`: run records (metrics.json, series.npz, PNGs, meta.json), written atomically.
 """
 
