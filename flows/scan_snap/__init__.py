@@ -1,8 +1,16 @@
 """Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, arXiv:2305.16380): 1-layer transformer, decoder Y and
 attention logits Z.
 
-- `theory`: closed forms (h(t) by eq. 45, the discrete h*(s) of eq. 33, gamma(t) of eq. 85).
-- `solve_decoder`: the derived decoder h-flow integrated with `flows.solve`.
+- `SequenceClasses`, `syn_small`, `syn_medium`, `zipfian`, `sample_counts`, `sample_tokens`: the data
+  (sequence classes, theory digest §2).
+- `train`, `train_sweep`, `train_embedding`, `TrainRecord`: the finite-T model trained with optax
+  (count-vector reduction, literal token sequences, the embedding form U, W_Q, W_K, W_V).
+- `solve_flow`: the T->inf (Y, Z) flow or the quasi-static reduced Z-flow (eq. 10); `solve_single_common_token`
+  (eq. 13); `solve_decoder`: the derived decoder h-flow (Lemma 6).
+- `theory`: closed forms (h by eq. 45, h* by eq. 33, gamma by eq. 85, Gamma, B_n by eq. 129, t0', t0, the chi
+  sandwich eq. 12, the pair invariant eq. 110).
+- `observables`: attention c_n, f_n, entropies, common-token mass, relative gains, growth factors, knee and
+  slowdown times.
 """
 
 from . import observables as observables
@@ -20,4 +28,5 @@ from .flow import solve_flow as solve_flow
 from .flow import solve_single_common_token as solve_single_common_token
 from .network import TrainRecord as TrainRecord
 from .network import train as train
+from .network import train_embedding as train_embedding
 from .network import train_sweep as train_sweep

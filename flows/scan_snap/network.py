@@ -11,6 +11,9 @@ N the context counts. `count_loss` uses this form (no token sequences; shapes (B
 literal implementation on token sequences (B, T-1), used to cross-check it. Gradients are `jax.grad` of these
 losses, i.e. Lemma 1: grad_Y = f (alpha - e_n)^T, grad_{z_m} = diag(u) P^perp_f Y (alpha - e_n) / ||u||.
 
+`train_embedding` trains the embedding form (U, W_Q, W_K, W_V) of the same model (digest §1, §6) and records
+Y = U W_V^T U^T and Z = U W_Q W_K^T U^T / sqrt(d), so the same observables apply.
+
 `train` runs SGD (optional heavy-ball momentum) or Adam with separate learning rates for Y and Z, batch-mean
 gradients, zero or random (uniform +-1/sqrt(M), PyTorch's nn.Linear default) initialisation. Time
 convention: one batch-mean step of learning rate eta is one unit of flow time of the flow with rate eta
@@ -31,8 +34,8 @@ import optax
 
 from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
 
-__all__ = ["TrainRecord", "count_loss", "embedding_loss", "init_params", "token_loss", "train",
-           "train_sweep"]
+__all__ = ["TrainRecord", "count_loss", "embedding_loss", "embedding_to_yz", "init_embedding", "init_params",
+           "token_loss", "train", "train_embedding", "train_sweep"]
 
 OPTIMIZERS = ("sgd", "adam")
 INITS = ("zero", "random")
@@ -71,16 +74,33 @@ def token_loss(params, arrays: ClassArrays, cls, tokens):
     return _ce(f, params["Y"], arrays.next_token[cls])
 
 
+def embedding_to_yz(emb):
+    """The reparametrisation of Sec. 3.1: {"Y": U W_V^T U^T, "Z": U W_Q W_K^T U^T / sqrt(d)}, both (M, M),
+    from `emb` = {"U": (M, d), "W_Q", "W_K", "W_V": (d, d)}."""
+    U = emb["U"]
+    d = U.shape[1]
+    return {"Y": U @ emb["W_V"].T @ U.T, "Z": U @ emb["W_Q"] @ emb["W_K"].T @ U.T / math.sqrt(d)}
+
+
 def embedding_loss(emb, arrays: ClassArrays, cls, counts):
     """The embedding form (U, W_Q, W_K, W_V) of the same model (eqs. 1-2, normalisation on X^T b):
 
     Z = U W_Q W_K^T U^T / sqrt(d), Y = U W_V^T U^T, with `emb` = {"U": (M, d), "W_Q", "W_K", "W_V": (d, d)}.
     """
-    U = emb["U"]
-    d = U.shape[1]
-    Z = U @ emb["W_Q"] @ emb["W_K"].T @ U.T / math.sqrt(d)
-    Y = U @ emb["W_V"].T @ U.T
-    return count_loss({"Y": Y, "Z": Z}, arrays, cls, counts)
+    return count_loss(embedding_to_yz(emb), arrays, cls, counts)
+
+
+def init_embedding(M: int, d: int, key, init_scale: float = 1.0, dtype=None):
+    """Seeded init of the embedding form: U_ij ~ N(0, 1/d) (rows of norm ~1, nearly orthogonal for d >> 1),
+    W_Q, W_K ~ N(0, init_scale^2 / d) entrywise, W_V = 0 (so Y(0) = 0 as in the theory; Z(0) is small but
+    nonzero, since W_Q = W_K = 0 is a saddle where Z never moves). Returns {"U": (M, d), "W_Q", "W_K", "W_V":
+    (d, d)}."""
+    dtype = dtype or jnp.result_type(float)
+    kU, kQ, kK = jax.random.split(key, 3)
+    s = init_scale / math.sqrt(d)
+    return {"U": jax.random.normal(kU, (M, d), dtype) / math.sqrt(d),
+            "W_Q": s * jax.random.normal(kQ, (d, d), dtype), "W_K": s * jax.random.normal(kK, (d, d), dtype),
+            "W_V": jnp.zeros((d, d), dtype)}
 
 
 def init_params(M: int, init: str, key, dtype=None):
@@ -233,3 +253,83 @@ def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y, eta_Z, seeds, T
                                 T=int(T), batch_size=int(batch_size), steps=int(steps), init=init,
                                 M=classes.vocab_size)
     return np.asarray(losses), {k: np.asarray(v) for k, v in params.items()}
+
+
+@partial(jax.jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "history", "M", "d"))
+def _train_embedding_jit(arrays, seed, lrs, init_scale, *, optimizer, momentum, T, batch_size, steps, history,
+                         M, d):
+    k_init, k_data = jax.random.split(jax.random.PRNGKey(seed))
+    emb0 = init_embedding(M, d, k_init, 1.0, arrays.cond.dtype)
+    emb0 = dict(emb0, W_Q=emb0["W_Q"] * init_scale, W_K=emb0["W_K"] * init_scale)
+    opts = {k: _optimizer(optimizer, lrs[k], momentum) for k in EMBEDDING_PARAMS}
+
+    def step(carry, k):
+        emb, states = carry
+        cls, counts = sample_counts(arrays, k, batch_size, T)
+        loss, grads = jax.value_and_grad(embedding_loss)(emb, arrays, cls, counts)
+        new, new_states = {}, {}
+        with jax.numpy_dtype_promotion("standard"):
+            for name in EMBEDDING_PARAMS:
+                u, new_states[name] = opts[name].update(grads[name], states[name], emb[name])
+                new[name] = emb[name] + u
+        return (new, new_states), (loss, embedding_to_yz(new) if history else None)
+
+    states = {k: opts[k].init(emb0[k]) for k in EMBEDDING_PARAMS}
+    (final, _), (losses, hist) = jax.lax.scan(step, (emb0, states), jax.random.split(k_data, steps))
+    yz0 = embedding_to_yz(emb0)
+    if history:
+        hist = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), yz0, hist)
+    else:
+        hist = embedding_to_yz(final)
+    return losses, hist, final
+
+
+EMBEDDING_PARAMS = ("U", "W_Q", "W_K", "W_V")
+
+
+def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_Z: float, T: int,
+                    batch_size: int, steps: int, d: int, momentum: float = 0.0, seed: int = 0, *, eta_U=None,
+                    init_scale: float = 1.0, history: bool = True):
+    """Train the embedding form (U, W_Q, W_K, W_V) of the 1-layer model (eqs. 1-2; loss `embedding_loss`)
+    with optax, batch-mean gradients on count vectors (the exact finite-T reduction, digest §2).
+
+    **Learning rates.** W_V is trained at `eta_Y`, W_Q and W_K at `eta_Z`, U at `eta_U` (default `eta_Z`;
+    0 freezes U). The paper leaves the map to the Y/Z rates open (App. G; digest §6). To first order in the
+    step, with U^T U = I_d and G_Y, G_Z the Y/Z gradients (Lemma 1):
+    - dY = -eta_Y P G_Y P with P = U U^T (the projector on the embedding span; P = I when d >= M and U is
+      orthogonal), so eta_Y maps to itself on that span;
+    - dZ = -(eta_Z / d) P [G_Z U W_K W_K^T U^T + U W_Q W_Q^T U^T G_Z] P, i.e. an effective Z-rate
+      ~ eta_Z (s_Q^2 + s_K^2) / d when W_Q W_Q^T ~ s_Q^2 I, W_K W_K^T ~ s_K^2 I: state-dependent (it grows with
+      the attention weights) and ~ 2 eta_Z init_scale^2 / d at the init below (s^2 ~ init_scale^2);
+    - training U adds terms of the same order to both (quadratic in U), so the Y/Z flow with constant rates
+      is at best a local description of this form.
+
+    **Init** (`init_embedding`): U ~ N(0, 1/d), W_Q, W_K ~ N(0, init_scale^2 / d), W_V = 0 (Y(0) = 0).
+
+    **Arguments:** as `train` (`optimizer` "sgd" | "adam", `momentum` SGD only), plus `d` >= 1 the embedding
+    width, `eta_U` >= 0, `init_scale` > 0. Returns a `TrainRecord` whose `Y`, `Z` are the (steps + 1, M, M)
+    histories (or final (M, M) values when `history=False`) of Y = U W_V^T U^T and Z = U W_Q W_K^T U^T /
+    sqrt(d); `config["final_embedding"]` holds the final {"U", "W_Q", "W_K", "W_V"} arrays; `t` as in `train`.
+    """
+    _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, "zero", seed, "counts")
+    if isinstance(d, bool) or int(d) != d or d < 1:
+        raise ValueError(f"d must be an integer >= 1, got {d!r}")
+    eta_U = eta_Z if eta_U is None else eta_U
+    if not (np.isfinite(eta_U) and eta_U >= 0):
+        raise ValueError(f"eta_U must be finite and >= 0, got {eta_U!r}")
+    if not (np.isfinite(init_scale) and init_scale > 0):
+        raise ValueError(f"init_scale must be finite and > 0, got {init_scale!r}")
+    arrays = classes.arrays()
+    dtype = arrays.cond.dtype
+    lrs = {"U": eta_U, "W_Q": eta_Z, "W_K": eta_Z, "W_V": eta_Y}
+    losses, yz, final = _train_embedding_jit(
+        arrays, jnp.asarray(seed, jnp.uint32), {k: jnp.asarray(v, dtype) for k, v in lrs.items()},
+        jnp.asarray(init_scale, dtype), optimizer=optimizer, momentum=float(momentum), T=int(T),
+        batch_size=int(batch_size), steps=int(steps), history=history, M=classes.vocab_size, d=int(d))
+    scale = 1.0 / (1.0 - float(momentum)) if optimizer == "sgd" else 1.0
+    config = dict(classes=classes.name, optimizer=optimizer, eta_Y=float(eta_Y), eta_Z=float(eta_Z),
+                  eta_U=float(eta_U), T=int(T), batch_size=int(batch_size), steps=int(steps),
+                  momentum=float(momentum), init="embedding", init_scale=float(init_scale), seed=int(seed),
+                  form="embedding", d=int(d), final_embedding={k: np.asarray(v) for k, v in final.items()})
+    return TrainRecord(loss=np.asarray(losses), Y=np.asarray(yz["Y"]), Z=np.asarray(yz["Z"]),
+                       t=np.arange(int(steps) + 1) * scale, config=config)

@@ -10,7 +10,10 @@ All functions are array functions of a state (jit/vmap friendly); shapes: K clas
 - `relative_gain`: r_{l/l'|n} = c_{l|n}^2 / c_{l'|n}^2 - 1 (Theorem 3).
 - `growth_factor`: chi_l = e^{2 (z_ml(t) - z_ml(0))} (eq. 11), rows of the query tokens (K, M).
 - `pair_invariant_residual`: (e^{-2 dz_l} - 1) - (r_{l/l'|n}(0) + 1)(e^{-2 dz_l'} - 1) (eq. 110).
-- `knee_time`: the time at which a trajectory observable changes fastest (the snap).
+- `knee_time`: the time at which a trajectory observable changes fastest (its steepest point in t).
+- `log_slope`: d y / d ln t of a trajectory saved on a grid.
+- `slowdown_time`: the scan -> snap transition of a logit trajectory, the first time after its steepest point
+  (in ln t) at which |dz/d ln t| falls below a fixed fraction of its maximum (Theorem 4).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["attention", "common_mass", "entropy", "entropy_distinct", "growth_factor", "knee_time",
-           "normalized_attention", "pair_invariant_residual", "query_rows", "relative_gain"]
+__all__ = ["attention", "common_mass", "entropy", "entropy_distinct", "growth_factor", "knee_time", "log_slope",
+           "normalized_attention", "pair_invariant_residual", "query_rows", "relative_gain", "slowdown_time"]
 
 
 def query_rows(Z, query_onehot):
@@ -94,3 +97,56 @@ def knee_time(t, rate):
     if a >= 0:
         return float(t[i])
     return float(np.exp(np.clip(-b / (2 * a), x[0], x[-1])))
+
+
+def _log_grid(t, y):
+    t = np.asarray(t, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if t.ndim != 1 or y.shape != t.shape:
+        raise ValueError(f"t and y must be 1-D of one length, got shapes {t.shape} and {y.shape}")
+    keep = t > 0
+    t, y = t[keep], y[keep]
+    if t.size < 3 or np.any(np.diff(t) <= 0):
+        raise ValueError("t must hold at least 3 increasing positive times")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
+        raise ValueError("t and y must be finite")
+    return t, y
+
+
+def log_slope(t, y):
+    """d y / d ln t on a saved grid (second-order finite differences in ln t; points with t <= 0 dropped).
+    Returns (t, slope), both (N,) over the kept points."""
+    t, y = _log_grid(t, y)
+    return t, np.gradient(y, np.log(t))
+
+
+def slowdown_time(t, z, fraction=0.5):
+    """The scan -> snap transition time of a logit trajectory z(t) (Tian et al. 2023, Theorem 4, eq. 14).
+
+    In the scanning stage a logit moves like a power of t, so z is ~linear in ln t (for the common token,
+    z_CT ~ -(1/2) ln t once Gamma >> C0: slope d z / d ln t ~ -1/2); in the snapping stage it moves like ln ln t,
+    slope ~ 1 / ln t -> 0. This function locates the bend from the trajectory itself: with
+    s(t) = d z / d ln t (`log_slope`) and t* = argmax |s|, it returns the first time after t* at which
+    |s| <= `fraction` * max |s|, interpolated linearly in ln t. Unlike `knee_time` (the steepest point, which
+    for the common token is set by eta_Z and the e^{4z} factor), this is the end of the steep stage.
+
+    **Arguments:** `t` (N,) increasing save times (t <= 0 dropped; log-spaced grids recommended), `z` (N,)
+    the logit at those times, `fraction` in (0, 1). Returns a float; raises ValueError if |s| never falls
+    below the threshold after its maximum (the grid ends before the snap).
+    """
+    if not (0.0 < float(fraction) < 1.0):
+        raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
+    t, s = log_slope(t, z)
+    a = np.abs(s)
+    i = int(np.argmax(a))
+    if a[i] == 0.0:
+        raise ValueError("z: the trajectory is constant, it has no transition")
+    thr = float(fraction) * a[i]
+    below = np.flatnonzero(a[i:] <= thr)
+    if below.size == 0:
+        raise ValueError("z: |dz/d ln t| never falls below fraction * max after its maximum; extend the grid")
+    j = i + int(below[0])
+    x0, x1 = np.log(t[j - 1]), np.log(t[j])
+    y0, y1 = a[j - 1], a[j]
+    x = x1 if y0 == y1 else x0 + (y0 - thr) * (x1 - x0) / (y0 - y1)
+    return float(np.exp(x))
