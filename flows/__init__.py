@@ -12,6 +12,7 @@ The public surface (explicit re-exports; nothing is defined here):
 """
 
 from . import cooccurrence as cooccurrence
+from . import mean_field as mean_field
 from . import records as records
 from . import scan_snap as scan_snap
 from .solve import SOLVERS as SOLVERS

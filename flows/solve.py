@@ -43,7 +43,11 @@ SOLVERS: dict[str, type[diffrax.AbstractSolver]] = {
     "dopri5": diffrax.Dopri5,
     "dopri8": diffrax.Dopri8,
     "kvaerno5": diffrax.Kvaerno5,
+    "heun": diffrax.Heun,
+    "euler": diffrax.Euler,
 }
+#: Solvers without an embedded error estimate: they need `constant_step=True`.
+_FIXED_STEP_ONLY = ("euler",)
 
 # Status codes computed inside the compiled solve (so that they vmap), decoded to strings afterwards.
 _OK, _EVENT, _MAX_STEPS, _DT_MIN, _NONFINITE, _DIVERGED, _OTHER = range(7)
@@ -216,11 +220,11 @@ def _all_finite(y):
 
 
 def _build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save_states, event,
-           blowup, progress):
+           blowup, progress, constant_step=False):
     """Build the function (y0, args, t0, t1, ts) -> raw outputs that is jitted (and possibly vmapped)."""
     term = diffrax.ODETerm(vector_field)
     solver_obj = SOLVERS[solver]()
-    controller = diffrax.PIDController(rtol=rtol, atol=atol)
+    controller = diffrax.ConstantStepSize() if constant_step else diffrax.PIDController(rtol=rtol, atol=atol)
     obs = dict(observables or {})
 
     def save_fn(t, y, args):
@@ -413,9 +417,20 @@ def _message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs
 
 
 def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
-             save_states, event, blowup, progress):
+             save_states, event, blowup, progress, constant_step=False):
     if not callable(vector_field):
         raise ValueError("vector_field must be callable f(t, y, args)")
+    if not isinstance(constant_step, bool):
+        raise ValueError(f"constant_step must be True or False, got {constant_step!r}")
+    if constant_step:
+        if dt0 is None:
+            raise ValueError("dt0 (the step size) must be given with constant_step=True")
+        needed = math.ceil((float(t1) - float(t0)) / float(dt0) - 1e-9) if dt0 and dt0 > 0 else 0
+        if isinstance(max_steps, int) and needed > max_steps:
+            raise ValueError(f"max_steps = {max_steps} is too small for constant steps dt0 = {dt0} over "
+                             f"[{t0}, {t1}] ({needed} steps needed)")
+    elif solver in _FIXED_STEP_ONLY:
+        raise ValueError(f"solver {solver!r} has no error estimate: pass constant_step=True and dt0")
     if ts is None:
         ts = np.array([float(t1)])
     ts = _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0)
@@ -440,12 +455,12 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
     options = dict(
         solver=solver, rtol=float(rtol), atol=float(atol), dt0=dt0, max_steps=int(max_steps),
         observables=observables, save_states=save_states, event=event, blowup=blowup,
-        progress=progress,
+        progress=progress, constant_step=constant_step,
     )
     key_opts = (
         vector_field, solver, float(rtol), float(atol), dt0, int(max_steps),
         tuple(sorted((observables or {}).items(), key=lambda kv: kv[0])), save_states, event, blowup,
-        progress,
+        progress, constant_step,
     )
     return ts_arr, t0_arr, t1_arr, options, key_opts
 
@@ -527,6 +542,7 @@ def solve(
     blowup: float | None = 1e10,
     progress: bool = False,
     throw: bool = True,
+    constant_step: bool = False,
 ) -> Trajectory:
     """Integrate `dy/dt = vector_field(t, y, args)` from `t0` to `t1` with diffrax.
 
@@ -537,8 +553,11 @@ def solve(
     - `t1`, `t0`: the horizon.
     - `ts`: save times within `[t0, t1]` (see `linear_grid`, `log_grid`); default: only `t1`.
     - `args`: parameters passed to `vector_field` (arrays are traced, so new values do not recompile).
-    - `solver`: `"tsit5"` (default), `"dopri5"`, `"dopri8"` (tight tolerances), `"kvaerno5"` (stiff).
+    - `solver`: `"tsit5"` (default), `"dopri5"`, `"dopri8"` (tight tolerances), `"kvaerno5"` (stiff),
+      `"heun"`, `"euler"` (explicit Euler; constant steps only: with step eta it is gradient descent).
     - `rtol`, `atol`: tolerances of the PID step-size controller.
+    - `constant_step`: take constant steps of size `dt0` (`diffrax.ConstantStepSize`) instead of adaptive
+      ones; `dt0` is then required and `max_steps` must cover (t1 - t0) / dt0.
     - `max_steps`: the step budget; exhausting it is reported as `status="max_steps"`.
     - `observables`: `{name: g(t, y, args)}` computed at every saved time.
     - `save_states`: set `False` to save only the observables (bounded memory for big states).
@@ -553,7 +572,7 @@ def solve(
     """
     ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(
         vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
-        save_states, event, blowup, progress,
+        save_states, event, blowup, progress, constant_step,
     )
     call_args = (y0, args, t0_arr, t1_arr, ts_arr, jnp.asarray(True))
     traj = _execute(vector_field, options, key_opts, call_args, in_axes=None)

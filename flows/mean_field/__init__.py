@@ -1,0 +1,39 @@
+"""Mean-field transformer (Gao, Cao, Li, He, Wang, Liu, Klusowski, Fan, *Global convergence in training
+large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
+
+- `Config`, `Prompts`, `training_set`, `sample_prompts`, `held_out_set`: in-context linear regression with
+  bounded support, embedded as Z0 (n, D, N + 1) (theory digest §1.1).
+- `init_particles`, `init_curves`, `forward`, `risk`, `objective`, `velocity`, `train_gd`, `GDRecord`: the
+  finite residual transformer of depth L and width M (eqs. 2.1-2.3), its particle velocity in the
+  first-variation form, and full-batch GD with optax at learning rate eta_tau M L.
+- `vector_field`, `solve_particles`: the particle Wasserstein gradient flow in training time tau.
+- `reference`: the continuous-depth (tied) reference, depth integrated by diffrax, gradients by an adjoint.
+- `observables`: Q, R, dissipation, speeds, errors, W2 per depth slice, coupled RMS, first variation.
+- `sharding`: the particle axis split over devices (`particle_mesh`, `shard_particles`).
+"""
+
+from . import observables as observables
+from . import sharding as sharding
+from .data import INITS as INITS
+from .data import Config as Config
+from .data import Prompts as Prompts
+from .data import held_out_set as held_out_set
+from .data import sample_prompts as sample_prompts
+from .data import training_set as training_set
+from .flow import solve_particles as solve_particles
+from .flow import vector_field as vector_field
+from .network import GDRecord as GDRecord
+from .network import attention_update as attention_update
+from .network import check_particles as check_particles
+from .network import forward as forward
+from .network import gd_optimizer as gd_optimizer
+from .network import huberized_relu as huberized_relu
+from .network import init_curves as init_curves
+from .network import init_particles as init_particles
+from .network import mlp_update as mlp_update
+from .network import objective as objective
+from .network import risk as risk
+from .network import train_gd as train_gd
+from .network import velocity as velocity
+from .sharding import particle_mesh as particle_mesh
+from .sharding import shard_particles as shard_particles

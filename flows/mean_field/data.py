@@ -1,0 +1,175 @@
+"""Data and configuration of the mean-field transformer (Gao et al., NeurIPS 2024; theory digest §1).
+
+In-context linear regression with bounded support (the setting the paper's global result is stated in):
+each prompt holds N context pairs (x_i, y_i) and a query x_q,
+
+    x_1, ..., x_N, x_q ~ uniform on the unit sphere S^{d-1},   beta ~ uniform on S^{d-1} (one per prompt),
+    y_i = beta^T x_i + e_i,   target y = beta^T x_q + e_q,   e ~ uniform[-label_noise, label_noise],
+
+so |x| = 1 and |y| <= 1 + label_noise (Assumption 1, bounded support). The embedding is
+Z0 in R^{D x (N+1)}: column i < N is (x_i; y_i; 0 ... 0), the query column N is (x_q; 0; 0 ... 0); the
+label row is row d (0-based), and the prediction is read from Z_{2L}[d, N].
+
+`Config` holds every choice the paper leaves open (sizes, weight decay, HuberizedReLU threshold, the
+initial law rho0), validated at construction. Randomness comes from `seed` only, split into independent
+streams for the training set, the initial particles and fresh test prompts (`Config.keys`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["INITS", "Config", "Prompts", "held_out_set", "sample_prompts", "training_set"]
+
+#: Initial laws rho0(., t) of the particles, see `Config`.
+INITS = ("iid", "tied", "smooth")
+
+
+def _check_int(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def _check_real(name, value, *, low=None, strict=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(float(value)):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    if low is not None and (float(value) <= low if strict else float(value) < low):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {low}, got {value!r}")
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One mean-field transformer experiment (immutable, validated).
+
+    **Arguments:**
+
+    - `d`: input dimension of x (>= 1); `D`: embedding dimension (>= d + 1: x, the label row, padding).
+    - `N`: context pairs per prompt (>= 1); prompts have N + 1 columns (the query last).
+    - `L`: depth, the number of (attention, MLP) pairs (>= 1).
+    - `M`: attention heads per layer = attention particles per depth slice (>= 1).
+    - `M_mlp`: MLP neurons per layer (default `M`); the limit does not depend on it, the width error does.
+    - `lam`: weight decay lambda >= 0 of Q = R + lam/(2 M L) sum(|V|^2 + |W|^2)
+      + lam/(2 M_mlp L) sum(|W1|^2 + |W2|^2).
+    - `n_train`: prompts in the fixed training set (>= 1); `n_test`: fresh prompts for the test error.
+    - `label_noise`: half-width of the uniform label noise (>= 0; bounded support).
+    - `threshold`: HuberizedReLU threshold h0 > 0: sigma(z) = 0 (z <= 0), z^2/(2 h0) (0 < z <= h0),
+      z - h0/2 (z > h0). The rebuttal's definition is h0 = 1 (the default).
+    - `init_scale`: rho0 has i.i.d. entries uniform on [-a, a], a = init_scale / sqrt(D) (bounded support).
+    - `init`: how rho0 depends on depth t in [0, 1) (layer l sits at t_l = l / L):
+      `"iid"` (default): every layer draws its own particles (depth-independent law, untied);
+      `"tied"`: one draw per particle index j, the same at every depth (theta_{l,j} = theta_j);
+      `"smooth"`: theta_{l,j} = (1 - t_l) A_j + t_l B_j with A, B two draws (a depth-smooth law whose
+      particles are smooth curves in t; needed for the 1/L depth rate, theory §4 P1).
+    - `seed`: seeds the training set, the initial particles and the test prompts (independent streams).
+
+    **Raises:** `ValueError` naming the field and its allowed range.
+    """
+
+    d: int = 3
+    D: int = 4
+    N: int = 8
+    L: int = 4
+    M: int = 16
+    M_mlp: int | None = None
+    lam: float = 1e-3
+    n_train: int = 64
+    n_test: int = 256
+    label_noise: float = 0.0
+    threshold: float = 1.0
+    init_scale: float = 1.0
+    init: str = "iid"
+    seed: int = 0
+
+    def __post_init__(self):
+        _check_int("d", self.d, 1)
+        _check_int("D", self.D, 1)
+        if self.D < self.d + 1:
+            raise ValueError(f"D must be >= d + 1 = {self.d + 1} (x, then the label row), got {self.D}")
+        _check_int("N", self.N, 1)
+        _check_int("L", self.L, 1)
+        _check_int("M", self.M, 1)
+        if self.M_mlp is None:
+            object.__setattr__(self, "M_mlp", int(self.M))
+        _check_int("M_mlp", self.M_mlp, 1)
+        _check_int("n_train", self.n_train, 1)
+        _check_int("n_test", self.n_test, 1)
+        _check_int("seed", self.seed, 0)
+        object.__setattr__(self, "lam", _check_real("lam", self.lam, low=0.0))
+        object.__setattr__(self, "label_noise", _check_real("label_noise", self.label_noise, low=0.0))
+        object.__setattr__(self, "threshold", _check_real("threshold", self.threshold, low=0.0, strict=True))
+        object.__setattr__(self, "init_scale", _check_real("init_scale", self.init_scale, low=0.0, strict=True))
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
+        for name in ("d", "D", "N", "L", "M", "M_mlp", "n_train", "n_test", "seed"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+
+    @property
+    def init_radius(self) -> float:
+        """a = init_scale / sqrt(D): every initial entry lies in [-a, a]."""
+        return self.init_scale / math.sqrt(self.D)
+
+    @property
+    def num_particles(self) -> int:
+        """L (M + M_mlp): attention heads and MLP neurons of the whole network."""
+        return self.L * (self.M + self.M_mlp)
+
+    def replace(self, **changes) -> Config:
+        """A copy with `changes` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def keys(self):
+        """(data key, init key, test key): independent streams split off `seed`."""
+        return tuple(jax.random.split(jax.random.PRNGKey(self.seed), 3))
+
+
+class Prompts(NamedTuple):
+    """A batch of embedded prompts: `Z0 (n, D, N + 1)` and targets `y (n,)`."""
+
+    Z0: jax.Array
+    y: jax.Array
+
+
+def _sphere(key, shape, dtype):
+    g = jax.random.normal(key, shape, dtype)
+    return g / jnp.linalg.norm(g, axis=-1, keepdims=True)
+
+
+def _sample(key, n, d, D, N, noise, dtype):
+    k_x, k_b, k_e = jax.random.split(key, 3)
+    x = _sphere(k_x, (n, N + 1, d), dtype)  # columns 0..N-1 context, N the query
+    beta = _sphere(k_b, (n, d), dtype)
+    labels = jnp.einsum("nkd,nd->nk", x, beta)
+    labels = labels + noise * jax.random.uniform(k_e, (n, N + 1), dtype, -1.0, 1.0)
+    label_row = labels.at[:, N].set(0.0)  # the query's label slot is empty
+    Z0 = jnp.zeros((n, D, N + 1), dtype)
+    Z0 = Z0.at[:, :d, :].set(jnp.swapaxes(x, 1, 2)).at[:, d, :].set(label_row)
+    return Z0, labels[:, N]
+
+
+_sample_jit = jax.jit(_sample, static_argnums=(1, 2, 3, 4, 6))
+
+
+def sample_prompts(config: Config, key, n: int, dtype=None) -> Prompts:
+    """`n` fresh prompts of the law in the module docstring (one jitted, vectorised draw)."""
+    _check_int("n", n, 1)
+    dtype = jnp.dtype(dtype or jnp.result_type(float))
+    Z0, y = _sample_jit(key, int(n), config.d, config.D, config.N, config.label_noise, dtype)
+    return Prompts(Z0=Z0, y=y)
+
+
+def training_set(config: Config, dtype=None) -> Prompts:
+    """The fixed training set: `config.n_train` prompts from the data key of `config.keys()`."""
+    return sample_prompts(config, config.keys()[0], config.n_train, dtype)
+
+
+def held_out_set(config: Config, dtype=None) -> Prompts:
+    """`config.n_test` fresh prompts from the test key (independent of the training set)."""
+    return sample_prompts(config, config.keys()[2], config.n_test, dtype)

@@ -1,0 +1,76 @@
+"""The particle Wasserstein gradient flow of the mean-field transformer (theory digest §2.3-2.4).
+
+The empirical law rho^{L,M}_tau(., t) = (1/M) sum_j delta_{theta_{l,j}(tau)} for t in [l/L, (l+1)/L) follows
+the Wasserstein gradient flow of Q when every particle moves with the velocity of `network.velocity`,
+
+    d theta_{l,j} / d tau = -grad_theta delta Q/delta rho (theta_{l,j}, t_l) = -M L dQ/d theta_{l,j},
+
+(M_mlp L for MLP particles) in training time tau. This is the gradient flow of the finite network with its
+time rescaled by M L, so explicit Euler with step eta_tau is `network.train_gd(config, eta_tau, ...)` and an
+adaptive solve is its eta_tau -> 0 limit. Along the flow Q decreases with dQ/dtau = -dissipation
+(`observables.dissipation`), the energy identity checked by the tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..solve import Trajectory, solve
+from . import observables as obs
+from .data import Config, Prompts, held_out_set, training_set
+from .network import _check_data, _velocity, check_particles, init_particles
+
+__all__ = ["solve_particles", "vector_field"]
+
+
+def vector_field(t, particles, args):
+    """d particles / d tau for `args = observables.make_args(config, data, test)` (a particle dict)."""
+    return _velocity(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+
+
+def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None = None,
+                    test: Prompts | None = None, solver: str = "tsit5", rtol: float = 1e-7,
+                    atol: float = 1e-9, dt: float | None = None, max_steps: int = 100_000,
+                    observables: str | dict = "all", save_states: bool = False, mesh=None,
+                    progress: bool = False, throw: bool = True) -> Trajectory:
+    """Integrate the particle flow from `init_particles(config)` with `flows.solve` and save observables.
+
+    **Arguments:**
+
+    - `ts`: increasing save times in flow time tau, starting at 0; the horizon is `ts[-1]`.
+    - `particles`, `data`, `test`: override the initial particles, the training set and the test prompts.
+    - `solver`, `rtol`, `atol`: adaptive solve (default Tsit5 with a PID controller).
+    - `dt`: take constant steps of this size instead (with `solver="euler"` and `dt = eta_tau` this is
+      `train_gd(config, eta_tau, ...)` to rounding).
+    - `observables`: `"all"` (every entry of `observables.OBSERVABLES`), `"basic"` (Q and R only, the
+      cheapest), or a dict name -> f(t, particles, args).
+    - `save_states`: also keep the particles at every saved time (`traj.ys`, memory L (M + M_mlp) per save).
+    - `mesh`: a mesh from `sharding.particle_mesh()` to split the particle axis over devices.
+    - other arguments as in `flows.solve`.
+
+    **Returns:** a `flows.Trajectory` whose `observables["Q"]`, `["R"]`, ... are given at `ts`; the final
+    particles are `traj.ys` at the last save when `save_states=True`.
+    """
+    from .sharding import shard_particles
+
+    ts = np.asarray(ts, dtype=float)
+    if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
+        raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
+    if isinstance(observables, str):
+        if observables not in ("all", "basic"):
+            raise ValueError(f"observables must be 'all', 'basic' or a dict, got {observables!r}")
+        observables = obs.OBSERVABLES if observables == "all" else obs.BASIC_OBSERVABLES
+    particles = check_particles(config, init_particles(config) if particles is None else particles)
+    data = _check_data(config, training_set(config) if data is None else data)
+    test = _check_data(config, held_out_set(config) if test is None else test)
+    if mesh is not None:
+        particles = shard_particles(particles, mesh)
+    args = obs.make_args(config, data, test)
+    options = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol,
+                   max_steps=max_steps, observables=observables, save_states=save_states,
+                   progress=progress, throw=throw)
+    if dt is not None:
+        if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not np.isfinite(dt) or dt <= 0:
+            raise ValueError(f"dt must be a finite number > 0 or None, got {dt!r}")
+        options.update(dt0=float(dt), constant_step=True)
+    return solve(vector_field, particles, **options)

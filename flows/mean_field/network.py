@@ -1,0 +1,472 @@
+"""The finite mean-field transformer of Gao et al. (NeurIPS 2024, eqs. 2.1-2.3; theory digest §1, §2.4).
+
+Depth L, M attention heads and M_mlp neurons per layer; for l = 0..L-1 and every prompt Z in R^{D x (N+1)}
+
+    Z_{2l+1} = Z_{2l}   + 1/(M L)     sum_j V_{l,j} Z_{2l} S(Z_{2l}, W_{l,j}),   S = softmax_keys(Z^T W Z)  (2.1)
+    Z_{2l+2} = Z_{2l+1} + 1/(M_mlp L) sum_j W2_{l,j} sigma(W1_{l,j} Z_{2l+1})                          (2.2)
+
+(column i of Z S is sum_k z_k softmax_k(z_k^T W z_i); W1 a row 1 x D, W2 a column D x 1, sigma the
+HuberizedReLU of the rebuttal's Eq 2 with threshold h0). The prediction is yhat = Z_{2L}[d, N], the
+risk R = mean over prompts of (yhat - y)^2 / 2, and the objective (2.3)
+
+    Q = R + lam/(2 M L) sum_{l,j} (|V_{l,j}|^2 + |W_{l,j}|^2) + lam/(2 M_mlp L) sum_{l,j} (|W1_{l,j}|^2 + |W2_{l,j}|^2).
+
+**Particles** are stored as `{"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, M_mlp, D), "W2": (L, M_mlp, D)}`;
+the widths and the depth are read from these shapes, so one compiled function serves every config of a shape.
+
+**Velocity** (theory §2.3-2.4): the particle flow in training time tau is d theta/d tau = v(theta) with
+
+    v_{V_{l,j}} = -M L dQ/dV_{l,j} = -sum_prompts grad_V <P_{2l+1}, V Z_{2l} S> - lam V_{l,j},
+
+and likewise for W, W1, W2 (with M_mlp for the MLP), where P_k = dR/dZ_k is the discrete adjoint
+(P_{2L} = (yhat - y)/n e_d e_N^T, P_k = P_{k+1} + (d_Z layer_k)^* P_{k+1}). `velocity` computes it in that
+first-variation form: a forward pass storing Z_k, a backward pass for P_k (vector-Jacobian products of
+the layer maps in Z only) and the per-particle gradients in closed matrix form (derived in
+`derivations/mean_field.py`):
+
+    grad_V  <P, V Z S>            = P (Z S)^T
+    grad_W  <P, V Z S>            = Z G Z^T,   G = S * (B - 1 1^T (S * B)),  B = Z^T V^T P   (* entrywise)
+    grad_W2 <P, W2 sigma(W1 Z)>   = P sigma(W1 Z)^T
+    grad_W1 <P, W2 sigma(W1 Z)>   = ((W2^T P) * sigma'(W1 Z)) Z^T
+
+It is checked against M L x `jax.grad(objective)` in the tests. Explicit Euler in tau with step eta_tau is
+full-batch GD with learning rate eta_tau M L (attention) and eta_tau M_mlp L (MLP): `train_gd`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from .data import Config, Prompts, held_out_set, training_set
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["GDRecord", "attention_update", "check_particles", "forward", "gd_optimizer", "huberized_relu",
+           "init_curves", "init_particles", "mlp_update", "objective", "particle_gradients", "risk", "train_gd",
+           "velocity"]
+
+_GROUPS = ("V", "W", "W1", "W2")
+_ATTENTION = ("V", "W")
+_MLP = ("W1", "W2")
+
+
+# --------------------------------------------------------------------------- the two encoders
+
+
+def huberized_relu(z, threshold=1.0):
+    """sigma(z) = 0 for z <= 0, z^2/(2 h0) for 0 < z <= h0, z - h0/2 for z > h0 (rebuttal Eq 2, h0 = 1)."""
+    pos = jnp.maximum(z, 0.0)
+    return jnp.where(z > threshold, z - 0.5 * threshold, 0.5 * pos * pos / threshold)
+
+
+def huberized_relu_grad(z, threshold=1.0):
+    """sigma'(z) = 0, z/h0, 1 on the three pieces (continuous: sigma is C^1)."""
+    return jnp.clip(z / threshold, 0.0, 1.0)
+
+
+def _softmax_keys(Z, W):
+    """S[..., m, k, i] = softmax_k(z_k^T W_m z_i) for Z (n, D, K) and W (M, D, D)."""
+    ZtW = jnp.einsum("ndk,mde->nmke", Z, W)
+    logits = jnp.einsum("nmke,nei->nmki", ZtW, Z)
+    return jax.nn.softmax(logits, axis=2)
+
+
+def attention_update(Z, V, W):
+    """sum_j f(Z, (V_j, W_j)) = sum_j V_j Z S(Z, W_j) for Z (n, D, K), V and W (M, D, D) -> (n, D, K).
+
+    The caller scales by 1/(M L). Each term is the rebuttal's Eq 1, f(Z, theta) = V Z softmax(Z^T W Z).
+    """
+    S = _softmax_keys(Z, W)
+    ZS = jnp.einsum("ndk,nmki->nmdi", Z, S)
+    return jnp.einsum("mcd,nmdi->nci", V, ZS)
+
+
+def mlp_update(Z, W1, W2, threshold=1.0):
+    """sum_j h(Z, (W1_j, W2_j)) = sum_j W2_j sigma(W1_j Z) for Z (n, D, K), W1 and W2 (M_mlp, D)."""
+    pre = jnp.einsum("jd,ndk->njk", W1, Z)
+    return jnp.einsum("jc,njk->nck", W2, huberized_relu(pre, threshold))
+
+
+# --------------------------------------------------------------------------- particles
+
+
+def _uniform(key, shape, radius, dtype):
+    return jax.random.uniform(key, shape, dtype, -radius, radius)
+
+
+def init_curves(config: Config, depths, key=None, dtype=None) -> dict:
+    """Initial particles of the depth-smooth laws evaluated at arbitrary depths `depths` (k,) in [0, 1].
+
+    `config.init = "tied"`: theta_j(t) = A_j; `"smooth"`: theta_j(t) = (1 - t) A_j + t B_j, with A, B
+    i.i.d. uniform on [-a, a]. The same base draws serve the finite network (depths l / L) and the
+    continuous-depth reference (its depth nodes), so both start from one law (coupled).
+    Returns the particle dict with leading axis k.
+    """
+    if config.init not in ("tied", "smooth"):
+        raise ValueError(f"init_curves needs config.init 'tied' or 'smooth', got {config.init!r}")
+    key = config.keys()[1] if key is None else key
+    dtype = jnp.dtype(dtype or jnp.result_type(float))
+    t = jnp.asarray(depths, dtype)
+    if t.ndim != 1:
+        raise ValueError(f"depths must be a 1-D array, got shape {t.shape}")
+    D, M, Mm, a = config.D, config.M, config.M_mlp, config.init_radius
+    shapes = {"V": (M, D, D), "W": (M, D, D), "W1": (Mm, D), "W2": (Mm, D)}
+    keys = dict(zip(_GROUPS, jax.random.split(key, 4), strict=True))
+    out = {}
+    for name, shape in shapes.items():
+        kA, kB = jax.random.split(keys[name])
+        A = _uniform(kA, shape, a, dtype)
+        if config.init == "tied":
+            curve = jnp.broadcast_to(A, (t.shape[0],) + shape)
+        else:
+            B = _uniform(kB, shape, a, dtype)
+            w = t.reshape((-1,) + (1,) * len(shape))
+            curve = (1.0 - w) * A + w * B
+        out[name] = curve
+    return out
+
+
+def init_particles(config: Config, key=None, dtype=None) -> dict:
+    """The initial particles of the network, i.i.d. from rho0 (see `Config.init`), seeded by `config`.
+
+    Returns `{"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, M_mlp, D), "W2": (L, M_mlp, D)}` (W1 rows and
+    W2 columns stored as vectors); every entry lies in [-a, a], a = init_scale / sqrt(D).
+    """
+    key = config.keys()[1] if key is None else key
+    dtype = jnp.dtype(dtype or jnp.result_type(float))
+    if config.init != "iid":
+        return init_curves(config, np.arange(config.L) / config.L, key=key, dtype=dtype)
+    L, D, M, Mm, a = config.L, config.D, config.M, config.M_mlp, config.init_radius
+    shapes = {"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, Mm, D), "W2": (L, Mm, D)}
+    keys = dict(zip(_GROUPS, jax.random.split(key, 4), strict=True))
+    return {name: _uniform(keys[name], shape, a, dtype) for name, shape in shapes.items()}
+
+
+def check_particles(config: Config, particles) -> dict:
+    """Validate a particle dict against `config` (keys, shapes, finiteness); returns it as arrays."""
+    if not isinstance(particles, dict) or set(particles) != set(_GROUPS):
+        raise ValueError(f"particles must be a dict with keys {_GROUPS}, got "
+                         f"{sorted(particles) if isinstance(particles, dict) else type(particles).__name__}")
+    L, D, M, Mm = config.L, config.D, config.M, config.M_mlp
+    want = {"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, Mm, D), "W2": (L, Mm, D)}
+    out = {}
+    for name in _GROUPS:
+        arr = jnp.asarray(particles[name])
+        if arr.shape != want[name]:
+            raise ValueError(f"particles[{name!r}] must have shape {want[name]} (config L={L}, M={M}, "
+                             f"M_mlp={Mm}, D={D}), got {arr.shape}")
+        if not jnp.issubdtype(arr.dtype, jnp.floating):
+            raise ValueError(f"particles[{name!r}] must be floating point, got {arr.dtype}")
+        out[name] = arr
+    return out
+
+
+def _check_data(config: Config, data) -> Prompts:
+    if not isinstance(data, Prompts):
+        if isinstance(data, tuple) and len(data) == 2:
+            data = Prompts(*data)
+        else:
+            raise ValueError("data must be a flows.mean_field.Prompts(Z0, y)")
+    Z0, y = jnp.asarray(data.Z0), jnp.asarray(data.y)
+    want = (config.D, config.N + 1)
+    if Z0.ndim != 3 or Z0.shape[1:] != want:
+        raise ValueError(f"data.Z0 must have shape (n, D, N + 1) = (n, {want[0]}, {want[1]}), got {Z0.shape}")
+    if y.shape != (Z0.shape[0],):
+        raise ValueError(f"data.y must have shape (n,) = ({Z0.shape[0]},), got {y.shape}")
+    return Prompts(Z0, y)
+
+
+# --------------------------------------------------------------------------- forward, risk, objective
+
+
+def _layer_scales(particles):
+    L, M = particles["V"].shape[:2]
+    Mm = particles["W1"].shape[1]
+    return 1.0 / (M * L), 1.0 / (Mm * L)
+
+
+def _forward_states(particles, Z0, threshold):
+    """(Z_{2L}, Z_in_attention (L, n, D, K), Z_in_mlp (L, n, D, K)) of eqs. (2.1)-(2.2)."""
+    sa, sm = _layer_scales(particles)
+
+    def layer(Z, p):
+        V, W, W1, W2 = p
+        Z1 = Z + sa * attention_update(Z, V, W)
+        Z2 = Z1 + sm * mlp_update(Z1, W1, W2, threshold)
+        return Z2, (Z, Z1)
+
+    xs = tuple(particles[k] for k in _GROUPS)
+    Z_final, (Z_att, Z_mlp) = jax.lax.scan(layer, Z0, xs)
+    return Z_final, Z_att, Z_mlp
+
+
+def _readout(Z_final, d):
+    return Z_final[:, d, -1]
+
+
+def _forward(particles, Z0, threshold, d):
+    return _readout(_forward_states(particles, Z0, threshold)[0], d)
+
+
+def _decay(particles, lam):
+    sa, sm = _layer_scales(particles)
+    att = sum(jnp.sum(particles[k] ** 2) for k in _ATTENTION)
+    mlp = sum(jnp.sum(particles[k] ** 2) for k in _MLP)
+    return 0.5 * lam * (sa * att + sm * mlp)
+
+
+def _risk(particles, Z0, y, threshold, d):
+    err = _forward(particles, Z0, threshold, d) - y
+    return 0.5 * jnp.mean(err * err)
+
+
+def _objective(particles, Z0, y, lam, threshold, d):
+    return _risk(particles, Z0, y, threshold, d) + _decay(particles, lam)
+
+
+def forward(config: Config, particles, Z0) -> jax.Array:
+    """yhat = Z_{2L}[d, N] for prompts `Z0 (n, D, N + 1)` -> `(n,)`."""
+    particles = check_particles(config, particles)
+    Z0 = _check_data(config, Prompts(Z0, jnp.zeros(jnp.shape(Z0)[:1], jnp.result_type(Z0)))).Z0
+    return _forward(particles, Z0, config.threshold, config.d)
+
+
+def risk(config: Config, particles, data: Prompts) -> jax.Array:
+    """R = mean over prompts of (yhat - y)^2 / 2 (a scalar)."""
+    particles, data = check_particles(config, particles), _check_data(config, data)
+    return _risk(particles, data.Z0, data.y, config.threshold, config.d)
+
+
+def objective(config: Config, particles, data: Prompts) -> jax.Array:
+    """Q = R + lam/(2 M L) sum(|V|^2 + |W|^2) + lam/(2 M_mlp L) sum(|W1|^2 + |W2|^2) (eq. 2.3)."""
+    particles, data = check_particles(config, particles), _check_data(config, data)
+    return _objective(particles, data.Z0, data.y, config.lam, config.threshold, config.d)
+
+
+# --------------------------------------------------------------------------- velocity (first variation)
+
+
+def particle_gradients(Z_att, P_att, Z_mlp, P_mlp, particles_l, threshold):
+    """Closed-form gradients of sum_prompts <P, f> and <P, h> w.r.t. the particles of one layer.
+
+    `Z_att` (n, D, K) is the input of the attention sublayer and `P_att` the adjoint of its output;
+    likewise `Z_mlp`, `P_mlp` for the MLP sublayer; `particles_l` = (V, W, W1, W2) of the layer.
+    Returns (gV, gW, gW1, gW2) with the particle shapes (module docstring for the formulas).
+    """
+    V, W, W1, W2 = particles_l
+    S = _softmax_keys(Z_att, W)  # (n, M, K, K)
+    ZS = jnp.einsum("ndk,nmki->nmdi", Z_att, S)
+    gV = jnp.einsum("nci,nmdi->mcd", P_att, ZS)
+    VtP = jnp.einsum("mcd,nci->nmdi", V, P_att)
+    B = jnp.einsum("ndk,nmdi->nmki", Z_att, VtP)
+    G = S * (B - jnp.sum(S * B, axis=2, keepdims=True))
+    gW = jnp.einsum("ndk,nmki,nei->mde", Z_att, G, Z_att)
+    pre = jnp.einsum("jd,ndk->njk", W1, Z_mlp)
+    gW2 = jnp.einsum("nck,njk->jc", P_mlp, huberized_relu(pre, threshold))
+    c = jnp.einsum("jc,nck->njk", W2, P_mlp) * huberized_relu_grad(pre, threshold)
+    gW1 = jnp.einsum("njk,ndk->jd", c, Z_mlp)
+    return gV, gW, gW1, gW2
+
+
+def _adjoint_states(particles, Z0, y, threshold, d):
+    """(Z_att, Z_mlp, P_att, P_mlp), each (L, n, D, K): the input of every sublayer (Z_{2l}, Z_{2l+1}) and
+    the adjoint P = dR/dZ of its output (P_att of Z_{2l+1}, P_mlp of Z_{2l+2}), by a backward scan of
+    vector-Jacobian products of the layer maps in Z (P_{2L} = (yhat - y)/n e_d e_N^T)."""
+    sa, sm = _layer_scales(particles)
+    Z_final, Z_att, Z_mlp = _forward_states(particles, Z0, threshold)
+    err = (_readout(Z_final, d) - y) / Z0.shape[0]
+    P_final = jnp.zeros_like(Z_final).at[:, d, -1].set(err)
+
+    def back(P, xs):
+        Za, Zm, V, W, W1, W2 = xs
+        _, vjp_m = jax.vjp(lambda Z: Z + sm * mlp_update(Z, W1, W2, threshold), Zm)
+        (P_att,) = vjp_m(P)  # adjoint of Z_{2l+1}
+        _, vjp_a = jax.vjp(lambda Z: Z + sa * attention_update(Z, V, W), Za)
+        (P_in,) = vjp_a(P_att)  # adjoint of Z_{2l}
+        return P_in, (P_att, P)
+
+    xs = (Z_att, Z_mlp) + tuple(particles[k] for k in _GROUPS)
+    _, (P_att, P_mlp) = jax.lax.scan(back, P_final, xs, reverse=True)
+    return Z_att, Z_mlp, P_att, P_mlp
+
+
+def _velocity(particles, Z0, y, lam, threshold, d):
+    """-(M L) dQ/dtheta per attention particle and -(M_mlp L) dQ/dw per MLP particle (first variation)."""
+    Z_att, Z_mlp, P_att, P_mlp = _adjoint_states(particles, Z0, y, threshold, d)
+    layers = tuple(particles[k] for k in _GROUPS)
+    grads = jax.vmap(particle_gradients, in_axes=(0, 0, 0, 0, 0, None))(
+        Z_att, P_att, Z_mlp, P_mlp, layers, threshold)
+    return {k: -g - lam * particles[k] for k, g in zip(_GROUPS, grads, strict=True)}
+
+
+def _velocity_autodiff(particles, Z0, y, lam, threshold, d):
+    L, M = particles["V"].shape[:2]
+    Mm = particles["W1"].shape[1]
+    g = jax.grad(_objective)(particles, Z0, y, lam, threshold, d)
+    scale = {"V": M * L, "W": M * L, "W1": Mm * L, "W2": Mm * L}
+    return {k: -scale[k] * g[k] for k in _GROUPS}
+
+
+_VELOCITY_METHODS = {"adjoint": _velocity, "autodiff": _velocity_autodiff}
+
+
+def velocity(config: Config, particles, data: Prompts, method: str = "adjoint") -> dict:
+    """The mean-field velocity of every particle (a dict shaped like the particles).
+
+    v = -M L dQ/d theta (attention), -M_mlp L dQ/d w (MLP) = -grad delta Q/delta rho at the particle
+    (theory §2.3-2.4). `method="adjoint"` (default) evaluates it in the first-variation form of the
+    module docstring; `"autodiff"` scales `jax.grad(objective)`. The two agree to rounding (tests).
+    """
+    if method not in _VELOCITY_METHODS:
+        raise ValueError(f"method must be one of {tuple(_VELOCITY_METHODS)}, got {method!r}")
+    particles, data = check_particles(config, particles), _check_data(config, data)
+    return _VELOCITY_METHODS[method](particles, data.Z0, data.y, config.lam, config.threshold, config.d)
+
+
+# --------------------------------------------------------------------------- GD on the finite network
+
+
+@dataclasses.dataclass(frozen=True)
+class GDRecord:
+    """Full-batch GD on the finite network, at its saved steps.
+
+    - `tau`: flow time tau = k eta_tau of each saved step (first entry 0); `ts` is the same array;
+      `steps`: the step numbers k.
+    - `observables`: name -> array with leading axis len(tau); `Q`, `R`, `dissipation`, `max_speed`,
+      `mean_speed`, `train_rmse`, `test_rmse` (the names of `observables.OBSERVABLES`, as on the flow's
+      `Trajectory`). Also reachable as `record["Q"]` or `record.Q`.
+    - `particles`: the final particles; `eta_tau`, `lr_attention`, `lr_mlp`: the step sizes;
+      `compile_s`, `run_s`: compile and training wall time.
+    """
+
+    tau: np.ndarray
+    steps: np.ndarray
+    observables: dict
+    particles: dict
+    eta_tau: float
+    lr_attention: float
+    lr_mlp: float
+    compile_s: float
+    run_s: float
+
+    @property
+    def ts(self) -> np.ndarray:
+        return self.tau
+
+    def __getitem__(self, name):
+        return self.observables[name]
+
+    def __getattr__(self, name):
+        if name != "observables" and name in self.__dict__.get("observables", {}):
+            return self.__dict__["observables"][name]
+        raise AttributeError(name)
+
+
+def _save_steps(steps, save_every):
+    if isinstance(save_every, bool) or not isinstance(save_every, (int, np.integer)) or save_every < 1:
+        raise ValueError(f"save_every must be an integer >= 1, got {save_every!r}")
+    arr = np.arange(0, steps + 1, save_every, dtype=np.int64)
+    return arr if arr[-1] == steps else np.concatenate([arr, [steps]])
+
+
+def _check_eta(eta_tau):
+    if isinstance(eta_tau, bool) or not isinstance(eta_tau, (int, float, np.floating)) \
+            or not math.isfinite(float(eta_tau)) or float(eta_tau) <= 0:
+        raise ValueError(f"eta_tau must be a finite number > 0, got {eta_tau!r}")
+    return float(eta_tau)
+
+
+def gd_optimizer(config: Config, eta_tau: float) -> optax.GradientTransformation:
+    """`optax.sgd` with learning rate eta_tau M L on (V, W) and eta_tau M_mlp L on (W1, W2)."""
+    eta_tau = _check_eta(eta_tau)
+    labels = {"V": "attention", "W": "attention", "W1": "mlp", "W2": "mlp"}
+    return optax.multi_transform(
+        {"attention": optax.sgd(eta_tau * config.M * config.L), "mlp": optax.sgd(eta_tau * config.M_mlp * config.L)},
+        labels)
+
+
+def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *, particles=None,
+             data: Prompts | None = None, test: Prompts | None = None, mesh=None) -> GDRecord:
+    """Full-batch GD with optax on the finite network from `init_particles(config)`.
+
+    Learning rates eta_tau M L (attention) and eta_tau M_mlp L (MLP) on the raw gradients of Q, so step k
+    sits at flow time tau = k eta_tau and explicit Euler of the particle flow with step eta_tau is this run.
+
+    **Arguments:**
+
+    - `eta_tau` (> 0): the flow-time step; `steps` (>= 1); `save_every`: record every k-th step (and the
+      last).
+    - `particles`, `data`, `test`: override the initial particles, the training set and the fresh test
+      prompts (defaults from `config`).
+    - `mesh`: a `jax.sharding.Mesh` (e.g. `sharding.particle_mesh()`) to shard the particle axis over.
+
+    **Returns:** a `GDRecord`. **Raises:** `ValueError` for bad arguments; `flows.FlowError` (carrying the
+    partial record) when Q becomes non-finite, naming the first saved step where it did.
+    """
+    from ..solve import FlowError
+    from . import observables as obs
+    from .sharding import shard_particles
+
+    eta_tau = _check_eta(eta_tau)
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    save = _save_steps(int(steps), save_every)
+    particles = init_particles(config) if particles is None else particles
+    particles = check_particles(config, particles)
+    data = _check_data(config, training_set(config) if data is None else data)
+    test = _check_data(config, held_out_set(config) if test is None else test)
+    if mesh is not None:
+        particles = shard_particles(particles, mesh)
+    args = obs.make_args(config, data, test)
+    opt = gd_optimizer(config, eta_tau)
+    opt_state = opt.init(particles)
+    lam, threshold, d = config.lam, config.threshold, config.d
+    grad_fn = jax.grad(_objective)
+
+    def one_step(_, carry):
+        p, s = carry
+        g = grad_fn(p, data.Z0, data.y, lam, threshold, d)
+        updates, s = opt.update(g, s, p)
+        return optax.apply_updates(p, updates), s
+
+    def observe(p):
+        return {name: fn(0.0, p, args) for name, fn in obs.OBSERVABLES.items()}
+
+    def segment(carry, num):
+        carry = jax.lax.fori_loop(0, num, one_step, carry)
+        return carry, observe(carry[0])
+
+    def run(p, s, increments):
+        first = observe(p)
+        (p, _), rest = jax.lax.scan(segment, (p, s), increments)
+        series = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+        return p, series
+
+    increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
+    start = time.perf_counter()
+    compiled = jax.jit(run).lower(particles, opt_state, increments).compile()
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    final, series = jax.block_until_ready(compiled(particles, opt_state, increments))
+    run_s = time.perf_counter() - start
+    series = {k: np.asarray(v) for k, v in series.items()}
+    record = GDRecord(tau=eta_tau * save.astype(float), steps=save, observables=series, particles=final,
+                      eta_tau=eta_tau, lr_attention=eta_tau * config.M * config.L,
+                      lr_mlp=eta_tau * config.M_mlp * config.L, compile_s=compile_s, run_s=run_s)
+    bad = np.nonzero(~np.isfinite(series["Q"]))[0]
+    if bad.size:
+        k = int(save[bad[0]])
+        raise FlowError(f"GD diverged: Q is not finite at step {k} (tau = {k * eta_tau:.6g}); last finite "
+                        f"Q = {series['Q'][bad[0] - 1]:.6g} at step {int(save[bad[0] - 1])}; lower eta_tau "
+                        f"(lr = eta_tau M L = {record.lr_attention:.4g})" if bad[0] > 0 else
+                        f"GD diverged: Q is not finite at step {k}", record)
+    logger.info("train_gd eta_tau=%g steps=%d: compile %.2f s, run %.2f s", eta_tau, steps, compile_s, run_s)
+    return record

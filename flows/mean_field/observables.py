@@ -1,0 +1,236 @@
+"""Observables of the mean-field transformer, shared by the GD record and the particle-flow trajectory.
+
+Functions `f(t, particles, args)` (the `flows.solve` observable signature) with `args = make_args(...)`:
+
+- `Q`, `R`: objective and risk (eq. 2.3);
+- `dissipation`: (1/(M L)) sum |v_att|^2 + (1/(M_mlp L)) sum |v_mlp|^2, so that the energy identity of the
+  Wasserstein gradient flow reads dQ/dtau = -dissipation (theory §2.3, P4);
+- `max_speed`, `mean_speed`: max and mean particle speed |v| over all particles (P5, stationarity);
+- `train_rmse`, `test_rmse`: sqrt(mean (yhat - y)^2) on the training prompts and on fresh prompts.
+
+Beyond these, on particle clouds:
+
+- `w2_per_slice`: the Wasserstein-2 distance between two clouds, per depth slice and per group (attention
+  particles in R^{2 D^2}, MLP particles in R^{2 D}); exact with POT (`method="exact"`, the oracle) or
+  entropic (`method="sinkhorn"`, the debiased Sinkhorn divergence of ott-jax, jit-able);
+- `coupled_rms`: the coupled-particle RMS distance sqrt((1/(L M)) sum |theta_{l,j} - theta'_{l,j}|^2), an
+  upper bound of W2 per slice when the two clouds are coupled particle by particle;
+- `first_variation`: g(theta, t_l) = sum_prompts <P_{2l+1}, f(Z_{2l}, theta)> (attention) and
+  sum_prompts <P_{2l+2}, h(Z_{2l+1}, w)> (MLP) at arbitrary probe particles: the data part of
+  delta Q / delta rho (the full first variation adds lam/2 |theta|^2). A negative value of g(c u)/c along
+  homogeneous rays flags a descent direction off the support (P7).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .data import Config, Prompts
+from .network import (
+    _GROUPS,
+    _adjoint_states,
+    _check_data,
+    _forward,
+    _layer_scales,
+    _objective,
+    _risk,
+    _velocity,
+    attention_update,
+    check_particles,
+    mlp_update,
+)
+
+__all__ = ["OBSERVABLES", "coupled_rms", "dissipation", "first_variation", "make_args", "max_speed",
+           "mean_speed", "objective_Q", "risk_R", "test_rmse", "train_rmse", "w2_per_slice"]
+
+
+def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=None) -> dict:
+    """The args dict of the particle vector field and of the observables (arrays only, so that new values
+    of lam or the threshold do not recompile): Z0, y, Z0_test, y_test, lam, threshold, d."""
+    data = _check_data(config, data)
+    test = data if test is None else _check_data(config, test)
+    dtype = jnp.dtype(dtype or jnp.result_type(data.Z0))
+    return {
+        "Z0": data.Z0, "y": data.y, "Z0_test": test.Z0, "y_test": test.y,
+        "lam": jnp.asarray(config.lam, dtype), "threshold": jnp.asarray(config.threshold, dtype),
+        "d": jnp.asarray(config.d, jnp.int32),
+    }
+
+
+def _v(particles, args):
+    return _velocity(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+
+
+def objective_Q(t, particles, args):
+    """Q (eq. 2.3)."""
+    return _objective(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+
+
+def risk_R(t, particles, args):
+    """R = mean (yhat - y)^2 / 2 on the training prompts."""
+    return _risk(particles, args["Z0"], args["y"], args["threshold"], args["d"])
+
+
+def _weighted_sq(particles, v):
+    sa, sm = _layer_scales(particles)
+    att = sum(jnp.sum(v[k] ** 2) for k in ("V", "W"))
+    mlp = sum(jnp.sum(v[k] ** 2) for k in ("W1", "W2"))
+    return sa * att + sm * mlp
+
+
+def dissipation(t, particles, args):
+    """(1/(M L)) sum |v_att|^2 + (1/(M_mlp L)) sum |v_mlp|^2 = -dQ/dtau along the flow (P4)."""
+    return _weighted_sq(particles, _v(particles, args))
+
+
+def _speeds(particles, args):
+    v = _v(particles, args)
+    att = jnp.sqrt(jnp.sum(v["V"] ** 2, axis=(2, 3)) + jnp.sum(v["W"] ** 2, axis=(2, 3))).ravel()
+    mlp = jnp.sqrt(jnp.sum(v["W1"] ** 2, axis=2) + jnp.sum(v["W2"] ** 2, axis=2)).ravel()
+    return jnp.concatenate([att, mlp])
+
+
+def max_speed(t, particles, args):
+    """max over attention particles (V, W) and MLP particles (W1, W2) of |v|."""
+    return jnp.max(_speeds(particles, args))
+
+
+def mean_speed(t, particles, args):
+    """mean over all particles of |v|."""
+    return jnp.mean(_speeds(particles, args))
+
+
+def train_rmse(t, particles, args):
+    """sqrt(mean (yhat - y)^2) on the training prompts."""
+    err = _forward(particles, args["Z0"], args["threshold"], args["d"]) - args["y"]
+    return jnp.sqrt(jnp.mean(err * err))
+
+
+def test_rmse(t, particles, args):
+    """sqrt(mean (yhat - y)^2) on fresh prompts."""
+    err = _forward(particles, args["Z0_test"], args["threshold"], args["d"]) - args["y_test"]
+    return jnp.sqrt(jnp.mean(err * err))
+
+
+#: The observables recorded by `train_gd` and saved by `solve_particles`, by name.
+OBSERVABLES = {
+    "Q": objective_Q,
+    "R": risk_R,
+    "dissipation": dissipation,
+    "max_speed": max_speed,
+    "mean_speed": mean_speed,
+    "train_rmse": train_rmse,
+    "test_rmse": test_rmse,
+}
+
+# Q and R only (cheap: no velocity), for solves that do not want the rest.
+BASIC_OBSERVABLES = {"Q": objective_Q, "R": risk_R}
+
+
+# --------------------------------------------------------------------------- clouds
+
+
+def _clouds(particles):
+    """(attention cloud (L, M, 2 D^2), MLP cloud (L, M_mlp, 2 D)) of a particle dict."""
+    L, M = particles["V"].shape[:2]
+    att = jnp.concatenate([particles["V"].reshape(L, M, -1), particles["W"].reshape(L, M, -1)], axis=-1)
+    mlp = jnp.concatenate([particles["W1"], particles["W2"]], axis=-1)
+    return att, mlp
+
+
+def _w2_exact(x, y):
+    import ot  # POT, the exact network-simplex oracle
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    a = np.full(x.shape[0], 1.0 / x.shape[0])
+    b = np.full(y.shape[0], 1.0 / y.shape[0])
+    cost = ot.dist(x, y)  # squared Euclidean
+    return float(np.sqrt(max(ot.emd2(a, b, cost, numItermax=1_000_000), 0.0)))
+
+
+def _w2_sinkhorn(x, y, epsilon):
+    from ott.tools.sinkhorn_divergence import sinkdiv
+
+    div = sinkdiv(jnp.asarray(x), jnp.asarray(y), epsilon=epsilon)[0]
+    return jnp.sqrt(jnp.maximum(div, 0.0))
+
+
+def w2_per_slice(a: dict, b: dict, method: str = "exact", epsilon: float = 1e-2) -> dict:
+    """W2 between the particle clouds `a` and `b` (particle dicts of equal depth L) at every depth slice.
+
+    Returns `{"attention": (L,), "mlp": (L,)}`. `method="exact"`: POT's `ot.emd2` on the squared Euclidean
+    cost (exact; clouds up to a few thousand points); `"sinkhorn"`: sqrt of ott-jax's debiased Sinkhorn
+    divergence at regularisation `epsilon` (squared-distance units; jit-able; equals the exact W2 of a
+    translated cloud and converges to W2 as epsilon -> 0). The clouds may have different widths.
+    """
+    if method not in ("exact", "sinkhorn"):
+        raise ValueError(f"method must be 'exact' or 'sinkhorn', got {method!r}")
+    if not (isinstance(epsilon, (int, float)) and np.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    for name, p in (("a", a), ("b", b)):
+        if not isinstance(p, dict) or set(p) != set(_GROUPS):
+            raise ValueError(f"{name} must be a particle dict with keys {_GROUPS}")
+    if a["V"].shape[0] != b["V"].shape[0] or a["V"].shape[2:] != b["V"].shape[2:]:
+        raise ValueError(f"a and b must have the same depth L and dimension D, got V shapes "
+                         f"{a['V'].shape} and {b['V'].shape}")
+    ca, cb = _clouds(a), _clouds(b)
+    out = {}
+    for group, x, y in (("attention", ca[0], cb[0]), ("mlp", ca[1], cb[1])):
+        if method == "exact":
+            out[group] = np.array([_w2_exact(x[k], y[k]) for k in range(x.shape[0])])
+        elif x.shape == y.shape:
+            out[group] = np.asarray(jax.vmap(lambda u, w: _w2_sinkhorn(u, w, epsilon))(x, y))
+        else:
+            out[group] = np.array([float(_w2_sinkhorn(x[k], y[k], epsilon)) for k in range(x.shape[0])])
+    return out
+
+
+def coupled_rms(a: dict, b: dict) -> float:
+    """sqrt((1/(L M)) sum_{l,j} |theta^a_{l,j} - theta^b_{l,j}|^2 + the same over MLP particles): the RMS
+    distance of two coupled clouds of equal shape (>= the mean W2 per slice)."""
+    for k in _GROUPS:
+        if jnp.shape(a[k]) != jnp.shape(b[k]):
+            raise ValueError(f"a[{k!r}] and b[{k!r}] must have the same shape, got {jnp.shape(a[k])} "
+                             f"and {jnp.shape(b[k])}")
+    L, M = a["V"].shape[:2]
+    Mm = a["W1"].shape[1]
+    att = sum(jnp.sum((a[k] - b[k]) ** 2) for k in ("V", "W")) / (L * M)
+    mlp = sum(jnp.sum((a[k] - b[k]) ** 2) for k in ("W1", "W2")) / (L * Mm)
+    return float(jnp.sqrt(att + mlp))
+
+
+def first_variation(config: Config, particles, data: Prompts, probes: dict) -> dict:
+    """The data part of delta Q/delta rho at probe particles, per depth slice (module docstring).
+
+    `probes`: `{"V": (P, D, D), "W": (P, D, D)}` and/or `{"W1": (Pm, D), "W2": (Pm, D)}`. Returns
+    `{"attention": (L, P)}` and/or `{"mlp": (L, Pm)}` with
+    g_att(theta, l) = sum_prompts <P_{2l+1}, f(Z_{2l}, theta)>, g_mlp(w, l) = sum_prompts <P_{2l+2}, h(Z_{2l+1}, w)>,
+    where P_k = dR/dZ_k. Its gradient at a particle of the network is -v - lam theta (tests).
+    """
+    particles, data = check_particles(config, particles), _check_data(config, data)
+    Z_att, Z_mlp, P_att, P_mlp = _adjoint_states(particles, data.Z0, data.y, config.threshold, config.d)
+    out = {}
+    if "V" in probes or "W" in probes:
+        V, W = jnp.asarray(probes["V"]), jnp.asarray(probes["W"])
+        if V.ndim != 3 or V.shape[1:] != (config.D, config.D) or W.shape != V.shape:
+            raise ValueError(f"probes V and W must have shape (P, {config.D}, {config.D})")
+
+        def g_att(Za, Pa):  # one layer, every probe
+            per = jax.vmap(lambda v, w: jnp.sum(Pa * attention_update(Za, v[None], w[None])))(V, W)
+            return per
+
+        out["attention"] = jax.vmap(g_att)(Z_att, P_att)
+    if "W1" in probes or "W2" in probes:
+        W1, W2 = jnp.asarray(probes["W1"]), jnp.asarray(probes["W2"])
+        if W1.ndim != 2 or W1.shape[1] != config.D or W2.shape != W1.shape:
+            raise ValueError(f"probes W1 and W2 must have shape (P, {config.D})")
+
+        def g_mlp(Zm, Pm):
+            return jax.vmap(lambda u, w: jnp.sum(Pm * mlp_update(Zm, u[None], w[None], config.threshold)))(W1, W2)
+
+        out["mlp"] = jax.vmap(g_mlp)(Z_mlp, P_mlp)
+    if not out:
+        raise ValueError("probes must hold V and W (attention) and/or W1 and W2 (MLP)")
+    return out

@@ -1,0 +1,51 @@
+"""Sharding the particle axis of the mean-field transformer over devices (`jax.sharding`).
+
+The particle axis (M heads, M_mlp neurons: axis 1 of every particle array) is split over the devices of a
+one-axis mesh named `"particles"`; everything else (prompts, adjoints) is replicated. The forward pass sums
+over particles, so XLA inserts one all-reduce per sublayer; the GD step and the particle flow's vector field
+then run unchanged under `jax.jit` (the mesh uses `AxisType.Auto`: the compiler propagates the sharding).
+
+One host: `particle_mesh()` uses every local device. Several hosts: call `jax.distributed.initialize(...)`
+first (arguments detected on Slurm, Open MPI and TPU pods), then `particle_mesh()` spans the global devices;
+every process runs the same program (see `examples/distributed/mean_field_multihost.py`).
+"""
+
+from __future__ import annotations
+
+import jax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+__all__ = ["AXIS", "particle_mesh", "shard_particles"]
+
+#: Name of the mesh axis that carries the particles.
+AXIS = "particles"
+
+
+def particle_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
+    """A one-axis mesh `("particles",)` over the first `num_devices` devices (default: all of them)."""
+    available = jax.device_count()
+    n = available if num_devices is None else num_devices
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= available:
+        raise ValueError(f"num_devices must be an integer in [1, {available}] (the devices JAX sees), got "
+                         f"{num_devices!r}")
+    return jax.make_mesh((n,), (AXIS,), axis_types=(jax.sharding.AxisType.Auto,),
+                         devices=jax.devices()[:n])
+
+
+def shard_particles(particles: dict, mesh: jax.sharding.Mesh) -> dict:
+    """Place every particle array with its axis 1 (the particle index) split over `mesh`'s particle axis.
+
+    **Raises:** `ValueError` if the mesh has no `"particles"` axis or a width is not divisible by its size.
+    """
+    if not isinstance(mesh, jax.sharding.Mesh) or AXIS not in mesh.axis_names:
+        raise ValueError(f"mesh must be a jax.sharding.Mesh with an axis named {AXIS!r} (see particle_mesh)")
+    size = mesh.shape[AXIS]
+    out = {}
+    for name, arr in particles.items():
+        if arr.shape[1] % size:
+            raise ValueError(f"the particle axis of {name!r} ({arr.shape[1]}) must be divisible by the "
+                             f"{size} devices of the mesh")
+        spec = P(None, AXIS, *([None] * (arr.ndim - 2)))
+        out[name] = jax.device_put(arr, NamedSharding(mesh, spec))
+    return out
