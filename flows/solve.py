@@ -369,7 +369,8 @@ _CACHE_SIZE = 64
 
 def _signature(tree):
     leaves, treedef = jax.tree_util.tree_flatten(tree)
-    return treedef, tuple((np.shape(x), jnp.result_type(x).name) for x in leaves)
+    # the sharding is part of the program: a mesh-sharded y0 must not reuse a single-device compilation
+    return treedef, tuple((np.shape(x), jnp.result_type(x).name, getattr(x, "sharding", None)) for x in leaves)
 
 
 def _compiled(key, build, example_args):

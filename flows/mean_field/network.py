@@ -72,11 +72,27 @@ def huberized_relu_grad(z, threshold=1.0):
     return jnp.clip(z / threshold, 0.0, 1.0)
 
 
-def _softmax_keys(Z, W):
-    """S[..., m, k, i] = softmax_k(z_k^T W_m z_i) for Z (n, D, K) and W (M, D, D)."""
-    ZtW = jnp.einsum("ndk,mde->nmke", Z, W)
-    logits = jnp.einsum("nmke,nei->nmki", ZtW, Z)
+def _pair_products(Z):
+    """ZZ[n, (d, e), (k, i)] = Z[n, d, k] Z[n, e, i], shape (n, D^2, K^2): every bilinear form z_k^T A z_i
+    of the prompt is then one row of a single matrix product (XLA on CPU runs small batched products
+    slowly, one large GEMM fast)."""
+    n, D, K = Z.shape
+    return jnp.einsum("ndk,nei->ndeki", Z, Z).reshape(n, D * D, K * K)
+
+
+def _softmax_keys(Z, W, ZZ=None):
+    """S[n, m, k, i] = softmax_k(z_k^T W_m z_i) for Z (n, D, K) and W (M, D, D)."""
+    n, D, K = Z.shape
+    ZZ = _pair_products(Z) if ZZ is None else ZZ
+    logits = jnp.einsum("mx,nxy->nmy", W.reshape(W.shape[0], D * D), ZZ).reshape(n, W.shape[0], K, K)
     return jax.nn.softmax(logits, axis=2)
+
+
+def _attend(Z, S):
+    """T[n, m, d, i] = (Z S_m)[d, i] = sum_k Z[n, d, k] S[n, m, k, i]."""
+    n, M, K, _ = S.shape
+    T = jnp.einsum("ndk,nkx->ndx", Z, jnp.swapaxes(S, 1, 2).reshape(n, K, M * K))
+    return jnp.swapaxes(T.reshape(n, Z.shape[1], M, K), 1, 2)
 
 
 def attention_update(Z, V, W):
@@ -84,9 +100,11 @@ def attention_update(Z, V, W):
 
     The caller scales by 1/(M L). Each term is the rebuttal's Eq 1, f(Z, theta) = V Z softmax(Z^T W Z).
     """
-    S = _softmax_keys(Z, W)
-    ZS = jnp.einsum("ndk,nmki->nmdi", Z, S)
-    return jnp.einsum("mcd,nmdi->nci", V, ZS)
+    n, D, K = Z.shape
+    M = V.shape[0]
+    T = _attend(Z, _softmax_keys(Z, W))  # (n, M, D, K)
+    V_flat = jnp.swapaxes(V, 0, 1).reshape(D, M * D)  # [c, (m, d)]
+    return jnp.einsum("cx,nxi->nci", V_flat, T.reshape(n, M * D, K))
 
 
 def mlp_update(Z, W1, W2, threshold=1.0):
@@ -129,7 +147,7 @@ def init_curves(config: Config, depths, key=None, dtype=None) -> dict:
         else:
             B = _uniform(kB, shape, a, dtype)
             w = t.reshape((-1,) + (1,) * len(shape))
-            curve = (1.0 - w) * A + w * B
+            curve = (1.0 - w) * A[None] + w * B[None]
         out[name] = curve
     return out
 
@@ -262,13 +280,16 @@ def particle_gradients(Z_att, P_att, Z_mlp, P_mlp, particles_l, threshold):
     Returns (gV, gW, gW1, gW2) with the particle shapes (module docstring for the formulas).
     """
     V, W, W1, W2 = particles_l
-    S = _softmax_keys(Z_att, W)  # (n, M, K, K)
-    ZS = jnp.einsum("ndk,nmki->nmdi", Z_att, S)
-    gV = jnp.einsum("nci,nmdi->mcd", P_att, ZS)
-    VtP = jnp.einsum("mcd,nci->nmdi", V, P_att)
-    B = jnp.einsum("ndk,nmdi->nmki", Z_att, VtP)
+    n, D, K = Z_att.shape
+    M = V.shape[0]
+    ZZ = _pair_products(Z_att)
+    S = _softmax_keys(Z_att, W, ZZ)  # (n, M, K, K)
+    T = _attend(Z_att, S)  # (n, M, D, K) = Z S_m
+    gV = jnp.einsum("nci,nmdi->mcd", P_att, T)  # sum_n P (Z S)^T
+    ZP = jnp.einsum("ndk,nci->ncdki", Z_att, P_att).reshape(n, D * D, K * K)
+    B = jnp.einsum("mx,nxy->nmy", V.reshape(M, D * D), ZP).reshape(n, M, K, K)  # B = Z^T V^T P
     G = S * (B - jnp.sum(S * B, axis=2, keepdims=True))
-    gW = jnp.einsum("ndk,nmki,nei->mde", Z_att, G, Z_att)
+    gW = jnp.einsum("nmy,nxy->mx", G.reshape(n, M, K * K), ZZ).reshape(M, D, D)  # sum_n Z G Z^T
     pre = jnp.einsum("jd,ndk->njk", W1, Z_mlp)
     gW2 = jnp.einsum("nck,njk->jc", P_mlp, huberized_relu(pre, threshold))
     c = jnp.einsum("jc,nck->njk", W2, P_mlp) * huberized_relu_grad(pre, threshold)
@@ -385,12 +406,48 @@ def _check_eta(eta_tau):
 
 
 def gd_optimizer(config: Config, eta_tau: float) -> optax.GradientTransformation:
-    """`optax.sgd` with learning rate eta_tau M L on (V, W) and eta_tau M_mlp L on (W1, W2)."""
+    """`optax.sgd` with learning rate eta_tau M L on (V, W) and eta_tau M_mlp L on (W1, W2).
+
+    The learning rates are injected hyperparameters (they live in the optimiser state), so one compiled
+    training program serves every eta_tau.
+    """
     eta_tau = _check_eta(eta_tau)
+    return _optimizer(eta_tau * config.M * config.L, eta_tau * config.M_mlp * config.L)
+
+
+def _optimizer(lr_attention, lr_mlp):
     labels = {"V": "attention", "W": "attention", "W1": "mlp", "W2": "mlp"}
-    return optax.multi_transform(
-        {"attention": optax.sgd(eta_tau * config.M * config.L), "mlp": optax.sgd(eta_tau * config.M_mlp * config.L)},
-        labels)
+    sgd = optax.inject_hyperparams(optax.sgd)
+    return optax.multi_transform({"attention": sgd(learning_rate=lr_attention), "mlp": sgd(learning_rate=lr_mlp)},
+                                 labels)
+
+
+# One program for every (eta_tau, steps, lam, threshold) of a given shape: everything but shapes is traced.
+_GD_TEMPLATE = _optimizer(1.0, 1.0)
+_GD_COMPILED: dict = {}
+
+
+@jax.jit
+def _gd_run(particles, opt_state, increments, args):
+    from . import observables as obs
+
+    def one_step(_, carry):
+        p, s = carry
+        g = jax.grad(_objective)(p, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+        updates, s = _GD_TEMPLATE.update(g, s, p)
+        return optax.apply_updates(p, updates), s
+
+    def observe(p):
+        return {name: fn(0.0, p, args) for name, fn in obs.OBSERVABLES.items()}
+
+    def segment(carry, num):
+        carry = jax.lax.fori_loop(0, num, one_step, carry)
+        return carry, observe(carry[0])
+
+    first = observe(particles)
+    (p, _), rest = jax.lax.scan(segment, (particles, opt_state), increments)
+    series = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+    return p, series
 
 
 def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *, particles=None,
@@ -408,10 +465,13 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
       prompts (defaults from `config`).
     - `mesh`: a `jax.sharding.Mesh` (e.g. `sharding.particle_mesh()`) to shard the particle axis over.
 
+    One compiled program serves every eta_tau, steps, lam and threshold of the same shapes and number of
+    saved steps (`compile_s` is 0 when it was reused).
+
     **Returns:** a `GDRecord`. **Raises:** `ValueError` for bad arguments; `flows.FlowError` (carrying the
     partial record) when Q becomes non-finite, naming the first saved step where it did.
     """
-    from ..solve import FlowError
+    from ..solve import FlowError, _signature
     from . import observables as obs
     from .sharding import shard_particles
 
@@ -426,36 +486,23 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
     if mesh is not None:
         particles = shard_particles(particles, mesh)
     args = obs.make_args(config, data, test)
-    opt = gd_optimizer(config, eta_tau)
-    opt_state = opt.init(particles)
-    lam, threshold, d = config.lam, config.threshold, config.d
-    grad_fn = jax.grad(_objective)
-
-    def one_step(_, carry):
-        p, s = carry
-        g = grad_fn(p, data.Z0, data.y, lam, threshold, d)
-        updates, s = opt.update(g, s, p)
-        return optax.apply_updates(p, updates), s
-
-    def observe(p):
-        return {name: fn(0.0, p, args) for name, fn in obs.OBSERVABLES.items()}
-
-    def segment(carry, num):
-        carry = jax.lax.fori_loop(0, num, one_step, carry)
-        return carry, observe(carry[0])
-
-    def run(p, s, increments):
-        first = observe(p)
-        (p, _), rest = jax.lax.scan(segment, (p, s), increments)
-        series = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
-        return p, series
-
+    dtype = particles["V"].dtype
+    opt_state = gd_optimizer(config, eta_tau).init(particles)
+    opt_state = jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(
+        jnp.result_type(x), jnp.floating) else x, opt_state)
     increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
+    call = (particles, opt_state, increments, args)
+    key = _signature(call)
+    compiled, compile_s = _GD_COMPILED.get(key), 0.0
+    if compiled is None:
+        start = time.perf_counter()
+        compiled = _gd_run.lower(*call).compile()
+        compile_s = time.perf_counter() - start
+        if len(_GD_COMPILED) >= 16:
+            _GD_COMPILED.pop(next(iter(_GD_COMPILED)))
+        _GD_COMPILED[key] = compiled
     start = time.perf_counter()
-    compiled = jax.jit(run).lower(particles, opt_state, increments).compile()
-    compile_s = time.perf_counter() - start
-    start = time.perf_counter()
-    final, series = jax.block_until_ready(compiled(particles, opt_state, increments))
+    final, series = jax.block_until_ready(compiled(particles, opt_state, increments, args))
     run_s = time.perf_counter() - start
     series = {k: np.asarray(v) for k, v in series.items()}
     record = GDRecord(tau=eta_tau * save.astype(float), steps=save, observables=series, particles=final,

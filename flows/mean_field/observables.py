@@ -26,6 +26,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.spatial.distance import cdist
 
 from .data import Config, Prompts
 from .network import (
@@ -146,14 +147,16 @@ def _w2_exact(x, y):
     x, y = np.asarray(x, float), np.asarray(y, float)
     a = np.full(x.shape[0], 1.0 / x.shape[0])
     b = np.full(y.shape[0], 1.0 / y.shape[0])
-    cost = ot.dist(x, y)  # squared Euclidean
+    cost = cdist(x, y, "sqeuclidean")  # exact differences (ot.dist expands |x|^2 + |y|^2 - 2 x.y)
     return float(np.sqrt(max(ot.emd2(a, b, cost, numItermax=1_000_000), 0.0)))
 
 
 def _w2_sinkhorn(x, y, epsilon):
     from ott.tools.sinkhorn_divergence import sinkdiv
 
-    div = sinkdiv(jnp.asarray(x), jnp.asarray(y), epsilon=epsilon)[0]
+    # ott-jax broadcasts implicitly and mixes dtypes: allow that locally under strict user settings
+    with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
+        div = sinkdiv(jnp.asarray(x), jnp.asarray(y), epsilon=epsilon)[0]
     return jnp.sqrt(jnp.maximum(div, 0.0))
 
 

@@ -1,0 +1,233 @@
+"""The mean-field network: objective against a literal loop implementation, the first-variation velocity
+against autodiff, partial homogeneity (P8), the initial law, and the data model."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from flows import mean_field as mf
+from flows.mean_field import network
+
+CFG = mf.Config(d=2, D=4, N=3, L=3, M=4, M_mlp=5, lam=0.3, n_train=5, n_test=4, init_scale=2.0,
+                threshold=0.7, label_noise=0.1, seed=3)
+
+
+def _softmax_cols(A):
+    E = np.exp(A - A.max(axis=0, keepdims=True))
+    return E / E.sum(axis=0, keepdims=True)
+
+
+def _huber(z, h0):
+    out = np.zeros_like(z)
+    mid = (z > 0) & (z <= h0)
+    out[mid] = z[mid] ** 2 / (2 * h0)
+    out[z > h0] = z[z > h0] - h0 / 2
+    return out
+
+
+def literal_objective(cfg, p, Z0s, ys):
+    """Eqs. (2.1)-(2.3) with explicit loops over prompts, layers, particles and columns (numpy)."""
+    p = {k: np.asarray(v) for k, v in p.items()}
+    L, M, Mm, h0 = cfg.L, cfg.M, cfg.M_mlp, cfg.threshold
+    risk = 0.0
+    for Z0, y in zip(np.asarray(Z0s), np.asarray(ys), strict=True):
+        Z = Z0.copy()
+        for layer in range(L):
+            upd = np.zeros_like(Z)
+            for j in range(M):
+                V, W = p["V"][layer, j], p["W"][layer, j]
+                S = _softmax_cols(Z.T @ W @ Z)  # S[k, i] = softmax over keys k of z_k^T W z_i
+                for i in range(Z.shape[1]):
+                    col = sum(S[k, i] * Z[:, k] for k in range(Z.shape[1]))
+                    upd[:, i] += V @ col
+            Z = Z + upd / (M * L)
+            upd = np.zeros_like(Z)
+            for j in range(Mm):
+                w1, w2 = p["W1"][layer, j], p["W2"][layer, j]
+                for i in range(Z.shape[1]):
+                    upd[:, i] += w2 * _huber(np.array([w1 @ Z[:, i]]), h0)[0]
+            Z = Z + upd / (Mm * L)
+        risk += 0.5 * (Z[cfg.d, cfg.N] - y) ** 2
+    risk /= len(ys)
+    decay = cfg.lam / (2 * M * L) * (np.sum(p["V"] ** 2) + np.sum(p["W"] ** 2)) \
+        + cfg.lam / (2 * Mm * L) * (np.sum(p["W1"] ** 2) + np.sum(p["W2"] ** 2))
+    return risk + decay, risk
+
+
+@pytest.fixture(scope="module")
+def setup():
+    data = mf.training_set(CFG)
+    p = mf.init_particles(CFG)
+    # move off the initial law so that all HuberizedReLU pieces are visited
+    p = {k: v * (3.0 if k in ("W1", "W2") else 1.0) for k, v in p.items()}
+    return data, p
+
+
+def test_objective_equals_literal_loops(setup):
+    data, p = setup
+    Q_lit, R_lit = literal_objective(CFG, p, data.Z0, data.y)
+    Q = float(mf.objective(CFG, p, data))
+    R = float(mf.risk(CFG, p, data))
+    assert abs(Q / Q_lit - 1) < 1e-12
+    assert abs(R / R_lit - 1) < 1e-12
+    assert Q - R > 0.01 * Q  # the weight decay term is not negligible here, so its factor is pinned too
+    pre = np.einsum("ljd,ndk->", np.asarray(p["W1"]), np.asarray(data.Z0))
+    assert np.isfinite(pre)
+
+
+def test_forward_reads_label_row_of_query_column(setup):
+    data, p = setup
+    yhat = np.asarray(mf.forward(CFG, p, data.Z0))
+    zero = {k: jnp.zeros_like(v) for k, v in p.items()}
+    # with all particles zero, Z_2L = Z0 and the query's label slot is 0
+    assert np.all(np.asarray(mf.forward(CFG, zero, data.Z0)) == 0.0)
+    assert yhat.shape == (CFG.n_train,) and np.all(np.isfinite(yhat))
+
+
+def test_velocity_equals_ML_times_grad_of_objective(setup):
+    data, p = setup
+    v = mf.velocity(CFG, p, data)
+    g = jax.grad(lambda q: mf.objective(CFG, q, data))(p)
+    scale = {"V": CFG.M * CFG.L, "W": CFG.M * CFG.L, "W1": CFG.M_mlp * CFG.L, "W2": CFG.M_mlp * CFG.L}
+    for k in v:
+        ref = -scale[k] * np.asarray(g[k])
+        err = np.max(np.abs(np.asarray(v[k]) - ref)) / np.max(np.abs(ref))
+        assert err < 1e-12, (k, err)
+    v2 = mf.velocity(CFG, p, data, method="autodiff")
+    for k in v:
+        assert np.max(np.abs(np.asarray(v2[k]) - np.asarray(v[k]))) < 1e-12 * np.max(np.abs(np.asarray(v[k])))
+
+
+def test_velocity_of_a_probe_head_is_its_first_variation_gradient(setup):
+    """grad_theta g(theta, t_l) at the network's own particles = -v - lam theta (first variation, P7)."""
+    data, p = setup
+    v = mf.velocity(CFG, p, data)
+    layer = 1
+    probes = {"V": p["V"][layer], "W": p["W"][layer], "W1": p["W1"][layer], "W2": p["W2"][layer]}
+
+    def g_total(q):
+        out = mf.observables.first_variation(CFG, p, data, q)
+        return jnp.sum(out["attention"][layer]) + jnp.sum(out["mlp"][layer])
+
+    grad = jax.grad(g_total)(probes)
+    for k in probes:
+        want = -np.asarray(v[k][layer]) - CFG.lam * np.asarray(p[k][layer])
+        assert np.max(np.abs(np.asarray(grad[k]) - want)) < 1e-12 * max(1.0, np.max(np.abs(want)))
+
+
+def test_partial_homogeneity_P8():
+    key = jax.random.PRNGKey(0)
+    k1, k2, k3, k4, k5 = jax.random.split(key, 5)
+    Z = jax.random.normal(k1, (2, 4, 5))
+    V, W = jax.random.normal(k2, (1, 4, 4)), jax.random.normal(k3, (1, 4, 4))
+    W1, W2 = jax.random.normal(k4, (1, 4)), jax.random.normal(k5, (1, 4))
+    for c in (2.5, -0.7, 1e-3):
+        f, fc = mf.attention_update(Z, V, W), mf.attention_update(Z, c * V, W)
+        assert np.max(np.abs(np.asarray(fc - c * f))) <= 1e-14 * np.max(np.abs(np.asarray(f)))
+        h, hc = mf.mlp_update(Z, W1, W2), mf.mlp_update(Z, W1, c * W2)
+        assert np.max(np.abs(np.asarray(hc - c * h))) <= 1e-14 * np.max(np.abs(np.asarray(h)))
+    # not homogeneous in W or W1 (softmax, Huberized kink)
+    f, f2 = mf.attention_update(Z, V, W), mf.attention_update(Z, V, 2.0 * W)
+    assert np.max(np.abs(np.asarray(f2 - 2.0 * f))) > 1e-2
+    h, h2 = mf.mlp_update(Z, W1, W2), mf.mlp_update(Z, 2.0 * W1, W2)
+    assert np.max(np.abs(np.asarray(h2 - 2.0 * h))) > 1e-2
+
+
+def test_huberized_relu_pieces():
+    z = jnp.array([-1.0, 0.0, 0.25, 0.5, 1.0, 3.0])
+    got = np.asarray(mf.huberized_relu(z, 0.5))
+    want = np.array([0.0, 0.0, 0.0625, 0.25, 0.75, 2.75])
+    assert np.allclose(got, want, rtol=0, atol=1e-15)
+    assert np.allclose(np.asarray(mf.huberized_relu(z)), [0, 0, 0.03125, 0.125, 0.5, 2.5], atol=1e-15)
+    # C^1: the derivative (autodiff) is continuous at the threshold and equals z/h0 below it
+    dz = jax.vmap(jax.grad(lambda x: mf.huberized_relu(x, 0.5)))(jnp.array([0.5 - 1e-9, 0.5 + 1e-9, 0.2]))
+    assert np.allclose(np.asarray(dz), [1.0, 1.0, 0.4], atol=1e-8)
+
+
+def test_initial_law_bounded_iid_tied_smooth():
+    cfg = mf.Config(d=2, D=4, N=2, L=5, M=64, init_scale=1.5)
+    a = 1.5 / math.sqrt(4)
+    p = mf.init_particles(cfg)
+    assert p["V"].shape == (5, 64, 4, 4) and p["W1"].shape == (5, 64, 4)
+    for v in p.values():
+        assert float(jnp.max(jnp.abs(v))) <= a
+    # uniform on [-a, a]: variance a^2/3
+    assert abs(float(jnp.var(p["V"])) / (a * a / 3) - 1) < 0.05
+    assert float(jnp.max(jnp.abs(p["V"][0] - p["V"][1]))) > 0.1  # iid: layers differ
+    tied = mf.init_particles(cfg.replace(init="tied"))
+    assert float(jnp.max(jnp.abs(tied["W"][0] - tied["W"][4]))) == 0.0
+    smooth = mf.init_particles(cfg.replace(init="smooth"))
+    curves = mf.init_curves(cfg.replace(init="smooth"), np.array([0.0, 0.4, 1.0]))
+    # layer 2 sits at t = 2/5, and the curve is linear in t
+    assert np.allclose(np.asarray(smooth["V"][2]), np.asarray(curves["V"][1]), atol=1e-15)
+    lin = 0.6 * curves["W2"][0] + 0.4 * curves["W2"][2]
+    assert np.allclose(np.asarray(curves["W2"][1]), np.asarray(lin), atol=1e-15)
+    # same seed, same particles
+    again = mf.init_particles(cfg)
+    assert all(bool(jnp.all(again[k] == p[k])) for k in p)
+
+
+def test_prompts_embedding_and_bounded_support():
+    cfg = mf.Config(d=3, D=6, N=4, n_train=50, label_noise=0.2, seed=1)
+    data = mf.training_set(cfg)
+    Z0 = np.asarray(data.Z0)
+    assert Z0.shape == (50, 6, 5) and data.y.shape == (50,)
+    assert np.allclose(np.linalg.norm(Z0[:, :3, :], axis=1), 1.0)  # x on the unit sphere
+    assert np.all(Z0[:, 4:, :] == 0.0) and np.all(Z0[:, 3, 4] == 0.0)  # padding, empty query label
+    assert np.max(np.abs(Z0[:, 3, :4])) <= 1.2 + 1e-12 and np.max(np.abs(np.asarray(data.y))) <= 1.2 + 1e-12
+    clean = mf.training_set(cfg.replace(label_noise=0.0))
+    Zc = np.asarray(clean.Z0)
+    # noiseless labels are y = beta^T x for one beta per prompt: solve from the context and predict the query
+    for i in range(5):
+        X = Zc[i, :3, :4].T
+        beta, *_ = np.linalg.lstsq(X, Zc[i, 3, :4], rcond=None)
+        assert abs(np.linalg.norm(beta) - 1) < 1e-10
+        assert abs(Zc[i, :3, 4] @ beta - float(clean.y[i])) < 1e-10
+    fresh = mf.held_out_set(cfg)
+    assert fresh.Z0.shape == (cfg.n_test, 6, 5)
+    assert float(jnp.max(jnp.abs(fresh.Z0[:3] - data.Z0[:3]))) > 0.1
+
+
+BAD = [
+    (dict(d=3, D=3), "D"), (dict(N=0), "N"), (dict(L=0), "L"), (dict(M=0), "M"), (dict(M_mlp=0), "M_mlp"),
+    (dict(lam=-1e-3), "lam"), (dict(lam=float("nan")), "lam"), (dict(threshold=0.0), "threshold"),
+    (dict(threshold=float("inf")), "threshold"), (dict(n_train=0), "n_train"), (dict(n_test=0), "n_test"),
+    (dict(init_scale=0.0), "init_scale"), (dict(init="gauss"), "init"), (dict(label_noise=-0.1), "label_noise"),
+    (dict(seed=-1), "seed"), (dict(d=1.5), "d"), (dict(M=True), "M"),
+]
+
+
+@pytest.mark.parametrize("kw,field", BAD, ids=[f for _, f in BAD])
+def test_bad_config_raises_naming_the_field(kw, field):
+    with pytest.raises(ValueError, match=rf"^{field} "):
+        mf.Config(**kw)
+
+
+def test_bad_calls_raise_value_errors(setup):
+    data, p = setup
+    with pytest.raises(ValueError, match="eta_tau"):
+        mf.train_gd(CFG, 0.0, 10)
+    with pytest.raises(ValueError, match="eta_tau"):
+        mf.train_gd(CFG, float("nan"), 10)
+    with pytest.raises(ValueError, match="steps"):
+        mf.train_gd(CFG, 0.1, 0)
+    with pytest.raises(ValueError, match="save_every"):
+        mf.train_gd(CFG, 0.1, 5, save_every=0)
+    bad = dict(p, V=p["V"][:, :2])
+    with pytest.raises(ValueError, match=r"particles\['V'\]"):
+        mf.objective(CFG, bad, data)
+    with pytest.raises(ValueError, match="data.Z0"):
+        mf.objective(CFG, p, mf.Prompts(data.Z0[:, :3], data.y))
+    with pytest.raises(ValueError, match="data.y"):
+        mf.risk(CFG, p, mf.Prompts(data.Z0, data.y[:2]))
+    with pytest.raises(ValueError, match="method"):
+        mf.velocity(CFG, p, data, method="fd")
+    with pytest.raises(ValueError, match="ts"):
+        mf.solve_particles(CFG, [1.0, 2.0])
+    with pytest.raises(ValueError, match="dt"):
+        mf.solve_particles(CFG, [0.0, 1.0], dt=-0.1)
+    with pytest.raises(ValueError, match="init_curves"):
+        mf.init_curves(CFG, [0.0, 0.5])

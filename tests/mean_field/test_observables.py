@@ -1,0 +1,105 @@
+"""Cloud distances: W2 per depth slice (POT exact against an assignment oracle, ott-jax Sinkhorn against
+the exact value), the coupled RMS distance, and the observables' names shared by GD and the flow."""
+
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
+
+from flows import mean_field as mf
+from flows.mean_field import observables as obs
+
+CFG = mf.Config(d=2, D=3, N=2, L=3, M=6, M_mlp=8, init_scale=1.5, seed=4)
+
+
+@pytest.fixture(scope="module")
+def clouds():
+    a = mf.init_particles(CFG)
+    b = mf.init_particles(CFG.replace(seed=5))
+    return a, b
+
+
+def _assignment_w2(x, y):
+    cost = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    r, c = linear_sum_assignment(cost)
+    return np.sqrt(cost[r, c].mean())
+
+
+def test_exact_w2_equals_assignment_oracle(clouds):
+    a, b = clouds
+    w = obs.w2_per_slice(a, b, method="exact")
+    att_a = np.concatenate([np.asarray(a["V"]).reshape(3, 6, -1), np.asarray(a["W"]).reshape(3, 6, -1)], -1)
+    att_b = np.concatenate([np.asarray(b["V"]).reshape(3, 6, -1), np.asarray(b["W"]).reshape(3, 6, -1)], -1)
+    mlp_a = np.concatenate([np.asarray(a["W1"]), np.asarray(a["W2"])], -1)
+    mlp_b = np.concatenate([np.asarray(b["W1"]), np.asarray(b["W2"])], -1)
+    for layer in range(3):
+        assert abs(w["attention"][layer] - _assignment_w2(att_a[layer], att_b[layer])) < 1e-12
+        assert abs(w["mlp"][layer] - _assignment_w2(mlp_a[layer], mlp_b[layer])) < 1e-12
+
+
+def test_w2_of_a_cloud_with_itself_and_with_a_shift(clouds):
+    a, _ = clouds
+    same = obs.w2_per_slice(a, a, method="exact")
+    assert np.all(same["attention"] == 0.0) and np.all(same["mlp"] == 0.0)
+    shift_v = 0.3  # every V entry moves by 0.3: |shift| = 0.3 * D
+    shifted = dict(a, V=a["V"] + shift_v)
+    w = obs.w2_per_slice(a, shifted, method="exact")
+    assert np.allclose(w["attention"], shift_v * CFG.D, rtol=0, atol=1e-12)
+    assert np.all(w["mlp"] == 0.0)
+    ws = obs.w2_per_slice(a, shifted, method="sinkhorn", epsilon=1e-2)
+    # the debiased Sinkhorn divergence of a translated cloud is exactly |shift|^2
+    assert np.allclose(ws["attention"], shift_v * CFG.D, rtol=1e-3)
+    assert np.all(ws["mlp"] < 1e-3)
+
+
+@pytest.mark.slow
+def test_sinkhorn_approaches_exact_w2(clouds):
+    a, b = clouds
+    exact = obs.w2_per_slice(a, b, method="exact")
+    sink = obs.w2_per_slice(a, b, method="sinkhorn", epsilon=1e-3)
+    for g in ("attention", "mlp"):
+        rel = np.max(np.abs(sink[g] - exact[g]) / exact[g])
+        assert rel < 0.05, (g, rel)
+
+
+def test_coupled_rms_bounds_w2(clouds):
+    a, b = clouds
+    w = obs.w2_per_slice(a, b)
+    rms = obs.coupled_rms(a, b)
+    assert rms ** 2 >= np.mean(w["attention"] ** 2) + np.mean(w["mlp"] ** 2) - 1e-12
+    assert obs.coupled_rms(a, a) == 0.0
+    with pytest.raises(ValueError, match="same shape"):
+        obs.coupled_rms(a, mf.init_particles(CFG.replace(M=4)))
+    with pytest.raises(ValueError, match="method"):
+        obs.w2_per_slice(a, b, method="emd")
+    with pytest.raises(ValueError, match="epsilon"):
+        obs.w2_per_slice(a, b, method="sinkhorn", epsilon=0.0)
+    with pytest.raises(ValueError, match="depth"):
+        obs.w2_per_slice(a, mf.init_particles(CFG.replace(L=2)))
+
+
+def test_gd_record_and_trajectory_share_observable_names():
+    cfg = CFG.replace(n_train=8, n_test=4)
+    rec = mf.train_gd(cfg, 0.05, 4, save_every=2)
+    assert set(rec.observables) == set(obs.OBSERVABLES)
+    assert rec["Q"].shape == (3,) and rec.tau[0] == 0.0 and np.array_equal(rec.ts, rec.tau)
+    data = mf.training_set(cfg)
+    assert rec["Q"][0] == pytest.approx(float(mf.objective(cfg, mf.init_particles(cfg), data)), rel=1e-14)
+    assert rec["R"][0] == pytest.approx(float(mf.risk(cfg, mf.init_particles(cfg), data)), rel=1e-14)
+    assert rec["train_rmse"][0] == pytest.approx(np.sqrt(2 * rec["R"][0]), rel=1e-12)
+
+
+def test_first_variation_is_homogeneous_along_value_rays(clouds):
+    """g(cV, W) = c g(V, W): the P7 certificate scans rays in the homogeneous coordinates."""
+    cfg = CFG.replace(n_train=6)
+    data = mf.training_set(cfg)
+    p = mf.init_particles(cfg)
+    rng = np.random.default_rng(0)
+    probes = {"V": rng.normal(size=(5, 3, 3)), "W": rng.normal(size=(5, 3, 3)),
+              "W1": rng.normal(size=(4, 3)), "W2": rng.normal(size=(4, 3))}
+    g = obs.first_variation(cfg, p, data, probes)
+    g2 = obs.first_variation(cfg, p, data, dict(probes, V=2.5 * probes["V"], W2=2.5 * probes["W2"]))
+    assert g["attention"].shape == (3, 5) and g["mlp"].shape == (3, 4)
+    assert np.allclose(np.asarray(g2["attention"]), 2.5 * np.asarray(g["attention"]), rtol=1e-12, atol=1e-15)
+    assert np.allclose(np.asarray(g2["mlp"]), 2.5 * np.asarray(g["mlp"]), rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="probes"):
+        obs.first_variation(cfg, p, data, {"V": probes["V"][:, :2], "W": probes["W"]})
