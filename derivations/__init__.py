@@ -5,7 +5,9 @@
 - `codegen`: vectorised JAX emission into `flows/_generated/` with CSE.
 - `verify`: derived right-hand sides against `jax.grad` of the explicit loss.
 - `available()`, `derive(name)`: the registry behind `python -m flows derive NAME [--latex]`.
-- `write_all()`, `check_generated()`: regenerate / check the committed generated modules.
+- `write_all()`, `check_generated()`: regenerate / check the committed generated modules. Derivations with
+  `module = None` (e.g. `mean_field-attention`, `mean_field-mlp`: printed and checked, while the full-size
+  system is hand-written with array operations) have no generated module and are skipped.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from .gradient_flow import gradient_flow as gradient_flow
 from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
+from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
+# (.module is None: printed and checked only, no generated module)
 _REGISTRY = {cls.name: cls for cls in (DecoderDerivation, Cooccurrence3TokenDerivation,
-                                         CooccurrencePhase2Derivation, ReducedSymmetricDerivation)}
+                                         CooccurrencePhase2Derivation, ReducedSymmetricDerivation,
+                                         MeanFieldAttentionDerivation, MeanFieldMLPDerivation)}
 
 
 def available() -> list[str]:
@@ -39,10 +44,15 @@ def derive(name: str):
     return _REGISTRY[name]()
 
 
+def generated_names() -> list[str]:
+    """Registered names that have a generated module (`module` is not None)."""
+    return [name for name in available() if getattr(_REGISTRY[name], "module", None) is not None]
+
+
 def write_all() -> list:
-    """Re-derive every registered system and write its generated module; returns the paths."""
+    """Re-derive every registered system that has a generated module and write it; returns the paths."""
     paths = []
-    for name in available():
+    for name in generated_names():
         d = derive(name)
         paths.append(codegen.write(d.system, module=d.module, source=d.source))
     return paths
@@ -51,7 +61,7 @@ def write_all() -> list:
 def check_generated() -> dict:
     """{name: unified diff} for every generated module that differs from a fresh emission."""
     out = {}
-    for name in available():
+    for name in generated_names():
         d = derive(name)
         delta = codegen.diff(d.system, module=d.module, source=d.source)
         if delta:

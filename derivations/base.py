@@ -1,6 +1,7 @@
 """`Derivation`: the shape of every registered derivation (what `python -m flows derive NAME` prints).
 
-A subclass sets `name` (registry name), `module` (generated module under `flows/_generated/`), `source`
+A subclass sets `name` (registry name), `module` (generated module under `flows/_generated/`, or `None` for a
+derivation that is printed and checked but not emitted, see `derivations.mean_field`), `source`
 (where the derivation lives), builds `self.system` (a `FlowSystem`) in `__init__`, and lists its steps in
 `_steps()` as `(title, [sympy objects])`. `result_rhs()` may return a more readable form of the right-hand
 sides than `system.rhs` (e.g. with intermediate symbols kept), for printing only.
@@ -17,7 +18,7 @@ __all__ = ["Derivation"]
 
 class Derivation:
     name: str
-    module: str
+    module: str | None
     source: str
     system: FlowSystem
     result_title: str = "result"

@@ -1,0 +1,489 @@
+"""First variation and particle velocity of the mean-field transformer (Gao et al., NeurIPS 2024).
+
+Theory digest `docs/theory/mean_field.md` §1.2 (the two encoders), §2.3 (first variation), §2.4 (particle
+ODE); the hand-written array code is `flows.mean_field.network.particle_gradients`. For one prompt Z in
+R^{D x K} (K = N + 1 columns) and its adjoint P in R^{D x K}, the first variation of Q at a particle is
+
+    attention  g(theta) = <P, f(Z, theta)>_F + lam/2 (|V|^2 + |W|^2),   f(Z, theta) = V Z S,
+               S[k, i] = exp(z_k^T W z_i) / sum_k' exp(z_k'^T W z_i)      (softmax over the key axis k),
+    MLP        g(w)     = <P, h(Z, w)>_F + lam/2 (|W1|^2 + |W2|^2),       h(Z, w) = W2 sigma(W1 Z),
+
+(W1 a 1 x D row, W2 a D x 1 column, sigma the HuberizedReLU with threshold h0), and the particle velocity in
+training time tau is d theta/d tau = -grad_theta g (`gradient_flow` with learning rate 1). This module states
+g on explicit small symbolic matrices (sizes D, K are parameters), lets sympy differentiate it entry by
+entry, and shows that the derived gradients equal the closed matrix forms used by the network code:
+
+    grad_V  <P, V Z S>          = P (Z S)^T
+    grad_W  <P, V Z S>          = Z G Z^T,   G = S o (B - 1 1^T (S o B)),   B = Z^T V^T P   (o entrywise)
+    grad_W2 <P, W2 sigma(W1 Z)> = P sigma(W1 Z)^T
+    grad_W1 <P, W2 sigma(W1 Z)> = ((W2^T P) o sigma'(W1 Z)) Z^T,   sigma' = 0, z/h0, 1 piecewise.
+
+The attention identity is made algebraic by writing E[k, i] = exp(z_k^T W z_i) after differentiating (the
+derivative of exp is taken by sympy, then each exp(c a_ki) becomes E_ki^c); the MLP identity is checked on
+every combination of HuberizedReLU pieces of the K columns (3^K cases), and the Piecewise derivative of sigma
+is shown to be sigma'. Partial 1-homogeneity f(Z, (cV, W)) = c f, h(Z, (W1, cW2)) = c h (and its Euler
+identity <theta_V, grad_V g> = <P, f>) is shown too.
+
+These systems are printed (`python -m flows derive mean_field-attention|mean_field-mlp [--latex]`) and
+checked, but not emitted as generated modules (`module = None`): the full-size network is written by hand
+with array operations.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import sympy as sp
+
+from .base import Derivation
+from .gradient_flow import ParameterGroup, gradient_flow
+
+__all__ = ["HUBER_PIECES", "MeanFieldAttentionDerivation", "MeanFieldMLPDerivation", "frobenius",
+           "huberized_relu", "huberized_relu_grad"]
+
+
+def _matrix(prefix: str, rows: int, cols: int) -> sp.Matrix:
+    return sp.Matrix(rows, cols, lambda i, j: sp.Symbol(f"{prefix}{i + 1}{j + 1}", real=True))
+
+
+def _vector(prefix: str, n: int) -> list:
+    return [sp.Symbol(f"{prefix}{i + 1}", real=True) for i in range(n)]
+
+
+def frobenius(A: sp.Matrix, B: sp.Matrix) -> sp.Expr:
+    """<A, B>_F = sum_ij A_ij B_ij."""
+    if A.shape != B.shape:
+        raise ValueError(f"frobenius needs equal shapes, got {A.shape} and {B.shape}")
+    return sp.Add(*[a * b for a, b in zip(A, B, strict=True)])
+
+
+def _hadamard(A: sp.Matrix, B: sp.Matrix) -> sp.Matrix:
+    return A.multiply_elementwise(B)
+
+
+def _zero_form(expr) -> sp.Expr:
+    """sp.simplify of a rational expression, after `sp.cancel` (which already brings an identity to 0)."""
+    return sp.simplify(sp.cancel(sp.together(expr)))
+
+
+def _check_sizes(D, K):
+    for label, value in (("D", D), ("K", K)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
+
+
+# --------------------------------------------------------------------------- HuberizedReLU
+
+#: the three pieces of the HuberizedReLU: (name, sigma(x, h0), sigma'(x, h0)).
+HUBER_PIECES = (
+    ("z <= 0", lambda x, h0: sp.Integer(0), lambda x, h0: sp.Integer(0)),
+    ("0 < z <= h0", lambda x, h0: x**2 / (2 * h0), lambda x, h0: x / h0),
+    ("z > h0", lambda x, h0: x - h0 / 2, lambda x, h0: sp.Integer(1)),
+)
+
+
+def huberized_relu(x, h0) -> sp.Piecewise:
+    """sigma(x) = 0 (x <= 0), x^2/(2 h0) (0 < x <= h0), x - h0/2 (x > h0), as a sympy Piecewise."""
+    (_, s0, _), (_, s1, _), (_, s2, _) = HUBER_PIECES
+    return sp.Piecewise((s0(x, h0), x <= 0), (s1(x, h0), x <= h0), (s2(x, h0), True))
+
+
+def huberized_relu_grad(x, h0) -> sp.Piecewise:
+    """sigma'(x) = 0, x/h0, 1 on the three pieces (same conditions as `huberized_relu`)."""
+    (_, _, d0), (_, _, d1), (_, _, d2) = HUBER_PIECES
+    return sp.Piecewise((d0(x, h0), x <= 0), (d1(x, h0), x <= h0), (d2(x, h0), True))
+
+
+# --------------------------------------------------------------------------- printing
+
+
+class _Raw:
+    """A formula given as text and LaTeX (matrix identities sympy prints poorly)."""
+
+    def __init__(self, text: str, latex: str):
+        self.text, self.latex = text, latex
+
+
+def _text_line(lhs, expr) -> str:
+    body = expr.text if isinstance(expr, _Raw) else sp.sstr(expr)
+    return body if lhs is None else f"{lhs} = {body}"
+
+
+def _latex_line(lhs, expr, names=None) -> str:
+    body = expr.latex if isinstance(expr, _Raw) else sp.latex(expr, symbol_names=names or {})
+    return body if lhs is None else f"{lhs} = {body}"
+
+
+def _dtau(s):
+    return f"d{s}/dtau", rf"\frac{{d {sp.latex(s)}}}{{d\tau}}"
+
+
+class _MeanFieldDerivation(Derivation):
+    """Shared printing. `_steps()` and `_velocity()` return `(title, [(text_lhs, latex_lhs, expr)])` and
+    `[(text_lhs, latex_lhs, expr)]`. No generated module (`module = None`)."""
+
+    module = None
+    lam: sp.Symbol
+
+    def _velocity(self) -> list:
+        raise NotImplementedError
+
+    def _latex_names(self) -> dict:
+        return {self.lam: r"\lambda"}
+
+    def to_text(self) -> str:
+        out = [f"# {self.name}", self.system.description]
+        for title, lines in self._steps():
+            out.append(f"\n## {title}")
+            out.extend(_text_line(lhs, e) for lhs, _, e in lines)
+        out.append("\n## velocity (training time tau): d theta/d tau = -grad_theta g")
+        out.extend(_text_line(lhs, e) for lhs, _, e in self._velocity())
+        return "\n".join(out)
+
+    def to_latex(self) -> str:
+        names = self._latex_names()
+        out = [f"% {self.name}"]
+        for title, lines in self._steps():
+            out.append(f"% {title}")
+            out.extend(_latex_line(lhs, e, names) for _, lhs, e in lines)
+        out.append(r"% velocity (training time \tau)")
+        rows = [_latex_line(lhs, e, names) for _, lhs, e in self._velocity()]
+        out.append("\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}")
+        return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- attention
+
+_G_TEXT = "S o (B - 1 1^T (S o B))"
+_G_LATEX = r"S \circ \left(B - \mathbf{1}\mathbf{1}^{T} (S \circ B)\right)"
+
+
+class MeanFieldAttentionDerivation(_MeanFieldDerivation):
+    """Attention particle theta = (V, W): first variation, derived velocity, closed matrix form.
+
+    `python -m flows derive mean_field-attention`. Sizes: D (embedding) and K = N + 1 (columns).
+    Attributes: `grad_V`, `grad_W` (derived, with exp), `closed_V`, `closed_W` (with E_ki = exp(a_ki)),
+    `residual_V`, `residual_W`, `residual_velocity`, `residual_softmax_form`, `homogeneity`, `euler` (all
+    zero), `system` (the derived velocity, `gradient_flow` with learning rate 1).
+    """
+
+    name = "mean_field-attention"
+    source = "derivations.mean_field:MeanFieldAttentionDerivation"
+
+    def __init__(self, D: int = 2, K: int = 2):
+        _check_sizes(D, K)
+        self.D, self.K = D, K
+        self.Z, self.P = _matrix("z", D, K), _matrix("p", D, K)
+        self.V, self.W = _matrix("V", D, D), _matrix("W", D, D)
+        self.lam = sp.Symbol("lam", nonnegative=True)
+        self.E = _matrix("E", K, K).applyfunc(lambda s: sp.Symbol(s.name, positive=True))
+        # logits a[k, i] = z_k^T W z_i and the key-axis softmax
+        self.logits = (self.Z.T * self.W * self.Z).applyfunc(sp.expand)
+        expa = self.logits.applyfunc(sp.exp)
+        self.S = sp.Matrix(K, K, lambda k, i: expa[k, i] / sum(expa[:, i]))
+        self.f = self.V * self.Z * self.S
+        self.pairing = frobenius(self.P, self.f)
+        decay = self.lam / 2 * (frobenius(self.V, self.V) + frobenius(self.W, self.W))
+        self.first_variation = self.pairing + decay
+        self.system = gradient_flow(
+            self.first_variation,
+            [ParameterGroup("V", tuple(self.V), 1), ParameterGroup("W", tuple(self.W), 1)],
+            name=self.name, simplify=False,
+            description=(
+                "Mean-field transformer (Gao et al. 2024, theory digest §1.2, §2.3-2.4), attention particle\n"
+                f"theta = (V, W) on a D = {D}, K = N + 1 = {K} symbolic instance: first variation\n"
+                "g = <P, V Z S>_F + lam/2 (|V|^2 + |W|^2), S = softmax over keys of Z^T W Z; velocity\n"
+                "d theta/d tau = -grad_theta g derived by sympy and shown equal to the closed matrix form."),
+        )
+        # derived gradients of the pairing (sympy diff, entry by entry)
+        self.grad_V = self.V.applyfunc(lambda v: sp.diff(self.pairing, v))
+        self.grad_W = self.W.applyfunc(lambda w: sp.diff(self.pairing, w))
+        # closed matrix forms, with S written through E[k, i] = exp(a_ki)
+        self.S_E = sp.Matrix(K, K, lambda k, i: self.E[k, i] / sum(self.E[:, i]))
+        self.closed_V, self.closed_W = self._closed(self.S_E)
+        derived_V, derived_W = self.algebraic(self.grad_V), self.algebraic(self.grad_W)
+        self.residual_V = (derived_V - self.closed_V).applyfunc(_zero_form)
+        self.residual_W = (derived_W - self.closed_W).applyfunc(_zero_form)
+        self.closed_velocity = tuple(-c - self.lam * s for c, s in zip([*self.closed_V, *self.closed_W],
+                                                                      self.system.state, strict=True))
+        self.residual_velocity = tuple(_zero_form(self.algebraic(r) - c)
+                                       for r, c in zip(self.system.rhs, self.closed_velocity, strict=True))
+        # the printed forms: derived gradients in the softmax entries S_ki (sum_k S_ki = 1), closed form with
+        # symbols S, B, G; their difference is zero as well
+        self.S_sym = _matrix("S", K, K)
+        self.B_sym, self.G_sym = _matrix("B", K, K), _matrix("G", K, K)
+        self.derived_softmax_poly = [self.softmax_form(e) for e in (*derived_V, *derived_W)]
+        last = {self.S_sym[K - 1, i]: 1 - sum(self.S_sym[:K - 1, i]) for i in range(K)}
+        closed_SV, closed_SW = self._closed(self.S_sym)
+        closed_S = [sp.expand(e.subs(last)) for e in (*closed_SV, *closed_SW)]
+        self.residual_softmax_form = [sp.expand(d - c)
+                                      for d, c in zip(self.derived_softmax_poly, closed_S, strict=True)]
+        c = sp.Symbol("c", positive=True)
+        self.homogeneity = (self.f.subs({v: c * v for v in self.V}, simultaneous=True) - c * self.f).applyfunc(
+            sp.expand)
+        self.euler = sp.expand(frobenius(self.V, self.grad_V) - self.pairing)
+
+    def _closed(self, S):
+        """(P (Z S)^T, Z G Z^T) with G = S o (B - 1 1^T (S o B)), B = Z^T V^T P, for a K x K matrix S."""
+        B = self.Z.T * self.V.T * self.P
+        G = _hadamard(S, B - sp.ones(self.K, self.K) * _hadamard(S, B))
+        return self.P * (self.Z * S).T, self.Z * G * self.Z.T
+
+    def algebraic(self, expr):
+        """`expr` with every exp(c * a_ki) replaced by E_ki**c (a_ki = z_k^T W z_i)."""
+        if isinstance(expr, sp.MatrixBase):
+            return expr.applyfunc(self.algebraic)
+        return sp.sympify(expr).replace(sp.exp, self._exp_to_symbol)
+
+    def _exp_to_symbol(self, arg):
+        if not hasattr(self, "_exp_table"):
+            pairs = zip(self.logits, self.E, strict=True)  # both row-major K x K
+            self._exp_table = {sp.expand(c * a): e**c for a, e in pairs for c in (1, -1, 2, -2, 3, -3)}
+        arg = sp.expand(arg)
+        hit = self._exp_table.get(arg)
+        if hit is not None:
+            return hit
+        for a, e in zip(self.logits, self.E, strict=True):
+            ratio = sp.cancel(arg / a)
+            if ratio.is_number:
+                return e**ratio
+        raise ValueError(f"exp({arg}) is not a multiple of a logit z_k^T W z_i")
+
+    def softmax_form(self, expr) -> sp.Expr:
+        """An expression in E_ki written as a polynomial in the softmax entries: E_ki = C_i S_ki, the column
+        scales C_i must cancel (softmax invariance), then S_Ki = 1 - sum_{k<K} S_ki."""
+        K = self.K
+        C = [sp.Symbol(f"C{i + 1}", positive=True) for i in range(K)]
+        scaled = sp.cancel(sp.sympify(expr).subs({self.E[k, i]: C[i] * self.S_sym[k, i]
+                                                  for k in range(K) for i in range(K)}, simultaneous=True))
+        if scaled.free_symbols & set(C):
+            raise ValueError("expression is not invariant under column scaling of E (not a softmax function)")
+        last = {self.S_sym[K - 1, i]: 1 - sum(self.S_sym[:K - 1, i]) for i in range(K)}
+        return sp.expand(sp.cancel(scaled.subs(last)))
+
+    @functools.cached_property
+    def derived_softmax_form(self) -> list:
+        """The derived gradients (V then W, row-major) in the softmax entries, coefficients factored."""
+        gens = list(self.S_sym[:self.K - 1, :])
+        out = []
+        for e in self.derived_softmax_poly:
+            terms = sp.Poly(e, *gens).terms()
+            out.append(sp.Add(*[sp.factor(c) * sp.Mul(*[g**m for g, m in zip(gens, mon, strict=True)])
+                                for mon, c in terms]))
+        return out
+
+    @property
+    def identities_hold(self) -> bool:
+        """derived == closed (gradients, velocity, printed softmax form), f(Z, (cV, W)) = c f, Euler."""
+        zero = [*self.residual_V, *self.residual_W, *self.residual_velocity, *self.residual_softmax_form,
+                *self.homogeneity, self.euler]
+        return all(e == 0 for e in zero)
+
+    def result_rhs(self) -> tuple:
+        return self.closed_velocity
+
+    def _steps(self):
+        D, K = self.D, self.K
+        Zm, Pm, Vm, Wm, Sm = (sp.MatrixSymbol(n, *shape) for n, shape in
+                              (("Z", (D, K)), ("P", (D, K)), ("V", (D, D)), ("W", (D, D)), ("S", (K, K))))
+        lam = self.lam
+        g_matrix = sp.Trace(Pm.T * Vm * Zm * Sm) + lam / 2 * (sp.Trace(Vm.T * Vm) + sp.Trace(Wm.T * Wm))
+        logits = [(f"a{k + 1}{i + 1}", f"a_{{{k + 1}{i + 1}}}", self.logits[k, i])
+                  for k in range(K) for i in range(K)]
+        softmax = [(f"S{k + 1}{i + 1}", f"S_{{{k + 1}{i + 1}}}", self.S_E[k, i]) for k in range(K) for i in range(K)]
+        derived = [(f"d<P, f>/d{s}", rf"\frac{{\partial \langle P, f\rangle}}{{\partial {sp.latex(s)}}}", e)
+                   for s, e in zip((*self.V, *self.W), self.derived_softmax_form, strict=True)]
+        B = self.Z.T * self.V.T * self.P
+        S, Bs = self.S_sym, self.B_sym
+        G = _hadamard(S, Bs - sp.ones(K, K) * _hadamard(S, Bs))
+        pieces = [(f"B{k + 1}{i + 1}", f"B_{{{k + 1}{i + 1}}}", B[k, i]) for k in range(K) for i in range(K)]
+        pieces += [(f"G{k + 1}{i + 1}", f"G_{{{k + 1}{i + 1}}}", G[k, i]) for k in range(K) for i in range(K)]
+        return [
+            ("first variation (matrix form), f(Z, theta) = V Z S, S = softmax over keys of Z^T W Z",
+             [("g", "g", g_matrix)]),
+            (f"symbolic instance D = {D}, K = N + 1 = {K}",
+             [("Z", "Z", self.Z), ("P", "P", self.P), ("V", "V", self.V), ("W", "W", self.W)]),
+            ("logits a = Z^T W Z; E_ki := exp(a_ki), S_ki = E_ki / sum_k' E_k'i", logits + softmax),
+            ("first variation on the instance", [("g", "g", self.first_variation)]),
+            ("derived gradients (sympy diff of <P, f>; exp(a_ki) = C_i S_ki, the C_i cancel; sum_k S_ki = 1)",
+             derived),
+            ("closed matrix form",
+             [("grad_V <P, V Z S>", r"\nabla_V \langle P, V Z S\rangle", _Raw("P (Z S)^T", "P (Z S)^{T}")),
+              ("grad_W <P, V Z S>", r"\nabla_W \langle P, V Z S\rangle", _Raw("Z G Z^T", "Z G Z^{T}")),
+              ("G", "G", _Raw(_G_TEXT + "  (o entrywise)", _G_LATEX)),
+              ("B", "B", _Raw("Z^T V^T P", "Z^{T} V^{T} P"))] + pieces),
+            ("derived - closed, entrywise after simplify (zero: the closed form is exact)",
+             [("grad_V", r"\nabla_V", self.residual_V), ("grad_W", r"\nabla_W", self.residual_W),
+              ("velocity", r"\dot\theta", sp.Matrix(self.residual_velocity).T),
+              ("softmax form", r"\text{softmax form}", sp.Matrix(self.residual_softmax_form).T)]),
+            ("partial 1-homogeneity f(Z, (c V, W)) - c f(Z, (V, W)) and Euler <V, grad_V g> - <P, f> (zero)",
+             [("f(cV) - c f", r"f(cV) - c f", self.homogeneity), ("Euler", r"\text{Euler}", self.euler)]),
+        ]
+
+    def _velocity(self):
+        lines = [("dV/dtau", r"\frac{dV}{d\tau}", _Raw("-P (Z S)^T - lam V", r"-P (Z S)^{T} - \lambda V")),
+                 ("dW/dtau", r"\frac{dW}{d\tau}", _Raw("-Z G Z^T - lam W", r"-Z G Z^{T} - \lambda W")),
+                 ("G", "G", _Raw(_G_TEXT + ",  B = Z^T V^T P", _G_LATEX + r",\quad B = Z^{T} V^{T} P"))]
+        vel_V = -self.P * (self.Z * self.S_sym).T - self.lam * self.V
+        vel_W = -self.Z * self.G_sym * self.Z.T - self.lam * self.W
+        lines += [(*_dtau(s), e) for s, e in zip((*self.V, *self.W), (*vel_V, *vel_W), strict=True)]
+        return lines
+
+
+# --------------------------------------------------------------------------- MLP
+
+
+class MeanFieldMLPDerivation(_MeanFieldDerivation):
+    """MLP particle w = (W1 row a, W2 column b): first variation, derived velocity, closed form per piece.
+
+    `python -m flows derive mean_field-mlp`. Sizes: D (embedding) and K = N + 1 (columns).
+    Attributes: `grad_W1`, `grad_W2` (derived, Piecewise), `closed_W1`, `closed_W2`, `piece_residuals`
+    ({piece combination: residuals}), `sigma_derivative_residual`, `junctions`, `homogeneity`, `euler` (all
+    zero), `system` (the derived velocity).
+    """
+
+    name = "mean_field-mlp"
+    source = "derivations.mean_field:MeanFieldMLPDerivation"
+
+    def __init__(self, D: int = 2, K: int = 2):
+        _check_sizes(D, K)
+        self.D, self.K = D, K
+        self.Z, self.P = _matrix("z", D, K), _matrix("p", D, K)
+        self.W1 = sp.Matrix([_vector("a", D)])  # 1 x D row
+        self.W2 = sp.Matrix(_vector("b", D))  # D x 1 column
+        self.lam = sp.Symbol("lam", nonnegative=True)
+        self.h0 = sp.Symbol("h0", positive=True)
+        self.pre = (self.W1 * self.Z).applyfunc(sp.expand)  # 1 x K preactivations u_i = W1 z_i
+        self.sigma = self.pre.applyfunc(lambda u: huberized_relu(u, self.h0))
+        self.sigma_grad = self.pre.applyfunc(lambda u: huberized_relu_grad(u, self.h0))
+        self.h = self.W2 * self.sigma
+        self.pairing = frobenius(self.P, self.h)
+        decay = self.lam / 2 * (frobenius(self.W1, self.W1) + frobenius(self.W2, self.W2))
+        self.first_variation = self.pairing + decay
+        self.system = gradient_flow(
+            self.first_variation,
+            [ParameterGroup("W1", tuple(self.W1), 1), ParameterGroup("W2", tuple(self.W2), 1)],
+            name=self.name, simplify=False,
+            description=(
+                "Mean-field transformer (Gao et al. 2024, theory digest §1.2, §2.3-2.4), MLP particle\n"
+                f"w = (W1 row a, W2 column b) on a D = {D}, K = N + 1 = {K} symbolic instance: first variation\n"
+                "g = <P, W2 sigma(W1 Z)>_F + lam/2 (|W1|^2 + |W2|^2), sigma = HuberizedReLU(h0); velocity\n"
+                "d w/d tau = -grad_w g derived by sympy and shown equal to the closed form on every piece."),
+        )
+        self.grad_W1 = self.W1.applyfunc(lambda a: sp.diff(self.pairing, a))
+        self.grad_W2 = self.W2.applyfunc(lambda b: sp.diff(self.pairing, b))
+        self.closed_W2 = self.P * self.sigma.T
+        self.closed_W1 = _hadamard(self.W2.T * self.P, self.sigma_grad) * self.Z.T
+        self.closed_velocity = tuple(-c - self.lam * s for c, s in zip([*self.closed_W1, *self.closed_W2],
+                                                                      self.system.state, strict=True))
+        # sigma' is the derivative of sigma (per piece), and sigma is C^1 at 0 and h0
+        x, h0 = sp.Symbol("x", real=True), self.h0
+        dsig = sp.diff(huberized_relu(x, h0), x)
+        self.sigma_derivative_residual = [
+            sp.simplify(d.expr - e.expr) for d, e in zip(dsig.args, huberized_relu_grad(x, h0).args, strict=True)]
+        (_, s0, d0), (_, s1, d1), (_, s2, d2) = HUBER_PIECES
+        self.junctions = [sp.simplify(e) for e in (s0(0, h0) - s1(0, h0), s1(h0, h0) - s2(h0, h0),
+                                                   d0(0, h0) - d1(0, h0), d1(h0, h0) - d2(h0, h0))]
+        # derived == closed on each of the 3^K piece combinations (gradients and velocity), and the derived
+        # Piecewise gradient on a piece == the gradient of g with sigma replaced by that piece's polynomial
+        grads = (*self.grad_W1, *self.grad_W2)
+        self.piece_residuals = {}
+        for combo in itertools.product(range(len(HUBER_PIECES)), repeat=K):
+            derived = [self.select(e, combo) for e in (*grads, *self.system.rhs)]
+            closed = [self.select(e, combo) for e in (*self.closed_W1, *self.closed_W2, *self.closed_velocity)]
+            sig = sp.Matrix([[HUBER_PIECES[j][1](u, h0) for j, u in zip(combo, self.pre, strict=True)]])
+            g_piece = frobenius(self.P, self.W2 * sig)
+            redo = [sp.diff(g_piece, s) for s in (*self.W1, *self.W2)]
+            res = [_zero_form(d - c) for d, c in zip(derived, closed, strict=True)]
+            res += [_zero_form(r - d) for r, d in zip(redo, derived[:len(redo)], strict=True)]
+            self.piece_residuals[combo] = res
+        c = sp.Symbol("c", positive=True)
+        self.homogeneity = (self.h.subs({b: c * b for b in self.W2}, simultaneous=True) - c * self.h).applyfunc(
+            sp.expand)
+        self.euler = sp.expand(frobenius(self.W2, self.grad_W2) - self.pairing)
+
+    def _column(self, pw: sp.Piecewise) -> int:
+        cond_syms = set().union(*(arg.cond.free_symbols for arg in pw.args))
+        cols = [i for i in range(self.K) if set(self.Z[:, i]) & cond_syms]
+        if len(cols) != 1:
+            raise ValueError(f"cannot tell which column the Piecewise {pw} belongs to")
+        return cols[0]
+
+    def select(self, expr, combo) -> sp.Expr:
+        """`expr` with the HuberizedReLU Piecewise of column i replaced by its piece `combo[i]`
+        (0: z <= 0, 1: 0 < z <= h0, 2: z > h0)."""
+
+        def pick(*args):
+            pw = sp.Piecewise(*args, evaluate=False)
+            if len(pw.args) != len(HUBER_PIECES):
+                raise ValueError(f"expected a {len(HUBER_PIECES)}-piece Piecewise, got {pw}")
+            return pw.args[combo[self._column(pw)]].expr
+
+        return sp.sympify(expr).replace(sp.Piecewise, pick)
+
+    @property
+    def identities_hold(self) -> bool:
+        """derived == closed on every piece, sigma' = d sigma, C^1 junctions, homogeneity in W2, Euler."""
+        zero = [*itertools.chain.from_iterable(self.piece_residuals.values()), *self.sigma_derivative_residual,
+                *self.junctions, *self.homogeneity, self.euler]
+        return all(e == 0 for e in zero)
+
+    def result_rhs(self) -> tuple:
+        return self.closed_velocity
+
+    def _steps(self):
+        D, K = self.D, self.K
+        x = sp.Symbol("x", real=True)
+        Pm = sp.MatrixSymbol("P", D, K)
+        W1m, W2m = sp.MatrixSymbol("W1", 1, D), sp.MatrixSymbol("W2", D, 1)
+        sigZ = sp.MatrixSymbol("sigma(W1*Z)", 1, K)
+        g_matrix = (sp.Trace(Pm.T * W2m * sigZ) + self.lam / 2 * (sp.Trace(W1m * W1m.T) + sp.Trace(W2m.T * W2m)))
+        pieces = [(f"piece {''.join(str(p) for p in combo)}", rf"\text{{piece {''.join(str(p) for p in combo)}}}",
+                   sp.Matrix(res).T) for combo, res in self.piece_residuals.items()]
+        derived = [(f"d<P, h>/d{s}", rf"\frac{{\partial \langle P, h\rangle}}{{\partial {sp.latex(s)}}}", e)
+                   for s, e in zip((*self.W1, *self.W2), (*self.grad_W1, *self.grad_W2), strict=True)]
+        return [
+            ("first variation (matrix form), h(Z, w) = W2 sigma(W1 Z), W1 = a (row), W2 = b (column)",
+             [("g", "g", g_matrix)]),
+            ("HuberizedReLU and its derivative (sympy diff of the Piecewise)",
+             [("sigma(x)", r"\sigma(x)", huberized_relu(x, self.h0)),
+              ("d sigma/dx", r"\frac{d\sigma}{dx}", sp.diff(huberized_relu(x, self.h0), x)),
+              ("d sigma/dx - sigma' per piece; C^1 junctions at 0, h0 (zero)", r"\text{residuals}",
+               sp.Matrix([*self.sigma_derivative_residual, *self.junctions]).T)]),
+            (f"symbolic instance D = {D}, K = N + 1 = {K}",
+             [("Z", "Z", self.Z), ("P", "P", self.P), ("W1", "W_1", self.W1), ("W2", "W_2", self.W2),
+              ("u = W1 Z", "u = W_1 Z", self.pre)]),
+            ("first variation on the instance", [("g", "g", self.first_variation)]),
+            ("derived gradients (sympy diff of <P, h>)", derived),
+            ("closed matrix form",
+             [("grad_W2 <P, W2 sigma(W1 Z)>", r"\nabla_{W_2} \langle P, W_2 \sigma(W_1 Z)\rangle",
+               _Raw("P sigma(W1 Z)^T", r"P\,\sigma(W_1 Z)^{T}")),
+              ("grad_W1 <P, W2 sigma(W1 Z)>", r"\nabla_{W_1} \langle P, W_2 \sigma(W_1 Z)\rangle",
+               _Raw("((W2^T P) o sigma'(W1 Z)) Z^T  (o entrywise)",
+                    r"\left((W_2^{T} P) \circ \sigma'(W_1 Z)\right) Z^{T}")),
+              ("sigma'(x)", r"\sigma'(x)", huberized_relu_grad(x, self.h0))]),
+            ("derived - closed per HuberizedReLU piece of each column (0: z <= 0, 1: 0 < z <= h0, 2: z > h0): "
+             "gradients, velocity, re-derived from the piece polynomial; entrywise after simplify (zero)", pieces),
+            ("partial 1-homogeneity h(Z, (W1, c W2)) - c h(Z, (W1, W2)) and Euler <W2, grad_W2 g> - <P, h> (zero)",
+             [("h(cW2) - c h", r"h(cW_2) - c h", self.homogeneity), ("Euler", r"\text{Euler}", self.euler)]),
+        ]
+
+    def _latex_names(self) -> dict:
+        return {**super()._latex_names(), **{sp.Symbol(f"ds{i + 1}"): f"s'_{{{i + 1}}}" for i in range(self.K)}}
+
+    def _velocity(self):
+        K = self.K
+        s = sp.Matrix(1, K, lambda _, i: sp.Symbol(f"s{i + 1}"))  # sigma(u_i)
+        ds = sp.Matrix(1, K, lambda _, i: sp.Symbol(f"ds{i + 1}"))  # sigma'(u_i)
+        vel_W1 = -_hadamard(self.W2.T * self.P, ds) * self.Z.T - self.lam * self.W1
+        vel_W2 = -self.P * s.T - self.lam * self.W2
+        lines = [("dW2/dtau", r"\frac{dW_2}{d\tau}",
+                  _Raw("-P sigma(W1 Z)^T - lam W2", r"-P\,\sigma(W_1 Z)^{T} - \lambda W_2")),
+                 ("dW1/dtau", r"\frac{dW_1}{d\tau}",
+                  _Raw("-((W2^T P) o sigma'(W1 Z)) Z^T - lam W1",
+                       r"-\left((W_2^{T} P) \circ \sigma'(W_1 Z)\right) Z^{T} - \lambda W_1")),
+                 ("s_i, ds_i", r"s_i, s'_i", _Raw("sigma(u_i), sigma'(u_i)  (u = W1 Z)",
+                                                  r"\sigma(u_i), \sigma'(u_i)\quad (u = W_1 Z)"))]
+        lines += [(*_dtau(w), e) for w, e in zip((*self.W1, *self.W2), (*vel_W1, *vel_W2), strict=True)]
+        return lines
