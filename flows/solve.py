@@ -225,10 +225,10 @@ def _build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, sav
     term = diffrax.ODETerm(vector_field)
     solver_obj = SOLVERS[solver]()
     controller = diffrax.ConstantStepSize() if constant_step else diffrax.PIDController(rtol=rtol, atol=atol)
-    obs = dict(observables or {})
+    obs = observables if callable(observables) else dict(observables or {})
 
     def save_fn(t, y, args):
-        out = {name: fn(t, y, args) for name, fn in obs.items()}
+        out = dict(obs(t, y, args)) if callable(obs) else {name: fn(t, y, args) for name, fn in obs.items()}
         if save_states:
             out["__y__"] = y
         return out
@@ -435,9 +435,10 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
     if ts is None:
         ts = np.array([float(t1)])
     ts = _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0)
-    if observables is not None:
+    if observables is not None and not callable(observables):
         if not isinstance(observables, Mapping) or not all(callable(f) for f in observables.values()):
-            raise ValueError("observables must be a mapping name -> f(t, y, args)")
+            raise ValueError("observables must be a mapping name -> f(t, y, args), or one function "
+                             "f(t, y, args) -> dict of named arrays")
         if "__y__" in observables:
             raise ValueError("observables may not use the reserved name '__y__'")
     if not save_states and not observables:
@@ -460,7 +461,8 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
     )
     key_opts = (
         vector_field, solver, float(rtol), float(atol), dt0, int(max_steps),
-        tuple(sorted((observables or {}).items(), key=lambda kv: kv[0])), save_states, event, blowup,
+        observables if callable(observables) else tuple(sorted((observables or {}).items(), key=lambda kv: kv[0])),
+        save_states, event, blowup,
         progress, constant_step,
     )
     return ts_arr, t0_arr, t1_arr, options, key_opts
@@ -537,7 +539,7 @@ def solve(
     atol: float = 1e-10,
     dt0: float | None = None,
     max_steps: int = 100_000,
-    observables: Mapping[str, Callable] | None = None,
+    observables: Mapping[str, Callable] | Callable | None = None,
     save_states: bool = True,
     event: Event | None = None,
     blowup: float | None = 1e10,
@@ -560,7 +562,8 @@ def solve(
     - `constant_step`: take constant steps of size `dt0` (`diffrax.ConstantStepSize`) instead of adaptive
       ones; `dt0` is then required and `max_steps` must cover (t1 - t0) / dt0.
     - `max_steps`: the step budget; exhausting it is reported as `status="max_steps"`.
-    - `observables`: `{name: g(t, y, args)}` computed at every saved time.
+    - `observables`: `{name: g(t, y, args)}` computed at every saved time, or one function
+      `g(t, y, args) -> {name: array}` (when the observables share an expensive intermediate).
     - `save_states`: set `False` to save only the observables (bounded memory for big states).
     - `event`: a `flows.Event` to stop at (or, with `stop=False`, to locate) a condition.
     - `blowup`: the solve stops with `status="diverged"` once `max|y|` passes this (`None` disables).
@@ -597,7 +600,7 @@ def solve_batch(
     atol: float = 1e-10,
     dt0: float | None = None,
     max_steps: int = 100_000,
-    observables: Mapping[str, Callable] | None = None,
+    observables: Mapping[str, Callable] | Callable | None = None,
     save_states: bool = True,
     event: Event | None = None,
     blowup: float | None = 1e10,

@@ -18,14 +18,16 @@ import numpy as np
 from ..solve import Trajectory, solve
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
-from .network import _check_data, _velocity, check_particles, init_particles
+from .network import _check_data, _velocity_autodiff, check_particles, init_particles
 
 __all__ = ["solve_particles", "vector_field"]
 
 
 def vector_field(t, particles, args):
-    """d particles / d tau for `args = observables.make_args(config, data, test)` (a particle dict)."""
-    return _velocity(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+    """d particles / d tau for `args = observables.make_args(config, data, test)` (a particle dict):
+    `network.velocity(method="autodiff")`, i.e. -M L dQ/d theta per attention particle and -M_mlp L dQ/d w
+    per MLP particle."""
+    return _velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
 
 
 def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None = None,
@@ -59,7 +61,7 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
     if isinstance(observables, str):
         if observables not in ("all", "basic"):
             raise ValueError(f"observables must be 'all', 'basic' or a dict, got {observables!r}")
-        observables = obs.OBSERVABLES if observables == "all" else obs.BASIC_OBSERVABLES
+        observables = obs.summary if observables == "all" else obs.BASIC_OBSERVABLES
     particles = check_particles(config, init_particles(config) if particles is None else particles)
     data = _check_data(config, training_set(config) if data is None else data)
     test = _check_data(config, held_out_set(config) if test is None else test)

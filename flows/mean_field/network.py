@@ -339,12 +339,14 @@ def _velocity_autodiff(particles, Z0, y, lam, threshold, d):
 _VELOCITY_METHODS = {"adjoint": _velocity, "autodiff": _velocity_autodiff}
 
 
-def velocity(config: Config, particles, data: Prompts, method: str = "adjoint") -> dict:
+def velocity(config: Config, particles, data: Prompts, method: str = "autodiff") -> dict:
     """The mean-field velocity of every particle (a dict shaped like the particles).
 
     v = -M L dQ/d theta (attention), -M_mlp L dQ/d w (MLP) = -grad delta Q/delta rho at the particle
-    (theory §2.3-2.4). `method="adjoint"` (default) evaluates it in the first-variation form of the
-    module docstring; `"autodiff"` scales `jax.grad(objective)`. The two agree to rounding (tests).
+    (theory §2.3-2.4). `method="autodiff"` (default, what the flow integrates) scales reverse-mode
+    `jax.grad(objective)`; `"adjoint"` evaluates the first-variation form of the module docstring (adjoints
+    P_k, closed-form per-particle gradients). The two agree to rounding (tests); autodiff is the faster
+    one on CPU (9.6 ms against 15.7 ms at L = 4, M = 16, 64 prompts), because it reuses the forward pass.
     """
     if method not in _VELOCITY_METHODS:
         raise ValueError(f"method must be one of {tuple(_VELOCITY_METHODS)}, got {method!r}")
@@ -438,7 +440,7 @@ def _gd_run(particles, opt_state, increments, args):
         return optax.apply_updates(p, updates), s
 
     def observe(p):
-        return {name: fn(0.0, p, args) for name, fn in obs.OBSERVABLES.items()}
+        return obs.summary(0.0, p, args)
 
     def segment(carry, num):
         carry = jax.lax.fori_loop(0, num, one_step, carry)

@@ -37,14 +37,14 @@ from .network import (
     _layer_scales,
     _objective,
     _risk,
-    _velocity,
+    _velocity_autodiff,
     attention_update,
     check_particles,
     mlp_update,
 )
 
 __all__ = ["OBSERVABLES", "coupled_rms", "dissipation", "first_variation", "make_args", "max_speed",
-           "mean_speed", "objective_Q", "risk_R", "test_rmse", "train_rmse", "w2_per_slice"]
+           "mean_speed", "objective_Q", "risk_R", "summary", "test_rmse", "train_rmse", "w2_per_slice"]
 
 
 def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=None) -> dict:
@@ -61,7 +61,7 @@ def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=
 
 
 def _v(particles, args):
-    return _velocity(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+    return _velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
 
 
 def objective_Q(t, particles, args):
@@ -88,6 +88,10 @@ def dissipation(t, particles, args):
 
 def _speeds(particles, args):
     v = _v(particles, args)
+    return _speeds_of(v)
+
+
+def _speeds_of(v):
     att = jnp.sqrt(jnp.sum(v["V"] ** 2, axis=(2, 3)) + jnp.sum(v["W"] ** 2, axis=(2, 3))).ravel()
     mlp = jnp.sqrt(jnp.sum(v["W1"] ** 2, axis=2) + jnp.sum(v["W2"] ** 2, axis=2)).ravel()
     return jnp.concatenate([att, mlp])
@@ -125,6 +129,24 @@ OBSERVABLES = {
     "train_rmse": train_rmse,
     "test_rmse": test_rmse,
 }
+
+
+
+def summary(t, particles, args) -> dict:
+    """Every entry of `OBSERVABLES` from one velocity evaluation (what `train_gd` records and
+    `solve_particles(observables="all")` saves; the names and values are those of `OBSERVABLES`)."""
+    v = _v(particles, args)
+    speeds = _speeds_of(v)
+    return {
+        "Q": objective_Q(t, particles, args),
+        "R": risk_R(t, particles, args),
+        "dissipation": _weighted_sq(particles, v),
+        "max_speed": jnp.max(speeds),
+        "mean_speed": jnp.mean(speeds),
+        "train_rmse": train_rmse(t, particles, args),
+        "test_rmse": test_rmse(t, particles, args),
+    }
+
 
 # Q and R only (cheap: no velocity), for solves that do not want the rest.
 BASIC_OBSERVABLES = {"Q": objective_Q, "R": risk_R}

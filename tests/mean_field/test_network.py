@@ -89,7 +89,7 @@ def test_forward_reads_label_row_of_query_column(setup):
 
 def test_velocity_equals_ML_times_grad_of_objective(setup):
     data, p = setup
-    v = mf.velocity(CFG, p, data)
+    v = mf.velocity(CFG, p, data, method="adjoint")  # first-variation form: adjoints + closed-form gradients
     g = jax.grad(lambda q: mf.objective(CFG, q, data))(p)
     scale = {"V": CFG.M * CFG.L, "W": CFG.M * CFG.L, "W1": CFG.M_mlp * CFG.L, "W2": CFG.M_mlp * CFG.L}
     for k in v:
