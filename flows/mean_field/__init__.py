@@ -13,6 +13,7 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 """
 
 from . import observables as observables
+from . import reference as reference
 from . import sharding as sharding
 from .data import INITS as INITS
 from .data import Config as Config

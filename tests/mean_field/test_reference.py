@@ -1,0 +1,294 @@
+"""The continuous-depth reference (theory digest §2.5 item 2): the node adjoint against re-solves and finite
+differences, the closed-form velocity against autodiff, the two diffrax integrators, depth convergence of
+the finite network to the reference (forward, velocity, and after training), K-convergence, the energy
+identity along the reference flow, and input validation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from flows import mean_field as mf
+from flows.mean_field import network
+from flows.mean_field import reference as ref
+
+CFG = mf.Config(d=2, D=3, N=4, L=4, M=4, n_train=8, n_test=8, lam=1e-2, init_scale=2.0, init="smooth", seed=1)
+SCHEME = ("tsit5", "scan")
+SUB = 8  # depth substeps per node interval for the forward checks (Tsit5: ODE error far below the gaps)
+_net_forward = jax.jit(network._forward, static_argnums=(2, 3))
+TAUS = np.linspace(0.0, 1.0, 11)  # save times of the flows in tau
+
+
+def _max_abs(tree):
+    return max(float(jnp.max(jnp.abs(a))) for a in jax.tree_util.tree_leaves(tree))
+
+
+def _max_diff(a, b):
+    return _max_abs(jax.tree_util.tree_map(lambda x, y: x - y, a, b))
+
+
+@pytest.fixture(scope="module")
+def data():
+    return mf.training_set(CFG)
+
+
+@pytest.fixture(scope="module")
+def curved_nodes():
+    """K = 5 nodes of non-linear curves: the smooth initial law plus a node-wise perturbation."""
+    base = ref.init_reference(CFG, 5)
+    keys = jax.random.split(jax.random.PRNGKey(7), 4)
+    return {k: base[k] + 0.3 * CFG.init_radius * jax.random.normal(key, base[k].shape)
+            for k, key in zip(("V", "W", "W1", "W2"), keys, strict=True)}
+
+
+@pytest.fixture(scope="module")
+def adjoint(curved_nodes, data):
+    return ref.reference_adjoint(CFG, curved_nodes, data, substeps=4)
+
+
+def _risk_from(tail, Zk, y, grid, delta):
+    """R re-solved from node k with the sub-curve tail = nodes[k:] starting at Z(s_k) (no eps machinery)."""
+    K = tail["V"].shape[0]
+    Zs = ref._integrate(tail, Zk, jnp.zeros((K,) + Zk.shape), grid, jnp.asarray(CFG.threshold), SCHEME, delta=delta)
+    err = Zs[-1][:, CFG.d, -1] - y
+    return 0.5 * jnp.mean(err * err)
+
+
+# --------------------------------------------------------------------------- 1. adjoint and velocity
+
+
+def test_adjoint_at_the_end_node_is_the_readout_gradient(curved_nodes, data, adjoint):
+    Z, P = adjoint
+    yhat = Z[-1][:, CFG.d, -1]
+    want = jnp.zeros_like(Z[-1]).at[:, CFG.d, -1].set((yhat - data.y) / data.y.shape[0])
+    assert float(jnp.max(jnp.abs(P[-1] - want))) <= 1e-15
+    assert float(jnp.max(jnp.abs(Z[0] - data.Z0))) == 0.0
+    fwd = ref.reference_forward(CFG, curved_nodes, data.Z0, substeps=4)
+    assert float(jnp.max(jnp.abs(fwd - yhat))) <= 1e-14
+
+
+def test_node_adjoint_equals_the_gradient_of_a_resolve_from_that_node(curved_nodes, data, adjoint):
+    """P(s_k) from the eps perturbations (one reverse pass) = jax.grad of R re-solved from s_k with the
+    sub-curve nodes[k:] (to 1e-12; measured: bitwise equal), and = central finite differences of that
+    re-solve (to 1e-7 relative; measured 7e-10), at the interior node k = 1 (three segments behind it)."""
+    k = 1
+    Z, P = adjoint
+    tail = {name: v[k:] for name, v in curved_nodes.items()}
+    grid, delta = ref.depth_grid(4), 1.0 / (curved_nodes["V"].shape[0] - 1)
+    g = jax.jit(jax.grad(_risk_from, argnums=1))(tail, Z[k], data.y, grid, delta)
+    scale = float(jnp.max(jnp.abs(P[k])))
+    assert scale > 1e-4  # a non-trivial adjoint
+    assert float(jnp.max(jnp.abs(g - P[k]))) <= 1e-12 * scale
+    direction = jax.random.normal(jax.random.PRNGKey(k), Z[k].shape)
+    risk = jax.jit(_risk_from)
+    h = 1e-4
+    fd = (risk(tail, Z[k] + h * direction, data.y, grid, delta)
+          - risk(tail, Z[k] - h * direction, data.y, grid, delta)) / (2 * h)
+    exact = jnp.sum(P[k] * direction)
+    assert abs(float(fd - exact)) <= 1e-7 * max(abs(float(exact)), 1e-3), (float(fd), float(exact))
+
+
+def test_velocity_is_the_pointwise_first_variation_gradient(curved_nodes, data, adjoint):
+    """v(s_k) = -grad_theta sum_prompts <P(s_k), f(Z(s_k), theta) + h(Z(s_k), w)> - lam theta at every node,
+    the gradient by jax.grad of the sums (separable over particles) instead of the closed form."""
+    Z, P = adjoint
+    v = ref.reference_velocity(CFG, curved_nodes, data, substeps=4)
+
+    def pairing(p, Zk, Pk):
+        upd = attention_and_mlp(Zk, p)
+        return jnp.sum(Pk * upd)
+
+    def attention_and_mlp(Zk, p):
+        return network.attention_update(Zk, p["V"], p["W"]) + network.mlp_update(Zk, p["W1"], p["W2"], CFG.threshold)
+
+    grad = jax.jit(jax.vmap(jax.grad(pairing)))(curved_nodes, Z, P)
+    want = {k: -grad[k] - CFG.lam * curved_nodes[k] for k in curved_nodes}
+    assert _max_diff(v, want) <= 1e-10 * _max_abs(want)
+    assert _max_abs(v) > 1e-3
+
+
+def test_diffeqsolve_integrator_matches_the_scan(curved_nodes, data, adjoint):
+    """The reverse pass through one `diffrax.diffeqsolve` per interval (RecursiveCheckpointAdjoint) gives
+    the same states and node adjoints as the default scan of the solver's steps (same arithmetic)."""
+    Z, P = ref.reference_adjoint(CFG, curved_nodes, data, substeps=4, integrator="diffeqsolve")
+    assert float(jnp.max(jnp.abs(Z - adjoint[0]))) <= 1e-13
+    assert float(jnp.max(jnp.abs(P - adjoint[1]))) <= 1e-13 * float(jnp.max(jnp.abs(adjoint[1])))
+
+
+# --------------------------------------------------------------------------- 2. depth convergence at tau = 0
+
+
+def test_network_forward_converges_to_the_reference_like_one_over_L(data):
+    """Same curves (init "smooth": linear in t, represented exactly by any K): the network samples them at
+    t_l = l / L (Euler with splitting), the reference integrates the ODE. Measured (max over prompts):
+    gaps 1.46e-01, 7.60e-02, 3.87e-02, 1.95e-02 at L = 4, 8, 16, 32 (ratios 1.92, 1.96, 1.98); the reference
+    moves by 2.5e-09 from K = 9 to K = 17 (ODE error only)."""
+    y9 = ref.reference_forward(CFG, ref.init_reference(CFG, 9), data.Z0, substeps=SUB)
+    y17 = ref.reference_forward(CFG, ref.init_reference(CFG, 17), data.Z0, substeps=SUB)
+    ref_change = float(jnp.max(jnp.abs(y17 - y9)))
+    gaps = []
+    for L in (4, 8, 16, 32):
+        cfg = CFG.replace(L=L)
+        yL = _net_forward(network.init_particles(cfg), data.Z0, CFG.threshold, CFG.d)
+        gaps.append(float(jnp.max(jnp.abs(yL - y17))))
+    ratios = np.array(gaps[:-1]) / np.array(gaps[1:])
+    assert ref_change <= 1e-3 * min(gaps), (ref_change, gaps)
+    assert np.all((ratios > 1.8) & (ratios < 2.2)), (gaps, ratios)
+
+
+@jax.jit
+def _network_flow(particles, Z0, y):
+    """The network's particle flow d theta/d tau = `flow.vector_field` (the velocity of `solve_particles`)
+    by classical RK4 with constant steps tau = 0.05 (stages in a scan: one traced velocity, a fifth of the
+    compile time of `solve_particles`; the tau-error, ~1e-9, is far below the depth gaps), and Q at the
+    saves `TAUS`; also the initial velocity."""
+    args = {"Z0": Z0, "y": y, "lam": jnp.asarray(CFG.lam), "threshold": jnp.asarray(CFG.threshold),
+            "d": jnp.asarray(CFG.d, jnp.int32)}
+    h, per_save = 0.05, 2
+    c = jnp.array([0.0, 0.5, 0.5, 1.0])
+    b = jnp.array([1.0, 2.0, 2.0, 1.0]) / 6.0
+
+    def rk4(p, _):
+        def stage(carry, cb):
+            k_prev, acc = carry
+            k = mf.vector_field(0.0, jax.tree_util.tree_map(lambda x, v: x + cb[0] * h * v, p, k_prev), args)
+            return (k, jax.tree_util.tree_map(lambda a, v: a + cb[1] * v, acc, k)), None
+
+        zero = jax.tree_util.tree_map(jnp.zeros_like, p)
+        (_, acc), _ = jax.lax.scan(stage, (zero, zero), jnp.stack([c, b], axis=1))
+        return jax.tree_util.tree_map(lambda x, v: x + h * v, p, acc), None
+
+    def save(p, _):
+        p, _ = jax.lax.scan(rk4, p, None, length=per_save)
+        return p, mf.observables.objective_Q(0.0, p, args)
+
+    _, Qs = jax.lax.scan(save, particles, None, length=TAUS.size - 1)
+    Q0 = mf.observables.objective_Q(0.0, particles, args)
+    return mf.vector_field(0.0, particles, args), jnp.concatenate([Q0[None], Qs])
+
+
+@pytest.fixture(scope="module")
+def network_runs(data):
+    """L -> (initial velocity, Q at `TAUS`) of the network on the smooth curves sampled at l / L."""
+    return {L: _network_flow(network.init_particles(CFG.replace(L=L)), data.Z0, data.y) for L in (4, 8, 16)}
+
+
+def test_network_velocity_converges_to_the_reference_velocity(data, network_runs):
+    """The network's particle velocity at layer l = L s_k tends to the reference velocity at s_k (same
+    curves), at rate 1/L. Measured (max over particles, nodes s = 0, 1/4, 1/2, 3/4): gaps 4.63e-02, 2.23e-02,
+    1.10e-02 at L = 4, 8, 16 (ratios 2.07, 2.04)."""
+    K = 5
+    v_ref = ref.reference_velocity(CFG, ref.init_reference(CFG, K), data, substeps=4)  # compiled in test 1
+    gaps = []
+    for L, (v, _) in network_runs.items():
+        layers = np.arange(K - 1) * L // (K - 1)
+        gaps.append(_max_diff({k: v[k][layers] for k in v}, {k: v_ref[k][:-1] for k in v_ref}))
+    ratios = np.array(gaps[:-1]) / np.array(gaps[1:])
+    assert np.all((ratios > 1.8) & (ratios < 2.3)), (gaps, ratios)
+
+
+# --------------------------------------------------------------------------- 3-5. training, K, energy
+
+
+@pytest.fixture(scope="module")
+def reference_flow(data):
+    obs = {k: ref.REFERENCE_OBSERVABLES[k] for k in ("Q", "dissipation")}
+    return ref.solve_reference(CFG, TAUS, K=9, substeps=4, data=data, observables=obs, rtol=1e-9, atol=1e-11)
+
+
+def test_trained_network_converges_to_the_trained_reference(reference_flow, network_runs):
+    """Both flows from the same smooth curves to tau = 1 (network: RK4 in tau, `_network_flow`; reference:
+    `solve_reference`, adaptive Tsit5, K = 9); the Q gap along the flow falls like 1/L. Measured:
+    max_tau |Q_L - Q_ref| = 9.20e-03, 4.27e-03, 2.04e-03 at L = 4, 8, 16 (ratios 2.15, 2.09); Q_ref falls
+    from 0.2203 to 0.1919."""
+    Q_ref = np.asarray(reference_flow.observables["Q"])
+    gaps = []
+    for _, Q_L in network_runs.values():
+        gaps.append(float(np.max(np.abs(np.asarray(Q_L) - Q_ref))))
+    ratios = np.array(gaps[:-1]) / np.array(gaps[1:])
+    assert np.all((ratios > 1.8) & (ratios < 2.4)), (gaps, ratios)
+    assert Q_ref[-1] < Q_ref[0] - 0.02  # training did something
+
+
+def test_reference_energy_decreases_at_the_dissipation_rate(reference_flow):
+    """Q_ref is non-increasing along the flow, and -dQ_ref/dtau (central differences of the saves) matches
+    the dissipation int (1/M) sum |v|^2 dt to the O(1/K^2) velocity-interpolation error. Measured (K = 9):
+    relative mismatch 1.19e-03 to 1.27e-03 at the interior saves (3.0e-04 at K = 17; the same with 4x
+    denser saves, so not a finite-difference error)."""
+    Q = np.asarray(reference_flow.observables["Q"])
+    dissipation = np.asarray(reference_flow.observables["dissipation"])
+    assert np.all(np.diff(Q) <= 1e-12), np.diff(Q)
+    rate = -(Q[2:] - Q[:-2]) / (TAUS[2:] - TAUS[:-2])
+    rel = np.abs(rate / dissipation[1:-1] - 1.0)
+    assert np.all(rel <= 5e-3), rel
+
+
+def _hat_matrix(K_coarse, K_fine):
+    """(K_fine, K_coarse): the piecewise-linear interpolant on K_coarse nodes evaluated at K_fine nodes."""
+    s = np.linspace(0.0, 1.0, K_fine) * (K_coarse - 1)
+    i = np.minimum(np.floor(s).astype(int), K_coarse - 2)
+    u = s - i
+    H = np.zeros((K_fine, K_coarse))
+    H[np.arange(K_fine), i] += 1.0 - u
+    H[np.arange(K_fine), i + 1] += u
+    return jnp.asarray(H)
+
+
+def test_reference_converges_in_K(data):
+    """Q_ref of fixed non-linear curves theta_j(t) = A_j + sin(pi t) C_j interpolated on K = 3, 5, 9, 17
+    nodes: successive differences fall like 1/K^2 (linear interpolation). A K-node interpolant is evaluated
+    exactly on 17 nodes (the coarse nodes are fine nodes; one compiled program), checked against the direct
+    K = 5 evaluation. Measured: Q = 0.28720, 0.28244, 0.28141, 0.28116; differences 4.8e-03, 1.0e-03,
+    2.5e-04 (ratios 4.6, 4.2); direct vs refined K = 5: 3.3e-10 (ODE error)."""
+    A = ref.init_reference(CFG.replace(init="tied"), 2)
+    keys = jax.random.split(jax.random.PRNGKey(11), 4)
+    C = {k: 0.3 * CFG.init_radius * jax.random.normal(key, A[k].shape[1:])
+         for k, key in zip(("V", "W", "W1", "W2"), keys, strict=True)}
+
+    def curve(K):
+        s = jnp.asarray(ref.reference_nodes(CFG, K))
+        return {k: A[k][0][None] + jnp.sin(jnp.pi * s).reshape((-1,) + (1,) * C[k].ndim) * C[k][None] for k in A}
+
+    def refined(K):
+        H = _hat_matrix(K, 17)
+        return {k: jnp.tensordot(H, v, axes=1) for k, v in curve(K).items()}
+
+    Qs = [float(ref.reference_objective(CFG, refined(K), data, substeps=SUB)) for K in (3, 5, 9, 17)]
+    direct = float(ref.reference_objective(CFG, curve(5), data, substeps=SUB))
+    diffs = np.abs(np.diff(Qs))
+    ratios = diffs[:-1] / diffs[1:]
+    assert abs(direct - Qs[1]) <= 1e-3 * diffs[-1]
+    assert np.all((ratios > 3.5) & (ratios < 5.0)), (diffs, ratios)
+
+
+# --------------------------------------------------------------------------- 6. validation
+
+
+def test_validation_names_the_field(data):
+    with pytest.raises(ValueError, match="K"):
+        ref.init_reference(CFG, 1)
+    with pytest.raises(ValueError, match="K"):
+        ref.reference_nodes(CFG, 2.0)
+    with pytest.raises(ValueError, match="init"):
+        ref.init_reference(CFG.replace(init="iid"), 5)
+    with pytest.raises(ValueError, match="init"):
+        ref.solve_reference(CFG.replace(init="iid"), [0.0, 1.0])
+    nodes = ref.init_reference(CFG, 3)
+    with pytest.raises(ValueError, match=r"nodes\['W'\]"):
+        ref.reference_forward(CFG, dict(nodes, W=nodes["W"][:, :, :2]), data.Z0)
+    with pytest.raises(ValueError, match=r"nodes\['W1'\]"):
+        ref.reference_risk(CFG, dict(nodes, W1=nodes["W1"][:2]), data)
+    with pytest.raises(ValueError, match=r"nodes\['V'\]"):
+        ref.reference_objective(CFG, {k: v[:1] for k, v in nodes.items()}, data)
+    with pytest.raises(ValueError, match="nodes must be a dict"):
+        ref.reference_velocity(CFG, {"V": nodes["V"]}, data)
+    with pytest.raises(ValueError, match="substeps"):
+        ref.reference_forward(CFG, nodes, data.Z0, substeps=0)
+    with pytest.raises(ValueError, match="depth_solver"):
+        ref.reference_forward(CFG, nodes, data.Z0, depth_solver="euler")
+    with pytest.raises(ValueError, match="integrator"):
+        ref.reference_forward(CFG, nodes, data.Z0, integrator="odeint")
+    with pytest.raises(ValueError, match="K = 5"):
+        ref.solve_reference(CFG, [0.0, 1.0], K=5, nodes=nodes)
+    with pytest.raises(ValueError, match="data.Z0"):
+        ref.reference_forward(CFG, nodes, data.Z0[:, :2])
