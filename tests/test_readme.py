@@ -30,3 +30,12 @@ def test_readme_setup_lines_and_ci_agree():
     assert "pip install -e . && python -m flows reproduce --quick" in text
     assert "pip install -e '.[test]' && pytest" in text
     assert "pip install -e '.[test]' && pytest" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_mean_field_example_runs(capsys):
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"Hold the particle Wasserstein flow.*?```python\n(.*?)```", text, re.S).group(1)
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    gaps = [float(g) for g in re.findall(r"max \|Q_GD - Q_flow\| = ([0-9.e+-]+)", out)]
+    assert len(gaps) == 2 and 1.6 < gaps[0] / gaps[1] < 2.5, out  # first order in eta_tau

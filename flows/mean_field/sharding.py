@@ -13,6 +13,7 @@ every process runs the same program (see `examples/distributed/mean_field_multih
 from __future__ import annotations
 
 import jax
+import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -47,5 +48,6 @@ def shard_particles(particles: dict, mesh: jax.sharding.Mesh) -> dict:
             raise ValueError(f"the particle axis of {name!r} ({arr.shape[1]}) must be divisible by the "
                              f"{size} devices of the mesh")
         spec = P(None, AXIS, *([None] * (arr.ndim - 2)))
-        out[name] = jax.device_put(arr, NamedSharding(mesh, spec))
+        host = np.asarray(arr)  # every process holds the same (seeded) particles; each places its shards
+        out[name] = jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), lambda idx, h=host: h[idx])
     return out

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from flows import mean_field as mf
-from flows.mean_field import network
 
 CFG = mf.Config(d=2, D=4, N=3, L=3, M=4, M_mlp=5, lam=0.3, n_train=5, n_test=4, init_scale=2.0,
                 threshold=0.7, label_noise=0.1, seed=3)

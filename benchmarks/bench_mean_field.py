@@ -1,0 +1,71 @@
+"""Mean-field transformer (Gao et al. 2024): compile and run time of the adaptive particle solve, and GD
+throughput in particle-steps per second, at the issue's size (L = 8, M = 256, D = 4, N = 8, 64 prompts).
+
+Rows: `mean_field/particle_solve(tsit5)` (compile_s = the first compile of the solve with Q and R saved,
+run_s_min over repeats, error_vs_ref = |Q(tau_end)| relative gap to a dopri8 solve at rtol 1e-10) and
+`mean_field/gd` (compile_s, run_s_min of `steps` GD steps, `particle_steps_per_s` = steps L (M + M_mlp) /
+run_s). `--quick` uses L = 4, M = 32 and fewer repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+
+from benchmarks._harness import best_of, write_rows  # noqa: E402
+from flows import mean_field as mf  # noqa: E402
+
+
+def run(quick: bool) -> list[dict]:
+    shape = dict(d=3, D=4, N=8, L=4, M=32, n_train=64) if quick else dict(d=3, D=4, N=8, L=8, M=256, n_train=64)
+    cfg = mf.Config(**shape, lam=1e-3, init_scale=2.0, seed=0)
+    params = {**shape, "M_mlp": cfg.M_mlp, "particles": cfg.num_particles}
+    repeats = 2 if quick else 3
+    ts = np.array([0.0, 0.25, 0.5])
+    rows = []
+    start = time.perf_counter()
+    traj = mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)
+    first = time.perf_counter() - start
+    run_s = best_of(lambda: mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables,
+                    repeats)
+    ref = mf.solve_particles(cfg, ts, observables="basic", solver="dopri8", rtol=1e-10, atol=1e-12)
+    q, q_ref = float(traj.observables["Q"][-1]), float(ref.observables["Q"][-1])
+    rows.append({"bench": "mean_field/particle_solve(tsit5)", "params": {**params, "tau": float(ts[-1]),
+                                                                         "rtol": 1e-6},
+                 "compile_s": traj.compile_s, "first_call_s": first, "run_s_min": run_s, "repeats": repeats,
+                 "num_steps": int(traj.num_steps), "error_vs_ref": abs(q - q_ref) / abs(q_ref)})
+    steps = 10 if quick else 20
+    start = time.perf_counter()
+    rec = mf.train_gd(cfg, 0.05, steps, save_every=steps)
+    first = time.perf_counter() - start
+    gd_s = best_of(lambda: mf.train_gd(cfg, 0.05, steps, save_every=steps).particles, repeats)
+    rows.append({"bench": "mean_field/gd", "params": {**params, "steps": steps}, "compile_s": rec.compile_s,
+                 "first_call_s": first, "run_s_min": gd_s, "repeats": repeats, "num_steps": steps,
+                 "error_vs_ref": None, "particle_steps_per_s": steps * cfg.num_particles / gd_s})
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default="out/benchmarks/results.jsonl")
+    ns = p.parse_args(argv)
+    rows = run(ns.quick)
+    write_rows(rows, Path(ns.out))
+    for r in rows:
+        extra = f"  {r['particle_steps_per_s']:.3g} particle-steps/s" if "particle_steps_per_s" in r else ""
+        print(f"{r['bench']:40s} run {r['run_s_min'] * 1e3:9.1f} ms  compile {r['compile_s']:.2f} s  "
+              f"steps {r['num_steps']}{extra}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
