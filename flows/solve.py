@@ -307,11 +307,6 @@ def _build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, sav
             jnp.all(jnp.where(reached.reshape((-1,) + (1,) * (a.ndim - 1)), jnp.isfinite(a), True))
             for a in leaves
         ])) if leaves else jnp.array(True)
-        # Is the vector field itself non-finite where the solver got stuck (at or just after t_end)?
-        t_probe = t_end + 1e-9 * jnp.maximum(t1 - t_end, 0.0)
-        rhs_finite = _all_finite(vector_field(t_end, y_end, args)) & _all_finite(
-            vector_field(t_probe, y_end, args)
-        )
         code = jnp.where((code == _OK) & ~(finite_saved & _all_finite(y_end)), _NONFINITE, code)
         return {
             "ts": saved_ts,
@@ -321,7 +316,6 @@ def _build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, sav
             "t_event": jnp.where(hit, t_end, jnp.nan),
             "y_end": y_end,
             "y_end_max": _max_abs(y_end),
-            "rhs_finite": rhs_finite,
             "num_steps": sol.stats["num_steps"],
             "num_accepted_steps": sol.stats["num_accepted_steps"],
             "num_rejected_steps": sol.stats["num_rejected_steps"],
@@ -355,7 +349,7 @@ def _continue_after_event(fn, raw, args, t0, t1, ts, batched):
     out = dict(raw)
     out["saved"] = jax.tree_util.tree_map(lambda a, b: pick(a, b, later), raw["saved"], second["saved"])
     out["ts"] = jnp.where(later, ts, raw["ts"])
-    for key in ("code", "t_final", "y_end_max", "rhs_finite"):
+    for key in ("code", "t_final", "y_end_max"):
         out[key] = jnp.where(cont, second[key], raw[key])
     out["y_end"] = jax.tree_util.tree_map(lambda a, b: pick(a, b, cont), raw["y_end"], second["y_end"])
     for key in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
@@ -486,9 +480,29 @@ def _execute(vector_field, options, key_opts, call_args, *, in_axes):
         raw = _continue_after_event(fn, raw, args, t0, t1, ts, batched)
     raw = jax.block_until_ready(raw)
     run_s = time.perf_counter() - start
+    raw = dict(raw, rhs_finite=_probe_rhs(vector_field, raw, call_args, in_axes))
     traj = _decode(raw, options, float(call_args[3]), batched, compile_s, run_s)
     logger.debug("solve: %s (compile %.3f s, run %.3f s)", traj.status, compile_s, run_s)
     return traj
+
+
+def _probe_rhs(vector_field, raw, call_args, in_axes):
+    """Is the vector field itself non-finite where a stuck solve stopped (at or just after t_final)?
+
+    Evaluated only when some solve ended stuck (max_steps, dt_min, failed), in a separate small program, so
+    that the solve's own program does not trace the vector field for this diagnosis.
+    """
+    codes = np.atleast_1d(np.asarray(raw["code"]))
+    if not np.any(np.isin(codes, (_MAX_STEPS, _DT_MIN, _OTHER))):
+        return np.ones(codes.shape, bool)
+    args, t1 = call_args[1], call_args[3]
+
+    def probe(t_end, y_end, a):
+        t_probe = t_end + 1e-9 * jnp.maximum(t1 - t_end, 0.0)
+        return _all_finite(vector_field(t_end, y_end, a)) & _all_finite(vector_field(t_probe, y_end, a))
+
+    fn = jax.vmap(probe, in_axes=(0, 0, in_axes[1])) if in_axes is not None else probe
+    return np.atleast_1d(np.asarray(jax.jit(fn)(raw["t_final"], raw["y_end"], args)))
 
 
 def _decode(raw, options, t1, batched, compile_s, run_s):

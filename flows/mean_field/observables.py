@@ -235,27 +235,37 @@ def first_variation(config: Config, particles, data: Prompts, probes: dict) -> d
     where P_k = dR/dZ_k. Its gradient at a particle of the network is -v - lam theta (tests).
     """
     particles, data = check_particles(config, particles), _check_data(config, data)
-    Z_att, Z_mlp, P_att, P_mlp = _adjoint_states(particles, data.Z0, data.y, config.threshold, config.d)
-    out = {}
+    att = mlp = None
     if "V" in probes or "W" in probes:
-        V, W = jnp.asarray(probes["V"]), jnp.asarray(probes["W"])
-        if V.ndim != 3 or V.shape[1:] != (config.D, config.D) or W.shape != V.shape:
+        att = (jnp.asarray(probes["V"]), jnp.asarray(probes["W"]))
+        if att[0].ndim != 3 or att[0].shape[1:] != (config.D, config.D) or att[1].shape != att[0].shape:
             raise ValueError(f"probes V and W must have shape (P, {config.D}, {config.D})")
+    if "W1" in probes or "W2" in probes:
+        mlp = (jnp.asarray(probes["W1"]), jnp.asarray(probes["W2"]))
+        if mlp[0].ndim != 2 or mlp[0].shape[1] != config.D or mlp[1].shape != mlp[0].shape:
+            raise ValueError(f"probes W1 and W2 must have shape (P, {config.D})")
+    if att is None and mlp is None:
+        raise ValueError("probes must hold V and W (attention) and/or W1 and W2 (MLP)")
+    return _first_variation(particles, data.Z0, data.y, jnp.asarray(config.threshold), jnp.asarray(config.d),
+                            att, mlp)
+
+
+@jax.jit
+def _first_variation(particles, Z0, y, threshold, d, att, mlp):
+    Z_att, Z_mlp, P_att, P_mlp = _adjoint_states(particles, Z0, y, threshold, d)
+    out = {}
+    if att is not None:
+        V, W = att
 
         def g_att(Za, Pa):  # one layer, every probe
-            per = jax.vmap(lambda v, w: jnp.sum(Pa * attention_update(Za, v[None], w[None])))(V, W)
-            return per
+            return jax.vmap(lambda v, w: jnp.sum(Pa * attention_update(Za, v[None], w[None])))(V, W)
 
         out["attention"] = jax.vmap(g_att)(Z_att, P_att)
-    if "W1" in probes or "W2" in probes:
-        W1, W2 = jnp.asarray(probes["W1"]), jnp.asarray(probes["W2"])
-        if W1.ndim != 2 or W1.shape[1] != config.D or W2.shape != W1.shape:
-            raise ValueError(f"probes W1 and W2 must have shape (P, {config.D})")
+    if mlp is not None:
+        W1, W2 = mlp
 
         def g_mlp(Zm, Pm):
-            return jax.vmap(lambda u, w: jnp.sum(Pm * mlp_update(Zm, u[None], w[None], config.threshold)))(W1, W2)
+            return jax.vmap(lambda u, w: jnp.sum(Pm * mlp_update(Zm, u[None], w[None], threshold)))(W1, W2)
 
         out["mlp"] = jax.vmap(g_mlp)(Z_mlp, P_mlp)
-    if not out:
-        raise ValueError("probes must hold V and W (attention) and/or W1 and W2 (MLP)")
     return out

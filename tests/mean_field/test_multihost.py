@@ -32,6 +32,7 @@ def test_two_processes_shard_the_particle_axis():
     assert "sharded vs unsharded" in outs[0]
 
 
+@pytest.mark.slow
 def test_single_process_run_of_the_script(capsys):
     """Without distributed flags the script runs on the local devices (the tests' two CPU devices)."""
     import importlib.util

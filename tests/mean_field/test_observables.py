@@ -45,7 +45,18 @@ def test_w2_of_a_cloud_with_itself_and_with_a_shift(clouds):
     w = obs.w2_per_slice(a, shifted, method="exact")
     assert np.allclose(w["attention"], shift_v * CFG.D, rtol=0, atol=1e-12)
     assert np.all(w["mlp"] == 0.0)
-    ws = obs.w2_per_slice(a, shifted, method="sinkhorn", epsilon=1e-2)
+    # a different shift per slice is seen per slice
+    per = dict(a, W2=a["W2"] + np.array([0.0, 0.1, 0.2])[:, None, None])
+    w = obs.w2_per_slice(a, per, method="exact")
+    assert np.allclose(w["mlp"], [0.0, 0.1 * np.sqrt(CFG.D), 0.2 * np.sqrt(CFG.D)], atol=1e-7)
+
+
+@pytest.mark.slow
+def test_sinkhorn_w2_of_a_shifted_cloud_is_the_shift(clouds):
+    """ott-jax inside jit (slow: the Sinkhorn loop compiles in about 10 s)."""
+    a, _ = clouds
+    shift_v = 0.3
+    ws = obs.w2_per_slice(a, dict(a, V=a["V"] + shift_v), method="sinkhorn", epsilon=1e-2)
     # the debiased Sinkhorn divergence of a translated cloud is exactly |shift|^2
     assert np.allclose(ws["attention"], shift_v * CFG.D, rtol=1e-3)
     assert np.all(ws["mlp"] < 1e-3)
@@ -78,10 +89,11 @@ def test_coupled_rms_bounds_w2(clouds):
 
 
 def test_gd_record_and_trajectory_share_observable_names():
-    cfg = CFG.replace(n_train=8, n_test=4)
-    rec = mf.train_gd(cfg, 0.05, 4, save_every=2)
+    # the shapes of tests/mean_field/test_flow.py, so that its compiled GD program is reused
+    cfg = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
+    rec = mf.train_gd(cfg, 0.05, 20, save_every=5)
     assert set(rec.observables) == set(obs.OBSERVABLES)
-    assert rec["Q"].shape == (3,) and rec.tau[0] == 0.0 and np.array_equal(rec.ts, rec.tau)
+    assert rec["Q"].shape == (5,) and rec.tau[0] == 0.0 and np.array_equal(rec.ts, rec.tau)
     data = mf.training_set(cfg)
     assert rec["Q"][0] == pytest.approx(float(mf.objective(cfg, mf.init_particles(cfg), data)), rel=1e-14)
     assert rec["R"][0] == pytest.approx(float(mf.risk(cfg, mf.init_particles(cfg), data)), rel=1e-14)
