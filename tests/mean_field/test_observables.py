@@ -115,3 +115,37 @@ def test_first_variation_is_homogeneous_along_value_rays(clouds):
     assert np.allclose(np.asarray(g2["mlp"]), 2.5 * np.asarray(g["mlp"]), rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="probes"):
         obs.first_variation(cfg, p, data, {"V": probes["V"][:, :2], "W": probes["W"]})
+
+
+def test_summary_observables_equal_literal_computations():
+    """Every entry of `summary` (what GD records and the flow saves) against a direct computation."""
+    import jax
+
+    cfg = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
+    data, test = mf.training_set(cfg), mf.held_out_set(cfg)
+    p = mf.init_particles(cfg)
+    out = jax.jit(obs.summary)(0.0, p, obs.make_args(cfg, data, test))
+    v = {k: np.asarray(a) for k, a in mf.velocity(cfg, p, data).items()}
+    speeds = np.concatenate([
+        np.sqrt((v["V"] ** 2).sum(axis=(2, 3)) + (v["W"] ** 2).sum(axis=(2, 3))).ravel(),
+        np.sqrt((v["W1"] ** 2).sum(axis=2) + (v["W2"] ** 2).sum(axis=2)).ravel()])
+    diss = ((v["V"] ** 2).sum() + (v["W"] ** 2).sum()) / (cfg.M * cfg.L) \
+        + ((v["W1"] ** 2).sum() + (v["W2"] ** 2).sum()) / (cfg.M_mlp * cfg.L)
+    err_train = np.asarray(mf.forward(cfg, p, data.Z0)) - np.asarray(data.y)
+    err_test = np.asarray(mf.forward(cfg, p, test.Z0)) - np.asarray(test.y)
+    want = {"Q": float(mf.objective(cfg, p, data)), "R": float(mf.risk(cfg, p, data)), "dissipation": diss,
+            "max_speed": speeds.max(), "mean_speed": speeds.mean(),
+            "train_rmse": np.sqrt(np.mean(err_train ** 2)), "test_rmse": np.sqrt(np.mean(err_test ** 2))}
+    assert set(out) == set(want) == set(obs.OBSERVABLES)
+    for k in want:
+        assert abs(float(out[k]) - want[k]) <= 1e-12 * abs(want[k]), k
+    assert want["test_rmse"] != want["train_rmse"]
+
+
+def test_coupled_rms_of_a_shifted_cloud_is_the_shift(clouds):
+    a, _ = clouds
+    s = 0.25
+    shifted = dict(a, V=a["V"] + s, W1=a["W1"] - s)
+    # attention particles move by |s| in each of the D^2 entries of V, MLP particles in each of D entries of W1
+    want = np.sqrt((s * CFG.D) ** 2 + s * s * CFG.D)
+    assert abs(obs.coupled_rms(a, shifted) - want) < 1e-12
