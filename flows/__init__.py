@@ -8,10 +8,13 @@ The public surface (explicit re-exports; nothing is defined here):
   and reduced flows, the decoder h-flow, closed forms).
 - `cooccurrence`: Yang et al. 2024, word co-occurrence (data, the eq. (1) network, the exact Gram flow,
   sympy reductions).
+- `fitting`: power-law fits (log-log least squares, joint M^a L^b fits, model comparison) with bootstrap
+  confidence intervals.
 - `records`: run records (metrics.json, series.npz, PNGs, meta.json), written atomically.
 """
 
 from . import cooccurrence as cooccurrence
+from . import fitting as fitting
 from . import mean_field as mean_field
 from . import records as records
 from . import scan_snap as scan_snap

@@ -9,12 +9,17 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 - `vector_field`, `solve_particles`: the particle Wasserstein gradient flow in training time tau.
 - `reference`: the continuous-depth (tied) reference, depth integrated by diffrax, gradients by an adjoint.
 - `observables`: Q, R, dissipation, speeds, errors, W2 per depth slice, coupled RMS, first variation.
+- `coupling`: coupled initialisations (`subsample_particles`: a width-M subsample of a reference cloud;
+  `sample_depth`: a depth-L network on the reference's depth curves).
 - `sharding`: the particle axis split over devices (`particle_mesh`, `shard_particles`).
 """
 
+from . import coupling as coupling
 from . import observables as observables
 from . import reference as reference
 from . import sharding as sharding
+from .coupling import sample_depth as sample_depth
+from .coupling import subsample_particles as subsample_particles
 from .data import INITS as INITS
 from .data import Config as Config
 from .data import Prompts as Prompts

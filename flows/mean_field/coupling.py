@@ -1,0 +1,176 @@
+"""Coupled initialisations for finite-vs-reference comparisons (common random numbers; theory digest §3,
+"Coupling for comparisons").
+
+A finite network (depth L, widths M, M_mlp) is compared with a reference (the continuous-depth reference on
+K depth nodes of `reference`, or a large network of width M_ref). Drawing the network's initial particles
+*from the reference's own initial cloud* removes the sampling noise of two independent draws from the
+comparison, in both directions:
+
+- **width**: `subsample_particles` picks M of the reference's M_ref attention particles (and M_mlp of its
+  MLP particles) without replacement;
+- **depth**: `sample_depth` evaluates the reference's depth curves (node values on s_k = k/(K-1),
+  linearly interpolated as in `reference`) at the network's layer depths t_l = l / L.
+
+Composed, `sample_depth(subsample_particles(nodes, M, key=key), L)` is a network of depth L and width M
+whose initial particles lie on M of the reference's curves. For `Config.init = "smooth"` the curves are
+linear in t, so the interpolation is exact and this equals `network.init_curves` of the subsampled draws at
+l / L (tests).
+
+Particle dicts have the layout of `network` / `reference`: `{"V": (K, M, D, D), "W": (K, M, D, D),
+"W1": (K, M_mlp, D), "W2": (K, M_mlp, D)}`, K the leading depth axis (layers or nodes).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .network import _GROUPS
+
+__all__ = ["LAYOUTS", "depth_weights", "sample_depth", "subsample_particles"]
+
+#: Depth layouts of the input of `sample_depth`: "nodes" (K values at s_k = k/(K-1), the reference's
+#: layout, s_{K-1} = 1) or "layers" (L_ref values at t_l = l/L_ref, a network's layout).
+LAYOUTS = ("nodes", "layers")
+
+
+def _check_int(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_dict(name, particles):
+    """Keys V, W, W1, W2; shapes (K, M, D, D) x 2 and (K, M_mlp, D) x 2 with one K, M, M_mlp, D."""
+    if not isinstance(particles, dict) or set(particles) != set(_GROUPS):
+        got = sorted(particles) if isinstance(particles, dict) else type(particles).__name__
+        raise ValueError(f"{name} must be a dict with keys {_GROUPS}, got {got}")
+    arrays = {k: jnp.asarray(particles[k]) for k in _GROUPS}
+    V = arrays["V"]
+    if V.ndim != 4 or V.shape[2] != V.shape[3]:
+        raise ValueError(f"{name}['V'] must have shape (depth, M, D, D), got {V.shape}")
+    K, M, D = V.shape[0], V.shape[1], V.shape[2]
+    Mm = arrays["W1"].shape[1] if arrays["W1"].ndim == 3 else -1
+    want = {"V": (K, M, D, D), "W": (K, M, D, D), "W1": (K, Mm, D), "W2": (K, Mm, D)}
+    for k in _GROUPS:
+        if arrays[k].shape != want[k] or Mm < 1:
+            raise ValueError(f"{name}[{k!r}] must have shape {want[k] if Mm >= 1 else '(depth, M_mlp, D)'} "
+                             f"(depth {K}, M={M}, D={D}), got {arrays[k].shape}")
+        if not jnp.issubdtype(arrays[k].dtype, jnp.floating):
+            raise ValueError(f"{name}[{k!r}] must be floating point, got {arrays[k].dtype}")
+    return arrays, K, M, Mm
+
+
+def _as_key(key):
+    if isinstance(key, bool):
+        raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}")
+    if isinstance(key, (int, np.integer)):
+        if key < 0:
+            raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}")
+        return jax.random.PRNGKey(int(key))
+    return key
+
+
+def _indices(key, depth, n_ref, n, per_layer):
+    if per_layer:
+        keys = jax.random.split(key, depth)
+        return jax.vmap(lambda k: jax.random.permutation(k, n_ref)[:n])(keys)  # (depth, n)
+    return jax.random.permutation(key, n_ref)[:n]  # (n,)
+
+
+def _take(x, idx):
+    if idx.ndim == 1:
+        return jnp.take(x, idx, axis=1)
+    return jax.vmap(lambda xl, il: jnp.take(xl, il, axis=0))(x, idx)
+
+
+def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, key, per_layer: bool = False,
+                        return_indices: bool = False):
+    """M attention and M_mlp MLP particles chosen without replacement from a reference cloud.
+
+    **Arguments:**
+
+    - `particles`: a reference particle dict (`network.init_particles` of a config with a large M, or the
+      node values of `reference.init_reference`), leading depth axis of any length.
+    - `M`: attention particles to keep (1 <= M <= M_ref); `M_mlp`: MLP particles (default `M`,
+      1 <= M_mlp <= the reference's M_mlp). A particle is (V_j, W_j) resp. (W1_j, W2_j): V and W share the
+      index set, W1 and W2 share theirs; the attention and MLP sets are drawn independently.
+    - `key`: a jax PRNG key or an integer seed (same key, same subsample).
+    - `per_layer`: `False` (default): one index set for every depth slice, so a subsampled particle is a
+      whole reference *curve* (needed for depth-smooth laws, `Config.init` "tied"/"smooth": curves stay
+      curves); `True`: an independent index set per depth slice (for depth-independent laws, "iid").
+    - `return_indices`: also return `{"attention": idx, "mlp": idx}`, shape (M,) resp. (M_mlp,), or
+      (depth, M) resp. (depth, M_mlp) with `per_layer`: subsampled particle j of slice l is reference
+      particle idx[j] (idx[l, j]) of slice l (e.g. to pair it with its reference trajectory).
+
+    **Returns:** the subsampled dict (same depth, widths M and M_mlp, entries exactly the reference's), and
+    the indices if asked. **Raises:** `ValueError` naming the field (bad keys or shapes, M > M_ref, ...).
+    """
+    arrays, depth, M_ref, Mm_ref = _check_dict("particles", particles)
+    M = _check_int("M", M, 1)
+    M_mlp = M if M_mlp is None else _check_int("M_mlp", M_mlp, 1)
+    if M > M_ref:
+        raise ValueError(f"M must be <= the reference's M_ref = {M_ref} (sampling without replacement), got {M}")
+    if M_mlp > Mm_ref:
+        raise ValueError(f"M_mlp must be <= the reference's M_mlp = {Mm_ref} (sampling without replacement), "
+                         f"got {M_mlp}")
+    if not isinstance(per_layer, (bool, np.bool_)):
+        raise ValueError(f"per_layer must be a bool, got {per_layer!r}")
+    k_att, k_mlp = jax.random.split(_as_key(key))
+    idx = {"attention": _indices(k_att, depth, M_ref, M, bool(per_layer)),
+           "mlp": _indices(k_mlp, depth, Mm_ref, M_mlp, bool(per_layer))}
+    out = {k: _take(arrays[k], idx["attention" if k in ("V", "W") else "mlp"]) for k in _GROUPS}
+    return (out, idx) if return_indices else out
+
+
+def depth_weights(K: int, L: int, layout: str = "nodes"):
+    """(k (L,), u (L,)): layer l of a depth-L network sits at t_l = l / L = (1 - u_l) x_{k_l} + u_l x_{k_l + 1}
+    in the input's depth grid, computed in exact integer arithmetic (u = 0 exactly on a grid point).
+
+    "nodes": grid s_k = k / (K - 1), position t_l (K - 1) = l (K - 1) / L; "layers": grid l / K (K = L_ref),
+    position l K / L, which needs L <= K (no extrapolation past the last layer (K - 1)/K).
+    """
+    K = _check_int("K", K, 2 if layout == "nodes" else 1)
+    L = _check_int("L", L, 1)
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if layout == "layers" and L > K:
+        raise ValueError(f"L must be <= the input's depth {K} for layout 'layers' (layer depths (L - 1)/L past "
+                         f"the last input layer {K - 1}/{K} would need extrapolation), got {L}")
+    scale = K - 1 if layout == "nodes" else K
+    num = np.arange(L) * scale  # position l * scale / L
+    k = num // L
+    rem = num - k * L
+    k_hi = np.minimum(k + 1, K - 1)  # k = K - 1 only with rem = 0 (t = 1 is never a layer depth)
+    return k, k_hi, rem / L
+
+
+def sample_depth(nodes: dict, L: int, *, layout: str = "nodes") -> dict:
+    """The particles of a depth-L network on the input's depth curves: slice l is the curve at t_l = l / L.
+
+    **Arguments:**
+
+    - `nodes`: a particle dict with a leading depth axis, of `layout` "nodes" (default; K >= 2 values at
+      s_k = k / (K - 1), the reference's layout, `reference.init_reference`) or "layers" (L_ref values at
+      l / L_ref, a network's layout, then L <= L_ref).
+    - `L`: the network's depth (>= 1).
+
+    Between grid points the curves are linearly interpolated, as in `reference`:
+    theta(t) = (1 - u) theta(s_k) + u theta(s_{k+1}), t = s_k + u (s_{k+1} - s_k). On a grid point (u = 0) the
+    value is the grid value exactly; for curves linear in t (`Config.init` "smooth" or "tied") it is exact
+    everywhere (to rounding).
+
+    **Returns:** `{"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, M_mlp, D), "W2": (L, M_mlp, D)}`.
+    **Raises:** `ValueError` naming the field.
+    """
+    arrays, K, _, _ = _check_dict("nodes", nodes)
+    if layout == "nodes" and K < 2:
+        raise ValueError(f"nodes must have a leading node axis of length K >= 2 for layout 'nodes', got {K}")
+    k, k_hi, u = depth_weights(K, L, layout)
+    out = {}
+    for name in _GROUPS:
+        x = arrays[name]
+        w = jnp.asarray(u, x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
+        out[name] = (1.0 - w) * x[k] + w * x[k_hi]
+    return out
