@@ -1,0 +1,98 @@
+"""Batched GD runs of the mean-field transformer: many seeds of one shape in one compiled, vmapped program.
+
+Rate fits need >= 5 seeds per (L, M) (theory digest §4). Runs of equal shape differ only in their data and
+initial particles, so `train_gd_seeds` stacks them on a leading seed axis and runs the GD program of
+`network.train_gd` under `jax.vmap`: one compilation per shape, no Python loop over seeds. The seed-`s`
+member is exactly `train_gd(config.replace(seed=s), ...)` (tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..solve import _signature
+from . import observables as obs
+from .data import Config, held_out_set, training_set
+from .network import _check_eta, _gd_run, _save_steps, gd_optimizer, init_particles
+
+__all__ = ["GDBatchRecord", "train_gd_seeds"]
+
+_BATCH_RUN = jax.jit(jax.vmap(_gd_run, in_axes=(0, 0, None, 0)))
+_BATCH_COMPILED: dict = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class GDBatchRecord:
+    """GD runs of several seeds of one shape.
+
+    - `tau` `(k,)`, `steps` `(k,)`: flow time tau = step * eta_tau of the saved steps (shared by all seeds).
+    - `observables`: name -> array `(num_seeds, k)` (the names of `observables.OBSERVABLES`); also
+      `record["Q"]`.
+    - `particles`: the final particles with a leading seed axis; `seeds`: the seeds.
+    - `eta_tau`, `compile_s`, `run_s`.
+    """
+
+    tau: np.ndarray
+    steps: np.ndarray
+    observables: dict
+    particles: dict
+    seeds: tuple
+    eta_tau: float
+    compile_s: float
+    run_s: float
+
+    def __getitem__(self, name):
+        return self.observables[name]
+
+
+def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every: int = 1) -> GDBatchRecord:
+    """Full-batch GD (learning rate eta_tau M L, as `train_gd`) for every seed in `seeds` at once.
+
+    Each seed draws its own training set, test prompts and initial particles (`config.replace(seed=s)`).
+    Returns a `GDBatchRecord`; raises `ValueError` for bad arguments and `flows.FlowError` when a run's Q
+    becomes non-finite (naming the seed).
+    """
+    from ..solve import FlowError
+
+    eta_tau = _check_eta(eta_tau)
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    seeds = tuple(int(s) for s in np.atleast_1d(np.asarray(seeds)))
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"seeds must be distinct non-negative integers, got {seeds!r}")
+    save = _save_steps(int(steps), save_every)
+    cfgs = [config.replace(seed=s) for s in seeds]
+    particles = [init_particles(c) for c in cfgs]
+    args = [obs.make_args(c, training_set(c), held_out_set(c)) for c in cfgs]
+    dtype = particles[0]["V"].dtype
+    opt = gd_optimizer(config, eta_tau)
+    states = [jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(
+        jnp.result_type(x), jnp.floating) else x, opt.init(p)) for p in particles]
+    stack = lambda trees: jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
+    call = (stack(particles), stack(states), jnp.asarray(np.diff(save), dtype=jnp.int32), stack(args))
+    key = _signature(call)
+    compiled, compile_s = _BATCH_COMPILED.get(key), 0.0
+    if compiled is None:
+        start = time.perf_counter()
+        compiled = _BATCH_RUN.lower(*call).compile()
+        compile_s = time.perf_counter() - start
+        if len(_BATCH_COMPILED) >= 16:
+            _BATCH_COMPILED.pop(next(iter(_BATCH_COMPILED)))
+        _BATCH_COMPILED[key] = compiled
+    start = time.perf_counter()
+    final, series = jax.block_until_ready(compiled(*call))
+    run_s = time.perf_counter() - start
+    series = {k: np.asarray(v) for k, v in series.items()}
+    record = GDBatchRecord(tau=eta_tau * save.astype(float), steps=save, observables=series, particles=final,
+                           seeds=seeds, eta_tau=eta_tau, compile_s=compile_s, run_s=run_s)
+    bad = ~np.isfinite(series["Q"])
+    if np.any(bad):
+        i, k = np.argwhere(bad)[0]
+        raise FlowError(f"GD diverged for seed {seeds[i]}: Q is not finite at step {int(save[k])} "
+                        f"(tau = {save[k] * eta_tau:.6g}); lower eta_tau", record)
+    return record
