@@ -153,8 +153,9 @@ def _bootstrap(X, y, groups, G, n_boot, rng):
     counts = np.zeros((n_boot, G))
     np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1.0)
     w = counts[:, groups]  # (B, n)
-    XtWX = np.einsum("bi,ij,ik->bjk", w, X, X)
-    XtWy = np.einsum("bi,ij,i->bj", w, X, y)
+    n, p = X.shape
+    XtWX = (w @ (X[:, :, None] * X[:, None, :]).reshape(n, p * p)).reshape(n_boot, p, p)  # two GEMMs, no (B, n, p, p)
+    XtWy = w @ (X * y[:, None])
     # scale-free rank test: singular values of the normalised normal matrix
     scale = np.sqrt(np.einsum("bjj->bj", XtWX))
     scale = np.where(scale > 0, scale, 1.0)

@@ -46,7 +46,7 @@ def _check_dict(name, particles):
     if not isinstance(particles, dict) or set(particles) != set(_GROUPS):
         got = sorted(particles) if isinstance(particles, dict) else type(particles).__name__
         raise ValueError(f"{name} must be a dict with keys {_GROUPS}, got {got}")
-    arrays = {k: jnp.asarray(particles[k]) for k in _GROUPS}
+    arrays = {k: np.asarray(particles[k]) for k in _GROUPS}  # host copies: gathers need no compilation
     V = arrays["V"]
     if V.ndim != 4 or V.shape[2] != V.shape[3]:
         raise ValueError(f"{name}['V'] must have shape (depth, M, D, D), got {V.shape}")
@@ -57,32 +57,44 @@ def _check_dict(name, particles):
         if arrays[k].shape != want[k] or Mm < 1:
             raise ValueError(f"{name}[{k!r}] must have shape {want[k] if Mm >= 1 else '(depth, M_mlp, D)'} "
                              f"(depth {K}, M={M}, D={D}), got {arrays[k].shape}")
-        if not jnp.issubdtype(arrays[k].dtype, jnp.floating):
+        if not np.issubdtype(arrays[k].dtype, np.floating):
             raise ValueError(f"{name}[{k!r}] must be floating point, got {arrays[k].dtype}")
     return arrays, K, M, Mm
 
 
-def _as_key(key):
+def _generator(key):
+    """A numpy Generator seeded by the bits of a jax PRNG key (raw uint32 or typed) or by an integer seed
+    (through `jax.random.PRNGKey(seed)`): the same key gives the same subsample, and no jax program is
+    compiled per shape."""
     if isinstance(key, bool):
         raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}")
     if isinstance(key, (int, np.integer)):
         if key < 0:
             raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}")
-        return jax.random.PRNGKey(int(key))
-    return key
+        key = jax.random.PRNGKey(int(key))
+    try:
+        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+            key = jax.random.key_data(key)
+        bits = np.asarray(key)
+    except (AttributeError, TypeError) as exc:
+        raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}") from exc
+    if not np.issubdtype(bits.dtype, np.unsignedinteger) or bits.size == 0:
+        raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}")
+    return np.random.default_rng([int(v) for v in bits.ravel()])
 
 
-def _indices(key, depth, n_ref, n, per_layer):
+def _indices(rng, depth, n_ref, n, per_layer):
+    """A uniform random subset of size n of range(n_ref), in random order (the first n of a uniform
+    permutation); one independent subset per depth slice with `per_layer`, shape (depth, n), else (n,)."""
     if per_layer:
-        keys = jax.random.split(key, depth)
-        return jax.vmap(lambda k: jax.random.permutation(k, n_ref)[:n])(keys)  # (depth, n)
-    return jax.random.permutation(key, n_ref)[:n]  # (n,)
+        return rng.permuted(np.tile(np.arange(n_ref), (depth, 1)), axis=1)[:, :n]
+    return rng.permutation(n_ref)[:n]
 
 
 def _take(x, idx):
     if idx.ndim == 1:
-        return jnp.take(x, idx, axis=1)
-    return jax.vmap(lambda xl, il: jnp.take(xl, il, axis=0))(x, idx)
+        return np.take(x, idx, axis=1)
+    return np.take_along_axis(x, idx.reshape(idx.shape + (1,) * (x.ndim - 2)), axis=1)
 
 
 def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, key, per_layer: bool = False,
@@ -96,7 +108,8 @@ def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, ke
     - `M`: attention particles to keep (1 <= M <= M_ref); `M_mlp`: MLP particles (default `M`,
       1 <= M_mlp <= the reference's M_mlp). A particle is (V_j, W_j) resp. (W1_j, W2_j): V and W share the
       index set, W1 and W2 share theirs; the attention and MLP sets are drawn independently.
-    - `key`: a jax PRNG key or an integer seed (same key, same subsample).
+    - `key`: a jax PRNG key or an integer seed (same key, same subsample; the attention and MLP subsets
+      come from one numpy Generator seeded by the key bits, see `_generator`).
     - `per_layer`: `False` (default): one index set for every depth slice, so a subsampled particle is a
       whole reference *curve* (needed for depth-smooth laws, `Config.init` "tied"/"smooth": curves stay
       curves); `True`: an independent index set per depth slice (for depth-independent laws, "iid").
@@ -117,10 +130,10 @@ def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, ke
                          f"got {M_mlp}")
     if not isinstance(per_layer, (bool, np.bool_)):
         raise ValueError(f"per_layer must be a bool, got {per_layer!r}")
-    k_att, k_mlp = jax.random.split(_as_key(key))
-    idx = {"attention": _indices(k_att, depth, M_ref, M, bool(per_layer)),
-           "mlp": _indices(k_mlp, depth, Mm_ref, M_mlp, bool(per_layer))}
-    out = {k: _take(arrays[k], idx["attention" if k in ("V", "W") else "mlp"]) for k in _GROUPS}
+    rng = _generator(key)
+    idx = {"attention": _indices(rng, depth, M_ref, M, bool(per_layer))}
+    idx["mlp"] = _indices(rng, depth, Mm_ref, M_mlp, bool(per_layer))
+    out = {k: jnp.asarray(_take(arrays[k], idx["attention" if k in ("V", "W") else "mlp"])) for k in _GROUPS}
     return (out, idx) if return_indices else out
 
 
@@ -171,6 +184,6 @@ def sample_depth(nodes: dict, L: int, *, layout: str = "nodes") -> dict:
     out = {}
     for name in _GROUPS:
         x = arrays[name]
-        w = jnp.asarray(u, x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
-        out[name] = (1.0 - w) * x[k] + w * x[k_hi]
+        w = u.astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
+        out[name] = jnp.asarray((1.0 - w) * x[k] + w * x[k_hi])
     return out
