@@ -138,16 +138,17 @@ def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, ke
 
 
 def depth_weights(K: int, L: int, layout: str = "nodes"):
-    """(k (L,), u (L,)): layer l of a depth-L network sits at t_l = l / L = (1 - u_l) x_{k_l} + u_l x_{k_l + 1}
-    in the input's depth grid, computed in exact integer arithmetic (u = 0 exactly on a grid point).
+    """(k, k_hi, u), each (L,): layer l of a depth-L network sits at t_l = l / L, between grid points k_l and
+    k_hi_l = min(k_l + 1, K - 1) with weight u_l in [0, 1) (value (1 - u_l) x_{k_l} + u_l x_{k_hi_l}), computed
+    in exact integer arithmetic (u = 0 exactly on a grid point).
 
     "nodes": grid s_k = k / (K - 1), position t_l (K - 1) = l (K - 1) / L; "layers": grid l / K (K = L_ref),
     position l K / L, which needs L <= K (no extrapolation past the last layer (K - 1)/K).
     """
-    K = _check_int("K", K, 2 if layout == "nodes" else 1)
-    L = _check_int("L", L, 1)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    K = _check_int("K", K, 2 if layout == "nodes" else 1)
+    L = _check_int("L", L, 1)
     if layout == "layers" and L > K:
         raise ValueError(f"L must be <= the input's depth {K} for layout 'layers' (layer depths (L - 1)/L past "
                          f"the last input layer {K - 1}/{K} would need extrapolation), got {L}")
