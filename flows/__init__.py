@@ -4,6 +4,7 @@ The public surface (explicit re-exports; nothing is defined here):
 
 - `solve`, `solve_batch`, `Trajectory`, `Event`, `FlowError`, `linear_grid`, `log_grid`: the one
   diffrax wrapper every flow goes through (`flows.solve`).
+- `solve_sde`: SDEs with additive noise by diffrax (`flows.sde`: Euler-Maruyama, Heun, SEA, SRA1, ShARK).
 - `scan_snap`: Tian et al. 2023, *Scan and Snap* (sequence classes, finite-T Y/Z training, the T->inf
   and reduced flows, the decoder h-flow, closed forms).
 - `cooccurrence`: Yang et al. 2024, word co-occurrence (data, the eq. (1) network, the exact Gram flow,
@@ -18,6 +19,7 @@ from . import fitting as fitting
 from . import mean_field as mean_field
 from . import records as records
 from . import scan_snap as scan_snap
+from .sde import solve_sde as solve_sde
 from .solve import SOLVERS as SOLVERS
 from .solve import Event as Event
 from .solve import FlowError as FlowError

@@ -12,9 +12,12 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 - `coupling`: coupled initialisations (`subsample_particles`: a width-M subsample of a reference cloud;
   `sample_depth`: a depth-L network on the reference's depth curves).
 - `sharding`: the particle axis split over devices (`particle_mesh`, `shard_particles`).
+- `noise`: the noisy (Fokker-Planck) flow: `solve_particles_sde` (particle Langevin SDE at temperature T),
+  Kozachenko-Leonenko entropy per depth slice, the entropy-regularised objective F = Q - T H.
 """
 
 from . import coupling as coupling
+from . import noise as noise
 from . import observables as observables
 from . import reference as reference
 from . import sharding as sharding
@@ -41,5 +44,6 @@ from .network import objective as objective
 from .network import risk as risk
 from .network import train_gd as train_gd
 from .network import velocity as velocity
+from .noise import solve_particles_sde as solve_particles_sde
 from .sharding import particle_mesh as particle_mesh
 from .sharding import shard_particles as shard_particles

@@ -1,0 +1,176 @@
+"""The noisy (Fokker-Planck) mean-field transformer: particle Langevin dynamics and entropy estimates.
+
+**The particle SDE.** Every coordinate of every particle (attention theta_{l,j} = (V, W), MLP w_{l,j} =
+(W1, W2)) gets its own standard Brownian motion B:
+
+    d theta_{l,j} = v(theta)_{l,j} d tau + sqrt(2 T) dB_{l,j},     v = `flow.vector_field`,
+
+in training time tau, with v = -grad_theta delta Q/delta rho (theta_{l,j}, t_l) = -M L dQ_{L,M}/d theta_{l,j}
+(M_mlp L for MLP particles). `solve_particles_sde` integrates it with `flows.solve_sde` (diffrax, additive
+noise, a `VirtualBrownianTree`, constant steps).
+
+**Scaling.** In the finite network's own time s = M L tau this is d Theta = -grad Q_{L,M} ds +
+sqrt(2 T / (M L)) dB_s: Langevin dynamics of the potential M L Q_{L,M} at temperature T (its Gibbs measure
+is prop. to exp(-M L Q_{L,M} / T)). Euler-Maruyama with step eta_tau is noisy full-batch GD at learning
+rate eta = eta_tau M L with Gaussian noise sqrt(2 T eta_tau) per coordinate. The temperature is thus per
+particle and does not depend on M: as M -> infinity the empirical law of every depth slice follows the
+Fokker-Planck equation (theory digest §7; Mei-Montanari-Nguyen 2018, Thm 5, with T = 1/beta)
+
+    d rho / d tau = div_theta( rho grad_theta delta Q/delta rho[rho] ) + T Laplacian_theta rho,
+
+the Wasserstein gradient flow of the entropy-regularised objective
+
+    F(rho) = Q(rho) + T int_0^1 int rho log rho d theta dt = Q(rho) - T int_0^1 H(rho(., t)) dt,
+
+where H(p) = -int p log p is the differential entropy (nats; Lebesgue reference measure). Each depth slice's
+stationary law satisfies rho_t prop. to exp(-delta Q/delta rho (., t) / T). At T = 0 the SDE is the
+particle ODE of `solve_particles`.
+
+**Entropy of a particle cloud.** `entropy_knn` is the Kozachenko-Leonenko k-nearest-neighbour estimator;
+`entropy_per_slice` applies it per depth slice to the attention cloud (dimension 2 D^2) and the MLP cloud
+(dimension 2 D) separately. The attention and MLP particles are not paired (M != M_mlp in general), so the
+law of a slice is taken as the product of its two marginals: H(rho_l) = H_att,l + H_mlp,l. The depth
+integral is the mean over the L slices (rho is piecewise constant in t), and `entropic_objective` reports
+F = Q - T (1/L) sum_l H(rho_l). The estimator is consistent but biased at small M in high dimension (the
+attention clouds live in R^{2 D^2}): compare F across temperatures at one (L, M), not against a closed form.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+from scipy.spatial import cKDTree
+from scipy.special import digamma, gammaln
+
+from ..sde import SDE_SOLVERS, solve_sde
+from ..solve import Trajectory
+from . import observables as obs
+from .data import Config, Prompts, held_out_set, training_set
+from .flow import vector_field
+from .network import _check_data, check_particles, init_particles
+
+__all__ = ["entropic_objective", "entropy_knn", "entropy_per_slice", "solve_particles_sde"]
+
+
+def _check_temperature(temperature) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    return float(temperature)
+
+
+def solve_particles_sde(config: Config, ts, temperature: float, *, dt: float, key=None, seed: int | None = None,
+                        solver: str = "euler", particles=None, data: Prompts | None = None,
+                        test: Prompts | None = None, observables: str | dict = "basic",
+                        num_paths: int | None = None, save_states: bool = False, tol: float | None = None,
+                        max_steps: int | None = None, throw: bool = True) -> Trajectory:
+    """Integrate the particle SDE d theta = v(theta) d tau + sqrt(2 T) dB (module docstring) from
+    `init_particles(config)` with `flows.solve_sde` and save observables.
+
+    **Arguments:**
+
+    - `ts`: non-decreasing save times in flow time tau, starting at 0 (>= 2 entries); the horizon is `ts[-1]`.
+    - `temperature`: T >= 0 (T = 0: the particle ODE of `solve_particles` with the same constant-step solver).
+    - `dt`: the constant step (Euler-Maruyama with `dt = eta_tau` is noisy GD, module docstring).
+    - `key` or `seed`: the Brownian motions (exactly one); the same seed gives the same result.
+    - `solver`: a name of `flows.sde.SDE_SOLVERS` (`"euler"`, `"heun"`, `"sea"`, `"sra1"`, `"shark"`; all of
+      strong order >= 1 here, the noise being additive).
+    - `particles`, `data`, `test`: override the initial particles, the training set and the test prompts.
+    - `observables`: `"basic"` (Q and R, default), `"all"` (`observables.summary`) or a dict
+      name -> f(t, particles, args) with `args = observables.make_args(config, data, test)`.
+    - `num_paths`: that many independent noise realisations from the same initial particles (one vmapped
+      program); every field of the result gains a leading path axis.
+    - `save_states`: also keep the particles at every saved time (`traj.ys`).
+    - `tol`, `max_steps`, `throw`: as in `flows.solve_sde`.
+
+    **Returns:** a `flows.Trajectory` (observables at `ts`; `traj.ys` the particles if `save_states`).
+    The temperature is traced: a new T reuses the compiled program.
+    """
+    ts = np.asarray(ts, dtype=float)
+    if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
+        raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
+    temperature = _check_temperature(temperature)
+    if isinstance(dt, bool) or not isinstance(dt, (int, float, np.floating)) or not math.isfinite(dt) or dt <= 0:
+        raise ValueError(f"dt must be a finite number > 0, got {dt!r}")
+    if solver not in SDE_SOLVERS:
+        raise ValueError(f"solver must be one of {sorted(SDE_SOLVERS)}, got {solver!r}")
+    if isinstance(observables, str):
+        if observables not in ("all", "basic"):
+            raise ValueError(f"observables must be 'all', 'basic' or a dict, got {observables!r}")
+        observables = obs.summary if observables == "all" else obs.BASIC_OBSERVABLES
+    particles = check_particles(config, init_particles(config) if particles is None else particles)
+    data = _check_data(config, training_set(config) if data is None else data)
+    test = _check_data(config, held_out_set(config) if test is None else test)
+    args = obs.make_args(config, data, test)
+    dtype = jnp.result_type(particles["V"])
+    sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
+    return solve_sde(vector_field, particles, sigma=sigma, t1=float(ts[-1]), dt=float(dt), ts=ts, args=args,
+                     solver=solver, key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps,
+                     observables=observables, save_states=save_states, throw=throw)
+
+
+def entropy_knn(points, k: int = 3) -> float | np.ndarray:
+    """Kozachenko-Leonenko k-nearest-neighbour estimate of the differential entropy H = -int p log p (nats).
+
+    For n samples x_i in R^d with eps_i the Euclidean distance from x_i to its k-th nearest neighbour among
+    the other samples,
+
+        H_hat = psi(n) - psi(k) + log V_d + (d / n) sum_i log eps_i,    V_d = pi^{d/2} / Gamma(d/2 + 1)
+
+    (psi the digamma function, V_d the volume of the unit ball; Kraskov, Stögbauer & Grassberger 2004,
+    eq. 20). It is consistent for n -> infinity at fixed k, with a bias that grows with d at fixed n.
+
+    `points`: `(n, d)`, or `(..., n, d)` for a stack of clouds (e.g. one per depth slice), which gives an
+    array of shape `(...)`. Distances by `scipy.spatial.cKDTree`. Raises `ValueError` for non-finite
+    points, `n <= k`, or duplicated points (a zero distance, log 0).
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    x = np.asarray(points, dtype=float)
+    if x.ndim < 2:
+        raise ValueError(f"points must have shape (n, d) or (..., n, d), got {x.shape}")
+    if x.ndim > 2:
+        flat = x.reshape((-1,) + x.shape[-2:])
+        return np.array([entropy_knn(c, k) for c in flat]).reshape(x.shape[:-2])
+    n, d = x.shape
+    if n <= k:
+        raise ValueError(f"points: need more than k = {k} samples, got n = {n}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("points must be finite")
+    dist, _ = cKDTree(x).query(x, k=k + 1)  # column 0 is the point itself
+    eps = dist[:, k]
+    if np.any(eps <= 0):
+        raise ValueError(f"points: {int(np.sum(eps <= 0))} points have a k-th neighbour at distance 0 "
+                         f"(duplicates); the estimator needs distinct points")
+    log_vd = 0.5 * d * math.log(math.pi) - gammaln(0.5 * d + 1.0)
+    return float(digamma(n) - digamma(k) + log_vd + d * np.mean(np.log(eps)))
+
+
+def entropy_per_slice(particles, k: int = 3) -> dict:
+    """`entropy_knn` per depth slice: `{"attention": (L,), "mlp": (L,)}` in nats, for the attention cloud
+    (V, W flattened, R^{2 D^2}) and the MLP cloud (W1, W2, R^{2 D}) of every slice."""
+    att, mlp = obs._clouds({key: jnp.asarray(particles[key]) for key in ("V", "W", "W1", "W2")})
+    return {"attention": np.asarray(entropy_knn(np.asarray(att), k)),
+            "mlp": np.asarray(entropy_knn(np.asarray(mlp), k))}
+
+
+def entropic_objective(config: Config, particles, temperature: float, *, data: Prompts | None = None,
+                       k: int = 3) -> dict:
+    """The entropy-regularised objective of the noisy flow at a particle configuration (module docstring):
+
+    F = Q - T * H,   H = (1/L) sum_l (H_att,l + H_mlp,l)   (= Q + T int_0^1 int rho log rho d theta dt).
+
+    Returns `{"Q", "R", "H", "F", "H_attention" (L,), "H_mlp" (L,)}` (floats / arrays; entropies in nats by
+    `entropy_knn` with `k` neighbours; Q and R on `data`, default the training set).
+    """
+    temperature = _check_temperature(temperature)
+    particles = check_particles(config, particles)
+    data = _check_data(config, training_set(config) if data is None else data)
+    args = obs.make_args(config, data)
+    Q = float(obs.objective_Q(0.0, particles, args))
+    R = float(obs.risk_R(0.0, particles, args))
+    H = entropy_per_slice(particles, k)
+    h = float(np.mean(H["attention"] + H["mlp"]))
+    return {"Q": Q, "R": R, "H": h, "F": Q - temperature * h, "H_attention": H["attention"], "H_mlp": H["mlp"]}

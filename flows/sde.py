@@ -1,0 +1,362 @@
+"""`solve_sde`: stochastic differential equations with additive noise, solved with diffrax.
+
+The equation is the Itô (= Stratonovich, the noise being additive) SDE
+
+    dy = f(t, y, args) dt + sigma dW,
+
+where `sigma` is a non-negative scalar or a pytree of scalars/arrays broadcast to the leaves of `y`, and `W`
+is a standard Brownian motion with the structure of `y` (independent coordinates). It is assembled from
+diffrax parts only:
+
+    diffrax.MultiTerm(ODETerm(f), ControlTerm(lambda t, y, args: lineax.DiagonalLinearOperator(sigma), bm))
+
+with `bm = diffrax.VirtualBrownianTree(t0, t1, tol, shape=y, key=key)` (a space-time Lévy area tree for the
+solvers that need one), constant steps (`diffrax.ConstantStepSize`), and the solvers of `SDE_SOLVERS`.
+
+Strong orders for ADDITIVE noise (the only case this wrapper solves):
+
+| name    | diffrax solver | strong order | Brownian tree          |
+|---------|----------------|--------------|------------------------|
+| "euler" | `Euler` (Euler-Maruyama) | 1.0 | increments             |
+| "heun"  | `Heun`         | 1.0          | increments             |
+| "sea"   | `SEA`          | 1.0          | space-time Lévy area   |
+| "sra1"  | `SRA1`         | 1.5          | space-time Lévy area   |
+| "shark" | `ShARK`        | 1.5          | space-time Lévy area   |
+
+(Euler-Maruyama has strong order 1/2 for general noise; with additive noise the Milstein correction vanishes
+and it has strong order 1.) With `sigma = 0` every solver is the deterministic method of the same name
+(`flows.solve(..., solver="euler"/"heun", constant_step=True)` to rounding for "euler" and "heun").
+
+The Brownian motion is reproducible: one `key` (or an integer seed) gives one path, whatever `dt`; a path
+refined at a smaller `dt` with the same key and the same `tol` is the SAME path, which is what strong-error
+(pathwise) convergence checks need. Many independent paths are one `jax.vmap` over split keys.
+
+It returns the `flows.Trajectory` record of `flows.solve` (`t_event` is `nan`, `rtol` and `atol` are `nan`:
+there is no error control). A non-finite state gives `status="nonfinite"` and raises `flows.FlowError` unless
+`throw=False`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from .solve import (
+    _STATUS_NAMES,
+    FlowError,
+    Trajectory,
+    _all_finite,
+    _check_horizon,
+    _compiled,
+    _max_abs,
+    _signature,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SDE_SOLVERS", "STRONG_ORDER", "solve_sde"]
+
+#: name -> (diffrax solver class, Brownian-tree Lévy area it needs)
+SDE_SOLVERS: dict[str, tuple[type[diffrax.AbstractSolver], type]] = {
+    "euler": (diffrax.Euler, diffrax.BrownianIncrement),
+    "heun": (diffrax.Heun, diffrax.BrownianIncrement),
+    "sea": (diffrax.SEA, diffrax.SpaceTimeLevyArea),
+    "sra1": (diffrax.SRA1, diffrax.SpaceTimeLevyArea),
+    "shark": (diffrax.ShARK, diffrax.SpaceTimeLevyArea),
+}
+#: Strong order of each solver for additive noise (pathwise error ~ dt**order).
+STRONG_ORDER = {"euler": 1.0, "heun": 1.0, "sea": 1.0, "sra1": 1.5, "shark": 1.5}
+
+_OK, _MAX_STEPS, _NONFINITE, _OTHER = 0, 3, 4, 6  # indices into flows.solve's _STATUS_NAMES
+
+
+def _as_keys(key, seed, num_paths):
+    """-> (keys, batched): one key, or a batch of keys (leading axis = paths)."""
+    if (key is None) == (seed is None):
+        raise ValueError("give exactly one of key (a jax.random key) or seed (an integer)")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        key = jax.random.key(int(seed))
+    elif isinstance(key, bool) or not isinstance(key, (jax.Array, np.ndarray)):
+        raise ValueError(f"key must be a jax.random key (or a batch of keys), got {key!r}")
+    elif not (jnp.issubdtype(jnp.result_type(key), jax.dtypes.prng_key) or jnp.result_type(key) == jnp.uint32):
+        raise ValueError(f"key must be a jax.random key (or a batch of keys), got dtype {jnp.result_type(key)}")
+    if not jnp.issubdtype(jnp.result_type(key), jax.dtypes.prng_key):
+        key = jax.random.wrap_key_data(key)
+    batch = jnp.ndim(key) == 1
+    if jnp.ndim(key) > 1:
+        raise ValueError(f"key must be one key or a 1-D batch of keys, got shape {jnp.shape(key)}")
+    if num_paths is not None:
+        if isinstance(num_paths, bool) or not isinstance(num_paths, (int, np.integer)) or num_paths < 1:
+            raise ValueError(f"num_paths must be a positive integer or None, got {num_paths!r}")
+        if batch:
+            raise ValueError("give num_paths with a single key (it is split), not with a batch of keys")
+        return jax.random.split(key, int(num_paths)), True
+    return key, batch
+
+
+def _sigma_tree(sigma, y0):
+    """Broadcast `sigma` (a scalar, or a pytree with the structure of y0) to y0's leaves; validated."""
+    y_leaves, treedef = jax.tree_util.tree_flatten(y0)
+    if isinstance(sigma, (int, float, np.integer, np.floating)) or (
+            isinstance(sigma, (np.ndarray, jax.Array)) and np.ndim(sigma) == 0):
+        s_leaves = [sigma] * len(y_leaves)
+    else:
+        s_leaves, s_def = jax.tree_util.tree_flatten(sigma)
+        if s_def != treedef:
+            raise ValueError(f"sigma must be a scalar or a pytree with the structure of y0 ({treedef}), "
+                             f"got {s_def}")
+    out = []
+    for s, y in zip(s_leaves, y_leaves, strict=True):
+        if isinstance(s, bool):
+            raise ValueError(f"sigma must be a non-negative number or array, got {s!r}")
+        s_np = np.asarray(s)
+        if not np.issubdtype(s_np.dtype, np.number) or not np.all(np.isfinite(s_np)) or np.any(s_np < 0):
+            raise ValueError(f"sigma must be finite and >= 0, got {s!r}")
+        try:
+            shape = np.broadcast_shapes(s_np.shape, np.shape(y))
+        except ValueError:
+            shape = None
+        if shape != tuple(np.shape(y)):
+            raise ValueError(f"sigma leaf of shape {s_np.shape} does not broadcast to the y0 leaf of shape "
+                             f"{np.shape(y)}")
+        # full shape, so that the compiled program depends on the shapes of y0 only (not of sigma)
+        out.append(jnp.asarray(np.broadcast_to(s_np, np.shape(y)), dtype=jnp.result_type(y)))
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _build(drift, *, solver, tol, max_steps, observables, save_states):
+    solver_cls, levy = SDE_SOLVERS[solver]
+    solver_obj = solver_cls()
+    obs = observables if callable(observables) else dict(observables or {})
+
+    def run(y0, args, sigma, key, t0, t1, ts, dt):
+        leaves = jax.tree_util.tree_leaves(y0)
+        if len(leaves) > 1 and len({jnp.result_type(a) for a in leaves}) == 1:
+            # one flat state: one Brownian tree instead of one per leaf (the same law: independent
+            # coordinates), which compiles much faster for pytree states
+            y0, unravel = ravel_pytree(y0)
+            sigma = ravel_pytree(sigma)[0]
+            f = lambda t, z, a: ravel_pytree(drift(t, unravel(z), a))[0]  # noqa: E731
+        else:
+            unravel = lambda z: z  # noqa: E731
+            f = drift
+
+        def save_fn(t, z, args):
+            y = unravel(z)
+            out = dict(obs(t, y, args)) if callable(obs) else {name: fn(t, y, args) for name, fn in obs.items()}
+            if save_states:
+                out["__y__"] = y
+            return out
+
+        shape = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), y0)
+        bm = diffrax.VirtualBrownianTree(t0, t1, tol=tol, shape=shape, key=key, levy_area=levy)
+        terms = diffrax.MultiTerm(
+            diffrax.ODETerm(f),
+            diffrax.ControlTerm(lambda t, y, a: lx.DiagonalLinearOperator(sigma), bm),
+        )
+        sol = diffrax.diffeqsolve(
+            terms, solver_obj, t0=t0, t1=t1, dt0=dt, y0=y0, args=args,
+            saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_fn), diffrax.SubSaveAt(t1=True)]),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            max_steps=max_steps,
+            throw=False,
+        )
+        saved = sol.ys[0]
+        y_end = jax.tree_util.tree_map(lambda a: a[-1], sol.ys[1])
+        finite = _all_finite(y_end)
+        leaves = jax.tree_util.tree_leaves(saved)
+        # first saved time at which a state or an observable is not finite (inf if none)
+        bad = jnp.zeros(ts.shape, bool)
+        for a in leaves:
+            bad = bad | ~jnp.all(jnp.isfinite(a.reshape((a.shape[0], -1))), axis=1)
+        t_bad = jnp.min(jnp.where(bad, ts, jnp.inf))
+        R = diffrax.RESULTS
+        code = jnp.select(
+            [sol.result == R.max_steps_reached, ~finite | jnp.any(bad), sol.result == R.successful],
+            [_MAX_STEPS, _NONFINITE, _OK], default=_OTHER,
+        )
+        return {
+            "saved": saved,
+            "code": code,
+            "t_final": sol.ts[1][-1],
+            "t_bad": t_bad,
+            "y_end_max": _max_abs(y_end),
+            "num_steps": sol.stats["num_steps"],
+        }
+
+    return run
+
+
+def _message(code, t_final, t_bad, t1, y_end_max, max_steps):
+    name = _STATUS_NAMES[code]
+    if name == "ok":
+        return "ok: integrated to t1"
+    if name == "nonfinite":
+        where = f"by t = {t_bad:.6g}" if math.isfinite(t_bad) else f"at t1 = {t1:.6g}"
+        return (f"non-finite state (NaN or inf) {where} (max |y| at the end = {y_end_max:.3g}); "
+                f"reduce dt or sigma")
+    if name == "max_steps":
+        return f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g}"
+    return f"solver failed at t = {t_final:.6g}"
+
+
+def solve_sde(
+    drift: Callable,
+    y0,
+    *,
+    sigma,
+    t1: float,
+    dt: float,
+    t0: float = 0.0,
+    ts: Sequence[float] | np.ndarray | None = None,
+    args=None,
+    solver: str = "euler",
+    key=None,
+    seed: int | None = None,
+    num_paths: int | None = None,
+    tol: float | None = None,
+    max_steps: int | None = None,
+    observables: Mapping[str, Callable] | Callable | None = None,
+    save_states: bool = True,
+    throw: bool = True,
+) -> Trajectory:
+    """Integrate `dy = drift(t, y, args) dt + sigma dW` from `t0` to `t1` with diffrax, constant steps `dt`.
+
+    **Arguments:**
+
+    - `drift`: `f(t, y, args)` written with array operations; `y` is an array or a pytree of arrays.
+    - `y0`: the initial state (floating point; its dtype sets the precision).
+    - `sigma`: the additive noise amplitude, `>= 0`: a scalar, or a pytree with the structure of `y0` whose
+      leaves broadcast to the corresponding leaves of `y0` (a diagonal diffusion). `sigma = 0` is an ODE.
+    - `t1`, `t0`, `dt`: the horizon and the constant step (`diffrax.ConstantStepSize`); the last step is
+      clipped to end at `t1`.
+    - `ts`: save times within `[t0, t1]`, non-decreasing; default: only `t1`. Off-grid save times are the
+      solver's interpolant between steps (saving on the step grid is exact).
+    - `solver`: `"euler"` (Euler-Maruyama, default), `"heun"`, `"sea"`, `"sra1"`, `"shark"` (module table;
+      strong orders in `STRONG_ORDER`).
+    - `key` or `seed`: the Brownian motion; exactly one of a `jax.random.key` (or a 1-D batch of keys, one
+      path each) and an integer seed.
+    - `num_paths`: solve this many independent paths (the key is split; one vmapped program). Every field of
+      the returned `Trajectory` then gains a leading path axis (as from `flows.solve_batch`).
+    - `tol`: the `VirtualBrownianTree` tolerance; default `dt / 8`. Keep `tol` fixed (and <= the smallest
+      `dt`) when comparing step sizes on the same Brownian path.
+    - `max_steps`: default `ceil((t1 - t0) / dt) + 1`. The step `dt` is traced (a new `dt` reuses the compiled
+      program) but `max_steps`, `tol`, the solver, the observables and the shapes are compiled in: pass one
+      `max_steps` and one `tol` to a sweep over `dt` to compile it once.
+    - `observables`: `{name: g(t, y, args)}` computed at every saved time, or one function
+      `g(t, y, args) -> {name: array}`.
+    - `save_states`: set `False` to keep only the observables.
+    - `throw`: raise `flows.FlowError` (with the partial trajectory) when some path is not ok.
+
+    **Returns:** a `flows.Trajectory` (`solver` is the name above; `rtol = atol = nan`; `t_event = nan`;
+    `num_accepted_steps = num_steps`, `num_rejected_steps = 0`).
+
+    **Raises:** `ValueError` naming the bad argument; `flows.FlowError` for a non-finite solve.
+    """
+    if not callable(drift):
+        raise ValueError("drift must be callable f(t, y, args)")
+    if solver not in SDE_SOLVERS:
+        raise ValueError(f"solver must be one of {sorted(SDE_SOLVERS)}, got {solver!r}")
+    _check_horizon(t0, t1)
+    span = float(t1) - float(t0)
+    if isinstance(dt, bool) or not isinstance(dt, (int, float, np.floating)) or not math.isfinite(dt) or dt <= 0:
+        raise ValueError(f"dt must be a finite number > 0, got {dt!r}")
+    dt = float(dt)
+    tol = dt / 8 if tol is None else tol
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not math.isfinite(tol) \
+            or tol <= 0:
+        raise ValueError(f"tol must be a finite number > 0 or None, got {tol!r}")
+    tol = float(tol)
+    needed = math.ceil(span / dt - 1e-9)
+    if max_steps is None:
+        max_steps = needed + 1
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < needed:
+        raise ValueError(f"max_steps must be an integer >= {needed} (the constant steps dt = {dt} over "
+                         f"[{t0}, {t1}]), got {max_steps!r}")
+    if ts is None:
+        ts = np.array([float(t1)])
+    ts = np.asarray(ts, dtype=float)
+    if ts.ndim != 1 or ts.size == 0 or not np.all(np.isfinite(ts)) or np.any(np.diff(ts) < 0):
+        raise ValueError(f"ts must be a finite, non-decreasing, non-empty 1-D array, got {ts!r}")
+    if ts[0] < t0 or ts[-1] > t1:
+        raise ValueError(f"ts must lie within [t0, t1] = [{t0}, {t1}], got [{ts[0]}, {ts[-1]}]")
+    if observables is not None and not callable(observables):
+        if not isinstance(observables, Mapping) or not all(callable(f) for f in observables.values()):
+            raise ValueError("observables must be a mapping name -> f(t, y, args), or one function "
+                             "f(t, y, args) -> dict of named arrays")
+        if "__y__" in observables:
+            raise ValueError("observables may not use the reserved name '__y__'")
+    if not save_states and not observables:
+        raise ValueError("save_states=False needs at least one observable to save")
+    leaves = jax.tree_util.tree_leaves(y0)
+    if not leaves:
+        raise ValueError("y0 must contain at least one array")
+    dtype = jnp.result_type(*leaves)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"y0 must be floating point, got dtype {dtype}")
+    sig = _sigma_tree(sigma, y0)
+    keys, batched = _as_keys(key, seed, num_paths)
+
+    ts_arr = jnp.asarray(ts, dtype=dtype)
+    call_args = (y0, args, sig, keys, jnp.asarray(t0, dtype=dtype), jnp.asarray(t1, dtype=dtype), ts_arr,
+                 jnp.asarray(dt, dtype=dtype))
+    obs_key = observables if callable(observables) else tuple(sorted((observables or {}).items(), key=lambda kv: kv[0]))
+    cache_key = ("sde", batched, drift, solver, tol, int(max_steps), obs_key, save_states,
+                 _signature(call_args[:3] + call_args[4:]), jnp.shape(keys))
+
+    def build():
+        run = _build(drift, solver=solver, tol=tol, max_steps=int(max_steps), observables=observables,
+                     save_states=save_states)
+        return jax.vmap(run, in_axes=(None, None, None, 0, None, None, None, None)) if batched else run
+
+    fn, compile_s = _compiled(cache_key, build, call_args)
+    start = time.perf_counter()
+    raw = jax.block_until_ready(fn(*call_args))
+    run_s = time.perf_counter() - start
+
+    saved = raw["saved"]
+    ys = saved.get("__y__") if save_states else None
+    obs = {k: v for k, v in saved.items() if k != "__y__"}
+    codes = np.atleast_1d(np.asarray(raw["code"]))
+    t_final = np.atleast_1d(np.asarray(raw["t_final"]))
+    t_bad = np.atleast_1d(np.asarray(raw["t_bad"]))
+    ymax = np.atleast_1d(np.asarray(raw["y_end_max"]))
+    statuses = tuple(_STATUS_NAMES[int(c)] for c in codes)
+    messages = tuple(_message(int(c), float(tf), float(tb), float(t1), float(ym), int(max_steps))
+                     for c, tf, tb, ym in zip(codes, t_final, t_bad, ymax, strict=True))
+    n = codes.size
+    traj = Trajectory(
+        ts=jnp.broadcast_to(ts_arr, (n,) + ts_arr.shape) if batched else ts_arr,
+        ys=ys,
+        observables=obs,
+        status=statuses if batched else statuses[0],
+        message=messages if batched else messages[0],
+        t_final=raw["t_final"],
+        t_event=jnp.full(jnp.shape(raw["t_final"]), jnp.nan, dtype),
+        num_steps=raw["num_steps"],
+        num_accepted_steps=raw["num_steps"],
+        num_rejected_steps=jnp.zeros_like(raw["num_steps"]),
+        compile_s=compile_s,
+        run_s=run_s,
+        solver=solver,
+        rtol=float("nan"),
+        atol=float("nan"),
+    )
+    logger.debug("solve_sde: %s (compile %.3f s, run %.3f s)", traj.status, compile_s, run_s)
+    if throw and not traj.ok:
+        bad = [i for i, s in enumerate(statuses) if s not in ("ok", "event")]
+        where = f" (path {bad[0]} of {n})" if batched else ""
+        raise FlowError(f"SDE solve failed{where}: {messages[bad[0]]}", traj)
+    return traj
+
