@@ -27,6 +27,10 @@ Strong orders for ADDITIVE noise (the only case this wrapper solves):
 and it has strong order 1.) With `sigma = 0` every solver is the deterministic method of the same name
 (`flows.solve(..., solver="euler"/"heun", constant_step=True)` to rounding for "euler" and "heun").
 
+A pytree state whose leaves share one dtype is integrated as one flat vector (`jax.flatten_util.ravel_pytree`;
+the drift, the observables and the saved states still see the pytree): one Brownian tree instead of one per
+leaf, the same law (independent coordinates), and a much shorter compilation.
+
 The Brownian motion is reproducible: one `key` (or an integer seed) gives one path, whatever `dt`; a path
 refined at a smaller `dt` with the same key and the same `tol` is the SAME path, which is what strong-error
 (pathwise) convergence checks need. Many independent paths are one `jax.vmap` over split keys.

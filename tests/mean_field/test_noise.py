@@ -63,6 +63,19 @@ def test_seeds_reproduce(zero_temperature):
     assert not np.array_equal(_flat(a.ys), _flat(c.ys))
 
 
+@pytest.mark.slow
+def test_many_paths_pool_to_two_T_tau(ode):
+    """num_paths = 8 (one vmapped program): 8 x 6144 coordinates, mean square / (2 T tau) within 3%."""
+    T = 0.1
+    tr = solve_particles_sde(CFG, TS, T, dt=DT, seed=11, num_paths=8, save_states=True)
+    assert tr.ok and len(tr.status) == 8 and tr.ys["V"].shape[:2] == (8, 3)
+    base = _flat(ode.ys)
+    diffs = np.stack([_flat({k: v[p] for k, v in tr.ys.items()}) - base for p in range(8)])
+    assert not np.array_equal(diffs[0], diffs[1])
+    ratio = np.mean(diffs**2) / (2 * T * TAU)
+    assert abs(ratio - 1.0) < 0.03, ratio
+
+
 def _gaussian(d, n, seed):
     rng = np.random.default_rng(seed)
     A = rng.normal(size=(d, d))
