@@ -11,6 +11,7 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 - `observables`: Q, R, dissipation, speeds, errors, W2 per depth slice, coupled RMS, first variation.
 - `coupling`: coupled initialisations (`subsample_particles`: a width-M subsample of a reference cloud;
   `sample_depth`: a depth-L network on the reference's depth curves).
+- `sweep`: `train_gd_seeds`, several seeds of one shape in one vmapped GD program.
 - `sharding`: the particle axis split over devices (`particle_mesh`, `shard_particles`).
 - `noise`: the noisy (Fokker-Planck) flow: `solve_particles_sde` (particle Langevin SDE at temperature T),
   Kozachenko-Leonenko entropy per depth slice, the entropy-regularised objective F = Q - T H.
@@ -21,6 +22,7 @@ from . import noise as noise
 from . import observables as observables
 from . import reference as reference
 from . import sharding as sharding
+from . import sweep as sweep
 from .coupling import sample_depth as sample_depth
 from .coupling import subsample_particles as subsample_particles
 from .data import INITS as INITS
@@ -47,3 +49,5 @@ from .network import velocity as velocity
 from .noise import solve_particles_sde as solve_particles_sde
 from .sharding import particle_mesh as particle_mesh
 from .sharding import shard_particles as shard_particles
+from .sweep import GDBatchRecord as GDBatchRecord
+from .sweep import train_gd_seeds as train_gd_seeds
