@@ -14,8 +14,8 @@ curve, is recorded against L and M.
 
 Predictions: (1) under the M L scale the area falls as the network grows (largest vs smallest network of
 the grid); (2) the raw step spreads the curves: the median raw-step area exceeds the median scaled area by
-a factor >= 3. `--quick`: L in {2, 4}, M in {4, 16}, 3 seeds (about 50 s on 2 CPU cores); full: L in
-{2, 4, 8}, M in {4, 16, 64}, 5 seeds (about 10 minutes).
+a factor >= 3. `--quick`: L in {2, 4}, M in {4, 16}, 3 seeds, tau up to 20 (about 40 s on 2 CPU cores);
+full: L in {2, 4, 8}, M in {4, 16, 64}, 5 seeds, tau up to 40 (about 10 minutes).
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ ETA_TAU, TAU_END, SAVES = 0.2, 40.0, 20
 
 
 def sizes(quick):
+    """(depths, widths, seeds, tau_end)."""
     if quick:
-        return (2, 4), (4, 16), 3
-    return (2, 4, 8), (4, 16, 64), 5
+        return (2, 4), (4, 16), 3, 20.0
+    return (2, 4, 8), (4, 16, 64), 5, TAU_END
 
 
 def _area(curve, limit, tau):
@@ -50,15 +51,15 @@ def main(argv=None) -> int:
     ns = records.example_parser(NAME, __doc__, seed=0, seed_help="first seed of each batch").parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     log = logging.getLogger(NAME)
-    Ls, Ms, num_seeds = sizes(ns.quick)
+    Ls, Ms, num_seeds, tau_end = sizes(ns.quick)
     seeds = list(range(ns.seed, ns.seed + num_seeds))
     base = mf.Config(d=3, D=4, N=8, L=Ls[0], M=Ms[0], n_train=32, n_test=128, lam=1e-3, init_scale=2.0)
-    steps = round(TAU_END / ETA_TAU)
+    steps = round(tau_end / ETA_TAU)
     L0, M0 = Ls[len(Ls) // 2], Ms[len(Ms) // 2]
     eta_raw = ETA_TAU * M0 * L0
     L_ref, M_ref = 2 * max(Ls), 2 * max(Ms)
     config = {"L": list(Ls), "M": list(Ms), "seeds": seeds, "eta_tau": ETA_TAU, "eta_raw": eta_raw,
-              "raw_reference": [L0, M0], "limit_proxy": [L_ref, M_ref], "tau_end": TAU_END, "d": base.d,
+              "raw_reference": [L0, M0], "limit_proxy": [L_ref, M_ref], "tau_end": tau_end, "d": base.d,
               "D": base.D, "N": base.N, "n_train": base.n_train, "lam": base.lam, "init_scale": base.init_scale,
               "quick": ns.quick}
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
