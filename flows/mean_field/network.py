@@ -452,6 +452,24 @@ def _gd_run(particles, opt_state, increments, args):
     return p, series
 
 
+def compile_cached(cache: dict, jitted, call: tuple, size: int = 16):
+    """`jitted.lower(*call).compile()`, cached in `cache` on the shapes, dtypes and shardings of `call`.
+    Returns (compiled, compile_s), compile_s = 0 for a cache hit."""
+    from ..solve import _signature
+
+    key = _signature(call)
+    compiled = cache.get(key)
+    if compiled is not None:
+        return compiled, 0.0
+    start = time.perf_counter()
+    compiled = jitted.lower(*call).compile()
+    compile_s = time.perf_counter() - start
+    if len(cache) >= size:
+        cache.pop(next(iter(cache)))
+    cache[key] = compiled
+    return compiled, compile_s
+
+
 def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *, particles=None,
              data: Prompts | None = None, test: Prompts | None = None, mesh=None) -> GDRecord:
     """Full-batch GD with optax on the finite network from `init_particles(config)`.
@@ -473,7 +491,7 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
     **Returns:** a `GDRecord`. **Raises:** `ValueError` for bad arguments; `flows.FlowError` (carrying the
     partial record) when Q becomes non-finite, naming the first saved step where it did.
     """
-    from ..solve import FlowError, _signature
+    from ..solve import FlowError
     from . import observables as obs
     from .sharding import shard_particles
 
@@ -494,15 +512,7 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
         jnp.result_type(x), jnp.floating) else x, opt_state)
     increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
     call = (particles, opt_state, increments, args)
-    key = _signature(call)
-    compiled, compile_s = _GD_COMPILED.get(key), 0.0
-    if compiled is None:
-        start = time.perf_counter()
-        compiled = _gd_run.lower(*call).compile()
-        compile_s = time.perf_counter() - start
-        if len(_GD_COMPILED) >= 16:
-            _GD_COMPILED.pop(next(iter(_GD_COMPILED)))
-        _GD_COMPILED[key] = compiled
+    compiled, compile_s = compile_cached(_GD_COMPILED, _gd_run, call)
     start = time.perf_counter()
     final, series = jax.block_until_ready(compiled(particles, opt_state, increments, args))
     run_s = time.perf_counter() - start

@@ -15,10 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..solve import _signature
 from . import observables as obs
 from .data import Config, held_out_set, training_set
-from .network import _check_eta, _gd_run, _save_steps, gd_optimizer, init_particles
+from .network import _check_eta, _gd_run, _save_steps, compile_cached, gd_optimizer, init_particles
 
 __all__ = ["GDBatchRecord", "train_gd_seeds"]
 
@@ -75,15 +74,7 @@ def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every
         jnp.result_type(x), jnp.floating) else x, opt.init(p)) for p in particles]
     stack = lambda trees: jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
     call = (stack(particles), stack(states), jnp.asarray(np.diff(save), dtype=jnp.int32), stack(args))
-    key = _signature(call)
-    compiled, compile_s = _BATCH_COMPILED.get(key), 0.0
-    if compiled is None:
-        start = time.perf_counter()
-        compiled = _BATCH_RUN.lower(*call).compile()
-        compile_s = time.perf_counter() - start
-        if len(_BATCH_COMPILED) >= 16:
-            _BATCH_COMPILED.pop(next(iter(_BATCH_COMPILED)))
-        _BATCH_COMPILED[key] = compiled
+    compiled, compile_s = compile_cached(_BATCH_COMPILED, _BATCH_RUN, call)
     start = time.perf_counter()
     final, series = jax.block_until_ready(compiled(*call))
     run_s = time.perf_counter() - start
