@@ -105,8 +105,20 @@ def _holding(rec_dir: Path) -> str:
     try:
         preds = _predictions(records.load_record(rec_dir)["metrics"])
     except (OSError, ValueError):
-        return "?/?"
-    return f"{sum(p['holds'] is True for p in preds.values())}/{len(preds)}"
+        return "?/? predictions hold"
+    v = [records.verdict(p) for p in preds.values()]
+    text = f"{v.count(records.HOLDS)}/{len(preds)} predictions hold"
+    return text + (f", {v.count(records.NOT_TESTED)} not tested at this size" if records.NOT_TESTED in v else "")
+
+
+def _counts(rec_dir: Path) -> tuple[str, str, str]:
+    """("holding/total", "failing", "not tested") of a record, for the summary table."""
+    try:
+        preds = _predictions(records.load_record(rec_dir)["metrics"])
+    except (OSError, ValueError):
+        return "?", "?", "?"
+    v = [records.verdict(p) for p in preds.values()]
+    return f"{v.count(records.HOLDS)}/{len(v)}", str(v.count(records.FAILS)), str(v.count(records.NOT_TESTED))
 
 
 def _run_one(script: Path, rec_dir: Path, *, quick: bool, cwd: Path, tag: str) -> Outcome:
@@ -131,7 +143,7 @@ def _run_one(script: Path, rec_dir: Path, *, quick: bool, cwd: Path, tag: str) -
     wall = time.perf_counter() - t0
     _log_footer(log_path, f"exit code {rc} after {wall:.1f} s")
     if rc == 0 and records.is_complete(rec_dir):
-        print(f"{tag} {stem}: done in {wall:.1f} s ({_holding(rec_dir)} predictions hold)",
+        print(f"{tag} {stem}: done in {wall:.1f} s ({_holding(rec_dir)})",
               flush=True)
         return Outcome(stem, "ok", wall, rc)
     note = f"exit code {rc}" if rc != 0 else "exit code 0 but the record is incomplete"
@@ -254,9 +266,9 @@ def _section(o: Outcome, out: Path) -> list[str]:
     if preds:
         lines += ["Predictions:", ""]
         for name, p in preds.items():
-            extra = {k: v for k, v in p.items() if k not in ("measured", "expected", "holds")}
+            extra = {k: v for k, v in p.items() if k not in ("measured", "expected", "holds", "verdict")}
             more = ", ".join(f"{k} = {_fmt(v)}" for k, v in sorted(extra.items()))
-            lines.append(f"- {'PASS' if p['holds'] is True else 'FAIL'} {name}: measured = "
+            lines.append(f"- {records.verdict_tag(p)} {name}: measured = "
                          f"{_fmt(p.get('measured'))}, expected {p.get('expected', '?')}"
                          + (f" ({more})" if more else ""))
         lines.append("")
@@ -283,18 +295,18 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
     if versions:
         keys = ("flows", "git_sha", "python", "jax", "diffrax", "jax_backend", "jax_enable_x64")
         lines += ["Versions: " + ", ".join(f"{k} {versions.get(k)}" for k in keys), ""]
-    lines += ["## Summary", "", "| Example | Status | Wall time (s) | Predictions holding |",
-              "|---|---|---|---|"]
+    lines += ["## Summary", "", "| Example | Status | Wall time (s) | Predictions holding | Failing | Not tested at this size |",
+              "|---|---|---|---|---|---|"]
     sections = []
     for o in outcomes:
-        wall, holding = o.wall_s, "-"
+        wall, counts = o.wall_s, ("-", "-", "-")
         if o.status in ("ok", "skipped"):
-            holding = _holding(out / o.stem)
+            counts = _counts(out / o.stem)
             if wall is None:  # skipped: the earlier run's time, else the record's own
                 wall = (_logged_wall_s(out / o.stem / "run.log")
                         or records.load_record(out / o.stem)["meta"].get("wall_s"))
         wall_text = f"{wall:.1f}" if isinstance(wall, (int, float)) else "-"
         lines.append(f"| [{o.stem}](#{o.stem.lower()}) | {_STATUS[o.status]} | {wall_text} | "
-                     f"{holding} |")
+                     + " | ".join(counts) + " |")
         sections += _section(o, out)
     return "\n".join(lines + [""] + sections).rstrip() + "\n"

@@ -358,23 +358,37 @@ class RunRecord:
             raise ValueError(f"value of metric {name!r} must be a scalar; use add_series")
         self._set(name, value, prediction=False)
 
-    def add_prediction(self, name: str, measured, expected: str, holds: bool, **extra) -> None:
-        """Record a checked prediction: what was measured, what was expected, whether it holds.
+    def add_prediction(self, name: str, measured, expected: str, holds: bool | None, *,
+                       tested_at: str | None = None, **extra) -> None:
+        """Record a checked prediction: what was measured, what was expected, its verdict.
 
+        Three verdicts (:func:`verdict`): ``holds=True`` (holds), ``holds=False`` (fails: a real
+        disagreement, explained in ``expected``) and ``holds=None`` (not tested at this size: the run is too
+        small to decide; ``tested_at`` must then say at which size it is tested, e.g. "the full run").
         ``measured`` may be a scalar or array; ``extra`` (e.g. a tolerance) is stored alongside.
         """
         if not isinstance(expected, str):
             raise ValueError(f"expected must be a str describing the prediction, got {expected!r}")
-        holds_arr = np.asarray(holds)
-        if holds_arr.size != 1:
-            raise ValueError(f"holds must be a single truth value, got shape {holds_arr.shape}")
+        if holds is None:
+            if not isinstance(tested_at, str) or not tested_at:
+                raise ValueError("tested_at must name the size at which an untested prediction is tested "
+                                 "(holds=None)")
+            verdict_ = NOT_TESTED
+        else:
+            holds_arr = np.asarray(holds)
+            if holds_arr.size != 1:
+                raise ValueError(f"holds must be a single truth value or None, got shape {holds_arr.shape}")
+            holds = bool(holds_arr.reshape(()))
+            verdict_ = HOLDS if holds else FAILS
         entry = {}
         for key, value in {"measured": measured, **extra}.items():
             try:
                 entry[key] = _to_builtin(value)
             except TypeError as err:
                 raise ValueError(f"{key} of prediction {name!r}: {err}") from err
-        entry.update(expected=expected, holds=bool(holds_arr.reshape(())))
+        entry.update(expected=expected, holds=holds, verdict=verdict_)
+        if tested_at is not None:
+            entry["tested_at"] = str(tested_at)
         self._set(name, entry, prediction=True)
 
     def add_series(self, **arrays) -> None:
@@ -436,7 +450,7 @@ class RunRecord:
     @property
     def all_hold(self) -> bool:
         """True when every prediction holds (vacuously true with none)."""
-        return all(p["holds"] for p in self.predictions.values())
+        return all(p["holds"] is not False for p in self.predictions.values())
 
     # -- finishing --------------------------------------------------------------------
     def finish(self) -> None:
@@ -464,8 +478,7 @@ class RunRecord:
         atomic_write_json(self.out_dir / META_FILE, meta)
         self._finished = True
         preds = self.predictions
-        logger.info("record %s complete in %s: %d/%d predictions hold", self.name, self.out_dir,
-                    sum(p["holds"] for p in preds.values()), len(preds))
+        logger.info("record %s complete in %s: %s", self.name, self.out_dir, verdict_counts(preds))
 
     def __enter__(self) -> RunRecord:
         return self
@@ -499,9 +512,30 @@ def example_parser(name: str, description: str, *, seed: int = 0,
     return parser
 
 
+HOLDS, FAILS, NOT_TESTED = "holds", "fails", "not tested at this size"
+
+
+def verdict(pred: dict) -> str:
+    """``"holds"``, ``"fails"`` or ``"not tested at this size"`` of a recorded prediction."""
+    holds = pred.get("holds")
+    return HOLDS if holds is True else NOT_TESTED if holds is None else FAILS
+
+
+def verdict_tag(pred: dict) -> str:
+    """``PASS``, ``FAIL`` or ``NOT TESTED`` for logs and reports."""
+    return {HOLDS: "PASS", FAILS: "FAIL", NOT_TESTED: "NOT TESTED"}[verdict(pred)]
+
+
+def verdict_counts(preds: dict) -> str:
+    """``"3 hold, 1 fails, 2 not tested at this size"`` for a ``{name: prediction}`` mapping."""
+    v = [verdict(p) for p in preds.values()]
+    return (f"{v.count(HOLDS)} hold, {v.count(FAILS)} fail{'s' if v.count(FAILS) == 1 else ''}, "
+            f"{v.count(NOT_TESTED)} not tested at this size")
+
+
 def log_predictions(record: RunRecord, log: logging.Logger | None = None) -> None:
     """Log one PASS/FAIL line per prediction of `record` (examples call this at the end of main)."""
     log = log or logger
     for name, pred in record.predictions.items():
-        log.info("%s %s: measured %s, expected %s", "PASS" if pred["holds"] else "FAIL", name,
+        log.info("%s %s: measured %s, expected %s", verdict_tag(pred), name,
                  pred["measured"], pred["expected"])

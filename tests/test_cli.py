@@ -31,6 +31,8 @@ def main(argv=None):
                    quick=args.quick) as rec:
         rec.add_metric("answer", 42.0)
         rec.add_prediction("{pred}", measured={measured}, expected="== 1", holds={holds})
+        rec.add_prediction("{pred}_big", measured=0.5, expected="== 1 at full size", holds=None,
+                           tested_at="the full run")
         fig, ax = figure()
         ax.plot([0, 1], [0, 1])
         rec.save_figure(fig, "line.png")
@@ -69,7 +71,8 @@ def test_reproduce_run_skip_resume(examples, tmp_path, capsys):
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "[1/2] alpha: running ..." in text and "[2/2] beta: done in" in text
-    assert "(1/1 predictions hold)" in text and "(0/1 predictions hold)" in text
+    assert "(1/2 predictions hold, 1 not tested at this size)" in text
+    assert "(0/2 predictions hold, 1 not tested at this size)" in text
     assert records.is_complete(out / "alpha") and records.is_complete(out / "beta")
     assert records.load_record(out / "alpha")["meta"]["quick"] is True
     assert (out / "alpha" / "run.log").exists()
@@ -78,6 +81,10 @@ def test_reproduce_run_skip_resume(examples, tmp_path, capsys):
     assert "](alpha/line.png)" in report and "](beta/line.png)" in report
     assert "- PASS alpha_pred: measured = 1, expected == 1" in report
     assert "- FAIL beta_pred: measured = 2, expected == 1" in report
+    assert "- NOT TESTED beta_pred_big: measured = 0.5, expected == 1 at full size (tested_at = the full run)" \
+        in report
+    assert "| Predictions holding | Failing | Not tested at this size |" in report
+    assert "| 1/2 | 0 | 1 |" in report and "| 0/2 | 1 | 1 |" in report
     assert "| answer | 42 |" in report
     assert str(out) not in report.split("## Summary")[1]  # links are relative
 

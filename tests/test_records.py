@@ -93,7 +93,7 @@ def test_run_record_round_trip(tmp_path):
     m = loaded["metrics"]
     assert m["loss"] == 0.25 and m["steps"] == 10
     assert m["slope"] == {"measured": -1.01, "expected": "-1 +/- 0.05", "holds": True,
-                          "tol": 0.05}
+                          "verdict": "holds", "tol": 0.05}
     assert m["gap"]["holds"] is False and m["gap"]["measured"] == pytest.approx(0.3)
     assert math.isnan(m["blowup"]["measured"])
     assert json.loads((out / "metrics.json").read_text())["blowup"]["measured"] == "nan"
@@ -160,6 +160,8 @@ def test_validation(tmp_path):
         rec.add_prediction("p", 1.0, expected=1.0, holds=True)
     with pytest.raises(ValueError, match="holds"):
         rec.add_prediction("p", 1.0, expected="1", holds=np.array([True, False]))
+    with pytest.raises(ValueError, match="tested_at"):
+        rec.add_prediction("p", 1.0, expected="1", holds=None)
     with pytest.raises(ValueError, match="seconds"):
         rec.add_timing("t", -1.0)
     fig = figure()[0]
@@ -175,3 +177,21 @@ def test_colors():
     assert len(colors(3)) == 3 and len(set(colors(12))) == 12
     with pytest.raises(ValueError, match="n"):
         colors(-1)
+
+
+def test_three_verdicts(tmp_path):
+    """holds / fails / not tested at this size: stored, counted and logged; untested ones do not fail a record."""
+    rec = records.RunRecord(tmp_path / "r", name="r", config={})
+    rec.add_prediction("a", 1.0, expected="1", holds=True)
+    rec.add_prediction("c", 0.3, expected="slope -1", holds=None, tested_at="the full run (L up to 32)")
+    assert rec.all_hold
+    rec.add_prediction("b", 2.0, expected="1", holds=False)
+    assert not rec.all_hold
+    preds = rec.predictions
+    assert [records.verdict(preds[k]) for k in "abc"] == ["holds", "fails", "not tested at this size"]
+    assert [records.verdict_tag(preds[k]) for k in "abc"] == ["PASS", "FAIL", "NOT TESTED"]
+    assert records.verdict_counts(preds) == "1 hold, 1 fails, 1 not tested at this size"
+    rec.finish()
+    m = records.load_record(tmp_path / "r")["metrics"]
+    assert m["c"]["holds"] is None and m["c"]["tested_at"] == "the full run (L up to 32)"
+    assert m["c"]["verdict"] == "not tested at this size"
