@@ -83,9 +83,12 @@ def _generator(key):
     return np.random.default_rng([int(v) for v in bits.ravel()])
 
 
-def _indices(rng, depth, n_ref, n, per_layer):
+def _indices(rng, depth, n_ref, n, per_layer, replace=False):
     """A uniform random subset of size n of range(n_ref), in random order (the first n of a uniform
-    permutation); one independent subset per depth slice with `per_layer`, shape (depth, n), else (n,)."""
+    permutation; with `replace`, n i.i.d. uniform indices); one independent subset per depth slice with
+    `per_layer`, shape (depth, n), else (n,)."""
+    if replace:
+        return rng.integers(0, n_ref, size=(depth, n) if per_layer else (n,))
     if per_layer:
         return rng.permuted(np.tile(np.arange(n_ref), (depth, 1)), axis=1)[:, :n]
     return rng.permutation(n_ref)[:n]
@@ -98,8 +101,8 @@ def _take(x, idx):
 
 
 def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, key, per_layer: bool = False,
-                        return_indices: bool = False):
-    """M attention and M_mlp MLP particles chosen without replacement from a reference cloud.
+                        replace: bool = False, return_indices: bool = False):
+    """M attention and M_mlp MLP particles chosen from a reference cloud (without replacement by default).
 
     **Arguments:**
 
@@ -113,6 +116,10 @@ def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, ke
     - `per_layer`: `False` (default): one index set for every depth slice, so a subsampled particle is a
       whole reference *curve* (needed for depth-smooth laws, `Config.init` "tied"/"smooth": curves stay
       curves); `True`: an independent index set per depth slice (for depth-independent laws, "iid").
+    - `replace`: draw i.i.d. from the reference's empirical law (with replacement; M may exceed M_ref).
+      Then every particle is an independent draw, so the subsample's Monte-Carlo error relative to the
+      reference network is exactly of variance (1/M) Var, with no finite-population factor (1 - M/M_ref):
+      the choice for width-rate fits against a finite M_ref.
     - `return_indices`: also return `{"attention": idx, "mlp": idx}`, shape (M,) resp. (M_mlp,), or
       (depth, M) resp. (depth, M_mlp) with `per_layer`: subsampled particle j of slice l is reference
       particle idx[j] (idx[l, j]) of slice l (e.g. to pair it with its reference trajectory).
@@ -123,16 +130,18 @@ def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, ke
     arrays, depth, M_ref, Mm_ref = _check_dict("particles", particles)
     M = _check_int("M", M, 1)
     M_mlp = M if M_mlp is None else _check_int("M_mlp", M_mlp, 1)
-    if M > M_ref:
+    if not isinstance(replace, (bool, np.bool_)):
+        raise ValueError(f"replace must be a bool, got {replace!r}")
+    if M > M_ref and not replace:
         raise ValueError(f"M must be <= the reference's M_ref = {M_ref} (sampling without replacement), got {M}")
-    if M_mlp > Mm_ref:
+    if M_mlp > Mm_ref and not replace:
         raise ValueError(f"M_mlp must be <= the reference's M_mlp = {Mm_ref} (sampling without replacement), "
                          f"got {M_mlp}")
     if not isinstance(per_layer, (bool, np.bool_)):
         raise ValueError(f"per_layer must be a bool, got {per_layer!r}")
     rng = _generator(key)
-    idx = {"attention": _indices(rng, depth, M_ref, M, bool(per_layer))}
-    idx["mlp"] = _indices(rng, depth, Mm_ref, M_mlp, bool(per_layer))
+    idx = {"attention": _indices(rng, depth, M_ref, M, bool(per_layer), bool(replace))}
+    idx["mlp"] = _indices(rng, depth, Mm_ref, M_mlp, bool(per_layer), bool(replace))
     out = {k: jnp.asarray(_take(arrays[k], idx["attention" if k in ("V", "W") else "mlp"])) for k in _GROUPS}
     return (out, idx) if return_indices else out
 

@@ -96,6 +96,24 @@ def test_subsets_are_uniform(per_layer):
     assert np.abs(counts - 1000).max() < 135, counts
 
 
+@pytest.mark.parametrize("per_layer", [False, True])
+def test_replace_draws_iid_rows_with_1_over_M_variance(nodes, per_layer):
+    """With replacement: rows of the reference, M may exceed M_ref, duplicates occur, and the mean of a
+    coordinate over the subsample has variance Var / M about the reference mean (no finite-population factor
+    1 - M/M_ref, which sampling without replacement shows): 3000 subsamples of 12 of 24."""
+    sub, idx = mf.subsample_particles(nodes, 40, 30, key=2, per_layer=per_layer, replace=True, return_indices=True)
+    assert sub["V"].shape == (K, 40, 3, 3) and sub["W2"].shape == (K, 30, 3)
+    ix = np.broadcast_to(np.asarray(idx["attention"]), (K, 40))
+    np.testing.assert_array_equal(_rows(sub["V"]), np.take_along_axis(_rows(nodes["V"]), ix[:, :, None], axis=1))
+    assert len(set(ix[0].tolist())) < 40  # 40 draws of 24: duplicates
+    x = np.asarray(nodes["V"])[0, :, 0, 0]
+    rng = np.random.default_rng(1)
+    for replace, factor in ((True, 1.0), (False, 1 - 12 / 24)):
+        means = np.array([x[coupling._indices(rng, 1, 24, 12, False, replace)].mean() for _ in range(3000)])
+        expected = x.var() / 12 * factor * (24 / 23 if not replace else 1.0)
+        assert abs(means.var() / expected - 1) < 0.1, (replace, means.var(), expected)
+
+
 def test_subsample_of_a_network_cloud():
     """A large iid network as the reference: per-layer subsamples, depth axis L kept."""
     big = _random_cloud(np.random.default_rng(1), 4, 32, 32)
@@ -160,6 +178,7 @@ def test_coupled_network_composes_width_and_depth(nodes, curves):
     (lambda n: mf.subsample_particles(n, 4, key=1.5), "key"),
     (lambda n: mf.subsample_particles(n, 4, key=np.array([0.5, 1.0])), "key"),
     (lambda n: mf.subsample_particles(n, 4, key=0, per_layer="yes"), "per_layer"),
+    (lambda n: mf.subsample_particles(n, 4, key=0, replace=1), "replace"),
     (lambda n: mf.subsample_particles({k: n[k] for k in ("V", "W", "W1")}, 4, key=0), "particles must be a dict"),
     (lambda n: mf.subsample_particles(n | {"b": n["V"]}, 4, key=0), "particles must be a dict"),
     (lambda n: mf.subsample_particles(n | {"W": n["V"][:, :3]}, 2, key=0), r"particles\['W'\]"),
