@@ -349,13 +349,16 @@ class RunRecord:
         self._finished = False
 
     def add_metric(self, name: str, value) -> None:
-        """Record a scalar metric (float, int, bool, str or None; numpy/jax 0-d values ok)."""
+        """Record a scalar metric (float, int, bool, str or None; numpy/jax 0-d values ok), or a short flat
+        list of numbers (at most 8: an interval, a pair of exponents); longer arrays go to `add_series`."""
         try:
             value = _to_builtin(value)
         except TypeError as err:
             raise ValueError(f"value of metric {name!r}: {err}") from err
-        if isinstance(value, (list, dict)):
-            raise ValueError(f"value of metric {name!r} must be a scalar; use add_series")
+        if isinstance(value, dict) or (isinstance(value, list) and (
+                len(value) > 8 or not all(isinstance(v, (int, float)) or v is None for v in value))):
+            raise ValueError(f"value of metric {name!r} must be a scalar or a flat list of at most 8 numbers; "
+                             f"use add_series")
         self._set(name, value, prediction=False)
 
     def add_prediction(self, name: str, measured, expected: str, holds: bool | None, *,

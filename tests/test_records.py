@@ -155,7 +155,11 @@ def test_validation(tmp_path):
     with pytest.raises(ValueError, match="name"):
         rec.add_metric("", 1.0)
     with pytest.raises(ValueError, match="scalar"):
-        rec.add_metric("v", np.arange(3))
+        rec.add_metric("v", np.arange(9))
+    with pytest.raises(ValueError, match="scalar"):
+        rec.add_metric("v", [[1.0, 2.0]])
+    rec.add_metric("ci", np.array([-1.1, -0.9]))  # a short flat list: an interval
+    assert rec._metrics["ci"] == [-1.1, -0.9]
     with pytest.raises(ValueError, match="expected"):
         rec.add_prediction("p", 1.0, expected=1.0, holds=True)
     with pytest.raises(ValueError, match="holds"):

@@ -11,7 +11,8 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 - `observables`: Q, R, dissipation, speeds, errors, W2 per depth slice, coupled RMS, first variation.
 - `coupling`: coupled initialisations (`subsample_particles`: a width-M subsample of a reference cloud;
   `sample_depth`: a depth-L network on the reference's depth curves).
-- `sweep`: `train_gd_seeds`, several seeds of one shape in one vmapped GD program.
+- `sweep`: `train_gd_seeds` (several seeds of one shape) and `train_gd_batch` (given particles and data,
+  e.g. coupled subsamples), each one vmapped GD program per shape.
 - `sharding`: the particle axis split over devices (`particle_mesh`, `shard_particles`).
 - `noise`: the noisy (Fokker-Planck) flow: `solve_particles_sde` (particle Langevin SDE at temperature T),
   Kozachenko-Leonenko entropy per depth slice, the entropy-regularised objective F = Q - T H.
@@ -50,4 +51,5 @@ from .noise import solve_particles_sde as solve_particles_sde
 from .sharding import particle_mesh as particle_mesh
 from .sharding import shard_particles as shard_particles
 from .sweep import GDBatchRecord as GDBatchRecord
+from .sweep import train_gd_batch as train_gd_batch
 from .sweep import train_gd_seeds as train_gd_seeds

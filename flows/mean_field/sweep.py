@@ -16,10 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import observables as obs
-from .data import Config, held_out_set, training_set
-from .network import _check_eta, _gd_run, _save_steps, compile_cached, gd_optimizer, init_particles
+from .data import Config, Prompts, held_out_set, training_set
+from .network import (_check_data, _check_eta, _gd_run, _save_steps, check_particles, compile_cached, gd_optimizer,
+                      init_particles)
 
-__all__ = ["GDBatchRecord", "train_gd_seeds"]
+__all__ = ["GDBatchRecord", "train_gd_batch", "train_gd_seeds"]
 
 _BATCH_RUN = jax.jit(jax.vmap(_gd_run, in_axes=(0, 0, None, 0)))
 _BATCH_COMPILED: dict = {}
@@ -32,7 +33,8 @@ class GDBatchRecord:
     - `tau` `(k,)`, `steps` `(k,)`: flow time tau = step * eta_tau of the saved steps (shared by all seeds).
     - `observables`: name -> array `(num_seeds, k)` (the names of `observables.OBSERVABLES`); also
       `record["Q"]`.
-    - `particles`: the final particles with a leading seed axis; `seeds`: the seeds.
+    - `particles`: the final particles with a leading seed axis; `seeds`: the seeds (the run labels of
+      `train_gd_batch`).
     - `eta_tau`, `compile_s`, `run_s`.
     """
 
@@ -56,18 +58,49 @@ def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every
     Returns a `GDBatchRecord`; raises `ValueError` for bad arguments and `flows.FlowError` when a run's Q
     becomes non-finite (naming the seed).
     """
+    seeds = tuple(int(s) for s in np.atleast_1d(np.asarray(seeds)))
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"seeds must be distinct non-negative integers, got {seeds!r}")
+    cfgs = [config.replace(seed=s) for s in seeds]
+    return train_gd_batch(config, eta_tau, steps, [init_particles(c) for c in cfgs],
+                          [training_set(c) for c in cfgs], [held_out_set(c) for c in cfgs], save_every,
+                          labels=seeds, label_name="seed")
+
+
+def train_gd_batch(config: Config, eta_tau: float, steps: int, particles, data, test=None,
+                   save_every: int = 1, *, labels=None, label_name: str = "run") -> GDBatchRecord:
+    """Full-batch GD (learning rate eta_tau M L, as `train_gd`) for a batch of runs of one shape at once.
+
+    `particles`: a list of particle dicts (each of `config`'s shapes, e.g. coupled subsamples of a reference
+    cloud); `data`, `test`: a list of `Prompts` of the same length (or one `Prompts` shared by every run;
+    `test` defaults to `data`). Member i is exactly `train_gd(config, eta_tau, steps, particles=particles[i],
+    data=data[i], test=test[i])` (tests); one compilation per shape. `labels` name the members in errors and
+    in `record.seeds` (default 0, 1, ...). Raises `ValueError` for bad arguments and `flows.FlowError` when a
+    run's Q becomes non-finite.
+    """
     from ..solve import FlowError
 
     eta_tau = _check_eta(eta_tau)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    seeds = tuple(int(s) for s in np.atleast_1d(np.asarray(seeds)))
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise ValueError(f"seeds must be distinct non-negative integers, got {seeds!r}")
+    if not isinstance(particles, (list, tuple)) or not particles:
+        raise ValueError("particles must be a non-empty list of particle dicts")
+    size = len(particles)
+    particles = [check_particles(config, p) for p in particles]
+
+    def as_list(name, value):
+        value = [value] * size if isinstance(value, Prompts) else value
+        if not isinstance(value, (list, tuple)) or len(value) != size:
+            raise ValueError(f"{name} must be one Prompts or a list of {size} Prompts (one per run)")
+        return [_check_data(config, v) for v in value]
+
+    data = as_list("data", data)
+    test = data if test is None else as_list("test", test)
+    labels = tuple(range(size)) if labels is None else tuple(labels)
+    if len(labels) != size:
+        raise ValueError(f"labels must have one entry per run ({size}), got {len(labels)}")
     save = _save_steps(int(steps), save_every)
-    cfgs = [config.replace(seed=s) for s in seeds]
-    particles = [init_particles(c) for c in cfgs]
-    args = [obs.make_args(c, training_set(c), held_out_set(c)) for c in cfgs]
+    args = [obs.make_args(config, d, t) for d, t in zip(data, test, strict=True)]
     dtype = particles[0]["V"].dtype
     opt = gd_optimizer(config, eta_tau)
     states = [jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(
@@ -80,10 +113,10 @@ def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every
     run_s = time.perf_counter() - start
     series = {k: np.asarray(v) for k, v in series.items()}
     record = GDBatchRecord(tau=eta_tau * save.astype(float), steps=save, observables=series, particles=final,
-                           seeds=seeds, eta_tau=eta_tau, compile_s=compile_s, run_s=run_s)
+                           seeds=labels, eta_tau=eta_tau, compile_s=compile_s, run_s=run_s)
     bad = ~np.isfinite(series["Q"])
     if np.any(bad):
         i, k = np.argwhere(bad)[0]
-        raise FlowError(f"GD diverged for seed {seeds[i]}: Q is not finite at step {int(save[k])} "
+        raise FlowError(f"GD diverged for {label_name} {labels[i]}: Q is not finite at step {int(save[k])} "
                         f"(tau = {save[k] * eta_tau:.6g}); lower eta_tau", record)
     return record

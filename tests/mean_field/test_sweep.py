@@ -33,3 +33,25 @@ def test_bad_seeds_and_divergence():
         train_gd_seeds(CFG, -1.0, 4, seeds=[0])
     with pytest.raises(flows.FlowError, match="seed"):
         train_gd_seeds(CFG.replace(init_scale=40.0), 50.0, 20, seeds=[0, 1], save_every=5)
+
+
+def test_batch_of_given_particles_equals_single_runs():
+    """train_gd_batch on coupled subsamples of one cloud with one shared data set: member i is train_gd."""
+    big = CFG.replace(M=12, M_mlp=12)
+    cloud = mf.init_particles(big)
+    data = mf.training_set(CFG)
+    subs = [mf.subsample_particles(cloud, 4, 6, key=k, replace=True) for k in range(3)]
+    batch = mf.train_gd_batch(CFG, 0.1, 12, subs, data, save_every=4, labels=["a", "b", "c"])
+    assert batch.seeds == ("a", "b", "c") and batch["Q"].shape == (3, 4)
+    for i, p in enumerate(subs):
+        single = mf.train_gd(CFG, 0.1, 12, save_every=4, particles=p, data=data, test=data)
+        np.testing.assert_allclose(batch["Q"][i], single["Q"], rtol=1e-12)
+        np.testing.assert_allclose(batch.particles["W"][i], single.particles["W"], rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="particles"):
+        mf.train_gd_batch(CFG, 0.1, 4, [], data)
+    with pytest.raises(ValueError, match="data"):
+        mf.train_gd_batch(CFG, 0.1, 4, subs, [data])
+    with pytest.raises(ValueError, match="labels"):
+        mf.train_gd_batch(CFG, 0.1, 4, subs, data, labels=[1])
+    with pytest.raises(ValueError, match="particles"):
+        mf.train_gd_batch(CFG, 0.1, 4, [cloud], data)  # wrong width for CFG
