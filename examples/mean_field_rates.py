@@ -257,7 +257,8 @@ def main(argv=None) -> int:
                     sel = (table[:, 0] == code) & (asymptotic if (kind, what) == ("depth", "Q") else True)
                     fits[kind, init, what, when] = _fit(table[sel, 1], table[sel, col], table[sel, 2])
         # The record's headline numbers: output gaps at tau*, smooth depth law and untied width law.
-        headline = {"depth": fits["depth", "smooth", "out", "tau_star"], "width": fits["width", "iid", "out", "tau_star"]}
+        headline = {"depth": fits["depth", "smooth", "out", "tau_star"],
+                    "width": fits["width", "iid", "out", "tau_star"]}
         for kind, fit in headline.items():
             rec.add_metric(f"{kind}_slope", fit.slope)
             rec.add_metric(f"{kind}_slope_ci", list(fit.slope_ci))
@@ -309,7 +310,8 @@ def _figure(rec, S, depth, width, joint, fits, jfit):
                                            (axes[1], "width", width, ("iid", "tied"), "width M")):
         for code, (init, marker) in enumerate(zip(inits, "os", strict=True)):
             sel = table[:, 0] == code
-            for col, when, c in ((5, "tau0", "C0" if code == 0 else "C2"), (6, "tau_star", "C3" if code == 0 else "C1")):
+            for col, when, c in ((5, "tau0", "C0" if code == 0 else "C2"),
+                                 (6, "tau_star", "C3" if code == 0 else "C1")):
                 xs = np.unique(table[sel, 1])
                 means = [np.exp(np.mean(np.log(table[sel & (table[:, 1] == x), col]))) for x in xs]
                 fit = fits[kind, init, "out", when]

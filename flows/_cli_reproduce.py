@@ -295,7 +295,8 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
     if versions:
         keys = ("flows", "git_sha", "python", "jax", "diffrax", "jax_backend", "jax_enable_x64")
         lines += ["Versions: " + ", ".join(f"{k} {versions.get(k)}" for k in keys), ""]
-    lines += ["## Summary", "", "| Example | Status | Wall time (s) | Predictions holding | Failing | Not tested at this size |",
+    lines += ["## Summary", "",
+              "| Example | Status | Wall time (s) | Predictions holding | Failing | Not tested at this size |",
               "|---|---|---|---|---|---|"]
     sections = []
     for o in outcomes:

@@ -17,8 +17,16 @@ import numpy as np
 
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
-from .network import (_check_data, _check_eta, _gd_run, _save_steps, check_particles, compile_cached, gd_optimizer,
-                      init_particles)
+from .network import (
+    _check_data,
+    _check_eta,
+    _gd_run,
+    _save_steps,
+    check_particles,
+    compile_cached,
+    gd_optimizer,
+    init_particles,
+)
 
 __all__ = ["GDBatchRecord", "train_gd_batch", "train_gd_seeds"]
 
