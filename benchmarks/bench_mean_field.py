@@ -5,6 +5,13 @@ Rows: `mean_field/particle_solve(tsit5)` (compile_s = the first compile of the s
 run_s_min over repeats, error_vs_ref = |Q(tau_end)| relative gap to a dopri8 solve at rtol 1e-10) and
 `mean_field/gd` (compile_s, run_s_min of `steps` GD steps, `particle_steps_per_s` = steps L (M + M_mlp) /
 run_s). `--quick` uses L = 4, M = 32 and fewer repeats.
+
+Scaling rows `mean_field/gd_scaling(P=...)`: GD throughput against the particle count P = L (M + M_mlp)
+at L = 4, 64 prompts, P from 128 to 10^5 (quick: 128 to 2048, a smoke test), one compile per shape (not
+timed), best of repeats of a few steps. The row `mean_field/gd_scaling_fit` holds the fitted exponent
+alpha of run time per step ~ P^alpha (log-log least squares over P >= 2048, where the per-step overhead
+no longer dominates, with a bootstrap interval from `flows.fitting.power_law_fit`): alpha = 1 is linear
+cost per particle, so particle-steps/s ~ P^(1 - alpha).
 """
 
 from __future__ import annotations
@@ -21,7 +28,10 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from benchmarks._harness import best_of, write_rows  # noqa: E402
+from flows import fitting  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
+
+SCALING_M = (16, 64, 256, 1024, 4096, 12500)  # P = 8 M at L = 4: 128 ... 100000 particles
 
 
 def run(quick: bool) -> list[dict]:
@@ -55,6 +65,38 @@ def run(quick: bool) -> list[dict]:
     rows.append({"bench": "mean_field/gd", "params": {**params, "steps": steps}, "compile_s": rec.compile_s,
                  "first_call_s": first, "run_s_min": gd_s, "repeats": repeats, "num_steps": steps,
                  "error_vs_ref": None, "particle_steps_per_s": steps * cfg.num_particles / gd_s})
+    rows += scaling(quick)
+    return rows
+
+
+def scaling(quick: bool) -> list[dict]:
+    """GD particle-steps per second against the particle count, and the fitted exponent of time per step."""
+    Ms = SCALING_M[:3] if quick else SCALING_M  # quick: P = 128 ... 2048, fitted over all three
+    rows = []
+    for M in Ms:
+        cfg = mf.Config(d=3, D=4, N=8, L=4, M=M, n_train=64, lam=1e-3, init_scale=2.0, seed=0)
+        P = cfg.num_particles
+        steps = 2 if P >= 32768 or quick else 5
+        repeats = 1 if P >= 32768 or quick else 3
+        rec = mf.train_gd(cfg, 0.05, steps, save_every=steps)  # compiles
+        run_s = best_of(lambda cfg=cfg, steps=steps: mf.train_gd(cfg, 0.05, steps, save_every=steps).particles,
+                        repeats)
+        rows.append({"bench": f"mean_field/gd_scaling(P={P})", "params": {"L": cfg.L, "M": M, "M_mlp": cfg.M_mlp,
+                                                                           "particles": P, "n_train": 64,
+                                                                           "steps": steps},
+                     "compile_s": rec.compile_s, "run_s_min": run_s, "repeats": repeats, "num_steps": steps,
+                     "error_vs_ref": None, "particle_steps_per_s": steps * P / run_s,
+                     "s_per_step": run_s / steps})
+    P = np.array([r["params"]["particles"] for r in rows], float)
+    per_step = np.array([r["s_per_step"] for r in rows])
+    big = P >= (0 if quick else 2048)
+    fit = fitting.power_law_fit(P[big], per_step[big], n_boot=2000, rng=0, interval="percentile") \
+        if big.sum() >= 3 else None
+    rows.append({"bench": "mean_field/gd_scaling_fit", "params": {"P": P.tolist(), "fit_over": P[big].tolist()},
+                 "compile_s": 0.0, "run_s_min": float(per_step[-1]), "repeats": 0, "num_steps": None,
+                 "error_vs_ref": None, "exponent_time_per_step": None if fit is None else fit.slope,
+                 "exponent_ci": None if fit is None else list(fit.slope_ci),
+                 "particle_steps_per_s_max_P": rows[-1]["particle_steps_per_s"]})
     return rows
 
 
@@ -67,6 +109,9 @@ def main(argv=None) -> int:
     write_rows(rows, Path(ns.out))
     for r in rows:
         extra = f"  {r['particle_steps_per_s']:.3g} particle-steps/s" if "particle_steps_per_s" in r else ""
+        if r.get("exponent_time_per_step") is not None:
+            extra = (f"  time per step ~ P^{r['exponent_time_per_step']:.3f} "
+                     f"[{r['exponent_ci'][0]:.3f}, {r['exponent_ci'][1]:.3f}]")
         print(f"{r['bench']:40s} run {r['run_s_min'] * 1e3:9.1f} ms  compile {r['compile_s']:.2f} s  "
               f"steps {r['num_steps']}{extra}")
     return 0

@@ -15,5 +15,7 @@ def test_benchmarks_quick(tmp_path, capsys):
     for r in rows:
         assert {"bench", "params", "compile_s", "run_s_min", "repeats", "num_steps", "error_vs_ref"} <= set(r)
         assert r["run_s_min"] > 0
+    fit = next(r for r in rows if r["bench"] == "mean_field/gd_scaling_fit")
+    assert len(fit["params"]["P"]) == 3 and fit["exponent_time_per_step"] > 0
     flows_row = next(r for r in rows if r["bench"] == "decoder_h/flows.solve(dopri8)")
     assert flows_row["error_vs_ref"] < 1e-6
