@@ -86,7 +86,11 @@ def solve_particles_sde(config: Config, ts, temperature: float, *, dt: float, ke
     - `tol`, `max_steps`, `throw`: as in `flows.solve_sde`.
 
     **Returns:** a `flows.Trajectory` (observables at `ts`; `traj.ys` the particles if `save_states`).
-    The temperature is traced: a new T reuses the compiled program.
+    The temperature, the step `dt`, the horizon `ts[-1]` and the keys are traced: a new T reuses the compiled
+    program. The defaults of `tol` (`dt / 8`) and `max_steps` (the number of steps + 1) depend on `dt` and are
+    compiled in, so a sweep over `dt` with the defaults compiles once per `dt`: pass one `tol` (<= the
+    smallest `dt`; the same key and `tol` then give the same Brownian path at every `dt`, for weak/strong
+    convergence on common random numbers) and one `max_steps` (>= the most steps of any solve) to compile once.
     """
     ts = np.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):

@@ -55,6 +55,26 @@ def test_noise_variance_is_two_T_tau_per_coordinate(ode, zero_temperature):
         assert abs(np.mean(half**2) / (T * TAU) - 1.0) < 0.06
 
 
+def test_dt_is_traced_and_the_brownian_path_is_shared(zero_temperature):
+    """dt is a runtime argument: with the tol and max_steps of the fixtures' program (its defaults at DT), the
+    step 2 DT reuses it (no compilation). The same key and tol give the same Brownian path at both steps, so the
+    two solutions differ by Euler's O(dt) error only, far below the noise displacement sqrt(2 T tau) = 0.045
+    (measured: RMS 2.5e-6); another key moves them by about sqrt(2) times the displacement (measured 0.063)."""
+    T = 0.1
+    fine = solve_particles_sde(CFG, TS, T, dt=DT, seed=0, save_states=True)
+    coarse = solve_particles_sde(CFG, TS, T, dt=2 * DT, seed=0, save_states=True, tol=DT / 8, max_steps=11)
+    other = solve_particles_sde(CFG, TS, T, dt=DT, seed=1, save_states=True)
+    assert fine.compile_s == 0.0 and coarse.compile_s == 0.0 and other.compile_s == 0.0
+    assert int(coarse.num_steps) == 5 and int(fine.num_steps) == 10
+    scale = np.sqrt(2 * T * TAU)
+
+    def rms(a, b):
+        return float(np.sqrt(np.mean((_flat(a.ys) - _flat(b.ys)) ** 2)))
+
+    assert rms(fine, coarse) < 1e-3 * scale, rms(fine, coarse)
+    assert 1.2 * scale < rms(fine, other) < 1.6 * scale, rms(fine, other)
+
+
 def test_seeds_reproduce(zero_temperature):
     a = solve_particles_sde(CFG, TS, 0.05, dt=DT, seed=3, save_states=True)
     b = solve_particles_sde(CFG, TS, 0.05, dt=DT, seed=3, save_states=True)
