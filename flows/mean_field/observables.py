@@ -12,7 +12,8 @@ Beyond these, on particle clouds:
 
 - `w2_per_slice`: the Wasserstein-2 distance between two clouds, per depth slice and per group (attention
   particles in R^{2 D^2}, MLP particles in R^{2 D}); exact with POT (`method="exact"`, the oracle) or
-  entropic (`method="sinkhorn"`, the debiased Sinkhorn divergence of ott-jax, jit-able);
+  entropic (`method="sinkhorn"`, the debiased Sinkhorn divergence of ott-jax, jit-able), whose bias is
+  bounded by `sinkhorn_bias_bound`;
 - `coupled_rms`: the coupled-particle RMS distance sqrt((1/(L M)) sum |theta_{l,j} - theta'_{l,j}|^2), an
   upper bound of W2 per slice when the two clouds are coupled particle by particle;
 - `first_variation`: g(theta, t_l) = sum_prompts <P_{2l+1}, f(Z_{2l}, theta)> (attention) and
@@ -44,7 +45,8 @@ from .network import (
 )
 
 __all__ = ["OBSERVABLES", "coupled_rms", "dissipation", "first_variation", "make_args", "max_speed",
-           "mean_speed", "objective_Q", "risk_R", "summary", "test_rmse", "train_rmse", "w2_per_slice"]
+           "mean_speed", "objective_Q", "risk_R", "sinkhorn_bias_bound", "summary", "test_rmse", "train_rmse",
+           "w2_per_slice"]
 
 
 def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=None) -> dict:
@@ -182,13 +184,53 @@ def _w2_sinkhorn(x, y, epsilon):
     return jnp.sqrt(jnp.maximum(div, 0.0))
 
 
+@jax.jit
+def _w2_sinkhorn_batch(x, y, epsilon):
+    """`_w2_sinkhorn` of every problem k of x (K, n, dim) and y (K, m, dim) in one program (compiled once per
+    shape; epsilon is traced, so a new value does not recompile)."""
+    return jax.vmap(lambda u, w: _w2_sinkhorn(u, w, epsilon))(x, y)
+
+
+def _pad_features(z, dim):
+    """z (K, n, d) -> (K, n, dim), zeros appended to every point."""
+    return jnp.pad(jnp.asarray(z), ((0, 0), (0, 0), (0, dim - z.shape[2])))
+
+
+def _sinkhorn_groups(pairs: dict, epsilon: float) -> dict:
+    """W2_epsilon per slice of every group in `pairs` (group -> (x (L, n, dim), y (L, m, dim))): groups of
+    equal cloud sizes (n, m) share one vmapped program, their features zero-padded to a common dimension
+    (which leaves every squared distance, hence the divergence, unchanged)."""
+    by_size: dict = {}
+    for group, (x, y) in pairs.items():
+        by_size.setdefault((x.shape[1], y.shape[1]), []).append(group)
+    out = {}
+    for groups in by_size.values():
+        dim = max(pairs[g][0].shape[2] for g in groups)
+        x = jnp.concatenate([_pad_features(pairs[g][0], dim) for g in groups])
+        y = jnp.concatenate([_pad_features(pairs[g][1], dim) for g in groups])
+        w = np.asarray(_w2_sinkhorn_batch(x, y, jnp.asarray(epsilon, x.dtype)))
+        start = 0
+        for g in groups:
+            n = pairs[g][0].shape[0]
+            out[g] = w[start:start + n]
+            start += n
+    return out
+
+
 def w2_per_slice(a: dict, b: dict, method: str = "exact", epsilon: float = 1e-2) -> dict:
     """W2 between the particle clouds `a` and `b` (particle dicts of equal depth L) at every depth slice.
 
     Returns `{"attention": (L,), "mlp": (L,)}`. `method="exact"`: POT's `ot.emd2` on the squared Euclidean
     cost (exact; clouds up to a few thousand points); `"sinkhorn"`: sqrt of ott-jax's debiased Sinkhorn
     divergence at regularisation `epsilon` (squared-distance units; jit-able; equals the exact W2 of a
-    translated cloud and converges to W2 as epsilon -> 0). The clouds may have different widths.
+    translated cloud and converges to W2 as epsilon -> 0). The clouds may have different widths. Sinkhorn
+    runs every slice of both groups in one jitted, vmapped ott-jax program per pair of cloud sizes (one
+    compilation when the attention and MLP widths agree; epsilon does not recompile).
+
+    Sinkhorn bias: ott-jax's entropic cost is OT_eps = <C, P> + eps KL(P | a b^T), and for uniform weights on
+    n and m points 0 <= KL <= log min(n, m), so the debiased divergence S_eps = OT_eps(a, b)
+    - (OT_eps(a, a) + OT_eps(b, b)) / 2 obeys |S_eps - W2^2| <= eps (log n + log m) / 2 (`sinkhorn_bias_bound`),
+    at convergence of the Sinkhorn iterations.
     """
     if method not in ("exact", "sinkhorn"):
         raise ValueError(f"method must be 'exact' or 'sinkhorn', got {method!r}")
@@ -201,15 +243,27 @@ def w2_per_slice(a: dict, b: dict, method: str = "exact", epsilon: float = 1e-2)
         raise ValueError(f"a and b must have the same depth L and dimension D, got V shapes "
                          f"{a['V'].shape} and {b['V'].shape}")
     ca, cb = _clouds(a), _clouds(b)
-    out = {}
-    for group, x, y in (("attention", ca[0], cb[0]), ("mlp", ca[1], cb[1])):
-        if method == "exact":
-            out[group] = np.array([_w2_exact(x[k], y[k]) for k in range(x.shape[0])])
-        elif x.shape == y.shape:
-            out[group] = np.asarray(jax.vmap(lambda u, w: _w2_sinkhorn(u, w, epsilon))(x, y))
-        else:
-            out[group] = np.array([float(_w2_sinkhorn(x[k], y[k], epsilon)) for k in range(x.shape[0])])
-    return out
+    pairs = {"attention": (ca[0], cb[0]), "mlp": (ca[1], cb[1])}
+    if method == "sinkhorn":
+        return _sinkhorn_groups(pairs, float(epsilon))
+    return {group: np.array([_w2_exact(x[k], y[k]) for k in range(x.shape[0])]) for group, (x, y) in pairs.items()}
+
+
+def sinkhorn_bias_bound(epsilon: float, n: int, m: int) -> float:
+    """eps (log n + log m) / 2: a bound on |S_eps - W2^2| for uniform clouds of n and m points, S_eps the
+    debiased Sinkhorn divergence of `w2_per_slice(method="sinkhorn")` at convergence.
+
+    With OT_eps = min_P <C, P> + eps KL(P | a b^T) (ott-jax's regularised cost) and 0 <= KL(P | a b^T)
+    <= log min(n, m) for a coupling of uniform marginals, OT_eps(a, b) - W2^2 lies in [0, eps log min(n, m)]
+    and OT_eps(a, a), OT_eps(b, b) in [0, eps log n], [0, eps log m]; so S_eps - W2^2 lies in
+    [-eps (log n + log m) / 2, eps log min(n, m)]. For the square roots, |sqrt(S_eps) - W2| <= bound / W2.
+    """
+    if not (isinstance(epsilon, (int, float)) and np.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    for name, k in (("n", n), ("m", m)):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {k!r}")
+    return float(epsilon) * (np.log(n) + np.log(m)) / 2.0
 
 
 def coupled_rms(a: dict, b: dict) -> float:

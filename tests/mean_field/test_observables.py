@@ -72,6 +72,37 @@ def test_sinkhorn_approaches_exact_w2(clouds):
         assert rel < 0.05, (g, rel)
 
 
+def test_sinkhorn_bias_bound_value_and_validation():
+    # eps (log n + log m) / 2
+    assert obs.sinkhorn_bias_bound(0.02, 64, 256) == pytest.approx(0.02 * (np.log(64) + np.log(256)) / 2, rel=1e-15)
+    assert obs.sinkhorn_bias_bound(1.0, 1, 1) == 0.0
+    for bad in (0.0, -1.0, float("nan"), "0.1"):
+        with pytest.raises(ValueError, match="epsilon"):
+            obs.sinkhorn_bias_bound(bad, 4, 4)
+    with pytest.raises(ValueError, match="n must"):
+        obs.sinkhorn_bias_bound(0.1, 0, 4)
+    with pytest.raises(ValueError, match="m must"):
+        obs.sinkhorn_bias_bound(0.1, 4, 2.5)
+
+
+@pytest.mark.slow
+def test_sinkhorn_of_clouds_of_different_widths_is_within_the_bias_bound():
+    """A subsample against its reference cloud (the widths differ, and the attention and MLP widths differ
+    too, so two vmapped programs run): |W2_eps^2 - W2^2| <= eps (log n + log m) / 2 per slice and group."""
+    from flows.mean_field import coupling
+
+    ref = mf.init_particles(CFG.replace(M=24, M_mlp=20))
+    sub = coupling.subsample_particles(ref, 8, 6, key=3, per_layer=True)
+    exact = obs.w2_per_slice(sub, ref, method="exact")
+    for eps in (0.05, 0.2):
+        sink = obs.w2_per_slice(sub, ref, method="sinkhorn", epsilon=eps)
+        for g, (n, m) in (("attention", (8, 24)), ("mlp", (6, 20))):
+            assert sink[g].shape == (CFG.L,)
+            gap = np.abs(sink[g] ** 2 - exact[g] ** 2)
+            assert np.all(gap <= obs.sinkhorn_bias_bound(eps, n, m)), (g, eps, gap)
+            assert np.all(gap > 0.0)  # an entropic value, not the exact one
+
+
 def test_coupled_rms_bounds_w2(clouds):
     a, b = clouds
     w = obs.w2_per_slice(a, b)
