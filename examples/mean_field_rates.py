@@ -328,7 +328,8 @@ def _figure(rec, S, depth, width, joint, fits, jfit):
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("mean output gap" if kind == "depth" else "RMS output gap over subsamples")
-        ax.set_title("P1: depth, vs the continuous-depth reference" if kind == "depth" else
+        ax.set_title("P1: depth, vs the depth-limit reference (Richardson, checked against the depth ODE)"
+                     if kind == "depth" else
                      f"P2: width, L={S['width_L']}, coupled to M_ref={S['M_ref']}", fontsize=9)
         ax.legend(fontsize=6)
     ax = axes[2]
