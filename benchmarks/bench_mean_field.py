@@ -7,11 +7,12 @@ run_s_min over repeats, error_vs_ref = |Q(tau_end)| relative gap to a dopri8 sol
 run_s). `--quick` uses L = 4, M = 32 and fewer repeats.
 
 Scaling rows `mean_field/gd_scaling(P=...)`: GD throughput against the particle count P = L (M + M_mlp)
-at L = 4, 64 prompts, P from 128 to 10^5 (quick: 128 to 2048, a smoke test), one compile per shape (not
-timed), best of repeats of a few steps. The row `mean_field/gd_scaling_fit` holds the fitted exponent
-alpha of run time per step ~ P^alpha (log-log least squares over P >= 2048, where the per-step overhead
-no longer dominates, with a bootstrap interval from `flows.fitting.power_law_fit`): alpha = 1 is linear
-cost per particle, so particle-steps/s ~ P^(1 - alpha).
+at L = 4, N = 4, 16 prompts (the size at which P = 10^5 fits in memory with room), P from 128 to 10^5
+(quick: 128 to 2048, a smoke test), one compile per shape (not timed), best of repeats of a few steps. The
+row `mean_field/gd_scaling_fit` holds the fitted exponent alpha of run time per step ~ P^alpha (log-log
+least squares over P >= 2048, where the per-step overhead no longer dominates, with a bootstrap interval
+from `flows.fitting.power_law_fit`): alpha = 1 is linear cost per particle, so particle-steps/s ~
+P^(1 - alpha).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from flows import fitting  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
 
 SCALING_M = (16, 64, 256, 1024, 4096, 12500)  # P = 8 M at L = 4: 128 ... 100000 particles
+SCALING_PROMPTS = 16  # N = 4, 16 prompts: the attention intermediates of P = 1e5 stay near 2 GB
 
 
 def run(quick: bool) -> list[dict]:
@@ -74,7 +76,7 @@ def scaling(quick: bool) -> list[dict]:
     Ms = SCALING_M[:3] if quick else SCALING_M  # quick: P = 128 ... 2048, fitted over all three
     rows = []
     for M in Ms:
-        cfg = mf.Config(d=3, D=4, N=8, L=4, M=M, n_train=64, lam=1e-3, init_scale=2.0, seed=0)
+        cfg = mf.Config(d=3, D=4, N=4, L=4, M=M, n_train=SCALING_PROMPTS, lam=1e-3, init_scale=2.0, seed=0)
         P = cfg.num_particles
         steps = 2 if P >= 32768 or quick else 5
         repeats = 1 if P >= 32768 or quick else 3
@@ -82,7 +84,8 @@ def scaling(quick: bool) -> list[dict]:
         run_s = best_of(lambda cfg=cfg, steps=steps: mf.train_gd(cfg, 0.05, steps, save_every=steps).particles,
                         repeats)
         rows.append({"bench": f"mean_field/gd_scaling(P={P})", "params": {"L": cfg.L, "M": M, "M_mlp": cfg.M_mlp,
-                                                                           "particles": P, "n_train": 64,
+                                                                           "particles": P, "N": 4,
+                                                                           "n_train": SCALING_PROMPTS,
                                                                            "steps": steps},
                      "compile_s": rec.compile_s, "run_s_min": run_s, "repeats": repeats, "num_steps": steps,
                      "error_vs_ref": None, "particle_steps_per_s": steps * P / run_s,
