@@ -16,6 +16,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     p.add_argument("--quick", action="store_true", help="few repeats, small sweeps")
     p.add_argument("--out", default="out/benchmarks/results.jsonl", help="JSON-lines file (appended)")
+    p.add_argument("--no-compile-cache", action="store_true",
+                   help="cold compiles: do not use the persistent compilation cache (flows.compile_cache)")
     ns = p.parse_args(argv)
     out = Path(ns.out)
     start = sum(1 for _ in out.open()) if out.exists() else 0
@@ -23,7 +25,8 @@ def main(argv=None) -> int:
     for name in names:
         mod = importlib.import_module(f"benchmarks.{name}")
         print(f"== {name}")
-        mod.main((["--quick"] if ns.quick else []) + ["--out", str(out)])
+        mod.main((["--quick"] if ns.quick else []) + ["--out", str(out)]
+                 + (["--no-compile-cache"] if ns.no_compile_cache else []))
     rows = [json.loads(line) for line in out.read_text().splitlines()[start:]]
     print(f"\n{'bench':45s} {'run_s_min':>12s} {'compile_s':>10s} {'steps':>7s} {'err_vs_ref':>11s}  ratio")
     for r in rows:

@@ -7,7 +7,6 @@ the reference is the closed form theory.h (eq. 45). Ratios are measured in the s
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,8 @@ import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
 from benchmarks._harness import best_of, write_rows  # noqa: E402
+from benchmarks._harness import parser as harness_parser  # noqa: E402
+from benchmarks._harness import start as harness_start  # noqa: E402
 from flows.scan_snap import solve_decoder, theory  # noqa: E402
 
 
@@ -33,7 +34,7 @@ def run(quick: bool) -> list[dict]:
         start = time.perf_counter()
         traj = solve_decoder(M, eta, ts, rtol=rtol, atol=1e-30)
         first = time.perf_counter() - start
-        run_s = best_of(lambda: solve_decoder(M, eta, ts, rtol=rtol, atol=1e-30).ys, repeats)
+        run_s = best_of(lambda rtol=rtol: solve_decoder(M, eta, ts, rtol=rtol, atol=1e-30).ys, repeats)
         err = float(np.max(np.abs(np.asarray(traj.ys)[1:] - ref[1:]) / ref[1:]))
         rows.append({"bench": "decoder_h/flows.solve(dopri8)", "params": {"M": M, "eta_Y": eta, "rtol": rtol},
                      "compile_s": traj.compile_s or first, "run_s_min": run_s, "repeats": repeats,
@@ -43,7 +44,7 @@ def run(quick: bool) -> list[dict]:
             return eta / ((M - 1) + np.exp(M * y))
 
         sol = solve_ivp(rhs, (0.0, ts[-1]), [0.0], method="DOP853", t_eval=ts, rtol=rtol, atol=1e-30)
-        scipy_s = best_of(lambda: solve_ivp(rhs, (0.0, ts[-1]), [0.0], method="DOP853", t_eval=ts,
+        scipy_s = best_of(lambda rtol=rtol: solve_ivp(rhs, (0.0, ts[-1]), [0.0], method="DOP853", t_eval=ts,
                                             rtol=rtol, atol=1e-30).y, repeats)
         err_s = float(np.max(np.abs(sol.y[0][1:] - ref[1:]) / ref[1:]))
         rows.append({"bench": "decoder_h/scipy.solve_ivp(DOP853)", "params": {"M": M, "eta_Y": eta, "rtol": rtol},
@@ -67,10 +68,8 @@ def run(quick: bool) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default="out/benchmarks/results.jsonl")
-    ns = p.parse_args(argv)
+    ns = harness_parser(__doc__.splitlines()[0]).parse_args(argv)
+    harness_start(ns)
     rows = run(ns.quick)
     write_rows(rows, Path(ns.out))
     for r in rows:

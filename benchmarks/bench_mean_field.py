@@ -17,7 +17,6 @@ P^(1 - alpha).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,8 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from benchmarks._harness import best_of, write_rows  # noqa: E402
+from benchmarks._harness import parser as harness_parser  # noqa: E402
+from benchmarks._harness import start as harness_start  # noqa: E402
 from flows import fitting  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
 
@@ -104,10 +105,8 @@ def scaling(quick: bool) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default="out/benchmarks/results.jsonl")
-    ns = p.parse_args(argv)
+    ns = harness_parser(__doc__.splitlines()[0]).parse_args(argv)
+    harness_start(ns)
     rows = run(ns.quick)
     write_rows(rows, Path(ns.out))
     for r in rows:

@@ -121,12 +121,13 @@ def _counts(rec_dir: Path) -> tuple[str, str, str]:
     return f"{v.count(records.HOLDS)}/{len(v)}", str(v.count(records.FAILS)), str(v.count(records.NOT_TESTED))
 
 
-def _run_one(script: Path, rec_dir: Path, *, quick: bool, cwd: Path, tag: str) -> Outcome:
+def _run_one(script: Path, rec_dir: Path, *, quick: bool, cwd: Path, tag: str, cache: bool = True) -> Outcome:
     stem = script.stem
     rec_dir.mkdir(parents=True, exist_ok=True)
     log_path = rec_dir / "run.log"
     cmd = [sys.executable, str(script.resolve()), "--out", str(rec_dir.resolve())]
     cmd += ["--quick"] if quick else []
+    cmd += [] if cache else ["--no-compile-cache"]
     print(f"{tag} {stem}: running ...", flush=True)
     t0 = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
@@ -187,7 +188,8 @@ def reproduce(args, argv: list[str]) -> int:
                 continue
             (rec_dir / records.META_FILE).unlink(missing_ok=True)
             outcomes[i] = Outcome(script.stem, "interrupted")
-            outcomes[i] = _run_one(script, rec_dir, quick=args.quick, cwd=cwd, tag=tag)
+            outcomes[i] = _run_one(script, rec_dir, quick=args.quick, cwd=cwd, tag=tag,
+                                   cache=not getattr(args, "no_compile_cache", False))
     except KeyboardInterrupt:
         interrupted = True
         current = next((o.stem for o in outcomes if o.status == "interrupted"), None)

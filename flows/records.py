@@ -500,18 +500,31 @@ class RunRecord:
 
 def example_parser(name: str, description: str, *, seed: int = 0,
                    seed_help: str = "random seed (the same seed gives the same record)"):
-    """The argument parser every example shares: `--quick`, `--out` (default `out/<name>`), `--seed`.
+    """The argument parser every example shares: `--quick`, `--out` (default `out/<name>`), `--seed`,
+    `--no-compile-cache`.
 
-    Extra arguments can be added to the returned `argparse.ArgumentParser`.
+    Its `parse_args` also turns on the persistent compilation cache (`flows.compile_cache.enable`) unless
+    `--no-compile-cache` or `FLOWS_NO_COMPILE_CACHE` says not to. Extra arguments can be added to the
+    returned `argparse.ArgumentParser`.
     """
     import argparse
 
+    from . import compile_cache
+
+    class _ExampleParser(argparse.ArgumentParser):
+        def parse_args(self, args=None, namespace=None):
+            ns = super().parse_args(args, namespace)
+            compile_cache.enable(opt_out=ns.no_compile_cache)
+            return ns
+
     _check_name(name)
     first_line = (description or name).strip().splitlines()[0]
-    parser = argparse.ArgumentParser(description=first_line)
+    parser = _ExampleParser(description=first_line)
     parser.add_argument("--quick", action="store_true", help="CI-sized run")
     parser.add_argument("--out", default=f"out/{name}", help="record folder")
     parser.add_argument("--seed", type=int, default=seed, help=seed_help)
+    parser.add_argument("--no-compile-cache", action="store_true",
+                        help="do not use the persistent compilation cache (flows.compile_cache)")
     return parser
 
 
