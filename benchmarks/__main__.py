@@ -1,4 +1,10 @@
-"""`python -m benchmarks [--quick] [--out FILE]`: run every benchmarks/bench_*.py, print one table."""
+"""`python -m benchmarks [--quick] [--only NAME ...] [--out FILE] [--results DIR]`: run the benchmark modules
+(`benchmarks/bench_*.py`), append their rows to a JSON-lines file and print one table with the ratios and
+whether each meets its target.
+
+`--only cooccurrence solve` runs `bench_cooccurrence` and `bench_solve`; `--results benchmarks/results` also
+writes one JSON file per module there (the committed results the README's Performance section quotes).
+"""
 
 from __future__ import annotations
 
@@ -10,30 +16,44 @@ import sys
 from pathlib import Path
 
 import benchmarks
+from benchmarks._harness import HEADER, format_row
+
+
+def available() -> list[str]:
+    """Names of the benchmark modules, without the `bench_` prefix."""
+    return sorted(m.name[len("bench_"):] for m in pkgutil.iter_modules(benchmarks.__path__)
+                  if m.name.startswith("bench_"))
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="few repeats, small sweeps")
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
+    p.add_argument("--only", nargs="+", metavar="NAME", help=f"run only these modules (of {available()})")
     p.add_argument("--out", default="out/benchmarks/results.jsonl", help="JSON-lines file (appended)")
+    p.add_argument("--results", default=None, help="also write DIR/<module>.json per module")
     p.add_argument("--no-compile-cache", action="store_true",
                    help="cold compiles: do not use the persistent compilation cache (flows.compile_cache)")
     ns = p.parse_args(argv)
+    names = available()
+    if ns.only:
+        unknown = [n for n in ns.only if n.removeprefix("bench_") not in names]
+        if unknown:
+            p.error(f"unknown benchmark(s) {unknown}; available: {names}")
+        names = [n for n in names if n in {o.removeprefix("bench_") for o in ns.only}]
     out = Path(ns.out)
-    start = sum(1 for _ in out.open()) if out.exists() else 0
-    names = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__) if m.name.startswith("bench_"))
+    first_line = sum(1 for _ in out.open()) if out.exists() else 0
     for name in names:
-        mod = importlib.import_module(f"benchmarks.{name}")
-        print(f"== {name}")
+        mod = importlib.import_module(f"benchmarks.bench_{name}")
+        print(f"== bench_{name}", flush=True)
         mod.main((["--quick"] if ns.quick else []) + ["--out", str(out)]
+                 + (["--results", ns.results] if ns.results else [])
                  + (["--no-compile-cache"] if ns.no_compile_cache else []))
-    rows = [json.loads(line) for line in out.read_text().splitlines()[start:]]
-    print(f"\n{'bench':45s} {'run_s_min':>12s} {'compile_s':>10s} {'steps':>7s} {'err_vs_ref':>11s}  ratio")
+    rows = [json.loads(line) for line in out.read_text().splitlines()[first_line:]]
+    print("\n" + HEADER)
     for r in rows:
-        ratio = r.get("speedup_of_flows") or r.get("speedup_vs_python_loop")
-        err = r["error_vs_ref"]
-        print(f"{r['bench']:45s} {r['run_s_min']:12.6f} {r['compile_s']:10.3f} {str(r['num_steps']):>7s} "
-              f"{(f'{err:.2e}' if err is not None else '-'):>11s}  {f'{ratio:.1f}x' if ratio else ''}")
+        print(format_row(r))
+    missed = [r for r in rows if r.get("ratio") and r["ratio"]["met"] is False]
+    print(f"\n{sum(1 for r in rows if r.get('ratio') and r['ratio']['met'])} targets met, {len(missed)} missed")
     return 0
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import jax
 
@@ -18,9 +17,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
-from benchmarks._harness import best_of, write_rows  # noqa: E402
-from benchmarks._harness import parser as harness_parser  # noqa: E402
-from benchmarks._harness import start as harness_start  # noqa: E402
+from benchmarks._harness import bench_main, best_of, ratio, row  # noqa: E402
 from flows.scan_snap import solve_decoder, theory  # noqa: E402
 
 
@@ -36,9 +33,9 @@ def run(quick: bool) -> list[dict]:
         first = time.perf_counter() - start
         run_s = best_of(lambda rtol=rtol: solve_decoder(M, eta, ts, rtol=rtol, atol=1e-30).ys, repeats)
         err = float(np.max(np.abs(np.asarray(traj.ys)[1:] - ref[1:]) / ref[1:]))
-        rows.append({"bench": "decoder_h/flows.solve(dopri8)", "params": {"M": M, "eta_Y": eta, "rtol": rtol},
-                     "compile_s": traj.compile_s or first, "run_s_min": run_s, "repeats": repeats,
-                     "num_steps": int(traj.num_steps), "error_vs_ref": err})
+        rows.append(row("decoder_h/flows.solve(dopri8)", params={"M": M, "eta_Y": eta, "rtol": rtol},
+                        compile_s=traj.compile_s or first, run_s_min=run_s, repeats=repeats,
+                        steps=int(traj.num_steps), error=err))
 
         def rhs(t, y):
             return eta / ((M - 1) + np.exp(M * y))
@@ -47,9 +44,9 @@ def run(quick: bool) -> list[dict]:
         scipy_s = best_of(lambda rtol=rtol: solve_ivp(rhs, (0.0, ts[-1]), [0.0], method="DOP853", t_eval=ts,
                                             rtol=rtol, atol=1e-30).y, repeats)
         err_s = float(np.max(np.abs(sol.y[0][1:] - ref[1:]) / ref[1:]))
-        rows.append({"bench": "decoder_h/scipy.solve_ivp(DOP853)", "params": {"M": M, "eta_Y": eta, "rtol": rtol},
-                     "compile_s": 0.0, "run_s_min": scipy_s, "repeats": repeats, "num_steps": int(sol.nfev),
-                     "error_vs_ref": err_s, "speedup_of_flows": scipy_s / run_s})
+        rows.append(row("decoder_h/scipy.solve_ivp(DOP853)", params={"M": M, "eta_Y": eta, "rtol": rtol},
+                        compile_s=0.0, run_s_min=scipy_s, repeats=repeats, steps=int(sol.nfev), error=err_s,
+                        ratio=ratio(scipy_s / run_s, "scipy run / flows.solve run")))
 
     n = 16 if quick else 64
     etas = np.geomspace(0.01, 1.0, n)
@@ -58,24 +55,16 @@ def run(quick: bool) -> list[dict]:
     sweep_s = best_of(lambda: solve_decoder(M, etas, grid).ys, repeats)
     solve_decoder(M, etas[0], grid)  # compile the single solve once
     loop_s = best_of(lambda: [solve_decoder(M, e, grid).ys for e in etas], max(1, repeats // 2))
-    rows.append({"bench": "decoder_h/sweep_vmap", "params": {"M": M, "n": n}, "compile_s": sweep.compile_s,
-                 "run_s_min": sweep_s, "repeats": repeats, "num_steps": int(np.max(sweep.num_steps)),
-                 "error_vs_ref": None, "speedup_vs_python_loop": loop_s / sweep_s})
-    rows.append({"bench": "decoder_h/sweep_python_loop", "params": {"M": M, "n": n}, "compile_s": 0.0,
-                 "run_s_min": loop_s, "repeats": max(1, repeats // 2), "num_steps": None,
-                 "error_vs_ref": None})
+    rows.append(row("decoder_h/sweep_vmap", params={"M": M, "n": n}, compile_s=sweep.compile_s,
+                    run_s_min=sweep_s, repeats=repeats, steps=int(np.max(sweep.num_steps)),
+                    ratio=ratio(loop_s / sweep_s, "Python loop of cached solves / vmapped sweep")))
+    rows.append(row("decoder_h/sweep_python_loop", params={"M": M, "n": n}, compile_s=0.0,
+                    run_s_min=loop_s, repeats=max(1, repeats // 2)))
     return rows
 
 
 def main(argv=None) -> int:
-    ns = harness_parser(__doc__.splitlines()[0]).parse_args(argv)
-    harness_start(ns)
-    rows = run(ns.quick)
-    write_rows(rows, Path(ns.out))
-    for r in rows:
-        print(f"{r['bench']:40s} run {r['run_s_min'] * 1e3:9.3f} ms  compile {r['compile_s']:.2f} s  "
-              f"err {r['error_vs_ref'] if r['error_vs_ref'] is not None else '-'}")
-    return 0
+    return bench_main("decoder", run, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":
