@@ -240,16 +240,18 @@ def _check_sizes(batch_size, T):
 def sample_counts(arrays: ClassArrays, key, batch_size: int, T: int):
     """(cls (B,), counts (B, M)): classes n ~ P(n) and context counts N ~ Multinomial(T-1, P(.|n)).
 
-    Token t of a sequence is the support entry j with cdf_{j-1} <= u_t < cdf_j; the counts are computed
-    from the uniforms directly, N_j = #{t : u_t < cdf_j} - #{t : u_t < cdf_{j-1}}, with no token sequence.
+    Token t of a sequence is the support entry j with cdf_{j-1} <= u_t < cdf_j, i.e. j = #{k : cdf_k <= u_t}
+    (the padded entries, cdf = 1 > u_t, are never hit); N_j counts the tokens with entry j.
     """
     _check_sizes(batch_size, T)
     cls, u = _draw(arrays, key, batch_size, T)
     cdf = arrays.support_cdf[cls]  # (B, S)
-    below = jnp.sum((u[:, :, None] < cdf[:, None, :]).astype(cdf.dtype), axis=1)  # (B, S) cumulative
-    counts_s = jnp.diff(below, axis=1, prepend=jnp.zeros_like(below[:, :1]))
-    M = arrays.cond.shape[1]
+    # support entry of each token, j = #{k : cdf_k <= u_t} (integer sums: a float reduction over (B, T-1, S)
+    # was 4x slower on CPU), then two small scatter-adds: counts over the support, then into the vocabulary
+    j = jnp.sum(cdf[:, None, :] <= u[:, :, None], axis=-1, dtype=jnp.int32)  # (B, T-1)
     rows = jnp.arange(batch_size)[:, None]
+    counts_s = jnp.zeros(cdf.shape, cdf.dtype).at[rows, j].add(1.0)  # (B, S)
+    M = arrays.cond.shape[1]
     counts = jnp.zeros((batch_size, M), cdf.dtype).at[rows, arrays.support_index[cls]].add(counts_s)
     return cls, counts
 
