@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..solve import Trajectory, solve
+from ..solve import Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
 
@@ -133,6 +133,37 @@ def _obs_gamma(t, y, args):
     return _gamma_of_h(y["h"], args["Md"])
 
 
+def _obs_full(t, y, args):
+    """attention and loss from one evaluation of c_n (one function: the intermediate is shared)."""
+    c = obs.attention(y["Z"], args["cond"], args["Q"])
+    logits = obs.normalized_attention(c) @ y["Y"]
+    ce = jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * args["E"], axis=-1)
+    return {"attention": c, "loss": jnp.sum(args["p"] * ce)}
+
+
+def _obs_reduced(t, y, args):
+    return {"attention": obs.attention(y["Z"], args["cond"], args["Q"]), "gamma": _gamma_of_h(y["h"], args["Md"])}
+
+
+def _rates(eta_Y, eta_Z):
+    """Validated rates: two floats, or two 1-D arrays of one length (a sweep)."""
+    vals = []
+    for field, v in (("eta_Y", eta_Y), ("eta_Z", eta_Z)):
+        a = np.asarray(v, dtype=float)
+        if a.ndim > 1 or a.size == 0:
+            raise ValueError(f"{field} must be a number or a non-empty 1-D array of numbers, got shape {a.shape}")
+        if not (np.all(np.isfinite(a)) and np.all(a > 0)):
+            raise ValueError(f"{field} must be finite and > 0, got {v!r}")
+        vals.append(a)
+    if vals[0].ndim == 0 and vals[1].ndim == 0:
+        return float(vals[0]), float(vals[1]), None
+    try:
+        eY, eZ = np.broadcast_arrays(np.atleast_1d(vals[0]), np.atleast_1d(vals[1]))
+    except ValueError:
+        raise ValueError(f"eta_Y and eta_Z must have one length, got {vals[0].shape} and {vals[1].shape}") from None
+    return eY, eZ, eY.size
+
+
 def _check_ts(ts):
     ts = np.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size < 1 or not np.all(np.isfinite(ts)) or np.any(ts < 0) or np.any(np.diff(ts) < 0):
@@ -152,27 +183,37 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
     Observables saved: `attention` (K, M) c_n; `loss` (full flow) or `gamma` (reduced flow). States:
     full {"Y", "Z"}; reduced {"Z", "h" = h(t/K), "B" (K,) = B_n(t)}. `decoder_size` is the M of gamma
     (default the vocabulary size). Other arguments as in `flows.solve`.
+
+    **Sweeps.** `eta_Y` and/or `eta_Z` may be 1-D arrays (broadcast against each other): the flow is then
+    solved for every pair in one vmapped, once-compiled `flows.solve_batch` call, every field of the
+    `Trajectory` gains a leading axis, and failed members are reported in `status` (raised only with
+    `throw=True`, as for a single solve).
     """
     if not isinstance(classes, SequenceClasses):
         raise ValueError("classes must be a SequenceClasses")
-    for field, v in (("eta_Y", eta_Y), ("eta_Z", eta_Z)):
-        if not (np.isfinite(v) and v > 0):
-            raise ValueError(f"{field} must be finite and > 0, got {v!r}")
+    eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
     ts = _check_ts(ts)
     dtype = jnp.result_type(float)
+    np_dtype = np.dtype(dtype)
     M = classes.vocab_size
-    args = flow_args(classes, eta_Y, eta_Z, paper_time=paper_time, exact_slaving=exact_slaving,
-                     decoder_size=decoder_size, dtype=dtype)
-    Z0 = jnp.zeros((M, M), dtype) if Z0 is None else jnp.asarray(Z0, dtype)
+    args = flow_args(classes, 1.0 if n else eta_Y, 1.0 if n else eta_Z, paper_time=paper_time,
+                     exact_slaving=exact_slaving, decoder_size=decoder_size, dtype=dtype)
+    if n:
+        args = {k: jnp.broadcast_to(v, (n,) + v.shape) for k, v in args.items()}
+        args["eta_Y"], args["eta_Z"] = jnp.asarray(eta_Y, dtype), jnp.asarray(eta_Z, dtype)
+    # numpy zeros: device transfers, not eager ops that each compile a small program on a first call
+    Z0 = np.zeros((M, M), np_dtype) if Z0 is None else jnp.asarray(Z0, dtype)
     common = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
                   throw=throw)
     if reduced:
-        y0 = {"Z": Z0, "h": jnp.zeros((), dtype), "B": jnp.zeros((classes.num_classes,), dtype)}
-        return solve(reduced_vector_field, y0, observables={"attention": _obs_attention, "gamma": _obs_gamma},
-                     **common)
-    Y0 = jnp.zeros((M, M), dtype) if Y0 is None else jnp.asarray(Y0, dtype)
-    return solve(full_vector_field, {"Y": Y0, "Z": Z0},
-                 observables={"attention": _obs_attention, "loss": _obs_loss}, **common)
+        vf, observables = reduced_vector_field, _obs_reduced
+        y0 = {"Z": Z0, "h": np.zeros((), np_dtype), "B": np.zeros((classes.num_classes,), np_dtype)}
+    else:
+        vf, observables = full_vector_field, _obs_full
+        y0 = {"Y": np.zeros((M, M), np_dtype) if Y0 is None else jnp.asarray(Y0, dtype), "Z": Z0}
+    if n:
+        return solve_batch(vf, y0, observables=observables, **common)
+    return solve(vf, y0, observables=observables, **common)
 
 
 def single_ct_vector_field(t, y, args):

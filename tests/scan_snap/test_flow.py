@@ -104,3 +104,20 @@ def test_generated_class_symmetric_reduction_matches_vectorised():
         out = gen.vector_field(0.0, jnp.asarray([zd, zc]), gargs)
         np.testing.assert_allclose(np.asarray(out), [float(red[15, 6]), float(red[15, 0])], rtol=1e-11)
         assert float(out[0]) > 0 > float(out[1])
+
+
+def test_rate_sweep_is_one_vmapped_solve_equal_to_single_solves():
+    """eta arrays: one solve_batch call whose members equal the single solves (same steps, 1e-12)."""
+    c = syn_small()
+    ts = [0.0, 1.0, 10.0]
+    etas = np.array([1.0, 3.0])
+    batch = solve_flow(c, etas, 1.0, ts, reduced=True)
+    assert batch.status == ("ok", "ok") and np.shape(batch.ys["Z"]) == (2, 3, c.vocab_size, c.vocab_size)
+    for i, e in enumerate(etas):
+        single = solve_flow(c, e, 1.0, ts, reduced=True)
+        assert np.max(np.abs(np.asarray(batch.ys["Z"][i]) - np.asarray(single.ys["Z"]))) <= 1e-12
+        assert np.max(np.abs(np.asarray(batch.observables["gamma"][i]) - single.observables["gamma"])) <= 1e-12
+    with pytest.raises(ValueError, match="eta_Y"):
+        solve_flow(c, np.ones((2, 2)), 1.0, ts)
+    with pytest.raises(ValueError, match="one length"):
+        solve_flow(c, [1.0, 2.0], [1.0, 2.0, 3.0], ts)
