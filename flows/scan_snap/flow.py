@@ -25,11 +25,13 @@ State {"Z": (M, M), "h": (), "B": (K,)}.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..solve import Trajectory, solve, solve_batch
+from ..solve import FlowError, Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
 
@@ -39,13 +41,23 @@ __all__ = ["flow_args", "full_vector_field", "population_loss", "reduced_vector_
 
 
 def flow_args(classes: SequenceClasses, eta_Y, eta_Z, *, paper_time=True, exact_slaving=False,
-              decoder_size=None, dtype=None) -> dict:
-    """The traced parameters of both vector fields (arrays; new values do not recompile)."""
+              decoder_size=None, dtype=None, query_rows=False) -> dict:
+    """The traced parameters of both vector fields (arrays; new values do not recompile).
+
+    `query_rows=True`: the vector fields then take Z as its L query-token rows only, (L, M) in the order of
+    `classes.query_tokens` (`Q` is (K, L)): the other rows of Z never enter c_n and never move, so this state
+    is exact and M / L times smaller (what `solve_flow` integrates).
+    """
     dtype = dtype or jnp.result_type(float)
     K, M = classes.num_classes, classes.vocab_size
     Md = float(decoder_size or M)
-    Q = np.zeros((K, M))
-    Q[np.arange(K), classes.query] = 1.0
+    if query_rows:
+        rows = {q: i for i, q in enumerate(classes.query_tokens)}
+        Q = np.zeros((K, len(rows)))
+        Q[np.arange(K), [rows[q] for q in classes.query]] = 1.0
+    else:
+        Q = np.zeros((K, M))
+        Q[np.arange(K), classes.query] = 1.0
     E = np.zeros((K, M))
     E[np.arange(K), classes.next_token] = 1.0
     p = np.asarray(classes.class_probs)
@@ -196,24 +208,46 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
     dtype = jnp.result_type(float)
     np_dtype = np.dtype(dtype)
     M = classes.vocab_size
+    # the state holds only the query rows of Z (flow_args(query_rows=True)); the full Z is rebuilt after
     args = flow_args(classes, 1.0 if n else eta_Y, 1.0 if n else eta_Z, paper_time=paper_time,
-                     exact_slaving=exact_slaving, decoder_size=decoder_size, dtype=dtype)
+                     exact_slaving=exact_slaving, decoder_size=decoder_size, dtype=dtype, query_rows=True)
     if n:
         args = {k: jnp.broadcast_to(v, (n,) + v.shape) for k, v in args.items()}
         args["eta_Y"], args["eta_Z"] = jnp.asarray(eta_Y, dtype), jnp.asarray(eta_Z, dtype)
-    # numpy zeros: device transfers, not eager ops that each compile a small program on a first call
-    Z0 = np.zeros((M, M), np_dtype) if Z0 is None else jnp.asarray(Z0, dtype)
+    qt = list(classes.query_tokens)
+    # numpy initial states: device transfers, not eager ops that each compile a small program on a first call
+    Z0 = np.zeros((M, M), np_dtype) if Z0 is None else _square("Z0", Z0, M, np_dtype)
     common = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
                   throw=throw)
     if reduced:
         vf, observables = reduced_vector_field, _obs_reduced
-        y0 = {"Z": Z0, "h": np.zeros((), np_dtype), "B": np.zeros((classes.num_classes,), np_dtype)}
+        y0 = {"Z": Z0[qt], "h": np.zeros((), np_dtype), "B": np.zeros((classes.num_classes,), np_dtype)}
     else:
         vf, observables = full_vector_field, _obs_full
-        y0 = {"Y": np.zeros((M, M), np_dtype) if Y0 is None else jnp.asarray(Y0, dtype), "Z": Z0}
-    if n:
-        return solve_batch(vf, y0, observables=observables, **common)
-    return solve(vf, y0, observables=observables, **common)
+        Y0 = np.zeros((M, M), np_dtype) if Y0 is None else _square("Y0", Y0, M, np_dtype)
+        y0 = {"Y": Y0, "Z": Z0[qt]}
+    try:
+        traj = (solve_batch if n else solve)(vf, y0, observables=observables, **common)
+    except FlowError as err:
+        raise FlowError(str(err), _full_Z(err.trajectory, Z0, qt)) from None
+    return _full_Z(traj, Z0, qt)
+
+
+def _square(name, a, M, dtype):
+    a = np.asarray(a, dtype)
+    if a.shape != (M, M):
+        raise ValueError(f"{name} must be an (M, M) = ({M}, {M}) array, got shape {a.shape}")
+    return a
+
+
+def _full_Z(traj, Z0, qt):
+    """The trajectory with ys["Z"] rebuilt as (..., M, M): Z0 outside the query rows (constant there)."""
+    if traj is None or traj.ys is None:
+        return traj
+    zq = np.asarray(traj.ys["Z"])
+    Z = np.array(np.broadcast_to(Z0, zq.shape[:-2] + Z0.shape))
+    Z[..., qt, :] = zq
+    return dataclasses.replace(traj, ys={**traj.ys, "Z": Z})
 
 
 def single_ct_vector_field(t, y, args):

@@ -1,0 +1,323 @@
+"""Scan and Snap (Tian et al. 2023): Fig. 6 sweep, first calls (T->inf flow vs SGD), compiles, scaling, sweeps.
+
+Rows (`benchmarks._harness.row`):
+
+- `scan_snap/fig6_sweep`: `examples/scan_snap_fig6.py` run in a fresh process (compile cache off);
+  `run_s_min` = the summed wall time of its vmapped training sweeps (compiles included, as the example pays
+  them), `example_s` = the whole example (plots, record), and whether its predictions held. Full run: the
+  paper's 4 x 16 cells x 10 seeds with the 30 s budget as a ratio; --quick: the example's quick mode.
+- `scan_snap/first_call(flow|sgd, steps=...)` and `scan_snap/first_call_ratio(steps=...)`: Fig. 4 on
+  Syn-Small (SGD momentum 0.9, batch 128, T = 128, zero init, eta_Y = eta_Z = 1) end to end in fresh
+  processes: imports, data, initial state, compile and solve of the T->inf (Y, Z) flow up to the flow time
+  steps / (1 - 0.9) vs imports, data, init, compile and training. `error` is ||Z_SGD - Z_flow||_F /
+  ||Z_flow||_F at the final time. Targets: 10 at the Fig. 4 size (100 steps), 2 at the quick size (30).
+- `scan_snap/vector_field_compile(...)`: for the full (Y, Z) flow, the reduced Z-flow and the decoder h-flow,
+  the compile of the jitted vector field alone (`compile_s`, target 1.5 s) and of its whole `flows.solve`
+  program (`solve_compile_s`), in a fresh process.
+- `scan_snap/flow_scaling(M=...)` and `scan_snap/flow_scaling_fit`: wall time per unit flow time of the full
+  (Y, Z) flow (tsit5, rtol 1e-8) on K = 2 Zipfian classes against the vocabulary M (64 ... 4096), and the
+  exponent of s_per_unit_time ~ M^alpha (`flows.fitting.power_law_fit`).
+- `scan_snap/sweep_vmap(n=256)` and `scan_snap/sweep_python_loop(n=256)`: 256 (eta_Y, eta_Z) pairs of the
+  reduced Z-flow on Syn-Small in one vmapped `solve_flow` call vs a Python loop of cached single solves
+  (the same compiled program reused), timed in the same run; `error` = the largest difference of the final
+  Z between the two.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+
+from benchmarks._harness import bench_main, best_of, fresh_process, ratio, row  # noqa: E402
+from flows import fitting, solve, solve_batch  # noqa: E402
+from flows.scan_snap import solve_flow, syn_small, zipfian  # noqa: E402
+from flows.scan_snap.flow import symmetric_vector_field  # noqa: E402
+
+FIG6_BUDGET_S = 30.0
+COMPILE_BUDGET_S = 1.5
+MOMENTUM = 0.9
+SCALING_M = (64, 128, 256, 512, 1024, 2048, 4096)
+SCALING_T1 = 2.0
+
+# --------------------------------------------------------------------------- Fig. 6 sweep
+_FIG6_CHILD = """
+import json, runpy, sys, tempfile, time
+t0 = time.perf_counter()
+mod = runpy.run_path("examples/scan_snap_fig6.py")
+from flows import records
+out = tempfile.mkdtemp()
+mod["main"]({argv!r} + ["--out", out])
+wall = time.perf_counter() - t0
+rec = records.load_record(out)
+timings = rec["meta"].get("timings", {{}})
+preds = {{k: bool(v["holds"]) for k, v in rec["metrics"].items() if isinstance(v, dict) and "holds" in v}}
+print(json.dumps({{"example_s": wall, "timings": timings, "predictions": preds}}))
+"""
+
+
+def fig6_sweep(quick: bool) -> list[dict]:
+    """The Fig. 6 example in a fresh process: its sweep time (summed) and its predictions."""
+    out = fresh_process(_FIG6_CHILD.format(argv=["--quick"] if quick else []))
+    sweeps = {k: v for k, v in out["timings"].items() if k.startswith("sweep_")}
+    sweep_s = float(sum(sweeps.values()))
+    params = {"quick": quick, "cells_x_seeds": "2 L x 4 cells x 3 seeds" if quick else "4 L x 16 cells x 10 seeds",
+              "fresh_process": True}
+    return [row("scan_snap/fig6_sweep", params=params, compile_s=None, run_s_min=sweep_s, repeats=1,
+                sweep_s=sweeps, example_s=out["example_s"], process_s=out["wall_s"],
+                predictions_hold=all(out["predictions"].values()), predictions=out["predictions"],
+                ratio=None if quick else ratio(FIG6_BUDGET_S / sweep_s, f"budget {FIG6_BUDGET_S:g} s / sweep",
+                                               target=1))]
+
+
+# --------------------------------------------------------------------------- first calls, Fig. 4 sizes
+def fig4_times(steps: int) -> np.ndarray:
+    """The save times of `examples/scan_snap_fig4.py`: iterations 0, 2, ..., 10 and the last, in flow time."""
+    t = np.arange(steps + 1) * (1.0 / (1.0 - MOMENTUM))  # TrainRecord.t
+    return np.unique(t[[0, 2, 4, 6, 8, 10, steps]])
+
+
+_FLOW_CHILD = """
+import json, time
+t0 = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+from flows.scan_snap import solve_flow, syn_small
+t_import = time.perf_counter() - t0
+t = time.perf_counter()
+classes = syn_small()
+ts = np.array({ts!r})
+tr = solve_flow(classes, 1.0, 1.0, ts, solver="tsit5", rtol=1e-8, atol=1e-10)
+Z = np.asarray(tr.ys["Z"][-1])
+call_s = time.perf_counter() - t
+np.save({path!r}, Z)
+print(json.dumps({{"import_s": t_import, "call_s": call_s, "compile_s": tr.compile_s, "run_s": tr.run_s,
+                  "steps": int(tr.num_steps)}}))
+"""
+
+_SGD_CHILD = """
+import json, time
+t0 = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+from flows.scan_snap import syn_small, train
+t_import = time.perf_counter() - t0
+t = time.perf_counter()
+classes = syn_small()
+r = train(classes, "sgd", 1.0, 1.0, 128, 128, {steps}, momentum={momentum}, init="zero", seed=2)
+Z = np.asarray(r.Z[-1])
+call_s = time.perf_counter() - t
+np.save({path!r}, Z)
+print(json.dumps({{"import_s": t_import, "call_s": call_s}}))
+"""
+
+
+def first_call(steps: int, target: float) -> list[dict]:
+    """Flow vs SGD first call at `steps` SGD iterations (Fig. 4: 100; the example's quick mode: 30)."""
+    ts = fig4_times(steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        zf, zs = os.path.join(tmp, "flow.npy"), os.path.join(tmp, "sgd.npy")
+        flow = fresh_process(_FLOW_CHILD.format(ts=ts.tolist(), path=zf))
+        sgd = fresh_process(_SGD_CHILD.format(steps=steps, momentum=MOMENTUM, path=zs))
+        Z_flow, Z_sgd = np.load(zf), np.load(zs)
+    err = float(np.linalg.norm(Z_sgd - Z_flow) / np.linalg.norm(Z_flow))
+    params = {"classes": "syn_small", "steps": steps, "t1": float(ts[-1]), "T": 128, "batch": 128,
+              "momentum": MOMENTUM, "fresh_process": True}
+    return [
+        row(f"scan_snap/first_call(flow,steps={steps})", params=params, compile_s=flow["compile_s"],
+            run_s_min=flow["wall_s"], repeats=1, steps=flow["steps"], error=err, import_s=flow["import_s"],
+            call_s=flow["call_s"], solve_run_s=flow["run_s"], first_call_s=flow["wall_s"]),
+        row(f"scan_snap/first_call(sgd,steps={steps})", params=params, compile_s=None, run_s_min=sgd["wall_s"],
+            repeats=1, steps=steps, error=err, import_s=sgd["import_s"], call_s=sgd["call_s"],
+            first_call_s=sgd["wall_s"]),
+        row(f"scan_snap/first_call_ratio(steps={steps})", params=params, compile_s=None, run_s_min=None,
+            error=err, after_imports=sgd["call_s"] / flow["call_s"],
+            ratio=ratio(sgd["wall_s"] / flow["wall_s"], "SGD first call / flow first call", target=target)),
+    ]
+
+
+# --------------------------------------------------------------------------- compile per vector field
+_COMPILE_CHILD = """
+import json, time
+t0 = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import numpy as np
+from flows.scan_snap import decoder, solve_decoder, solve_flow, syn_small
+from flows.scan_snap import flow
+t_import = time.perf_counter() - t0
+jax.block_until_ready(jax.jit(lambda x: x + 1.0)(1.0))  # the backend's own start-up is not a field's compile
+classes = syn_small()
+M, K = classes.vocab_size, classes.num_classes
+args = flow.flow_args(classes, 1.0, 1.0)
+zeros = np.zeros((M, M))
+fields = {{
+    "full_YZ_flow": (flow.full_vector_field, {{"Y": zeros, "Z": zeros}}, args,
+                     lambda: solve_flow(classes, 1.0, 1.0, [0.0, 10.0])),
+    "reduced_Z_flow": (flow.reduced_vector_field, {{"Z": zeros, "h": np.zeros(()), "B": np.zeros((K,))}}, args,
+                       lambda: solve_flow(classes, 10.0, 1.0, [0.0, 10.0], reduced=True)),
+    "decoder_h_flow": (decoder.decoder_vector_field, np.zeros(()), {{"M": jnp.asarray(float(M)),
+                       "eta_Y": jnp.asarray(1.0)}}, lambda: solve_decoder(float(M), 1.0, [0.0, 10.0])),
+}}
+out = {{"import_s": t_import}}
+for name, (vf, y, a, solve_it) in fields.items():
+    jitted = jax.jit(lambda y, a, vf=vf: vf(0.0, y, a))
+    t = time.perf_counter(); lowered = jitted.lower(y, a); trace_s = time.perf_counter() - t
+    t = time.perf_counter(); compiled = lowered.compile(); vf_compile_s = time.perf_counter() - t
+    jax.block_until_ready(compiled(y, a))
+    t = time.perf_counter(); tr = solve_it(); solve_first_s = time.perf_counter() - t
+    out[name] = {{"trace_s": trace_s, "vf_compile_s": vf_compile_s, "solve_compile_s": tr.compile_s,
+                 "solve_first_call_s": solve_first_s}}
+print(json.dumps(out))
+"""
+
+
+def vector_field_compile() -> list[dict]:
+    out = fresh_process(_COMPILE_CHILD)
+    rows = []
+    for name in ("full_YZ_flow", "reduced_Z_flow", "decoder_h_flow"):
+        o = out[name]
+        rows.append(row(f"scan_snap/vector_field_compile({name})",
+                        params={"classes": "syn_small", "M": 34, "fresh_process": True},
+                        compile_s=o["vf_compile_s"], run_s_min=None, repeats=1, trace_s=o["trace_s"],
+                        solve_compile_s=o["solve_compile_s"], solve_first_call_s=o["solve_first_call_s"],
+                        ratio=ratio(COMPILE_BUDGET_S / o["vf_compile_s"], f"budget {COMPILE_BUDGET_S:g} s / compile",
+                                    target=1)))
+    return rows
+
+
+# --------------------------------------------------------------------------- scaling in the vocabulary M
+def scaling_classes(M: int):
+    """K = 2 Zipfian classes (10 common tokens, (M - 14) / 2 distinct tokens each) with vocabulary M."""
+    if M < 16 or M % 2:
+        raise ValueError(f"M must be an even integer >= 16, got {M!r}")
+    return zipfian(num_queries=2, next_per_query=1, num_distinct=(M - 14) // 2, num_common=10)
+
+
+def scaling_row(M: int, repeats: int, t1: float = SCALING_T1) -> dict:
+    classes = scaling_classes(M)
+    assert classes.vocab_size == M
+    ts = [0.0, t1]
+    tr = solve_flow(classes, 1.0, 1.0, ts)
+    run_s = best_of(lambda: solve_flow(classes, 1.0, 1.0, ts).ys, repeats)
+    return row(f"scan_snap/flow_scaling(M={M})", params={"M": M, "K": 2, "t1": t1, "solver": "tsit5", "rtol": 1e-8},
+               compile_s=tr.compile_s, run_s_min=run_s, repeats=repeats, steps=int(tr.num_steps),
+               s_per_unit_time=run_s / t1, s_per_step=run_s / max(int(tr.num_steps), 1))
+
+
+def scaling_fit(rows: list[dict], min_M: int, key: str = "s_per_unit_time") -> dict:
+    M = np.array([r["params"]["M"] for r in rows], dtype=float)
+    y = np.array([r[key] for r in rows], dtype=float)
+    use = M >= min_M
+    fit = fitting.power_law_fit(M[use], y[use], n_boot=2000, rng=0, interval="percentile") \
+        if use.sum() >= 3 else None
+    return row("scan_snap/flow_scaling_fit", params={"M": M.tolist(), "fit_over": M[use].tolist(), "quantity": key},
+               compile_s=None, run_s_min=None, repeats=0, exponent=None if fit is None else float(fit.slope),
+               exponent_ci=None if fit is None else [float(c) for c in fit.slope_ci])
+
+
+def scaling(quick: bool) -> list[dict]:
+    Ms = (64, 256, 1024) if quick else SCALING_M
+    rows = [scaling_row(M, repeats=1 if (quick or M >= 2048) else 3) for M in Ms]
+    return rows + [scaling_fit(rows, min_M=64 if quick else 256)]
+
+
+# --------------------------------------------------------------------------- vmapped sweep vs Python loop
+def sweep_pairs(n: int):
+    """n (eta_Y, eta_Z) pairs on a sqrt(n) x sqrt(n) log grid (eta_Y in [1, 10], eta_Z in [0.5, 2])."""
+    side = int(round(np.sqrt(n)))
+    if side * side != n:
+        raise ValueError(f"n must be a perfect square, got {n!r}")
+    eY, eZ = np.meshgrid(np.geomspace(1.0, 10.0, side), np.geomspace(0.5, 2.0, side), indexing="ij")
+    return eY.ravel(), eZ.ravel()
+
+
+def sweep(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int = 1, repeats: int = 3) -> list[dict]:
+    classes = syn_small()
+    eY, eZ = sweep_pairs(n)
+    batch = solve_flow(classes, eY, eZ, ts, reduced=True)
+    vmap_s = best_of(lambda: solve_flow(classes, eY, eZ, ts, reduced=True).ys, repeats)
+    single = solve_flow(classes, eY[0], eZ[0], ts, reduced=True)  # compile the single solve once
+    finals = []
+
+    def loop():
+        finals.clear()
+        for a, b in zip(eY, eZ, strict=True):
+            finals.append(solve_flow(classes, a, b, ts, reduced=True).ys["Z"][-1])
+        return finals[-1]
+
+    loop_s = best_of(loop, loop_repeats)
+    err = float(np.max(np.abs(np.asarray(batch.ys["Z"][:, -1]) - np.stack([np.asarray(z) for z in finals]))))
+    params = {"classes": "syn_small", "flow": "reduced", "n": n, "t1": float(ts[-1]), "solver": "tsit5"}
+    return [row(f"scan_snap/sweep_vmap(n={n})", params=params, compile_s=batch.compile_s, run_s_min=vmap_s,
+                repeats=repeats, steps=int(np.max(batch.num_steps)), error=err,
+                ratio=ratio(loop_s / vmap_s, "Python loop of cached solves / vmapped sweep", target=50)),
+            row(f"scan_snap/sweep_python_loop(n={n})", params=params, compile_s=single.compile_s, run_s_min=loop_s,
+                repeats=loop_repeats, steps=int(single.num_steps), error=err)]
+
+
+def sweep_symmetric(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int = 1, repeats: int = 3) -> list[dict]:
+    """The same sweep for the generated class-symmetric reduced flow (state h, z_DT, z_CT; K = 2, M = 34,
+    p_d = p_c = 0.05, D = C = 10 as in `examples/scan_snap_predictions.py`): `flows.solve_batch` over the
+    rates vs a loop of cached `flows.solve` calls."""
+    eY, eZ = sweep_pairs(n)
+    fixed = dict(M=34.0, K=2.0, p_d=0.05, p_c=0.05, D=10.0, C=10.0)
+    bargs = {k: np.full(n, v) for k, v in fixed.items()} | {"eta_Y": eY, "eta_Z": eZ}
+    kw = dict(t1=float(ts[-1]), ts=np.asarray(ts), rtol=1e-8, atol=1e-10)
+    y0 = np.zeros(3)
+    batch = solve_batch(symmetric_vector_field, y0, args=bargs, **kw)
+    vmap_s = best_of(lambda: solve_batch(symmetric_vector_field, y0, args=bargs, **kw).ys, repeats)
+    one = [{k: np.asarray(v[i]) for k, v in bargs.items()} for i in range(n)]
+    single = solve(symmetric_vector_field, y0, args=one[0], **kw)
+    finals = []
+
+    def loop():
+        finals.clear()
+        finals.extend(solve(symmetric_vector_field, y0, args=a, **kw).ys[-1] for a in one)
+        return finals[-1]
+
+    loop_s = best_of(loop, loop_repeats)
+    err = float(np.max(np.abs(np.asarray(batch.ys[:, -1]) - np.stack([np.asarray(z) for z in finals]))))
+    params = {"flow": "class-symmetric reduced (generated)", "n": n, "t1": float(ts[-1]), "solver": "tsit5"}
+    return [row(f"scan_snap/sweep_vmap_symmetric(n={n})", params=params, compile_s=batch.compile_s,
+                run_s_min=vmap_s, repeats=repeats, steps=int(np.max(batch.num_steps)), error=err,
+                ratio=ratio(loop_s / vmap_s, "Python loop of cached solves / vmapped sweep", target=50)),
+            row(f"scan_snap/sweep_python_loop_symmetric(n={n})", params=params, compile_s=single.compile_s,
+                run_s_min=loop_s, repeats=loop_repeats, steps=int(single.num_steps), error=err)]
+
+
+# --------------------------------------------------------------------------- entry point
+def run(quick: bool) -> list[dict]:
+    rows = []
+    for name, part in (("sweep", lambda: sweep(256, repeats=2 if quick else 3)),
+                       ("sweep_symmetric", lambda: sweep_symmetric(256, repeats=2 if quick else 3)),
+                       ("scaling", lambda: scaling(quick)),
+                       ("compile", vector_field_compile),
+                       ("first_call_quick", lambda: first_call(30, target=2)),
+                       ("first_call_fig4", None if quick else (lambda: first_call(100, target=10))),
+                       ("fig6", lambda: fig6_sweep(quick))):
+        if part is None:
+            continue
+        begin = time.perf_counter()
+        rows += part()
+        print(f"# {name}: {time.perf_counter() - begin:.1f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    return bench_main("scan_snap", run, __doc__.splitlines()[0], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
