@@ -7,23 +7,28 @@ separately (ahead-of-time lowering, then a timed call).
 Failures are never silent. A non-finite state, a state whose max-norm passes `blowup`, an exhausted
 `max_steps` budget or a step size that collapsed give `status != "ok"` with a message saying what happened
 and at which time; the single (non-batched) call then raises `FlowError` unless `throw=False`.
+
+The parts live by concern: `flows.trajectory` (the record, statuses, messages), `flows.grids` (save grids),
+`flows.events` (`Event`, continuing past a non-stopping event), `flows._program` (the compiled diffrax
+program and its cache). This module validates the call and runs it; `solve_batch` vmaps it, optionally
+with the batch axis split over the devices of a `jax.sharding.Mesh`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
+
+from ._program import _COMPILED, FIXED_STEP_ONLY, SOLVERS, all_finite, build, compiled, max_abs, signature
+from .events import Event, continue_after_event
+from .grids import check_horizon, linear_grid, log_grid
+from .trajectory import STATUS_NAMES, STUCK, FlowError, Trajectory, decode
 
 logger = logging.getLogger(__name__)
 
@@ -38,150 +43,10 @@ __all__ = [
     "solve_batch",
 ]
 
-SOLVERS: dict[str, type[diffrax.AbstractSolver]] = {
-    "tsit5": diffrax.Tsit5,
-    "dopri5": diffrax.Dopri5,
-    "dopri8": diffrax.Dopri8,
-    "kvaerno5": diffrax.Kvaerno5,
-    "heun": diffrax.Heun,
-    "euler": diffrax.Euler,
-}
-#: Solvers without an embedded error estimate: they need `constant_step=True`.
-_FIXED_STEP_ONLY = ("euler",)
-
-# Status codes computed inside the compiled solve (so that they vmap), decoded to strings afterwards.
-_OK, _EVENT, _MAX_STEPS, _DT_MIN, _NONFINITE, _DIVERGED, _OTHER = range(7)
-_STATUS_NAMES = ("ok", "event", "max_steps", "dt_min", "nonfinite", "diverged", "failed")
-
-
-class FlowError(RuntimeError):
-    """A flow could not be integrated to its horizon; the message says what happened and where.
-
-    The partial `Trajectory` is available as `error.trajectory`.
-    """
-
-    def __init__(self, message: str, trajectory: Trajectory | None = None):
-        super().__init__(message)
-        self.trajectory = trajectory
-
-
-@dataclasses.dataclass(frozen=True)
-class Event:
-    """A condition at which to stop the solve (or, with `stop=False`, only to record the time).
-
-    **Arguments:**
-
-    - `condition`: `f(t, y, args) -> scalar`. A real value triggers when it changes sign and its zero is
-      located by a Newton root finder on the solver's dense interpolant; a boolean triggers at the end of the
-      first step on which it is true.
-    - `direction`: `None` (either crossing), `True` (upcrossing only) or `False` (downcrossing only).
-    - `stop`: if `True` the solve ends at the event (`status="event"`); if `False` the solve is continued
-      past it and only `Trajectory.t_event` is recorded.
-    - `name`: used in messages.
-    """
-
-    condition: Callable[..., Any]
-    direction: bool | None = None
-    stop: bool = True
-    name: str = "event"
-
-    def __post_init__(self):
-        if not callable(self.condition):
-            raise ValueError("Event.condition must be callable f(t, y, args)")
-        if self.direction not in (None, True, False):
-            raise ValueError("Event.direction must be None, True or False")
-
-
-@dataclasses.dataclass(frozen=True)
-class Trajectory:
-    """The record of one solve (or, from `solve_batch`, of many: every array gains a leading batch axis).
-
-    - `ts`: saved times, shape `(n,)`; entries after a stopping event are `inf`.
-    - `ys`: saved states (a pytree like `y0`, each leaf with leading axis `n`), or `None` when only
-      observables were saved.
-    - `observables`: dict name -> array of leading shape `(n,)`, computed at the saved times.
-    - `status`: `"ok"`, `"event"`, `"max_steps"`, `"dt_min"`, `"nonfinite"`, `"diverged"` or `"failed"`
-      (a tuple of these for a batch); `message`: what happened, in words.
-    - `t_final`: the time the solve reached; `t_event`: the located event time (`nan` if none occurred).
-    - `num_steps`, `num_accepted_steps`, `num_rejected_steps`: solver counters.
-    - `compile_s`, `run_s`: seconds spent compiling (0 when a cached compilation was reused) and running.
-    - `solver`, `rtol`, `atol`: how it was solved.
-    """
-
-    ts: Any
-    ys: Any
-    observables: dict
-    status: str | tuple
-    message: str | tuple
-    t_final: Any
-    t_event: Any
-    num_steps: Any
-    num_accepted_steps: Any
-    num_rejected_steps: Any
-    compile_s: float
-    run_s: float
-    solver: str
-    rtol: float
-    atol: float
-
-    @property
-    def ok(self) -> bool:
-        """True when every solve reached its horizon (a stopping event counts as success)."""
-        statuses = (self.status,) if isinstance(self.status, str) else self.status
-        return all(s in ("ok", "event") for s in statuses)
-
-    def __getitem__(self, i: int) -> Trajectory:
-        """Member `i` of a batched trajectory."""
-        if isinstance(self.status, str):
-            raise TypeError("indexing is only defined for a batched Trajectory (from solve_batch)")
-        take = lambda x: jax.tree_util.tree_map(lambda a: a[i], x)
-        return dataclasses.replace(
-            self,
-            ts=self.ts[i],
-            ys=None if self.ys is None else take(self.ys),
-            observables=take(self.observables),
-            status=self.status[i],
-            message=self.message[i],
-            t_final=self.t_final[i],
-            t_event=self.t_event[i],
-            num_steps=self.num_steps[i],
-            num_accepted_steps=self.num_accepted_steps[i],
-            num_rejected_steps=self.num_rejected_steps[i],
-        )
-
-
-def linear_grid(t0: float, t1: float, num: int) -> np.ndarray:
-    """`num` equally spaced save times from `t0` to `t1` inclusive."""
-    _check_horizon(t0, t1)
-    if int(num) < 2:
-        raise ValueError(f"num must be >= 2, got {num}")
-    return np.linspace(float(t0), float(t1), int(num))
-
-
-def log_grid(t0: float, t1: float, num: int, first: float | None = None) -> np.ndarray:
-    """`t0`, then `num - 1` log-spaced times from `t0 + first` to `t1`.
-
-    `first` defaults to `1e-6 * (t1 - t0)`. Log grids are the natural way to look at flows whose phases
-    live on different time scales (scan then snap, phase 1 then phase 2).
-    """
-    _check_horizon(t0, t1)
-    if int(num) < 2:
-        raise ValueError(f"num must be >= 2, got {num}")
-    span = float(t1) - float(t0)
-    first = 1e-6 * span if first is None else float(first)
-    if not (0.0 < first < span):
-        raise ValueError(f"first must lie in (0, t1 - t0) = (0, {span}), got {first}")
-    rest = np.geomspace(first, span, int(num) - 1) + float(t0)
-    rest[-1] = float(t1)
-    return np.concatenate([[float(t0)], rest])
-
-
-def _check_horizon(t0, t1):
-    for name, value in (("t0", t0), ("t1", t1)):
-        if not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    if not float(t1) > float(t0):
-        raise ValueError(f"t1 must be greater than t0, got t0={t0}, t1={t1}")
+# private names other modules of the package use (flows.sde, flows.mean_field)
+_STATUS_NAMES, _check_horizon, _compiled, _signature = STATUS_NAMES, check_horizon, compiled, signature
+_all_finite, _max_abs = all_finite, max_abs
+_ = _COMPILED  # re-exported for tests that clear the program cache
 
 
 def _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0):
@@ -190,7 +55,7 @@ def _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0):
     for name, value in (("rtol", rtol), ("atol", atol)):
         if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    _check_horizon(t0, t1)
+    check_horizon(t0, t1)
     if not isinstance(max_steps, int) or max_steps <= 0:
         raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
     if blowup is not None and not (isinstance(blowup, (int, float)) and blowup > 0):
@@ -209,208 +74,6 @@ def _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0):
     return ts
 
 
-def _max_abs(y):
-    leaves = jax.tree_util.tree_leaves(y)
-    return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
-
-
-def _all_finite(y):
-    leaves = jax.tree_util.tree_leaves(y)
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))
-
-
-def _build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save_states, event,
-           blowup, progress, constant_step=False):
-    """Build the function (y0, args, t0, t1, ts) -> raw outputs that is jitted (and possibly vmapped)."""
-    term = diffrax.ODETerm(vector_field)
-    solver_obj = SOLVERS[solver]()
-    controller = diffrax.ConstantStepSize() if constant_step else diffrax.PIDController(rtol=rtol, atol=atol)
-    obs = observables if callable(observables) else dict(observables or {})
-
-    def save_fn(t, y, args):
-        out = dict(obs(t, y, args)) if callable(obs) else {name: fn(t, y, args) for name, fn in obs.items()}
-        if save_states:
-            out["__y__"] = y
-        return out
-
-    def final_fn(t, y, args):
-        return y
-
-    conds = {}
-    directions = {}
-    if event is not None:
-
-        def event_cond(t, y, args, *, event_on, **kw):
-            c = event.condition(t, y, args)
-            if jnp.issubdtype(jnp.result_type(c), jnp.bool_):
-                return c & event_on
-            return jnp.where(event_on, c, jnp.ones_like(c))  # switched off: never changes sign
-
-        conds["event"] = event_cond
-        directions["event"] = event.direction
-    if blowup is not None:
-        conds["blowup"] = lambda t, y, args, **kw: ~(_max_abs(y) < blowup)  # also true for NaN
-        directions["blowup"] = None
-    progress_meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
-
-    def code_of(sol):
-        R = diffrax.RESULTS
-        mask = sol.event_mask if sol.event_mask is not None else {}
-        blown = mask.get("blowup", jnp.array(False))
-        hit = mask.get("event", jnp.array(False))
-        return jnp.select(
-            [
-                sol.result == R.successful,
-                (sol.result == R.event_occurred) & blown,
-                (sol.result == R.event_occurred) & hit,
-                sol.result == R.max_steps_reached,
-                sol.result == R.dt_min_reached,
-            ],
-            [_OK, _DIVERGED, _EVENT, _MAX_STEPS, _DT_MIN],
-            default=_OTHER,
-        ), hit
-
-    def run(y0, args, t0, t1, ts, event_on):
-        """One diffeqsolve; `event_on` (traced) switches the user event off for continuations."""
-        dx_event = None
-        if conds:
-            bound = {k: (functools.partial(f, event_on=event_on) if k == "event" else f) for k, f in conds.items()}
-            dx_event = diffrax.Event(
-                bound,
-                root_finder=optx.Newton(rtol=1e-12, atol=1e-12) if event is not None else None,
-                direction=directions,
-            )
-        sol = diffrax.diffeqsolve(
-            term,
-            solver_obj,
-            t0=t0,
-            t1=t1,
-            dt0=dt0,
-            y0=y0,
-            args=args,
-            saveat=diffrax.SaveAt(
-                subs=[diffrax.SubSaveAt(ts=ts, fn=save_fn), diffrax.SubSaveAt(t1=True, fn=final_fn)]
-            ),
-            stepsize_controller=controller,
-            max_steps=max_steps,
-            event=dx_event,
-            throw=False,
-            progress_meter=progress_meter,
-        )
-        code, hit = code_of(sol)
-        t_end = sol.ts[1][-1]  # the SubSaveAt(t1=True): where the solve stopped
-        y_end = jax.tree_util.tree_map(lambda a: a[-1], sol.ys[1])
-        saved, saved_ts = sol.ys[0], sol.ts[0]
-        reached = saved_ts <= t_end
-        leaves = jax.tree_util.tree_leaves(saved)
-        finite_saved = jnp.all(jnp.stack([
-            jnp.all(jnp.where(reached.reshape((-1,) + (1,) * (a.ndim - 1)), jnp.isfinite(a), True))
-            for a in leaves
-        ])) if leaves else jnp.array(True)
-        code = jnp.where((code == _OK) & ~(finite_saved & _all_finite(y_end)), _NONFINITE, code)
-        return {
-            "ts": saved_ts,
-            "saved": saved,
-            "code": code,
-            "t_final": t_end,
-            "t_event": jnp.where(hit, t_end, jnp.nan),
-            "y_end": y_end,
-            "y_end_max": _max_abs(y_end),
-            "num_steps": sol.stats["num_steps"],
-            "num_accepted_steps": sol.stats["num_accepted_steps"],
-            "num_rejected_steps": sol.stats["num_rejected_steps"],
-        }
-
-    return run
-
-
-def _continue_after_event(fn, raw, args, t0, t1, ts, batched):
-    """Event with stop=False: rerun the same compiled program from the event state with the event off.
-
-    Members without an event (or with the event at t1) keep their first result; grid points after the event
-    time are taken from the continuation. Works for a single solve and, elementwise, for a batch.
-    """
-    t_ev = raw["t_final"]
-    cont = (raw["code"] == _EVENT) & (t_ev < t1)
-    at_end = (raw["code"] == _EVENT) & ~(t_ev < t1)
-    raw = dict(raw, code=jnp.where(at_end, _OK, raw["code"]))
-    if not bool(jnp.any(cont)):
-        return raw
-    # Members that do not continue get a harmless tiny interval; their results are discarded.
-    start = jnp.where(cont, t_ev, t1 - 1e-9 * (t1 - t0))
-    ts2 = jnp.clip(ts, start[..., None] if batched else start, t1)
-    off = jnp.zeros_like(cont)
-    second = fn(raw["y_end"], args, start, t1, ts2, off)
-    later = cont[..., None] & (ts > (t_ev[..., None] if batched else t_ev))
-
-    def pick(a, b, mask):
-        return jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - mask.ndim)), b, a)
-
-    out = dict(raw)
-    out["saved"] = jax.tree_util.tree_map(lambda a, b: pick(a, b, later), raw["saved"], second["saved"])
-    out["ts"] = jnp.where(later, ts, raw["ts"])
-    for key in ("code", "t_final", "y_end_max"):
-        out[key] = jnp.where(cont, second[key], raw[key])
-    out["y_end"] = jax.tree_util.tree_map(lambda a, b: pick(a, b, cont), raw["y_end"], second["y_end"])
-    for key in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
-        out[key] = raw[key] + jnp.where(cont, second[key], 0)
-    return out
-
-
-_COMPILED: dict = {}
-_CACHE_SIZE = 64
-
-
-def _signature(tree):
-    leaves, treedef = jax.tree_util.tree_flatten(tree)
-    # the sharding is part of the program: a mesh-sharded y0 must not reuse a single-device compilation
-    return treedef, tuple((np.shape(x), jnp.result_type(x).name, getattr(x, "sharding", None)) for x in leaves)
-
-
-def _compiled(key, build, example_args):
-    """Compile `build()` ahead of time for `example_args`; cached on `key`. Returns (fn, compile_s)."""
-    hit = _COMPILED.get(key)
-    if hit is not None:
-        return hit, 0.0
-    start = time.perf_counter()
-    fn = jax.jit(build()).lower(*example_args).compile()
-    compile_s = time.perf_counter() - start
-    if len(_COMPILED) >= _CACHE_SIZE:
-        _COMPILED.pop(next(iter(_COMPILED)))
-    _COMPILED[key] = fn
-    return fn, compile_s
-
-
-def _message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_finite=True):
-    name = _STATUS_NAMES[code]
-    if name == "nonfinite" and not rhs_finite:
-        return (
-            f"the vector field returned NaN or inf near t = {t_final:.6g} (the state there is "
-            f"{'finite' if math.isfinite(y_end_max) else 'not finite'}, max |y| = {y_end_max:.3g}); "
-            f"the solver could not take a step ({name})"
-        )
-    if name == "ok":
-        return "ok: integrated to t1"
-    if name == "event":
-        return f"event '{event.name}' at t = {t_final:.10g}"
-    if name == "max_steps":
-        return (
-            f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g} "
-            f"(max |y| = {y_end_max:.3g}); increase max_steps, loosen rtol/atol, "
-            f"or use a stiff solver (kvaerno5) instead of {solver}"
-        )
-    if name == "dt_min":
-        return f"step size collapsed at t = {t_final:.6g} (max |y| = {y_end_max:.3g})"
-    if name == "nonfinite":
-        return f"non-finite state (NaN or inf) by t = {t_final:.6g}"
-    if name == "diverged":
-        return (
-            f"diverged: max |y| passed blowup = {blowup:.3g} at t = {t_final:.6g} "
-            f"(finite-time blow-up or an unstable flow)"
-        )
-    return f"solver failed at t = {t_final:.6g}"
-
-
 def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
              save_states, event, blowup, progress, constant_step=False):
     if not callable(vector_field):
@@ -424,7 +87,7 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
         if isinstance(max_steps, int) and needed > max_steps:
             raise ValueError(f"max_steps = {max_steps} is too small for constant steps dt0 = {dt0} over "
                              f"[{t0}, {t1}] ({needed} steps needed)")
-    elif solver in _FIXED_STEP_ONLY:
+    elif solver in FIXED_STEP_ONLY:
         raise ValueError(f"solver {solver!r} has no error estimate: pass constant_step=True and dt0")
     if ts is None:
         ts = np.array([float(t1)])
@@ -465,23 +128,23 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
 def _execute(vector_field, options, key_opts, call_args, *, in_axes):
     """Compile (cached) and run; continue after a non-stopping event; decode into a Trajectory."""
     batched = in_axes is not None
-    key = ("batch" if batched else "single", in_axes, key_opts, _signature(call_args))
+    key = ("batch" if batched else "single", in_axes, key_opts, signature(call_args))
 
-    def build():
-        run = _build(vector_field, **options)
+    def make():
+        run = build(vector_field, **options)
         return jax.vmap(run, in_axes=in_axes) if batched else run
 
-    fn, compile_s = _compiled(key, build, call_args)
+    fn, compile_s = compiled(key, make, call_args)
     start = time.perf_counter()
     raw = fn(*call_args)
     event = options["event"]
     if event is not None and not event.stop:
         _, args, t0, t1, ts, _ = call_args
-        raw = _continue_after_event(fn, raw, args, t0, t1, ts, batched)
+        raw = continue_after_event(fn, raw, args, t0, t1, ts, batched)
     raw = jax.block_until_ready(raw)
     run_s = time.perf_counter() - start
     raw = dict(raw, rhs_finite=_probe_rhs(vector_field, raw, call_args, in_axes))
-    traj = _decode(raw, options, float(call_args[3]), batched, compile_s, run_s)
+    traj = decode(raw, options, float(call_args[3]), batched, compile_s, run_s)
     logger.debug("solve: %s (compile %.3f s, run %.3f s)", traj.status, compile_s, run_s)
     return traj
 
@@ -493,51 +156,16 @@ def _probe_rhs(vector_field, raw, call_args, in_axes):
     that the solve's own program does not trace the vector field for this diagnosis.
     """
     codes = np.atleast_1d(np.asarray(raw["code"]))
-    if not np.any(np.isin(codes, (_MAX_STEPS, _DT_MIN, _OTHER))):
+    if not np.any(np.isin(codes, STUCK)):
         return np.ones(codes.shape, bool)
     args, t1 = call_args[1], call_args[3]
 
     def probe(t_end, y_end, a):
         t_probe = t_end + 1e-9 * jnp.maximum(t1 - t_end, 0.0)
-        return _all_finite(vector_field(t_end, y_end, a)) & _all_finite(vector_field(t_probe, y_end, a))
+        return all_finite(vector_field(t_end, y_end, a)) & all_finite(vector_field(t_probe, y_end, a))
 
     fn = jax.vmap(probe, in_axes=(0, 0, in_axes[1])) if in_axes is not None else probe
     return np.atleast_1d(np.asarray(jax.jit(fn)(raw["t_final"], raw["y_end"], args)))
-
-
-def _decode(raw, options, t1, batched, compile_s, run_s):
-    saved = raw["saved"]
-    ys = saved.get("__y__") if options["save_states"] else None
-    obs = {k: v for k, v in saved.items() if k != "__y__"}
-    codes = np.atleast_1d(np.asarray(raw["code"]))
-    t_final = np.atleast_1d(np.asarray(raw["t_final"]))
-    ymax = np.atleast_1d(np.asarray(raw["y_end_max"]))
-    rhs_ok = np.atleast_1d(np.asarray(raw["rhs_finite"]))
-    stuck = (_MAX_STEPS, _DT_MIN, _OTHER)
-    codes = np.where(np.isin(codes, stuck) & ~rhs_ok, _NONFINITE, codes)
-    statuses = tuple(_STATUS_NAMES[int(c)] for c in codes)
-    messages = tuple(
-        _message(int(c), float(tf), float(t1), float(ym), options["max_steps"], options["event"],
-                 options["blowup"], options["solver"], bool(ok))
-        for c, tf, ym, ok in zip(codes, t_final, ymax, rhs_ok, strict=True)
-    )
-    return Trajectory(
-        ts=raw["ts"],
-        ys=ys,
-        observables=obs,
-        status=statuses if batched else statuses[0],
-        message=messages if batched else messages[0],
-        t_final=raw["t_final"],
-        t_event=raw["t_event"],
-        num_steps=raw["num_steps"],
-        num_accepted_steps=raw["num_accepted_steps"],
-        num_rejected_steps=raw["num_rejected_steps"],
-        compile_s=compile_s,
-        run_s=run_s,
-        solver=options["solver"],
-        rtol=options["rtol"],
-        atol=options["atol"],
-    )
 
 
 def solve(

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Config", "Dataset", "GROUP_PROBS", "NUM_GROUPS", "num_random_slots", "sample_test",
+__all__ = ["Config", "Dataset", "GROUP_PROBS", "NUM_GROUPS", "generator", "num_random_slots", "sample_test",
            "training_set"]
 
 #: Probabilities of I_1..I_4 (Def. 2.1).
@@ -138,8 +138,46 @@ class Config:
         return (self.n // 2, self.n // 6, self.n // 6, self.n // 6)
 
     def keys(self):
-        """(data key, init key, test key): independent streams split off `seed`."""
-        return tuple(jax.random.split(jax.random.PRNGKey(self.seed), 3))
+        """(data key, init key, test key) as `jax.random` keys split off `seed` (the SGD minibatch order
+        is drawn from the init key; the samplers and the initialisation use `rng`)."""
+        return tuple(_split_seed(self.seed))
+
+    def rng(self, stream: str) -> np.random.Generator:
+        """The numpy generator of one random stream of `seed`: `"data"`, `"init"` or `"test"`.
+
+        Samplers and initial states are drawn with numpy (PCG64, vectorised, no Python loop over samples):
+        a `jax.random` program costs 0.3-1 s to compile on the first call of a process, more than the
+        whole flow it feeds (issue 9). The streams are independent and fixed by `seed`.
+        """
+        return np.random.default_rng([self.seed, _STREAMS.index(stream)])
+
+
+_STREAMS = ("data", "init", "test")
+
+
+@jax.jit
+def _split_seed(seed):
+    return jax.random.split(jax.random.PRNGKey(seed), 3)
+
+
+def generator(config: Config, stream: str, key=None) -> np.random.Generator:
+    """`config.rng(stream)`, or a generator seeded by the bits of an explicit `key` (a `jax.random` key,
+    typed or raw uint32, or a non-negative int)."""
+    if key is None:
+        return config.rng(stream)
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if key < 0:
+            raise ValueError(f"key must be a jax.random key or an integer >= 0, got {key!r}")
+        return np.random.default_rng([int(key), _STREAMS.index(stream)])
+    try:
+        if jax.dtypes.issubdtype(getattr(key, "dtype", None), jax.dtypes.prng_key):
+            key = jax.random.key_data(key)
+        bits = np.asarray(key)
+    except (TypeError, ValueError):
+        bits = None
+    if bits is None or bits.dtype.kind not in "ui" or bits.size == 0:
+        raise ValueError(f"key must be a jax.random key or an integer >= 0, got {key!r}")
+    return np.random.default_rng([*(int(b) for b in bits.astype(np.uint64).ravel()), _STREAMS.index(stream)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,56 +200,54 @@ class Dataset:
     def group_onehot(self, dtype=None) -> jax.Array:
         """`(n, 4)` indicator of the group of each sample."""
         dtype = dtype or jnp.result_type(float)
-        return jax.nn.one_hot(self.groups, NUM_GROUPS, dtype=dtype)
+        return jnp.asarray(np.eye(NUM_GROUPS, dtype=dtype)[np.asarray(self.groups)])
 
 
-def _assemble(key, groups, L, random_tokens_fn):
-    """Place the specials of each group at random positions and fill the rest via `random_tokens_fn`."""
+def _assemble(rng: np.random.Generator, groups: np.ndarray, L: int, random_tokens) -> np.ndarray:
+    """Place the specials of each group at uniformly random positions and fill the rest with
+    `random_tokens(is_random)` (vectorised over samples)."""
     n = groups.shape[0]
-    k_pos, k_rand = jax.random.split(key)
-    special = jnp.asarray(_SPECIAL)[groups]  # (n, 3)
-    num_special = jnp.asarray(_NUM_SPECIAL)[groups]  # (n,)
-    slots = jnp.concatenate([special, jnp.full((n, L - 3), -1, jnp.int32)], axis=1)  # (n, L)
-    is_random = jnp.arange(L, dtype=jnp.int32)[None, :] >= num_special[:, None]
-    slot_tokens = jnp.where(is_random, random_tokens_fn(k_rand, is_random), slots)
+    special = _SPECIAL[groups]  # (n, 3)
+    slots = np.concatenate([special, np.full((n, L - 3), -1, np.int32)], axis=1)  # (n, L)
+    is_random = np.arange(L)[None, :] >= _NUM_SPECIAL[groups][:, None]
+    slot_tokens = np.where(is_random, random_tokens(is_random), slots).astype(np.int32)
     # a uniformly random position for every slot: argsort of uniforms is a random permutation per row
-    perm = jnp.argsort(jax.random.uniform(k_pos, (n, L)), axis=1)
-    rows = jnp.arange(n)[:, None]
-    tokens = jnp.zeros((n, L), jnp.int32).at[rows, perm].set(slot_tokens)
+    perm = np.argsort(rng.random((n, L)), axis=1)
+    tokens = np.zeros((n, L), np.int32)
+    tokens[np.arange(n)[:, None], perm] = slot_tokens
     return tokens
 
 
 def training_set(config: Config, key=None) -> Dataset:
     """The training set of Assumption 2.3: exact proportions, samples ordered I_1, I_2, I_3, I_4.
 
-    `key` defaults to the data key of `config.keys()`. Shapes: tokens `(n, L)`.
+    Drawn from `config.rng("data")`, or from `key` (see `generator`). Shapes: tokens `(n, L)`.
     """
-    key = config.keys()[0] if key is None else key
-    groups = jnp.asarray(np.repeat(np.arange(NUM_GROUPS), config.group_sizes).astype(np.int32))
-    d, L = config.d, config.L
+    rng = generator(config, "data", key)
+    groups = np.repeat(np.arange(NUM_GROUPS), config.group_sizes).astype(np.int32)
+    d = config.d
 
-    def random_tokens(k, is_random):
+    def random_tokens(is_random):
         if config.variant == "theory":
             # one distinct random token per random slot (row-major order of the slots)
-            order = jnp.cumsum(is_random.reshape(-1)).reshape(is_random.shape) - 1
-            pool = 3 + jax.random.permutation(k, d - 3).astype(jnp.int32)
-            return pool[jnp.clip(order, 0, d - 4)]
-        return jax.random.randint(k, is_random.shape, 3, d, dtype=jnp.int32)
+            order = np.cumsum(is_random.reshape(-1)).reshape(is_random.shape) - 1
+            pool = 3 + rng.permutation(d - 3).astype(np.int32)
+            return pool[np.clip(order, 0, d - 4)]
+        return rng.integers(3, d, is_random.shape, dtype=np.int32)
 
-    tokens = _assemble(key, groups, L, random_tokens)
-    labels = jnp.asarray(np.asarray(GROUP_LABELS)[np.asarray(groups)], dtype=jnp.result_type(float))
-    return Dataset(tokens=tokens, labels=labels, groups=groups)
+    tokens = _assemble(rng, groups, config.L, random_tokens)
+    labels = np.asarray(GROUP_LABELS)[groups].astype(jnp.result_type(float))
+    return Dataset(tokens=jnp.asarray(tokens), labels=jnp.asarray(labels), groups=jnp.asarray(groups))
 
 
 def sample_test(config: Config, num: int, key=None) -> Dataset:
     """`num` fresh samples from D: groups drawn with probabilities (1/2, 1/6, 1/6, 1/6), random tokens
-    i.i.d. uniform over R (both variants). `key` defaults to the test key of `config.keys()`."""
+    i.i.d. uniform over R (both variants). Drawn from `config.rng("test")`, or from `key`."""
     _check_int("num", num, 1)
-    key = config.keys()[2] if key is None else key
-    k_group, k_rest = jax.random.split(key)
-    groups = jax.random.choice(k_group, NUM_GROUPS, (num,), p=jnp.asarray(GROUP_PROBS)).astype(jnp.int32)
+    rng = generator(config, "test", key)
+    groups = rng.choice(NUM_GROUPS, size=int(num), p=np.asarray(GROUP_PROBS)).astype(np.int32)
     d = config.d
-    tokens = _assemble(k_rest, groups, config.L,
-                       lambda k, is_random: jax.random.randint(k, is_random.shape, 3, d, dtype=jnp.int32))
-    labels = jnp.asarray(GROUP_LABELS, dtype=jnp.result_type(float))[groups]
-    return Dataset(tokens=tokens, labels=labels, groups=groups)
+    tokens = _assemble(rng, groups, config.L, lambda is_random: rng.integers(3, d, is_random.shape,
+                                                                             dtype=np.int32))
+    labels = np.asarray(GROUP_LABELS)[groups].astype(jnp.result_type(float))
+    return Dataset(tokens=jnp.asarray(tokens), labels=jnp.asarray(labels), groups=jnp.asarray(groups))

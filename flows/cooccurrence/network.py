@@ -24,7 +24,7 @@ import numpy as np
 import optax
 
 from . import observables as obs
-from .data import Config, Dataset, sample_test, training_set
+from .data import Config, Dataset, generator, sample_test, training_set
 
 logger = logging.getLogger(__name__)
 
@@ -37,20 +37,21 @@ def init_params(config: Config, key=None, dtype=None):
     """(params, a): params = {W (m1, m), W_V, W_K, W_Q (m, d)} and the fixed signs a (m1,) in {+-1}.
 
     `config.init="theory"`: W ~ N(0, sigma1^2), W_V/K/Q ~ N(0, sigma0^2) (Sec. 2.2); `"kaiming"`: kaiming
-    normal, std sqrt(2 / fan_in). `key` defaults to the init key of `config.keys()`.
+    normal, std sqrt(2 / fan_in). Drawn with numpy from `config.rng("init")` (or from `key`, see
+    `data.generator`): no program to compile.
     """
-    key = config.keys()[1] if key is None else key
-    dtype = dtype or jnp.result_type(float)
+    rng = generator(config, "init", key)
+    dtype = jnp.dtype(dtype or jnp.result_type(float))
     std0, std1 = config.init_stds
-    k_a, k_w, k_v, k_k, k_q = jax.random.split(key, 5)
-    a = jnp.where(jax.random.bernoulli(k_a, 0.5, (config.m1,)), 1.0, -1.0).astype(dtype)
+    m1, m, d = config.m1, config.m, config.d
+    a = np.where(rng.random(m1) < 0.5, 1.0, -1.0)
     params = {
-        "W": std1 * jax.random.normal(k_w, (config.m1, config.m), dtype),
-        "W_V": std0 * jax.random.normal(k_v, (config.m, config.d), dtype),
-        "W_K": std0 * jax.random.normal(k_k, (config.m, config.d), dtype),
-        "W_Q": std0 * jax.random.normal(k_q, (config.m, config.d), dtype),
+        "W": std1 * rng.standard_normal((m1, m)),
+        "W_V": std0 * rng.standard_normal((m, d)),
+        "W_K": std0 * rng.standard_normal((m, d)),
+        "W_Q": std0 * rng.standard_normal((m, d)),
     }
-    return params, a
+    return {k: jnp.asarray(v.astype(dtype)) for k, v in params.items()}, jnp.asarray(a.astype(dtype))
 
 
 def forward(params, a, tokens):
@@ -75,15 +76,16 @@ def data_args(config: Config, train: Dataset | None = None, test: Dataset | None
               num_test: int = 600, dtype=None) -> dict:
     """The data dict the observables (and the flow) read: tokens, labels, group indicator, test draws,
     sqrt(m) and m1 as arrays (traced, so new values do not recompile)."""
-    dtype = dtype or jnp.result_type(float)
+    dtype = jnp.dtype(dtype or jnp.result_type(float))
     train = training_set(config) if train is None else train
     test = sample_test(config, num_test) if test is None else test
+    host = lambda x: jnp.asarray(np.asarray(x).astype(dtype))  # noqa: E731 - host casts compile nothing
     return {
         "tokens": train.tokens,
-        "labels": train.labels.astype(dtype),
+        "labels": host(train.labels),
         "group_onehot": train.group_onehot(dtype),
         "test_tokens": test.tokens,
-        "test_labels": test.labels.astype(dtype),
+        "test_labels": host(test.labels),
         "sqrt_m": jnp.asarray(math.sqrt(config.m), dtype),
         "m1": jnp.asarray(float(config.m1), dtype),
     }
@@ -121,8 +123,7 @@ class TrainRecord:
 
 
 def _observe(params, a, args):
-    state = obs.gram_state(params, a)
-    return {name: fn(0.0, state, args) for name, fn in obs.OBSERVABLES.items()}
+    return obs.observe(0.0, obs.gram_state(params, a), args)
 
 
 def _save_steps(steps, save_every, save_steps):

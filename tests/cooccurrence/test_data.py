@@ -1,5 +1,6 @@
 """Data model and config validation (Yang et al. 2024, Def. 2.1, Assumption 2.3)."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -89,3 +90,18 @@ def test_test_draws_are_fresh_and_follow_D():
     assert np.all((tok == 2).sum(axis=1) == 1)
     other = co.sample_test(cfg, 6000, key=np.asarray(cfg.keys()[0]))
     assert not np.array_equal(np.asarray(other.tokens), tok)
+
+
+def test_keys_seed_the_numpy_streams_and_bad_keys_are_refused():
+    cfg = _config(variant="paper", d=30)
+    by_int = co.training_set(cfg, key=7)
+    np.testing.assert_array_equal(np.asarray(by_int.tokens), np.asarray(co.training_set(cfg, key=7).tokens))
+    assert not np.array_equal(np.asarray(by_int.tokens), np.asarray(co.training_set(cfg).tokens))
+    typed = co.training_set(cfg, key=jax.random.key(3))
+    raw = co.training_set(cfg, key=jax.random.PRNGKey(3))
+    np.testing.assert_array_equal(np.asarray(typed.tokens), np.asarray(raw.tokens))
+    # the streams of one seed are independent: data, init and test draws differ
+    assert not np.array_equal(cfg.rng("data").random(5), cfg.rng("test").random(5))
+    for bad in (-1, "seed", np.array([0.5]), np.array([], np.uint32)):
+        with pytest.raises(ValueError, match="key"):
+            co.training_set(cfg, key=bad)

@@ -109,3 +109,16 @@ def test_solve_flow_validates_ts():
     cfg = co.Config(**SMALL)
     with pytest.raises(ValueError, match="ts"):
         co.solve_flow(cfg, [1.0, 2.0])
+
+
+def test_observe_equals_every_observable():
+    """`observe` (one attention evaluation, used at save points) equals the separate observables."""
+    cfg = co.Config(**SMALL, seed=4)
+    args = co.data_args(cfg, num_test=16)
+    params, a = co.init_params(cfg)
+    params = {**params, "W_K": 5.0 * params["W_K"], "W_Q": 5.0 * params["W_Q"]}
+    state = co.gram_state(params, a)
+    together = co.observables.observe(0.0, state, args)
+    assert set(together) == set(co.observables.OBSERVABLES)
+    for name, fn in co.observables.OBSERVABLES.items():
+        np.testing.assert_allclose(together[name], fn(0.0, state, args), rtol=1e-13, atol=1e-15, err_msg=name)

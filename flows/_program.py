@@ -1,0 +1,228 @@
+"""The compiled program behind `flows.solve`: one `diffrax.diffeqsolve` with save points, observables, an
+optional event and a blow-up guard, status codes computed inside (so that it vmaps), and the in-process
+cache of ahead-of-time compiled programs keyed on the options and the shapes, dtypes and shardings of the
+call.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+from jax.flatten_util import ravel_pytree
+
+from .trajectory import DIVERGED, DT_MIN, EVENT, MAX_STEPS, NONFINITE, OK, OTHER
+
+__all__ = ["SOLVERS", "all_finite", "build", "compiled", "max_abs", "signature"]
+
+SOLVERS: dict[str, type[diffrax.AbstractSolver]] = {
+    "tsit5": diffrax.Tsit5,
+    "dopri5": diffrax.Dopri5,
+    "dopri8": diffrax.Dopri8,
+    "kvaerno5": diffrax.Kvaerno5,
+    "heun": diffrax.Heun,
+    "euler": diffrax.Euler,
+}
+#: Solvers without an embedded error estimate: they need `constant_step=True`.
+FIXED_STEP_ONLY = ("euler",)
+#: tolerances of the root finder that locates an event time on the step's dense interpolant
+EVENT_RTOL, EVENT_ATOL = 1e-12, 1e-12
+
+
+def max_abs(y):
+    """max |y| over every leaf of a pytree."""
+    leaves = jax.tree_util.tree_leaves(y)
+    return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
+
+
+def all_finite(y):
+    """True iff every entry of every leaf is finite."""
+    leaves = jax.tree_util.tree_leaves(y)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))
+
+
+def _packing(example):
+    """(pack, unpack) for a pytree shaped like `example` (a tree of `ShapeDtypeStruct`s).
+
+    `pack(tree)` concatenates the raveled leaves of each dtype into one 1-D array (a dict dtype -> array);
+    `unpack(packed)` undoes it for arrays with any leading axes. Saving one array per dtype instead of one per
+    observable keeps the save path of the compiled solve small (diffrax writes every saved leaf with a
+    scatter of its own; issue 9).
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(example)
+    dtypes = sorted({jnp.dtype(leaf.dtype).name for leaf in leaves})
+    layout = []  # (dtype, start, stop, shape) per leaf
+    offsets = dict.fromkeys(dtypes, 0)
+    for leaf in leaves:
+        name, size = jnp.dtype(leaf.dtype).name, math.prod(leaf.shape)
+        layout.append((name, offsets[name], offsets[name] + size, tuple(leaf.shape)))
+        offsets[name] += size
+
+    def pack(tree):
+        flat = jax.tree_util.tree_leaves(tree)
+        return {name: jnp.concatenate([jnp.ravel(x) for x, (n, *_) in zip(flat, layout, strict=True) if n == name])
+                for name in dtypes}
+
+    def unpack(packed):
+        out = []
+        for name, start, stop, shape in layout:
+            arr = packed[name]
+            out.append(arr[..., start:stop].reshape(arr.shape[:-1] + shape))
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+    return pack, unpack
+
+
+def _flat_state(vector_field, y0):
+    """Integrate a pytree state of one dtype as one flat array (fewer leaves: a smaller program to trace and
+    compile; diffrax's error norm, an RMS over every entry, is the same). Returns (vector field on the flat
+    state, flat y0, unravel); the identity for a 1-D array or a state of mixed dtypes."""
+    leaves = jax.tree_util.tree_leaves(y0)
+    if (len(leaves) == 1 and jnp.ndim(leaves[0]) == 1) or len({jnp.result_type(x) for x in leaves}) > 1:
+        return vector_field, y0, lambda y: y
+    flat, unravel = ravel_pytree(y0)
+
+    def flat_field(t, y, args):
+        return ravel_pytree(vector_field(t, unravel(y), args))[0]
+
+    return flat_field, flat, unravel
+
+
+def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save_states, event,
+           blowup, progress, constant_step=False):
+    """Build the function (y0, args, t0, t1, ts) -> raw outputs that is jitted (and possibly vmapped)."""
+    solver_obj = SOLVERS[solver]()
+    controller = diffrax.ConstantStepSize() if constant_step else diffrax.PIDController(rtol=rtol, atol=atol)
+    obs = observables if callable(observables) else dict(observables or {})
+
+    def save_fn(t, y, args):
+        out = dict(obs(t, y, args)) if callable(obs) else {name: fn(t, y, args) for name, fn in obs.items()}
+        if save_states:
+            out["__y__"] = y
+        return out
+
+    def final_fn(t, y, args):
+        return y
+
+    conds = {}
+    directions = {}
+    if event is not None:
+
+        def event_cond(t, y, args, *, event_on, **kw):
+            c = event.condition(t, y, args)
+            if jnp.issubdtype(jnp.result_type(c), jnp.bool_):
+                return c & event_on
+            return jnp.where(event_on, c, jnp.ones_like(c))  # switched off: never changes sign
+
+        conds["event"] = event_cond
+        directions["event"] = event.direction
+    if blowup is not None:
+        conds["blowup"] = lambda t, y, args, **kw: ~(max_abs(y) < blowup)  # also true for NaN
+        directions["blowup"] = None
+    progress_meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
+
+    def code_of(sol):
+        R = diffrax.RESULTS
+        mask = sol.event_mask if sol.event_mask is not None else {}
+        blown = mask.get("blowup", jnp.array(False))
+        hit = mask.get("event", jnp.array(False))
+        return jnp.select(
+            [
+                sol.result == R.successful,
+                (sol.result == R.event_occurred) & blown,
+                (sol.result == R.event_occurred) & hit,
+                sol.result == R.max_steps_reached,
+                sol.result == R.dt_min_reached,
+            ],
+            [OK, DIVERGED, EVENT, MAX_STEPS, DT_MIN],
+            default=OTHER,
+        ), hit
+
+    def run(y0, args, t0, t1, ts, event_on):
+        """One diffeqsolve; `event_on` (traced) switches the user event off for continuations."""
+        field, y0_flat, unravel = _flat_state(vector_field, y0)
+        on_state = lambda f: lambda t, y, args, **kw: f(t, unravel(y), args, **kw)  # noqa: E731
+        pack, unpack = _packing(jax.eval_shape(save_fn, t0, y0, args))
+        dx_event = None
+        if conds:
+            bound = {k: (functools.partial(on_state(f), event_on=event_on) if k == "event" else f)
+                     for k, f in conds.items()}
+            dx_event = diffrax.Event(
+                bound,
+                root_finder=optx.Newton(rtol=EVENT_RTOL, atol=EVENT_ATOL) if event is not None else None,
+                direction=directions,
+            )
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            solver_obj,
+            t0=t0,
+            t1=t1,
+            dt0=dt0,
+            y0=y0_flat,
+            args=args,
+            saveat=diffrax.SaveAt(
+                subs=[diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: pack(save_fn(t, unravel(y), args))),
+                      diffrax.SubSaveAt(t1=True, fn=final_fn)]
+            ),
+            stepsize_controller=controller,
+            max_steps=max_steps,
+            event=dx_event,
+            throw=False,
+            progress_meter=progress_meter,
+        )
+        code, hit = code_of(sol)
+        t_end = sol.ts[1][-1]  # the SubSaveAt(t1=True): where the solve stopped
+        y_end = unravel(sol.ys[1][-1])
+        packed, saved_ts = sol.ys[0], sol.ts[0]
+        saved = unpack(packed)
+        reached = saved_ts <= t_end
+        leaves = jax.tree_util.tree_leaves(packed)
+        finite_saved = jnp.all(jnp.stack([
+            jnp.all(jnp.where(reached.reshape((-1,) + (1,) * (a.ndim - 1)), jnp.isfinite(a), True))
+            for a in leaves
+        ])) if leaves else jnp.array(True)
+        code = jnp.where((code == OK) & ~(finite_saved & all_finite(y_end)), NONFINITE, code)
+        return {
+            "ts": saved_ts,
+            "saved": saved,
+            "code": code,
+            "t_final": t_end,
+            "t_event": jnp.where(hit, t_end, jnp.nan),
+            "y_end": y_end,
+            "y_end_max": max_abs(y_end),
+            "num_steps": sol.stats["num_steps"],
+            "num_accepted_steps": sol.stats["num_accepted_steps"],
+            "num_rejected_steps": sol.stats["num_rejected_steps"],
+        }
+
+    return run
+
+
+_COMPILED: dict = {}
+_CACHE_SIZE = 64
+
+
+def signature(tree):
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    # the sharding is part of the program: a mesh-sharded y0 must not reuse a single-device compilation
+    return treedef, tuple((np.shape(x), jnp.result_type(x).name, getattr(x, "sharding", None)) for x in leaves)
+
+
+def compiled(key, build, example_args):
+    """Compile `build()` ahead of time for `example_args`; cached on `key`. Returns (fn, compile_s)."""
+    hit = _COMPILED.get(key)
+    if hit is not None:
+        return hit, 0.0
+    start = time.perf_counter()
+    fn = jax.jit(build()).lower(*example_args).compile()
+    compile_s = time.perf_counter() - start
+    if len(_COMPILED) >= _CACHE_SIZE:
+        _COMPILED.pop(next(iter(_COMPILED)))
+    _COMPILED[key] = fn
+    return fn, compile_s

@@ -1,0 +1,155 @@
+"""`Trajectory`, the record every solve returns, `FlowError`, and the status codes and messages of a solve.
+
+Status codes are computed inside the compiled solve (so that they vmap) and decoded to strings here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import numpy as np
+
+__all__ = ["STATUS_NAMES", "FlowError", "Trajectory"]
+
+OK, EVENT, MAX_STEPS, DT_MIN, NONFINITE, DIVERGED, OTHER = range(7)
+STATUS_NAMES = ("ok", "event", "max_steps", "dt_min", "nonfinite", "diverged", "failed")
+#: codes of a solve that stopped before its horizon without an event (the vector field is probed there)
+STUCK = (MAX_STEPS, DT_MIN, OTHER)
+
+
+class FlowError(RuntimeError):
+    """A flow could not be integrated to its horizon; the message says what happened and where.
+
+    The partial `Trajectory` is available as `error.trajectory`.
+    """
+
+    def __init__(self, message: str, trajectory: Trajectory | None = None):
+        super().__init__(message)
+        self.trajectory = trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class Trajectory:
+    """The record of one solve (or, from `solve_batch`, of many: every array gains a leading batch axis).
+
+    - `ts`: saved times, shape `(n,)`; entries after a stopping event are `inf`.
+    - `ys`: saved states (a pytree like `y0`, each leaf with leading axis `n`), or `None` when only
+      observables were saved.
+    - `observables`: dict name -> array of leading shape `(n,)`, computed at the saved times.
+    - `status`: `"ok"`, `"event"`, `"max_steps"`, `"dt_min"`, `"nonfinite"`, `"diverged"` or `"failed"`
+      (a tuple of these for a batch); `message`: what happened, in words.
+    - `t_final`: the time the solve reached; `t_event`: the located event time (`nan` if none occurred).
+    - `num_steps`, `num_accepted_steps`, `num_rejected_steps`: solver counters.
+    - `compile_s`, `run_s`: seconds spent compiling (0 when a cached compilation was reused) and running.
+    - `solver`, `rtol`, `atol`: how it was solved.
+    """
+
+    ts: Any
+    ys: Any
+    observables: dict
+    status: str | tuple
+    message: str | tuple
+    t_final: Any
+    t_event: Any
+    num_steps: Any
+    num_accepted_steps: Any
+    num_rejected_steps: Any
+    compile_s: float
+    run_s: float
+    solver: str
+    rtol: float
+    atol: float
+
+    @property
+    def ok(self) -> bool:
+        """True when every solve reached its horizon (a stopping event counts as success)."""
+        statuses = (self.status,) if isinstance(self.status, str) else self.status
+        return all(s in ("ok", "event") for s in statuses)
+
+    def __getitem__(self, i: int) -> Trajectory:
+        """Member `i` of a batched trajectory."""
+        if isinstance(self.status, str):
+            raise TypeError("indexing is only defined for a batched Trajectory (from solve_batch)")
+        take = lambda x: jax.tree_util.tree_map(lambda a: a[i], x)
+        return dataclasses.replace(
+            self,
+            ts=self.ts[i],
+            ys=None if self.ys is None else take(self.ys),
+            observables=take(self.observables),
+            status=self.status[i],
+            message=self.message[i],
+            t_final=self.t_final[i],
+            t_event=self.t_event[i],
+            num_steps=self.num_steps[i],
+            num_accepted_steps=self.num_accepted_steps[i],
+            num_rejected_steps=self.num_rejected_steps[i],
+        )
+
+
+def message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_finite=True):
+    """The status `code` of a solve in words: what happened, where, and what to try."""
+    name = STATUS_NAMES[code]
+    if name == "nonfinite" and not rhs_finite:
+        return (
+            f"the vector field returned NaN or inf near t = {t_final:.6g} (the state there is "
+            f"{'finite' if math.isfinite(y_end_max) else 'not finite'}, max |y| = {y_end_max:.3g}); "
+            f"the solver could not take a step ({name})"
+        )
+    if name == "ok":
+        return "ok: integrated to t1"
+    if name == "event":
+        return f"event '{event.name}' at t = {t_final:.10g}"
+    if name == "max_steps":
+        return (
+            f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g} "
+            f"(max |y| = {y_end_max:.3g}); increase max_steps, loosen rtol/atol, "
+            f"or use a stiff solver (kvaerno5) instead of {solver}"
+        )
+    if name == "dt_min":
+        return f"step size collapsed at t = {t_final:.6g} (max |y| = {y_end_max:.3g})"
+    if name == "nonfinite":
+        return f"non-finite state (NaN or inf) by t = {t_final:.6g}"
+    if name == "diverged":
+        return (
+            f"diverged: max |y| passed blowup = {blowup:.3g} at t = {t_final:.6g} "
+            f"(finite-time blow-up or an unstable flow)"
+        )
+    return f"solver failed at t = {t_final:.6g}"
+
+
+def decode(raw, options, t1, batched, compile_s, run_s) -> Trajectory:
+    """The raw outputs of a compiled solve (and its continuation) as a `Trajectory`."""
+    saved = raw["saved"]
+    ys = saved.get("__y__") if options["save_states"] else None
+    obs = {k: v for k, v in saved.items() if k != "__y__"}
+    codes = np.atleast_1d(np.asarray(raw["code"]))
+    t_final = np.atleast_1d(np.asarray(raw["t_final"]))
+    ymax = np.atleast_1d(np.asarray(raw["y_end_max"]))
+    rhs_ok = np.atleast_1d(np.asarray(raw["rhs_finite"]))
+    codes = np.where(np.isin(codes, STUCK) & ~rhs_ok, NONFINITE, codes)
+    statuses = tuple(STATUS_NAMES[int(c)] for c in codes)
+    messages = tuple(
+        message(int(c), float(tf), float(t1), float(ym), options["max_steps"], options["event"],
+                 options["blowup"], options["solver"], bool(ok))
+        for c, tf, ym, ok in zip(codes, t_final, ymax, rhs_ok, strict=True)
+    )
+    return Trajectory(
+        ts=raw["ts"],
+        ys=ys,
+        observables=obs,
+        status=statuses if batched else statuses[0],
+        message=messages if batched else messages[0],
+        t_final=raw["t_final"],
+        t_event=raw["t_event"],
+        num_steps=raw["num_steps"],
+        num_accepted_steps=raw["num_accepted_steps"],
+        num_rejected_steps=raw["num_rejected_steps"],
+        compile_s=compile_s,
+        run_s=run_s,
+        solver=options["solver"],
+        rtol=options["rtol"],
+        atol=options["atol"],
+    )
