@@ -3,7 +3,8 @@
 The public surface (explicit re-exports; nothing is defined here):
 
 - `solve`, `solve_batch`, `Trajectory`, `Event`, `FlowError`, `linear_grid`, `log_grid`: the one
-  diffrax wrapper every flow goes through (`flows.solve`).
+  diffrax wrapper every flow goes through (`flows.solve`); `batch_mesh` splits a `solve_batch` sweep over
+  devices.
 - `solve_sde`: SDEs with additive noise by diffrax (`flows.sde`: Euler-Maruyama, Heun, SEA, SRA1, ShARK).
 - `scan_snap`: Tian et al. 2023, *Scan and Snap* (sequence classes, finite-T Y/Z training, the T->inf
   and reduced flows, the decoder h-flow, closed forms).
@@ -24,6 +25,7 @@ from .solve import SOLVERS as SOLVERS
 from .solve import Event as Event
 from .solve import FlowError as FlowError
 from .solve import Trajectory as Trajectory
+from .solve import batch_mesh as batch_mesh
 from .solve import linear_grid as linear_grid
 from .solve import log_grid as log_grid
 from .solve import solve as solve

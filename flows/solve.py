@@ -37,6 +37,7 @@ __all__ = [
     "Event",
     "FlowError",
     "Trajectory",
+    "batch_mesh",
     "linear_grid",
     "log_grid",
     "solve",
@@ -141,12 +142,24 @@ def _execute(vector_field, options, key_opts, call_args, *, in_axes):
     if event is not None and not event.stop:
         _, args, t0, t1, ts, _ = call_args
         raw = continue_after_event(fn, raw, args, t0, t1, ts, batched)
-    raw = jax.block_until_ready(raw)
+    raw = _addressable(jax.block_until_ready(raw))
     run_s = time.perf_counter() - start
     raw = dict(raw, rhs_finite=_probe_rhs(vector_field, raw, call_args, in_axes))
     traj = decode(raw, options, float(call_args[3]), batched, compile_s, run_s)
     logger.debug("solve: %s (compile %.3f s, run %.3f s)", traj.status, compile_s, run_s)
     return traj
+
+
+def _addressable(tree):
+    """Arrays sharded over several processes gathered to every process (multi-host sweeps)."""
+    def gather(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            from jax.experimental import multihost_utils
+
+            return multihost_utils.process_allgather(x, tiled=True)
+        return x
+
+    return jax.tree_util.tree_map(gather, tree)
 
 
 def _probe_rhs(vector_field, raw, call_args, in_axes):
@@ -227,6 +240,54 @@ def solve(
     return traj
 
 
+def batch_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
+    """A one-axis mesh `("batch",)` over the first `num_devices` devices JAX sees (default: all, which after
+    `jax.distributed.initialize` includes every host's) for `solve_batch(..., mesh=...)`."""
+    available = jax.device_count()
+    n = available if num_devices is None else num_devices
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= available:
+        raise ValueError(f"num_devices must be an integer in [1, {available}] (the devices JAX sees), got "
+                         f"{num_devices!r}")
+    return jax.make_mesh((n,), ("batch",), axis_types=(jax.sharding.AxisType.Auto,), devices=jax.devices()[:n])
+
+
+def _shard_batch(call_args, in_axes, mesh):
+    """Pad the batch axis to a multiple of the mesh size and place the inputs on the mesh (batched leaves
+    split along their leading axis, the others replicated). Returns (placed call args, padded size)."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    if not isinstance(mesh, jax.sharding.Mesh) or len(mesh.axis_names) != 1:
+        raise ValueError("mesh must be a jax.sharding.Mesh with one axis (see flows.batch_mesh)")
+    (axis,) = mesh.axis_names
+    devices = mesh.shape[axis]
+    size = np.shape(call_args[2])[0]  # t0 always carries the batch axis
+    padded = -(-size // devices) * devices
+
+    def place(x, batched):
+        host = np.asarray(x)
+        if batched and padded != size:
+            host = np.concatenate([host, np.repeat(host[-1:], padded - size, axis=0)])
+        spec = P(axis, *([None] * (host.ndim - 1))) if batched else P()
+        return jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), lambda idx, h=host: h[idx])
+
+    placed = tuple(jax.tree_util.tree_map(lambda x, b=(ax == 0): place(x, b), arg)
+                   for arg, ax in zip(call_args, in_axes, strict=True))
+    return placed, padded
+
+
+def _take_members(traj: Trajectory, size: int) -> Trajectory:
+    """The first `size` members of a batched trajectory (drops the padding of a sharded batch)."""
+    import dataclasses
+
+    take = lambda x: jax.tree_util.tree_map(lambda a: a[:size], x)  # noqa: E731
+    return dataclasses.replace(
+        traj, ts=traj.ts[:size], ys=None if traj.ys is None else take(traj.ys), observables=take(traj.observables),
+        status=traj.status[:size], message=traj.message[:size], t_final=traj.t_final[:size],
+        t_event=traj.t_event[:size], num_steps=traj.num_steps[:size],
+        num_accepted_steps=traj.num_accepted_steps[:size], num_rejected_steps=traj.num_rejected_steps[:size])
+
+
 def solve_batch(
     vector_field: Callable,
     y0,
@@ -247,6 +308,7 @@ def solve_batch(
     event: Event | None = None,
     blowup: float | None = 1e10,
     throw: bool = False,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> Trajectory:
     """A vmapped sweep: one compilation, one solve per member of the batch.
 
@@ -254,6 +316,13 @@ def solve_batch(
     Every field of the returned `Trajectory` gains that leading axis; `status` and `message` become tuples,
     and `traj[i]` extracts member `i`. The batch does not raise unless `throw=True` (then `FlowError` lists
     the failed members); inspect `traj.status`.
+
+    `mesh`: a one-axis `jax.sharding.Mesh` (e.g. `batch_mesh()`) to split the batch over its devices: every
+    batched input is placed with its leading axis sharded over the mesh axis (unbatched `args` are
+    replicated) and the one compiled program runs on all devices at once (SPMD). A batch whose size is not a
+    multiple of the number of devices is padded with copies of its last member, which are dropped from the
+    result. After `jax.distributed.initialize` the mesh may span hosts: every process passes the same
+    (seeded) inputs and receives the whole result.
 
     Other arguments as in `solve`.
     """
@@ -277,12 +346,20 @@ def solve_batch(
     # Everything but args (if unbatched) and t1 carries the batch axis, so that a continuation after an
     # event (other start times, other states) reuses the same compiled program.
     (size,) = sizes
+    # host-side broadcasts: eager jnp ops would each compile a small program on the first call
     if not batch_y0:
-        y0 = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (size,) + jnp.shape(a)), y0)
-    call_args = (y0, args, jnp.full((size,), t0_arr), t1_arr, jnp.broadcast_to(ts_arr, (size,) + ts_arr.shape),
-                 jnp.ones((size,), bool))
+        y0 = jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (size,) + np.shape(a)), y0)
+    call_args = (y0, args, np.full((size,), np.asarray(t0_arr)), t1_arr,
+                 np.broadcast_to(np.asarray(ts_arr), (size,) + ts_arr.shape), np.ones((size,), bool))
     in_axes = (0, 0 if batch_args else None, 0, None, 0, 0)
+    padded = size
+    if mesh is not None:
+        if event is not None and not event.stop and jax.process_count() > 1:
+            raise ValueError("event with stop=False is not supported on a mesh spanning several processes")
+        call_args, padded = _shard_batch(call_args, in_axes, mesh)
     traj = _execute(vector_field, options, key_opts, call_args, in_axes=in_axes)
+    if padded != size:
+        traj = _take_members(traj, size)
     if throw and not traj.ok:
         bad = [i for i, s in enumerate(traj.status) if s not in ("ok", "event")]
         raise FlowError(f"{len(bad)} of {len(traj.status)} solves failed, e.g. member {bad[0]}: "

@@ -1,0 +1,166 @@
+"""Word co-occurrence (Yang et al. 2024): the Gram flow's first call against GD training's, the compile of the
+flow, the cost of locating T1, and the cost per unit flow time against the vocabulary size d.
+
+Rows:
+- `cooccurrence/first_call(<size>)`: the flow's whole first call against GD's, each in a fresh process with
+  the compilation cache off (imports, data, initial state, tracing and compile, solve / training), at the
+  paper's sizes (n=60, L=5, d=64, m=128, m1=256, lr 0.01, t = 300: 30000 GD steps; target 10x) and at the
+  `--quick` sizes of `examples/cooccurrence_fig1.py` (n=24, d=32, m=32, m1=64, 6000 steps; target 2x). The
+  stage times of both sides are in `flow_stages` / `gd_stages`; `ratio_without_imports` leaves out the
+  imports both sides share.
+- `cooccurrence/flow_compile(paper)`: the compile of the flow's solve program (with observables and the T1
+  event) against the 1.5 s budget.
+- `cooccurrence/event_cost(paper)`: the solve's run time after compile with and without the located T1
+  (target: the event costs at most 2x the plain run).
+- `cooccurrence/scaling(d=...)`: run time per unit flow time after compile against d (variant "paper",
+  n=60, L=5, m=128, m1=256, horizon t=30), and `cooccurrence/scaling_fit`, the fitted exponent.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+
+from benchmarks._harness import bench_main, best_of, fresh_process, ratio, row  # noqa: E402
+from flows import cooccurrence as co  # noqa: E402
+from flows import fitting  # noqa: E402
+
+SIZES = {
+    "paper": (dict(n=60, L=5, d=64, m=128, m1=256), 0.01, 30000, 10.0),
+    "quick": (dict(n=24, L=5, d=32, m=32, m1=64), 0.01, 6000, 2.0),
+}
+SCALING_D = (64, 128, 256, 512)
+
+
+def child(side: str, size: str) -> None:
+    """The first call of one side, timed by stage; prints one JSON line. Run in a fresh process."""
+    t_start = time.perf_counter()
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+
+    import flows
+    from flows import cooccurrence as co
+
+    stages = {"imports": time.perf_counter() - t_start}
+    shape, lr, steps, _ = SIZES[size]
+    cfg = co.Config(**shape, variant="paper", seed=0)
+    t = time.perf_counter()
+    args = jax.block_until_ready(co.data_args(cfg, num_test=600))
+    stages["data"] = time.perf_counter() - t
+    horizon = lr * steps
+    ts = flows.log_grid(0.0, horizon, 161, first=lr)
+    if side == "flow":
+        t = time.perf_counter()
+        y0 = jax.block_until_ready(co.initial_state(cfg))
+        stages["initial_state"] = time.perf_counter() - t
+        t = time.perf_counter()
+        traj = co.solve_flow(cfg, ts, args=args, y0=y0)
+        stages["solve_call"] = time.perf_counter() - t
+        stages["compile"], stages["run"] = traj.compile_s, traj.run_s
+        out = {"loss_end": float(traj.observables["loss"][-1]), "T1": float(traj.t_event),
+               "steps": int(traj.num_steps)}
+    else:
+        save = np.unique(np.round(ts / lr).astype(int))
+        t = time.perf_counter()
+        rec = co.train(cfg, "gd", lr, steps, save_steps=save, args=args)
+        stages["train_call"] = time.perf_counter() - t
+        stages["compile"], stages["run"] = rec.compile_s, rec.run_s
+        out = {"loss_end": float(rec["loss"][-1]), "steps": steps}
+    stages["total"] = time.perf_counter() - t_start
+    print(json.dumps({"stages": stages, **out}))
+
+
+def first_call(size: str) -> dict:
+    code = "from benchmarks.bench_cooccurrence import child; child({!r}, {!r})"
+    flow = fresh_process(code.format("flow", size))
+    gd = fresh_process(code.format("gd", size))
+    shape, lr, steps, target = SIZES[size]
+    for side in (flow, gd):  # interpreter start and the imports of the bench module (jax, flows) come first
+        side["stages"]["imports"] = side["wall_s"] - side["stages"]["total"] + side["stages"]["imports"]
+    no_imports = (gd["wall_s"] - gd["stages"]["imports"]) / (flow["wall_s"] - flow["stages"]["imports"])
+    return row(f"cooccurrence/first_call({size})", params={**shape, "lr": lr, "gd_steps": steps, "t": lr * steps},
+               compile_s=flow["stages"]["compile"], run_s_min=flow["wall_s"], repeats=1, steps=flow["steps"],
+               error=abs(flow["loss_end"] - gd["loss_end"]) / abs(gd["loss_end"]),
+               ratio=ratio(gd["wall_s"] / flow["wall_s"], "GD first call / flow first call (fresh processes)",
+                           target),
+               flow_wall_s=flow["wall_s"], gd_wall_s=gd["wall_s"], flow_stages=flow["stages"],
+               gd_stages=gd["stages"], ratio_without_imports=no_imports, T1_flow=flow["T1"],
+               note="run_s_min is the flow's whole first call; error = |loss_flow - loss_GD| / loss_GD at t_end")
+
+
+def compile_and_event(quick: bool) -> list[dict]:
+    shape, lr, steps, _ = SIZES["paper"]
+    cfg = co.Config(**shape, variant="paper", seed=0)
+    args, y0 = co.data_args(cfg, num_test=600), co.initial_state(cfg)
+    ts = np.concatenate([[0.0], np.geomspace(lr, lr * steps, 160)])
+    repeats = 3 if quick else 5
+    with_event = co.solve_flow(cfg, ts, args=args, y0=y0)
+    plain = co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False)
+    event_s = best_of(lambda: co.solve_flow(cfg, ts, args=args, y0=y0).observables, repeats)
+    plain_s = best_of(lambda: co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False).observables, repeats)
+    diff = float(np.max(np.abs(np.asarray(with_event.observables["loss"]) - np.asarray(plain.observables["loss"]))))
+    params = {**shape, "t": lr * steps, "save_points": int(ts.size)}
+    return [
+        row("cooccurrence/flow_compile(paper)", params=params, compile_s=with_event.compile_s,
+            run_s_min=event_s, repeats=repeats, steps=int(with_event.num_steps),
+            ratio=ratio(1.5 / with_event.compile_s, "budget 1.5 s / compile of the solve (observables, T1 event)",
+                        1.0),
+            compile_without_event_s=plain.compile_s),
+        row("cooccurrence/event_cost(paper)", params=params, compile_s=plain.compile_s, run_s_min=event_s,
+            repeats=repeats, steps=int(with_event.num_steps), error=diff,
+            ratio=ratio(2.0 * plain_s / event_s, "2 x plain run / run with the located T1", 1.0),
+            plain_run_s=plain_s, event_run_s=event_s, plain_steps=int(plain.num_steps),
+            note="error = max |loss with event - loss without| over the save grid"),
+    ]
+
+
+def scaling(quick: bool) -> list[dict]:
+    ds = SCALING_D[:2] if quick else SCALING_D
+    horizon = 30.0
+    rows = []
+    for d in ds:
+        cfg = co.Config(n=60, L=5, d=d, m=128, m1=256, variant="paper", seed=0)
+        args, y0 = co.data_args(cfg, num_test=60), co.initial_state(cfg)
+        ts = np.array([0.0, horizon])
+        traj = co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False)
+        run_s = best_of(lambda cfg=cfg, args=args, y0=y0, ts=ts: co.solve_flow(
+            cfg, ts, args=args, y0=y0, locate_T1=False).observables, 2 if quick else 3)
+        rows.append(row(f"cooccurrence/scaling(d={d})", params={"d": d, "n": 60, "L": 5, "m": 128, "m1": 256,
+                                                                "t": horizon},
+                        compile_s=traj.compile_s, run_s_min=run_s, repeats=2 if quick else 3,
+                        steps=int(traj.num_steps), s_per_unit_time=run_s / horizon,
+                        s_per_step=run_s / int(traj.num_steps)))
+    d_arr = np.array([r["params"]["d"] for r in rows], float)
+    per_t = np.array([r["s_per_unit_time"] for r in rows])
+    fit = fitting.power_law_fit(d_arr, per_t, n_boot=2000, rng=0, interval="percentile") if len(rows) >= 3 else None
+    rows.append(row("cooccurrence/scaling_fit", params={"d": d_arr.tolist()}, compile_s=None, run_s_min=None,
+                    repeats=0, exponent=None if fit is None else fit.slope,
+                    exponent_ci=None if fit is None else list(fit.slope_ci),
+                    note="run time per unit flow time ~ d^exponent"))
+    return rows
+
+
+def run(quick: bool) -> list[dict]:
+    rows = [first_call("quick")]
+    if not quick:
+        rows.append(first_call("paper"))
+    rows += compile_and_event(quick)
+    rows += scaling(quick)
+    return rows
+
+
+def main(argv=None) -> int:
+    return bench_main("cooccurrence", run, __doc__.splitlines()[0], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
