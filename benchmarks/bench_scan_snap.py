@@ -183,7 +183,7 @@ print(json.dumps(out))
 
 
 def vector_field_compile() -> list[dict]:
-    out = fresh_process(_COMPILE_CHILD)
+    out = fresh_process(_COMPILE_CHILD.format())
     rows = []
     for name in ("full_YZ_flow", "reduced_Z_flow", "decoder_h_flow"):
         o = out[name]

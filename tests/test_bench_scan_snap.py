@@ -51,5 +51,5 @@ def test_helpers_and_child_programs():
     # the fresh-process programs are valid Python once formatted
     compile(b._FLOW_CHILD.format(ts=[0.0, 1.0], path="z.npy"), "flow_child", "exec")
     compile(b._SGD_CHILD.format(steps=3, momentum=0.9, path="z.npy"), "sgd_child", "exec")
-    compile(b._COMPILE_CHILD, "compile_child", "exec")
+    compile(b._COMPILE_CHILD.format(), "compile_child", "exec")
     compile(b._FIG6_CHILD.format(argv=["--quick"]), "fig6_child", "exec")
