@@ -95,16 +95,69 @@ def _attend(Z, S):
     return jnp.swapaxes(T.reshape(n, Z.shape[1], M, K), 1, 2)
 
 
+def _query_key_pairs(Z):
+    """ZZ[(n, i, k), (d, e)] = Z[n, d, k] Z[n, e, i], shape (n K^2, D^2): the logits z_k^T W_m z_i of every
+    head are then one (n K^2, D^2) x (D^2, M) matrix product whose output has the head axis last."""
+    n, D, K = Z.shape
+    return jnp.einsum("ndk,nei->nikde", Z, Z).reshape(n * K * K, D * D)
+
+
+def _attention_parts(Z, V, W):
+    """(update, S, VZ, ZZ) of `attention_update` in the heads-last layout used for speed:
+    S[n, i, k, m] = softmax_k(z_k^T W_m z_i) (query i, key k, head m), VZ[n, k, m, c] = (V_m z_k)[c],
+    update[n, c, i] = sum_{k, m} S[n, i, k, m] VZ[n, k, m, c]."""
+    n, D, K = Z.shape
+    M = V.shape[0]
+    ZZ = _query_key_pairs(Z)
+    logits = (ZZ @ W.reshape(M, D * D).T).reshape(n, K, K, M)
+    S = jax.nn.softmax(logits, axis=2)
+    VZ = jnp.einsum("ndk,mcd->nkmc", Z, V)
+    update = jnp.einsum("nix,nxc->nci", S.reshape(n, K, K * M), VZ.reshape(n, K * M, D))
+    return update, S, VZ, ZZ
+
+
 def attention_update(Z, V, W):
     """sum_j f(Z, (V_j, W_j)) = sum_j V_j Z S(Z, W_j) for Z (n, D, K), V and W (M, D, D) -> (n, D, K).
 
     The caller scales by 1/(M L). Each term is the rebuttal's Eq 1, f(Z, theta) = V Z softmax(Z^T W Z).
+    Differentiable in every mode (forward and reverse); `_attention_update_rev` is the same map with a
+    hand-written reverse-mode rule, used where only gradients are taken (GD, explicit flow solves).
     """
+    return _attention_parts(Z, V, W)[0]
+
+
+@jax.custom_vjp
+def _attention_update_rev(Z, V, W):
+    """`attention_update` with a hand-written vector-Jacobian product (reverse mode only).
+
+    The residuals are (Z, V, W) alone: the backward pass recomputes S instead of storing the
+    (n, K, K, M) attention weights of every layer (on CPU, writing and reading those stacked over the
+    depth scan cost more than recomputing them), and it contracts in the heads-last layout with no
+    transposes of the large tensors. Agrees with autodiff of `attention_update` to rounding (tests)."""
+    return _attention_parts(Z, V, W)[0]
+
+
+def _attention_rev_fwd(Z, V, W):
+    return _attention_parts(Z, V, W)[0], (Z, V, W)
+
+
+def _attention_rev_bwd(residuals, P):
+    Z, V, W = residuals
     n, D, K = Z.shape
     M = V.shape[0]
-    T = _attend(Z, _softmax_keys(Z, W))  # (n, M, D, K)
-    V_flat = jnp.swapaxes(V, 0, 1).reshape(D, M * D)  # [c, (m, d)]
-    return jnp.einsum("cx,nxi->nci", V_flat, T.reshape(n, M * D, K))
+    _, S, VZ, ZZ = _attention_parts(Z, V, W)
+    dVZ = jnp.einsum("nikm,nci->nkmc", S, P)
+    dS = jnp.einsum("nkmc,nci->nikm", VZ, P)
+    G = (S * (dS - jnp.sum(S * dS, axis=2, keepdims=True))).reshape(n * K * K, M)  # d logits
+    dW = (G.T @ ZZ).reshape(M, D, D)
+    dZZ = (G @ W.reshape(M, D * D)).reshape(n, K, K, D, D)
+    dZ = (jnp.einsum("nikde,nei->ndk", dZZ, Z) + jnp.einsum("nikde,ndk->nei", dZZ, Z)
+          + jnp.einsum("nkmc,mcd->ndk", dVZ, V))
+    dV = jnp.einsum("nkmc,ndk->mcd", dVZ, Z)
+    return dZ, dV, dW
+
+
+_attention_update_rev.defvjp(_attention_rev_fwd, _attention_rev_bwd)
 
 
 def mlp_update(Z, W1, W2, threshold=1.0):
@@ -211,13 +264,15 @@ def _layer_scales(particles):
     return 1.0 / (M * L), 1.0 / (Mm * L)
 
 
-def _forward_states(particles, Z0, threshold):
-    """(Z_{2L}, Z_in_attention (L, n, D, K), Z_in_mlp (L, n, D, K)) of eqs. (2.1)-(2.2)."""
+def _forward_states(particles, Z0, threshold, rev=False):
+    """(Z_{2L}, Z_in_attention (L, n, D, K), Z_in_mlp (L, n, D, K)) of eqs. (2.1)-(2.2). `rev=True` uses the
+    attention with the hand-written reverse-mode rule (faster gradients; no forward-mode AD)."""
     sa, sm = _layer_scales(particles)
+    attention = _attention_update_rev if rev else attention_update
 
     def layer(Z, p):
         V, W, W1, W2 = p
-        Z1 = Z + sa * attention_update(Z, V, W)
+        Z1 = Z + sa * attention(Z, V, W)
         Z2 = Z1 + sm * mlp_update(Z1, W1, W2, threshold)
         return Z2, (Z, Z1)
 
@@ -230,8 +285,8 @@ def _readout(Z_final, d):
     return Z_final[:, d, -1]
 
 
-def _forward(particles, Z0, threshold, d):
-    return _readout(_forward_states(particles, Z0, threshold)[0], d)
+def _forward(particles, Z0, threshold, d, rev=False):
+    return _readout(_forward_states(particles, Z0, threshold, rev)[0], d)
 
 
 def _decay(particles, lam):
@@ -241,13 +296,13 @@ def _decay(particles, lam):
     return 0.5 * lam * (sa * att + sm * mlp)
 
 
-def _risk(particles, Z0, y, threshold, d):
-    err = _forward(particles, Z0, threshold, d) - y
+def _risk(particles, Z0, y, threshold, d, rev=False):
+    err = _forward(particles, Z0, threshold, d, rev) - y
     return 0.5 * jnp.mean(err * err)
 
 
-def _objective(particles, Z0, y, lam, threshold, d):
-    return _risk(particles, Z0, y, threshold, d) + _decay(particles, lam)
+def _objective(particles, Z0, y, lam, threshold, d, rev=False):
+    return _risk(particles, Z0, y, threshold, d, rev) + _decay(particles, lam)
 
 
 def forward(config: Config, particles, Z0) -> jax.Array:
@@ -328,10 +383,12 @@ def _velocity(particles, Z0, y, lam, threshold, d):
     return {k: -g - lam * particles[k] for k, g in zip(_GROUPS, grads, strict=True)}
 
 
-def _velocity_autodiff(particles, Z0, y, lam, threshold, d):
+def _velocity_autodiff(particles, Z0, y, lam, threshold, d, rev=True):
+    """-(M L) dQ/dtheta by reverse-mode AD; `rev=False` keeps it differentiable in forward mode (implicit
+    solvers need the Jacobian of the velocity)."""
     L, M = particles["V"].shape[:2]
     Mm = particles["W1"].shape[1]
-    g = jax.grad(_objective)(particles, Z0, y, lam, threshold, d)
+    g = jax.grad(_objective)(particles, Z0, y, lam, threshold, d, rev)
     scale = {"V": M * L, "W": M * L, "W1": Mm * L, "W2": Mm * L}
     return {k: -scale[k] * g[k] for k in _GROUPS}
 
@@ -429,27 +486,38 @@ _GD_TEMPLATE = _optimizer(1.0, 1.0)
 _GD_COMPILED: dict = {}
 
 
-@jax.jit
-def _gd_run(particles, opt_state, increments, args):
+def _gd_program(basic: bool):
+    """The jitted GD run (one `fori_loop` of steps per saved segment) recording `observables.summary`
+    (`basic=False`) or only Q and R (`basic=True`) at the saved steps."""
     from . import observables as obs
 
-    def one_step(_, carry):
-        p, s = carry
-        g = jax.grad(_objective)(p, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
-        updates, s = _GD_TEMPLATE.update(g, s, p)
-        return optax.apply_updates(p, updates), s
+    def run(particles, opt_state, increments, args):
+        def one_step(_, carry):
+            p, s = carry
+            g = jax.grad(_objective)(p, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], True)
+            updates, s = _GD_TEMPLATE.update(g, s, p)
+            return optax.apply_updates(p, updates), s
 
-    def observe(p):
-        return obs.summary(0.0, p, args)
+        def observe(p):
+            if basic:
+                return {k: f(0.0, p, args) for k, f in obs.BASIC_OBSERVABLES.items()}
+            return obs.summary(0.0, p, args)
 
-    def segment(carry, num):
-        carry = jax.lax.fori_loop(0, num, one_step, carry)
-        return carry, observe(carry[0])
+        def segment(carry, num):
+            carry = jax.lax.fori_loop(0, num, one_step, carry)
+            return carry, observe(carry[0])
 
-    first = observe(particles)
-    (p, _), rest = jax.lax.scan(segment, (particles, opt_state), increments)
-    series = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
-    return p, series
+        first = observe(particles)
+        (p, _), rest = jax.lax.scan(segment, (particles, opt_state), increments)
+        series = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+        return p, series
+
+    return run
+
+
+_gd_run = jax.jit(_gd_program(False))
+_gd_run_basic = jax.jit(_gd_program(True))
+_GD_BASIC_COMPILED: dict = {}
 
 
 def compile_cached(cache: dict, jitted, call: tuple, size: int = 16):
@@ -471,7 +539,8 @@ def compile_cached(cache: dict, jitted, call: tuple, size: int = 16):
 
 
 def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *, particles=None,
-             data: Prompts | None = None, test: Prompts | None = None, mesh=None) -> GDRecord:
+             data: Prompts | None = None, test: Prompts | None = None, mesh=None,
+             observables: str = "all") -> GDRecord:
     """Full-batch GD with optax on the finite network from `init_particles(config)`.
 
     Learning rates eta_tau M L (attention) and eta_tau M_mlp L (MLP) on the raw gradients of Q, so step k
@@ -484,6 +553,8 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
     - `particles`, `data`, `test`: override the initial particles, the training set and the fresh test
       prompts (defaults from `config`).
     - `mesh`: a `jax.sharding.Mesh` (e.g. `sharding.particle_mesh()`) to shard the particle axis over.
+    - `observables`: `"all"` (every entry of `observables.OBSERVABLES` at the saved steps, one velocity
+      evaluation each) or `"basic"` (Q and R only: one forward pass each; what throughput runs use).
 
     One compiled program serves every eta_tau, steps, lam and threshold of the same shapes and number of
     saved steps (`compile_s` is 0 when it was reused).
@@ -499,6 +570,8 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
     save = _save_steps(int(steps), save_every)
+    if observables not in ("all", "basic"):
+        raise ValueError(f"observables must be 'all' or 'basic', got {observables!r}")
     particles = init_particles(config) if particles is None else particles
     particles = check_particles(config, particles)
     data = _check_data(config, training_set(config) if data is None else data)
@@ -512,7 +585,10 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
         jnp.result_type(x), jnp.floating) else x, opt_state)
     increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
     call = (particles, opt_state, increments, args)
-    compiled, compile_s = compile_cached(_GD_COMPILED, _gd_run, call)
+    if observables == "basic":
+        compiled, compile_s = compile_cached(_GD_BASIC_COMPILED, _gd_run_basic, call)
+    else:
+        compiled, compile_s = compile_cached(_GD_COMPILED, _gd_run, call)
     start = time.perf_counter()
     final, series = jax.block_until_ready(compiled(particles, opt_state, increments, args))
     run_s = time.perf_counter() - start

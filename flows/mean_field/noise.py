@@ -48,7 +48,7 @@ from ..sde import SDE_SOLVERS, solve_sde
 from ..solve import Trajectory
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
-from .flow import vector_field
+from .flow import _vector_field_rev
 from .network import _check_data, check_particles, init_particles
 
 __all__ = ["entropic_objective", "entropy_knn", "entropy_per_slice", "solve_particles_sde"]
@@ -110,7 +110,7 @@ def solve_particles_sde(config: Config, ts, temperature: float, *, dt: float, ke
     args = obs.make_args(config, data, test)
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
-    return solve_sde(vector_field, particles, sigma=sigma, t1=float(ts[-1]), dt=float(dt), ts=ts, args=args,
+    return solve_sde(_vector_field_rev, particles, sigma=sigma, t1=float(ts[-1]), dt=float(dt), ts=ts, args=args,
                      solver=solver, key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps,
                      observables=observables, save_states=save_states, throw=throw)
 
