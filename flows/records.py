@@ -22,23 +22,31 @@ parser reads; :func:`load_record` turns those strings in ``metrics.json`` back i
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
-import enum
 import functools
 import json
 import logging
 import math
-import os
-import platform
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+
+from ._atomic import _atomic_write, _dumps, _to_builtin, atomic_savez, atomic_write_json, atomic_write_text
+from ._atomic import decode_nonfinite as _decode_nonfinite
+from ._examples import (
+    FAILS,
+    HOLDS,
+    NOT_TESTED,
+    example_parser,
+    log_predictions,
+    verdict,
+    verdict_counts,
+    verdict_tag,
+)
+from ._examples import check_name as _check_name
+from ._provenance import versions
 
 __all__ = [
     "RunRecord",
@@ -56,167 +64,10 @@ METRICS_FILE = "metrics.json"
 SERIES_FILE = "series.npz"
 META_FILE = "meta.json"
 
-_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-_PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "sympy", "numpy", "scipy",
-             "matplotlib")
-
-
-# --------------------------------------------------------------------------- atomic writes
-
-
-@functools.cache
-def _file_mode() -> int:
-    """Permission bits for new files under the current umask (temp files are created 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def _atomic_write(path, write, *, suffix: str = ".tmp") -> None:
-    """Call ``write(binary_file)`` on a temporary file next to ``path``, then move it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def atomic_write_text(path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    if not isinstance(text, str):
-        raise ValueError(f"text must be a str, got {type(text).__name__}")
-    data = text.encode("utf-8")
-    _atomic_write(path, lambda f: f.write(data))
-
-
-def _float(x: float):
-    return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
-
-
-def _to_builtin(obj):
-    """Convert ``obj`` to plain JSON types (see the module docstring); TypeError if impossible."""
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, enum.Enum):
-        return obj.name
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        return _float(float(obj))
-    if isinstance(obj, complex):
-        return {"real": _float(obj.real), "imag": _float(obj.imag)}
-    if isinstance(obj, Mapping):
-        return {str(k): _to_builtin(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_to_builtin(v) for v in obj]
-    if isinstance(obj, (set, frozenset)):
-        items = [_to_builtin(v) for v in obj]
-        try:
-            return sorted(items)
-        except TypeError:
-            return items
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    if isinstance(obj, np.generic):
-        return _to_builtin(obj.item())
-    if isinstance(obj, np.ndarray):
-        if obj.dtype == object:
-            raise TypeError("cannot convert an object array to JSON")
-        return _to_builtin(obj.tolist())
-    if hasattr(obj, "__array__") and hasattr(obj, "dtype"):  # jax.Array and friends
-        return _to_builtin(np.asarray(obj))
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return _to_builtin(dataclasses.asdict(obj))
-    raise TypeError(f"cannot convert {type(obj).__name__} to JSON")
-
-
-def _dumps(obj) -> str:
-    return json.dumps(_to_builtin(obj), indent=2, sort_keys=True, allow_nan=False,
-                      default=_to_builtin) + "\n"
-
-
-def atomic_write_json(path, obj) -> None:
-    """Write ``obj`` as indented, key-sorted, strict JSON to ``path`` atomically.
-
-    numpy/jax scalars and arrays are converted; NaN and infinities become the strings
-    ``"nan"``, ``"inf"``, ``"-inf"``.  Raises TypeError for objects that cannot be converted.
-    """
-    text = _dumps(obj)  # convert before touching the file system
-    atomic_write_text(path, text)
-
-
-def atomic_savez(path, **arrays) -> None:
-    """``np.savez_compressed(path, **arrays)`` into a temporary file, then move it into place."""
-    converted = {}
-    for key, value in arrays.items():
-        arr = np.asarray(value)
-        if arr.dtype == object:
-            raise ValueError(f"arrays[{key!r}] has dtype object, which cannot be saved")
-        converted[key] = arr
-    _atomic_write(path, lambda f: np.savez_compressed(f, **converted))
-
-
-# --------------------------------------------------------------------------- versions
-
-
-def _dist_version(dist: str):
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _git(*args: str):
-    root = Path(__file__).resolve().parent.parent
-    if not (root / ".git").exists():  # installed, not a checkout: don't report an outer repo
-        return None
-    try:
-        res = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                             timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return res.stdout.strip() if res.returncode == 0 else None
-
-
-def versions() -> dict:
-    """Versions of Python and the numerical stack, the jax backend, x64 flag and git SHA.
-
-    Never raises: anything that cannot be determined is ``None``.
-    """
-    flows_mod = sys.modules.get("flows")
-    info = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "flows": getattr(flows_mod, "__version__", None) or _dist_version("transformer-flows"),
-    }
-    for name in _PACKAGES:
-        info[name] = _dist_version(name)
-    info.update(jax_backend=None, jax_devices=None, jax_enable_x64=None)
-    try:
-        import jax
-
-        info["jax_backend"] = jax.default_backend()
-        info["jax_devices"] = [str(d) for d in jax.devices()]
-        info["jax_enable_x64"] = bool(jax.config.read("jax_enable_x64"))
-    except Exception:  # noqa: BLE001 - versions() must never fail a run
-        logger.debug("could not query jax", exc_info=True)
-    info["git_sha"] = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no") if info["git_sha"] else None
-    info["git_dirty"] = None if status is None else bool(status)
-    return info
+# the parts live by concern: _atomic (atomic files, strict JSON), _provenance (versions), _examples (the
+# example parser and verdicts); the names are re-exported here, the module every example imports
+_REEXPORTED = (FAILS, HOLDS, NOT_TESTED, atomic_savez, atomic_write_json, atomic_write_text, example_parser,
+               log_predictions, verdict, verdict_counts, verdict_tag, versions)
 
 
 # --------------------------------------------------------------------------- reading
@@ -233,16 +84,6 @@ def is_complete(out_dir) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and meta.get("complete") is True
-
-
-def _decode_nonfinite(obj):
-    if isinstance(obj, str):
-        return _NONFINITE.get(obj, obj)
-    if isinstance(obj, dict):
-        return {k: _decode_nonfinite(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_decode_nonfinite(v) for v in obj]
-    return obj
 
 
 def load_record(out_dir) -> dict:
@@ -272,12 +113,6 @@ def load_record(out_dir) -> dict:
 
 
 # --------------------------------------------------------------------------- writing
-
-
-def _check_name(value, arg: str = "name") -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{arg} must be a non-empty string, got {value!r}")
-    return value
 
 
 def _now() -> str:
@@ -495,63 +330,3 @@ class RunRecord:
         return False
 
 
-# --------------------------------------------------------------------------- example scripts
-
-
-def example_parser(name: str, description: str, *, seed: int = 0,
-                   seed_help: str = "random seed (the same seed gives the same record)"):
-    """The argument parser every example shares: `--quick`, `--out` (default `out/<name>`), `--seed`,
-    `--no-compile-cache`.
-
-    Its `parse_args` also turns on the persistent compilation cache (`flows.compile_cache.enable`) unless
-    `--no-compile-cache` or `FLOWS_NO_COMPILE_CACHE` says not to. Extra arguments can be added to the
-    returned `argparse.ArgumentParser`.
-    """
-    import argparse
-
-    from . import compile_cache
-
-    class _ExampleParser(argparse.ArgumentParser):
-        def parse_args(self, args=None, namespace=None):
-            ns = super().parse_args(args, namespace)
-            compile_cache.enable(opt_out=ns.no_compile_cache)
-            return ns
-
-    _check_name(name)
-    first_line = (description or name).strip().splitlines()[0]
-    parser = _ExampleParser(description=first_line)
-    parser.add_argument("--quick", action="store_true", help="CI-sized run")
-    parser.add_argument("--out", default=f"out/{name}", help="record folder")
-    parser.add_argument("--seed", type=int, default=seed, help=seed_help)
-    parser.add_argument("--no-compile-cache", action="store_true",
-                        help="do not use the persistent compilation cache (flows.compile_cache)")
-    return parser
-
-
-HOLDS, FAILS, NOT_TESTED = "holds", "fails", "not tested at this size"
-
-
-def verdict(pred: dict) -> str:
-    """``"holds"``, ``"fails"`` or ``"not tested at this size"`` of a recorded prediction."""
-    holds = pred.get("holds")
-    return HOLDS if holds is True else NOT_TESTED if holds is None else FAILS
-
-
-def verdict_tag(pred: dict) -> str:
-    """``PASS``, ``FAIL`` or ``NOT TESTED`` for logs and reports."""
-    return {HOLDS: "PASS", FAILS: "FAIL", NOT_TESTED: "NOT TESTED"}[verdict(pred)]
-
-
-def verdict_counts(preds: dict) -> str:
-    """``"3 hold, 1 fails, 2 not tested at this size"`` for a ``{name: prediction}`` mapping."""
-    v = [verdict(p) for p in preds.values()]
-    return (f"{v.count(HOLDS)} hold, {v.count(FAILS)} fail{'s' if v.count(FAILS) == 1 else ''}, "
-            f"{v.count(NOT_TESTED)} not tested at this size")
-
-
-def log_predictions(record: RunRecord, log: logging.Logger | None = None) -> None:
-    """Log one PASS/FAIL line per prediction of `record` (examples call this at the end of main)."""
-    log = log or logger
-    for name, pred in record.predictions.items():
-        log.info("%s %s: measured %s, expected %s", verdict_tag(pred), name,
-                 pred["measured"], pred["expected"])

@@ -1,0 +1,80 @@
+"""What every example script shares: its argument parser and the three verdicts of a prediction."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .records import RunRecord
+
+logger = logging.getLogger("flows.records")
+
+__all__ = ["FAILS", "HOLDS", "NOT_TESTED", "example_parser", "log_predictions", "verdict", "verdict_counts",
+           "verdict_tag"]
+
+
+def check_name(value, arg: str = "name") -> str:
+    """`value` if it is a non-empty string, else a ValueError naming `arg`."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{arg} must be a non-empty string, got {value!r}")
+    return value
+
+
+def example_parser(name: str, description: str, *, seed: int = 0,
+                   seed_help: str = "random seed (the same seed gives the same record)"):
+    """The argument parser every example shares: `--quick`, `--out` (default `out/<name>`), `--seed`,
+    `--no-compile-cache`.
+
+    Its `parse_args` also turns on the persistent compilation cache (`flows.compile_cache.enable`) unless
+    `--no-compile-cache` or `FLOWS_NO_COMPILE_CACHE` says not to. Extra arguments can be added to the
+    returned `argparse.ArgumentParser`.
+    """
+    import argparse
+
+    from . import compile_cache
+
+    class _ExampleParser(argparse.ArgumentParser):
+        def parse_args(self, args=None, namespace=None):
+            ns = super().parse_args(args, namespace)
+            compile_cache.enable(opt_out=ns.no_compile_cache)
+            return ns
+
+    check_name(name)
+    first_line = (description or name).strip().splitlines()[0]
+    parser = _ExampleParser(description=first_line)
+    parser.add_argument("--quick", action="store_true", help="CI-sized run")
+    parser.add_argument("--out", default=f"out/{name}", help="record folder")
+    parser.add_argument("--seed", type=int, default=seed, help=seed_help)
+    parser.add_argument("--no-compile-cache", action="store_true",
+                        help="do not use the persistent compilation cache (flows.compile_cache)")
+    return parser
+
+
+HOLDS, FAILS, NOT_TESTED = "holds", "fails", "not tested at this size"
+
+
+def verdict(pred: dict) -> str:
+    """``"holds"``, ``"fails"`` or ``"not tested at this size"`` of a recorded prediction."""
+    holds = pred.get("holds")
+    return HOLDS if holds is True else NOT_TESTED if holds is None else FAILS
+
+
+def verdict_tag(pred: dict) -> str:
+    """``PASS``, ``FAIL`` or ``NOT TESTED`` for logs and reports."""
+    return {HOLDS: "PASS", FAILS: "FAIL", NOT_TESTED: "NOT TESTED"}[verdict(pred)]
+
+
+def verdict_counts(preds: dict) -> str:
+    """``"3 hold, 1 fails, 2 not tested at this size"`` for a ``{name: prediction}`` mapping."""
+    v = [verdict(p) for p in preds.values()]
+    return (f"{v.count(HOLDS)} hold, {v.count(FAILS)} fail{'s' if v.count(FAILS) == 1 else ''}, "
+            f"{v.count(NOT_TESTED)} not tested at this size")
+
+
+def log_predictions(record: RunRecord, log: logging.Logger | None = None) -> None:
+    """Log one PASS/FAIL line per prediction of `record` (examples call this at the end of main)."""
+    log = log or logger
+    for name, pred in record.predictions.items():
+        log.info("%s %s: measured %s, expected %s", verdict_tag(pred), name,
+                 pred["measured"], pred["expected"])

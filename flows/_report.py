@@ -1,0 +1,164 @@
+"""Rendering ``REPORT.md`` of ``python -m flows reproduce``: one section per example with its figures, metrics
+and a PASS / FAIL / NOT TESTED line per prediction, and a summary table counting the three verdicts."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flows import records
+
+if TYPE_CHECKING:
+    from flows._cli_reproduce import Outcome
+
+__all__ = ["holding", "render_report"]
+
+_LOG_TAIL = 20
+#: the prefix of the lines `reproduce` appends to each example's run.log
+FOOTER = "[reproduce] "
+
+
+def _predictions(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if isinstance(v, dict) and "holds" in v}
+
+
+def logged_wall_s(log_path: Path) -> float | None:
+    """Wall time from the footer of a finished run.log, if there is one."""
+    try:
+        last = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-1]
+    except (OSError, IndexError):
+        return None
+    match = re.fullmatch(re.escape(FOOTER) + r"exit code 0 after ([0-9.]+) s", last)
+    return float(match.group(1)) if match else None
+
+
+def holding(rec_dir: Path) -> str:
+    try:
+        preds = _predictions(records.load_record(rec_dir)["metrics"])
+    except (OSError, ValueError):
+        return "?/? predictions hold"
+    v = [records.verdict(p) for p in preds.values()]
+    text = f"{v.count(records.HOLDS)}/{len(preds)} predictions hold"
+    return text + (f", {v.count(records.NOT_TESTED)} not tested at this size" if records.NOT_TESTED in v else "")
+
+
+def _counts(rec_dir: Path) -> tuple[str, str, str]:
+    """("holding/total", "failing", "not tested") of a record, for the summary table."""
+    try:
+        preds = _predictions(records.load_record(rec_dir)["metrics"])
+    except (OSError, ValueError):
+        return "?", "?", "?"
+    v = [records.verdict(p) for p in preds.values()]
+    return f"{v.count(records.HOLDS)}/{len(v)}", str(v.count(records.FAILS)), str(v.count(records.NOT_TESTED))
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _fmt(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        shown = [_fmt(v) for v in (value if len(value) <= 6 else value[:3])]
+        more = "" if len(value) <= 6 else f", ... ({len(value)} values)"
+        return "[" + ", ".join(shown) + more + "]"
+    if isinstance(value, dict):
+        text = json.dumps(value, sort_keys=True)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return str(value)
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no run.log)"
+    return "\n".join(lines[-_LOG_TAIL:]) or "(run.log is empty)"
+
+
+def _link(stem: str, fname: str) -> str:
+    target = f"{stem}/{fname}"
+    return f"<{target}>" if " " in target else target
+
+
+_STATUS = {"ok": "ok", "skipped": "complete (earlier run)", "failed": "FAILED",
+           "interrupted": "interrupted", "not run": "not run"}
+
+
+def _section(o: Outcome, out: Path) -> list[str]:
+    rec_dir = out / o.stem
+    lines = [f"## {o.stem}", ""]
+    if o.status not in ("ok", "skipped"):
+        lines.append(f"**{_STATUS[o.status]}**" + (f" ({o.note})." if o.note else "."))
+        if o.status != "not run":
+            lines += ["", f"Last {_LOG_TAIL} lines of `{o.stem}/run.log`:", "", "```",
+                      _log_tail(rec_dir / "run.log"), "```"]
+        return lines + [""]
+    rec = records.load_record(rec_dir)
+    meta, metrics = rec["meta"], rec["metrics"]
+    lines.append(f"Status: {_STATUS[o.status]}; finished {meta.get('finished', '?')}, "
+                 f"seed {meta.get('seed')}, quick={meta.get('quick')}.")
+    lines.append("")
+    for fname in meta.get("figures") or rec["figures"]:
+        lines += [f"![{Path(fname).stem}]({_link(o.stem, fname)})", ""]
+    scalars = {k: v for k, v in metrics.items() if not isinstance(v, dict)}
+    if scalars:
+        lines += ["| Metric | Value |", "|---|---|"]
+        lines += [f"| {_cell(k)} | {_cell(_fmt(v))} |" for k, v in sorted(scalars.items())]
+        lines.append("")
+    preds = _predictions(metrics)
+    if preds:
+        lines += ["Predictions:", ""]
+        for name, p in preds.items():
+            extra = {k: v for k, v in p.items() if k not in ("measured", "expected", "holds", "verdict")}
+            more = ", ".join(f"{k} = {_fmt(v)}" for k, v in sorted(extra.items()))
+            lines.append(f"- {records.verdict_tag(p)} {name}: measured = "
+                         f"{_fmt(p.get('measured'))}, expected {p.get('expected', '?')}"
+                         + (f" ({more})" if more else ""))
+        lines.append("")
+    if meta.get("solver"):
+        lines += ["| Solve | Status | Steps | Compile (s) | Run (s) |", "|---|---|---|---|---|"]
+        for name, s in sorted(meta["solver"].items()):
+            lines.append(f"| {_cell(name)} | {_cell(_fmt(s.get('status')))} | "
+                         f"{_fmt(s.get('num_steps'))} | {_fmt(s.get('compile_s'))} | "
+                         f"{_fmt(s.get('run_s'))} |")
+        lines.append("")
+    return lines
+
+
+def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick: bool) -> str:
+    """Markdown report: summary table, then one section per example (links relative to out)."""
+    now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    lines = ["# Reproduction report" + (" (quick)" if quick else ""), "",
+             f"Command: `python -m flows {shlex.join(argv)}`  ", f"Date: {now}", ""]
+    versions = None
+    for o in outcomes:
+        if o.status in ("ok", "skipped"):
+            versions = records.load_record(out / o.stem)["meta"].get("versions")
+            break
+    if versions:
+        keys = ("flows", "git_sha", "python", "jax", "diffrax", "jax_backend", "jax_enable_x64")
+        lines += ["Versions: " + ", ".join(f"{k} {versions.get(k)}" for k in keys), ""]
+    lines += ["## Summary", "",
+              "| Example | Status | Wall time (s) | Predictions holding | Failing | Not tested at this size |",
+              "|---|---|---|---|---|---|"]
+    sections = []
+    for o in outcomes:
+        wall, counts = o.wall_s, ("-", "-", "-")
+        if o.status in ("ok", "skipped"):
+            counts = _counts(out / o.stem)
+            if wall is None:  # skipped: the earlier run's time, else the record's own
+                wall = (logged_wall_s(out / o.stem / "run.log")
+                        or records.load_record(out / o.stem)["meta"].get("wall_s"))
+        wall_text = f"{wall:.1f}" if isinstance(wall, (int, float)) else "-"
+        lines.append(f"| [{o.stem}](#{o.stem.lower()}) | {_STATUS[o.status]} | {wall_text} | "
+                     + " | ".join(counts) + " |")
+        sections += _section(o, out)
+    return "\n".join(lines + [""] + sections).rstrip() + "\n"
