@@ -159,13 +159,13 @@ t_import = time.perf_counter() - t0
 jax.block_until_ready(jax.jit(lambda x: x + 1.0)(1.0))  # the backend's own start-up is not a field's compile
 classes = syn_small()
 M, K = classes.vocab_size, classes.num_classes
-args = flow.flow_args(classes, 1.0, 1.0)
-zeros = np.zeros((M, M))
+args = flow.flow_args(classes, 1.0, 1.0, query_rows=True)  # the state solve_flow integrates: Z's query rows
+L = len(classes.query_tokens)
 fields = {{
-    "full_YZ_flow": (flow.full_vector_field, {{"Y": zeros, "Z": zeros}}, args,
+    "full_YZ_flow": (flow.full_vector_field, {{"Y": np.zeros((M, M)), "Z": np.zeros((L, M))}}, args,
                      lambda: solve_flow(classes, 1.0, 1.0, [0.0, 10.0])),
-    "reduced_Z_flow": (flow.reduced_vector_field, {{"Z": zeros, "h": np.zeros(()), "B": np.zeros((K,))}}, args,
-                       lambda: solve_flow(classes, 10.0, 1.0, [0.0, 10.0], reduced=True)),
+    "reduced_Z_flow": (flow.reduced_vector_field, {{"Z": np.zeros((L, M)), "h": np.zeros(()), "B": np.zeros((K,))}},
+                       args, lambda: solve_flow(classes, 10.0, 1.0, [0.0, 10.0], reduced=True)),
     "decoder_h_flow": (decoder.decoder_vector_field, np.zeros(()), {{"M": jnp.asarray(float(M)),
                        "eta_Y": jnp.asarray(1.0)}}, lambda: solve_decoder(float(M), 1.0, [0.0, 10.0])),
 }}
