@@ -206,7 +206,7 @@ def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_ru
                         rhs_evals_per_step=stages[solver], reference=ref_info))
         nfev = s["nfev"]
         rows.append(row(f"solve_vs_scipy/{p.system}/scipy.solve_ivp({method})", params=params, compile_s=0.0,
-                        run_s_min=s["run_s_min"], repeats=repeats, steps=s["steps"], error=s["error"],
+                        run_s_min=s["run_s_min"], repeats=s.get("repeats", repeats), steps=s["steps"], error=s["error"],
                         nfev=nfev, status=s["status"], s_per_step=s["run_s_min"] / max(1, s["steps"]),
                         s_per_rhs_eval=s["run_s_min"] / max(1, nfev), rhs_call_s=sp["rhs_call_s"],
                         jax_rhs_call_s=rhs_jax, numpy_kernel=sp["numpy_kernel"], numpy=sp["numpy"],
