@@ -1,5 +1,5 @@
-"""Work-precision figure of `bench_solve`: error at the final time against run time after compile, one panel per
-system, one line per solver (log-log), each point labelled with its rtol.
+"""Work-precision figure of `bench_solve`: error at the final time against run time after compile (and against
+steps), one column per system, one line per solver (log-log), each point labelled with its rtol.
 
 Usage: `python -m benchmarks.plot_work_precision ROWS OUT.png`, where ROWS is a JSON-lines file written by
 `python -m benchmarks --only solve --out ROWS` or a results file `benchmarks/results/solve.json` (a JSON list).
@@ -19,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 SOLVER_STYLE = {"tsit5": "o-", "dopri5": "s-", "dopri8": "^-", "kvaerno5": "D--"}
 
@@ -56,25 +57,30 @@ def work_precision(rows: list[dict]) -> dict:
 
 
 def plot(rows: list[dict], out) -> Path:
-    """Draw the work-precision panels of `rows` to the PNG `out`."""
+    """Draw the work-precision panels of `rows` to the PNG `out`: error against run time after compile (top
+    row) and against the number of steps (bottom row, which machine load does not move)."""
     data = work_precision(rows)
     if not data:
         raise ValueError("no solve_wp/ rows with an error to plot")
     systems = sorted(data)
-    fig, axes = plt.subplots(1, len(systems), figsize=(4.6 * len(systems), 4.0), squeeze=False)
-    for ax, system in zip(axes[0], systems, strict=True):
-        for solver in sorted(data[system], key=lambda s: list(SOLVER_STYLE).index(s) if s in SOLVER_STYLE else 99):
+    fig, axes = plt.subplots(2, len(systems), figsize=(4.6 * len(systems), 7.6), squeeze=False)
+    order = list(SOLVER_STYLE)
+    for col, system in enumerate(systems):
+        for solver in sorted(data[system], key=lambda s: order.index(s) if s in order else len(order)):
             pts = data[system][solver]
-            run_s = [p[0] for p in pts]
             err = [max(p[1], 1e-17) for p in pts]  # an exact 0 would vanish from a log axis
-            ax.loglog(run_s, err, SOLVER_STYLE.get(solver, "x-"), label=solver, ms=4, lw=1)
-            for x, e, (_, _, rtol, _) in zip(run_s, err, pts, strict=True):
-                ax.annotate(f"{rtol:.0e}", (x, e), fontsize=6, xytext=(3, 2), textcoords="offset points")
-        ax.set_title(system, fontsize=10)
-        ax.set_xlabel("run time after compile [s]")
-        ax.set_ylabel("relative max error at t1 vs the reference")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+            for ax, xs in ((axes[0, col], [p[0] for p in pts]), (axes[1, col], [p[3] for p in pts])):
+                ax.loglog(xs, err, SOLVER_STYLE.get(solver, "x-"), label=solver, ms=4, lw=1)
+                for x, e, p in zip(xs, err, pts, strict=True):
+                    ax.annotate(f"{p[2]:.0e}", (x, e), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        axes[0, col].set_title(system, fontsize=10)
+        axes[0, col].set_xlabel("run time after compile [s]")
+        axes[1, col].set_xlabel("steps (accepted + rejected)")
+        for ax in axes[:, col]:
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_ylabel("relative max error at t1 vs the reference")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
     fig.suptitle("flows.solve work-precision (labels: rtol; atol = rtol / 100)", fontsize=10)
     fig.tight_layout()
     out = Path(out)
