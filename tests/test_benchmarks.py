@@ -65,3 +65,24 @@ def test_all_benchmarks_quick(tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     for r in rows:
         assert set(_harness._ROW_KEYS) <= set(r)
+
+
+def test_scaling_plot_and_summary_from_rows(tmp_path):
+    from benchmarks import plot_scaling, summary
+
+    rows = [_harness.row(f"sys/scaling(d={d})", params={"d": d}, compile_s=0.1, run_s_min=0.01 * d,
+                         s_per_unit_time=1e-3 * d ** 1.5) for d in (8, 16, 32)]
+    rows.append(_harness.row("sys/scaling_fit", params={}, compile_s=None, run_s_min=None, exponent=1.5,
+                             exponent_ci=[1.4, 1.6]))
+    rows.append(_harness.row("sys/first_call(paper)", params={}, compile_s=1.0, run_s_min=2.0,
+                             ratio=_harness.ratio(4.0, "GD / flow", target=10)))
+    series = plot_scaling.scaling_series(rows)
+    ((key, s),) = series.items()
+    assert key == ("sys", "scaling") and s["x"] == "d" and len(s["points"]) == 3
+    assert s["fit"]["exponent"] == 1.5
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(rows))
+    png = plot_scaling.plot(plot_scaling.read_rows([path]), tmp_path / "scaling.png")
+    assert png.stat().st_size > 1000
+    text = summary.table(rows)
+    assert "| `sys/first_call(paper)` | 4 | GD / flow | >= 10 | **missed** |" in text
