@@ -1,5 +1,8 @@
 """bench_solve: the numpy right-hand sides equal the JAX vector fields, and the row machinery runs on a tiny
-instance (timings are never asserted; the ratios are measured by `python -m benchmarks --only solve`)."""
+instance (timings are never asserted; the ratios are measured by `python -m benchmarks --only solve`).
+
+The whole tiny run (two flows.solve compiles and the scipy subprocess) is a slow check; the default run
+checks the scipy side and the figure on a tiny problem without compiling a solve."""
 
 import json
 
@@ -56,6 +59,35 @@ def test_unknown_system_is_rejected():
         _numpy_rhs.prepare("no_such_system", {}, [])
 
 
+def test_scipy_side_and_figure_on_a_tiny_problem(tmp_path):
+    """The fast version of the tiny run below: the scipy subprocess (numpy kernel environment) against a
+    tight scipy reference, and the figure from rows in the common format; no flows.solve compile."""
+    from scipy.integrate import solve_ivp
+
+    from benchmarks._harness import row
+
+    p = bench_solve.problem("cooccurrence", dict(n=6, L=3, d=4, m=4, m1=4, t1=5.0))
+    shapes = _numpy_rhs.shapes_of(p.y0)
+    f = _numpy_rhs.make_flat_rhs("cooccurrence", shapes, _numpy_rhs.prepare("cooccurrence", p.args, shapes))
+    ref = solve_ivp(f, (0.0, p.t1), bench_solve.flat(p.y0), method="DOP853", rtol=1e-12, atol=1e-14).y[:, -1]
+    out = bench_solve.scipy_side(p, ref, [("RK45", 1e-8, 1e-10), ("DOP853", 1e-8, 1e-10)], repeats=2)
+    assert out["system"] == "cooccurrence" and out["rhs_call_s"] > 0 and isinstance(out["numpy_kernel"], list)
+    for r in out["runs"]:
+        assert r["status"] == 0 and r["nfev"] > 0 and 1 <= r["repeats"] <= 2
+        assert r["error"] < 1e-6  # both methods at rtol 1e-8 against the 1e-12 solve of the same numpy RHS
+    rows = [row(f"solve_wp/cooccurrence/{s}", params={"rtol": rtol}, compile_s=1.0, run_s_min=t, steps=n,
+                error=e) for s, rtol, t, n, e in (("dopri5", 1e-4, 0.01, 10, 1e-4), ("dopri5", 1e-8, 0.02, 40, 1e-8),
+                                                  ("dopri8", 1e-8, 0.015, 20, 0.0))]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    data = plot_work_precision.work_precision(plot_work_precision.load_rows(path))
+    assert [p[2] for p in data["cooccurrence"]["dopri5"]] == [1e-4, 1e-8]  # loosest first
+    assert plot_work_precision.plot(rows, tmp_path / "wp.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="no solve_wp"):
+        plot_work_precision.plot([], tmp_path / "none.png")
+
+
+@pytest.mark.slow
 def test_rows_on_a_tiny_instance(tmp_path):
     size = {"cooccurrence": dict(n=6, L=3, d=4, m=4, m1=4, t1=5.0)}
     rows = bench_solve.run(True, systems=("cooccurrence",), wp_sizes=size, ratio_sizes=size, rtols=(1e-8,),
