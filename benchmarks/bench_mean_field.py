@@ -16,9 +16,9 @@ Rows (`benchmarks._harness.row`):
   of the three orders tried; CPU, torch's default intra-op threads), timed back to back; error = the
   largest relative gap of Q and of the gradient between the two at the initial particles; ratio =
   (flows particle-steps/s) / (torch particle-steps/s), target 2. Skipped with a note without torch.
-- `mean_field/gd_flop_rate`: FLOPs of one GD step (XLA's cost analysis of the one-layer step times L: the
-  analysis counts a loop body once) over its measured time, against the float64 rate of a 2048 x 2048
-  `jnp.dot` (best of repeats) measured in the same run.
+- `mean_field/gd_flop_rate`: FLOPs of one GD step (counted analytically, `_step_flops`; XLA's cost
+  analysis of the one-layer step times L as a cross-check) over its measured time, against the float64
+  rate of a 2048 x 2048 `jnp.dot` (best of repeats) measured in the same run.
 - `mean_field/first_call_equal_accuracy(...)`: the first call end to end (imports, data, initial state,
   compile, solve or train) of the adaptive particle solve and of GD, each in a fresh process with the
   compile cache off, at the same accuracy: the relative error of Q(tau = 1) against a dopri8 reference
@@ -196,13 +196,29 @@ def _matmul_rate(repeats: int, n: int = 2048) -> float:
 
 
 def _step_flops(cfg: mf.Config) -> float:
-    """FLOPs of one GD step: XLA's cost analysis of the one-layer gradient step, times L (the analysis counts
-    the body of the depth loop once), plus nothing for the update (O(P))."""
+    """FLOPs of one GD step as executed (2 per multiply-add of every contraction; elementwise work such as
+    the softmax not counted), per layer with n prompts, K = N + 1 tokens, M heads, M_mlp neurons:
+
+    - attention: the logits product n K^2 D^2 M four times (forward, recomputed in the backward pass, dW,
+      d(pairs)), the weighted sum, dVZ and dS n K^2 M D three times, VZ = V z n K M D^2 four times
+      (forward, recomputed, dZ, dV), the pair-product adjoint 2 n K^2 D^2;
+    - MLP: n K M_mlp D six times (pre-activation, output, and four in the backward pass).
+    """
+    n, K, D, M, Mm = cfg.n_train, cfg.N + 1, cfg.D, cfg.M, cfg.M_mlp
+    macs = (4 * n * K**2 * D**2 * M + 3 * n * K**2 * M * D + 4 * n * K * M * D**2 + 2 * n * K**2 * D**2
+            + 6 * n * K * Mm * D)
+    return 2.0 * macs * cfg.L
+
+
+def _step_flops_xla(cfg: mf.Config) -> float:
+    """XLA's cost analysis of the one-layer gradient, times L (the analysis counts the body of the depth loop
+    once; at L = 1 XLA may also merge the recomputed logits with the forward ones, so this is a lower
+    bound, kept as a cross-check of `_step_flops`)."""
     one = cfg.replace(L=1)
     p = mf.init_particles(one)
     data = mf.training_set(one)
-    grad = jax.jit(lambda p: jax.grad(mf_network._objective)(p, data.Z0, data.y, one.lam, one.threshold, one.d,
-                                                             True))
+    grad = jax.jit(jax.grad(lambda p: mf_network._objective(p, data.Z0, data.y, one.lam, one.threshold, one.d,
+                                                            True)))
     cost = grad.lower(p).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     return float(cost["flops"]) * cfg.L
@@ -259,10 +275,12 @@ def gd_throughput(cfg: mf.Config, quick: bool, matmul_n: int = 2048) -> list[dic
                         particle_steps_per_s=steps * P / torch_s, s_per_step=torch_s / steps,
                         ratio=ratio(torch_s / gd_s, "flows GD / torch eager (particle-steps/s)", target=2)))
     flops = _step_flops(cfg)
+    flops_xla = _step_flops_xla(cfg)
     matmul = _matmul_rate(repeats + 2, matmul_n)
     achieved = flops * steps / rows[0]["run_s_min"]
     rows.append(row("mean_field/gd_flop_rate", params=params, compile_s=None, run_s_min=rows[0]["run_s_min"],
-                    repeats=repeats, steps=steps, flops_per_step=flops, achieved_flop_s=achieved,
+                    repeats=repeats, steps=steps, flops_per_step=flops, flops_per_step_xla=flops_xla,
+                    achieved_flop_s=achieved,
                     matmul_flop_s=matmul, matmul_size=matmul_n,
                     ratio=ratio(achieved / matmul, "GD step FLOP rate / float64 matmul rate")))
     return rows
