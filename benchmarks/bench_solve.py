@@ -13,7 +13,8 @@ tight reference (`dopri8` at rtol 1e-12, atol 1e-14) at the final time. The scip
 subprocess with `OPENBLAS_CORETYPE` / `OPENBLAS_L2_SIZE` unset (`_harness.numpy_kernel_env`); its row records
 the BLAS kernel numpy ran there (`numpy_kernel`: threadpoolctl internal_api, architecture, version), one
 RHS call on each side (`rhs_call_s`, `jax_rhs_call_s`: the jitted JAX RHS, dispatch included) and the time
-per step and per RHS evaluation of each solve, which say where a missed ratio comes from.
+per step and per RHS evaluation of each solve, which say where a missed ratio comes from. `steps` is
+accepted + rejected for flows.solve (diffrax's num_steps) and accepted for scipy (`accepted` in both rows).
 
 **Work-precision** (`solve_wp/<system>/<solver>`): one row per (system, solver, rtol), atol = rtol / 100, at a
 size where the implicit kvaerno5 (dense Jacobian, LU per step) is affordable: the error at the final time
@@ -200,14 +201,16 @@ def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_ru
         params = {**p.params, "rtol": RTOL, "atol": ATOL}
         rows.append(row(f"solve_vs_scipy/{p.system}/flows.solve({solver})", params=params,
                         compile_s=j["compile_s"], run_s_min=j["run_s_min"], repeats=repeats, steps=j["steps"],
-                        error=rel_error(j["y"], ref), rejected=j["rejected"], status=j["status"],
+                        error=rel_error(j["y"], ref), rejected=j["rejected"], accepted=j["steps"] - j["rejected"],
+                        status=j["status"],
                         first_call_s=j["first_call_s"], run_s_program=j["run_s_program"],
                         s_per_step=j["run_s_min"] / max(1, j["steps"]), jax_rhs_call_s=rhs_jax,
                         rhs_evals_per_step=stages[solver], reference=ref_info))
         nfev = s["nfev"]
         rows.append(row(f"solve_vs_scipy/{p.system}/scipy.solve_ivp({method})", params=params, compile_s=0.0,
                         run_s_min=s["run_s_min"], repeats=s.get("repeats", repeats), steps=s["steps"], error=s["error"],
-                        nfev=nfev, status=s["status"], s_per_step=s["run_s_min"] / max(1, s["steps"]),
+                        nfev=nfev, accepted=s["steps"], status=s["status"],
+                        s_per_step=s["run_s_min"] / max(1, s["steps"]),
                         s_per_rhs_eval=s["run_s_min"] / max(1, nfev), rhs_call_s=sp["rhs_call_s"],
                         jax_rhs_call_s=rhs_jax, numpy_kernel=sp["numpy_kernel"], numpy=sp["numpy"],
                         numpy_env="OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE unset", subprocess_wall_s=sp["wall_s"],
