@@ -13,14 +13,10 @@ The public surface (explicit re-exports; nothing is defined here):
 - `fitting`: power-law fits (log-log least squares, joint M^a L^b fits, model comparison) with bootstrap
   confidence intervals.
 - `records`: run records (metrics.json, series.npz, PNGs, meta.json), written atomically.
+
+Subpackages are imported on first use.
 """
 
-from . import cooccurrence as cooccurrence
-from . import fitting as fitting
-from . import mean_field as mean_field
-from . import records as records
-from . import scan_snap as scan_snap
-from .sde import solve_sde as solve_sde
 from .solve import SOLVERS as SOLVERS
 from .solve import Event as Event
 from .solve import FlowError as FlowError
@@ -32,3 +28,23 @@ from .solve import solve as solve
 from .solve import solve_batch as solve_batch
 
 __version__ = "0.1.0"
+
+# The subpackages and flows.sde are imported on first use (`flows.scan_snap`, `from flows import fitting`):
+# a script that needs one system does not pay for the others, nor for scipy.stats (flows.fitting), at import
+# (issue 9: the first call counts; `import flows` took about 1.5 s of imports it did not use).
+_SUBMODULES = ("compile_cache", "cooccurrence", "fitting", "mean_field", "plotting", "records", "scan_snap", "sde")
+_LAZY_NAMES = {"solve_sde": "sde"}
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
+    raise AttributeError(f"module 'flows' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBMODULES) | set(_LAZY_NAMES))
