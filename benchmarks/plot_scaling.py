@@ -68,6 +68,7 @@ def plot(rows: list[dict], out: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     series = scaling_series(rows)
     if not series:
@@ -82,14 +83,15 @@ def plot(rows: list[dict], out: Path) -> Path:
             ys = [s["points"][x][0] for x in xs]
             unit = s["points"][xs[0]][1]
             exp, ci = _exponent(s["fit"])
-            label = what + (f": exponent {exp:.2f}" if exp is not None else "")
+            label = f"{what}, {unit}" + (f": exponent {exp:.2f}" if exp is not None else "")
             if ci:
                 label += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
             ax.loglog(xs, ys, "o-", label=label)
             ax.set_xlabel(s["x"])
-            ax.set_ylabel(f"wall time ({unit})")
+            ax.set_ylabel("wall time after compile (s)")
         ax.set_title(system, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.legend(fontsize=7)
     machine = next((r.get("machine") for r in rows if r.get("machine")), None) or {}
     fig.suptitle(f"Scaling after compile ({machine.get('cores', '?')} cores, {machine.get('cpu', '')}, "
