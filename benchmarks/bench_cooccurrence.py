@@ -12,6 +12,12 @@ Rows:
   event) against the 1.5 s budget.
 - `cooccurrence/event_cost(paper)`: the solve's run time after compile with and without the located T1
   (target: the event costs at most 2x the plain run).
+- `cooccurrence/diffrax_floor`: what any diffrax flow pays before its own vector field, in a fresh process:
+  importing jax + diffrax, and tracing, lowering and compiling a bare `diffrax.diffeqsolve` (Tsit5, PID
+  controller, the same 161 save points, the flat state size of the paper-size Gram state) of the trivial field
+  dy/dt = -y, without flows. `best_ratio_<size>` is the first-call ratio a flow would reach if its whole
+  solve compiled in that floor time (GD's measured first call over the floor plus the flow's own data, initial
+  state and run): an upper bound on what any work on `flows.solve` can give.
 - `cooccurrence/scaling(d=...)`: run time per unit flow time after compile against d (variant "paper",
   n=60, L=5, m=128, m1=256, horizon t=30), and `cooccurrence/scaling_fit`, the fitted exponent.
 """
@@ -93,6 +99,55 @@ def first_call(size: str) -> dict:
                note="run_s_min is the flow's whole first call; error = |loss_flow - loss_GD| / loss_GD at t_end")
 
 
+_FLOOR_CHILD = """
+import json, time
+t_start = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import diffrax
+imports = time.perf_counter() - t_start
+
+def run(y0, ts):
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(lambda t, y, a: -y), diffrax.Tsit5(), 0.0, ts[-1], None, y0,
+                              saveat=diffrax.SaveAt(ts=ts), max_steps=200_000, throw=False,
+                              stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10))
+    return sol.ys[-1]
+
+y0, ts = jnp.ones({size}), jnp.linspace(0.0, 1.0, 161)
+t = time.perf_counter()
+traced = jax.jit(run).trace(y0, ts)
+t_trace = time.perf_counter() - t
+t = time.perf_counter()
+lowered = traced.lower()
+t_lower = time.perf_counter() - t
+t = time.perf_counter()
+fn = lowered.compile()
+t_compile = time.perf_counter() - t
+jax.block_until_ready(fn(y0, ts))
+print(json.dumps({{"imports": imports, "trace": t_trace, "lower": t_lower, "compile": t_compile,
+                  "total": time.perf_counter() - t_start}}))
+"""
+
+
+def diffrax_floor(first_calls: list[dict]) -> dict:
+    """The bare-diffrax floor of a first call (module docstring); `first_calls` the first_call rows."""
+    cfg = co.Config(**SIZES["paper"][0], variant="paper", seed=0)
+    size = int(sum(np.size(v) for v in co.initial_state(cfg).values()))
+    out = fresh_process(_FLOOR_CHILD.format(size=size))
+    out["imports"] += out["wall_s"] - out["total"]  # the interpreter's start counts with the imports
+    floor_s = out["trace"] + out["lower"] + out["compile"]
+    bounds = {}
+    for r in first_calls:
+        fs = r["flow_stages"]
+        best = out["imports"] + fs["data"] + fs["initial_state"] + floor_s + fs["run"]
+        bounds[f"best_ratio_{r['bench'].split('(')[1].rstrip(')')}"] = r["gd_wall_s"] / best
+    return row("cooccurrence/diffrax_floor", params={"state_size": size, "save_points": 161}, compile_s=floor_s,
+               run_s_min=None, repeats=1, imports_s=out["imports"], trace_s=out["trace"], lower_s=out["lower"],
+               xla_compile_s=out["compile"], **bounds,
+               note="compile_s = trace + lower + XLA compile of a bare diffeqsolve of dy/dt = -y (no flows)")
+
+
 def compile_and_event(quick: bool) -> list[dict]:
     shape, lr, steps, _ = SIZES["paper"]
     cfg = co.Config(**shape, variant="paper", seed=0)
@@ -149,6 +204,7 @@ def run(quick: bool) -> list[dict]:
     rows = [first_call("quick")]
     if not quick:
         rows.append(first_call("paper"))
+    rows.append(diffrax_floor(list(rows)))
     rows += compile_and_event(quick)
     rows += scaling(quick)
     return rows

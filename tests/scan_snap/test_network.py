@@ -56,16 +56,21 @@ def test_losses_and_embedding_form_agree():
     M, d = c.vocab_size, 7
     emb = {"U": jax.random.normal(k1, (M, d)), "W_Q": jax.random.normal(k2, (d, d)),
            "W_K": jax.random.normal(k3, (d, d)), "W_V": jax.random.normal(k4, (d, d))}
-    Z = emb["U"] @ emb["W_Q"] @ emb["W_K"].T @ emb["U"].T / math.sqrt(d)
-    Y = emb["U"] @ emb["W_V"].T @ emb["U"].T
-    l1 = embedding_loss(emb, a, cls, N)
-    l2 = count_loss({"Y": Y, "Z": Z}, a, cls, N)
-    l3 = token_loss({"Y": Y, "Z": Z}, a, cls, tok)
+
+    @jax.jit  # one program, not one per eager op (suite time)
+    def check(emb, cls, N, tok):
+        Z = emb["U"] @ emb["W_Q"] @ emb["W_K"].T @ emb["U"].T / math.sqrt(d)
+        Y = emb["U"] @ emb["W_V"].T @ emb["U"].T
+        losses = (embedding_loss(emb, a, cls, N), count_loss({"Y": Y, "Z": Z}, a, cls, N),
+                  token_loss({"Y": Y, "Z": Z}, a, cls, tok))
+        # chain rule: dL/dW_V through Y equals the embedding gradient
+        gY = jax.grad(count_loss)({"Y": Y, "Z": Z}, a, cls, N)["Y"]
+        gV = jax.grad(embedding_loss)(emb, a, cls, N)["W_V"]
+        return losses, jnp.max(jnp.abs(gV - emb["U"].T @ gY.T @ emb["U"]))
+
+    (l1, l2, l3), chain_err = check(emb, cls, N, tok)
     assert abs(float(l1 - l2)) <= 1e-12 and abs(float(l2 - l3)) <= 1e-12
-    # chain rule: dL/dW_V through Y equals the embedding gradient
-    gY = jax.grad(count_loss)({"Y": Y, "Z": Z}, a, cls, N)["Y"]
-    gV = jax.grad(embedding_loss)(emb, a, cls, N)["W_V"]
-    assert float(jnp.max(jnp.abs(gV - emb["U"].T @ gY.T @ emb["U"]))) <= 1e-10
+    assert float(chain_err) <= 1e-10
 
 
 def _tracking_error(c, Zf, T, eta, tau, batch, seeds):
@@ -113,17 +118,22 @@ def test_embedding_form_one_sgd_step_is_the_chain_rule_through_Y_Z():
     emb = init_embedding(M, d, k_init, 1.0)
     emb = dict(emb, W_Q=2.0 * emb["W_Q"], W_K=2.0 * emb["W_K"], W_V=0.3 * jnp.ones((d, d)))
     # the record starts from W_V = 0; check the chain rule at a generic point, then the step at the init
-    for W_V in (emb["W_V"], jnp.zeros((d, d))):
-        e = dict(emb, W_V=W_V)
-        U, Bm = e["U"], e["W_Q"] @ e["W_K"].T / math.sqrt(d)
-        cls, N = sample_counts(a, jax.random.split(k_data, 1)[0], B, T)
+    cls, N = sample_counts(a, jax.random.split(k_data, 1)[0], B, T)
+
+    @jax.jit  # one program for both points, not one per eager op (suite time)
+    def chain_and_autodiff(e):
+        U, W_V, Bm = e["U"], e["W_V"], e["W_Q"] @ e["W_K"].T / math.sqrt(d)
         Y, Z = U @ W_V.T @ U.T, U @ Bm @ U.T
         g = jax.grad(count_loss)({"Y": Y, "Z": Z}, a, cls, N)
         GY, GZ = g["Y"], g["Z"]
         chain = {"W_V": U.T @ GY.T @ U, "W_Q": U.T @ GZ @ U @ e["W_K"] / math.sqrt(d),
                  "W_K": U.T @ GZ.T @ U @ e["W_Q"] / math.sqrt(d),
                  "U": GY @ U @ W_V + GY.T @ U @ W_V.T + GZ @ U @ Bm.T + GZ.T @ U @ Bm}
-        auto = jax.grad(embedding_loss)(e, a, cls, N)
+        return chain, jax.grad(embedding_loss)(e, a, cls, N), Z
+
+    for W_V in (emb["W_V"], jnp.zeros((d, d))):
+        e = dict(emb, W_V=W_V)
+        chain, auto, Z = chain_and_autodiff(e)
         for k in chain:
             assert float(jnp.max(jnp.abs(auto[k] - chain[k]))) <= 1e-10, k
     lrs = {"U": eU, "W_Q": eZ, "W_K": eZ, "W_V": eY}

@@ -1,0 +1,324 @@
+"""Mutation check: do the default tests fail when the physics is wrong?
+
+Each entry of `MUTATIONS` is one small deliberate mistake in one line of physics (a dropped factor, a swapped
+sign, a changed exponent, a wrong clock). The script copies the repository (tracked and untracked, not ignored
+files) into a scratch folder, first runs every listed test file there unmutated (they must pass, else the check
+means nothing), then applies each mutation alone and runs the default-suite tests named for it (`-m "not slow"`
+from setup.cfg, stopping at the first failure). A mutation is **killed** when those tests fail, **survived**
+when they pass. The working tree is never modified.
+
+    python tests/mutations.py                 # every mutation; table on stdout
+    python tests/mutations.py --only co-S-2m1 ss-h-1/K
+    python tests/mutations.py --json out/mutations.json
+    pytest -m slow tests/test_mutations.py    # the same, as a (slow) test: every mutation must be killed
+
+Not part of the default suite: a full run is one test run per mutation (about 20-60 s each on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    id: str
+    path: str  # file relative to the repository root
+    old: str  # text that must occur exactly once in the file
+    new: str
+    tests: tuple[str, ...]  # test files (default suite) that must catch it
+    what: str
+
+
+SS = ("tests/scan_snap/test_flow.py", "tests/scan_snap/test_pins.py")
+SS_THEORY = ("tests/scan_snap/test_theory_closed_forms.py", "tests/scan_snap/test_pins.py",
+             "tests/scan_snap/test_flow.py")
+SS_NET = ("tests/scan_snap/test_network.py", "tests/scan_snap/test_pins_clock.py")
+SS_OBS = ("tests/scan_snap/test_observables.py", "tests/scan_snap/test_pins.py")
+CO = ("tests/cooccurrence/test_flow.py", "tests/cooccurrence/test_pins.py")
+CO_RED = ("tests/cooccurrence/test_reduced.py", "tests/cooccurrence/test_pins_reduced.py")
+SOLVE = ("tests/test_solve.py", "tests/test_solve_pins.py")
+MF = ("tests/mean_field/test_network.py", "tests/mean_field/test_flow.py", "tests/mean_field/test_observables.py")
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # --- Scan and Snap: the full (Y, Z) flow --------------------------------------------------------------
+    Mutation("ss-Ydot-rate", "flows/scan_snap/flow.py",
+             'Y_dot = args["eta_Y"] * (pf.T @ resid)', 'Y_dot = args["eta_Z"] * (pf.T @ resid)', SS,
+             "full flow: Y moves at eta_Z instead of eta_Y"),
+    Mutation("ss-resid-sign", "flows/scan_snap/flow.py",
+             'resid = args["E"] - alpha  #', 'resid = alpha - args["E"]  #', SS,
+             "full flow: e_n - alpha_n sign flipped (ascent)"),
+    Mutation("ss-Zdot-no-perp", "flows/scan_snap/flow.py",
+             "perp = g - f * jnp.sum(f * g, axis=-1, keepdims=True)", "perp = g", SS,
+             "full flow: projection P^perp_{f_n} dropped"),
+    Mutation("ss-Zdot-weights", "flows/scan_snap/flow.py",
+             'Z_dot = args["eta_Z"] * (args["Q"].T @ (pf * perp))',
+             'Z_dot = args["eta_Z"] * (args["Q"].T @ (f * perp))', SS,
+             "full flow: class probabilities P(n) dropped from the Z-equation"),
+    # --- Scan and Snap: the reduced Z-flow and the h-flow --------------------------------------------------
+    Mutation("ss-h-1/K", "flows/scan_snap/flow.py",
+             'M = args["Md"]\n    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))',
+             'M = args["Md"]\n    h_dot = args["eta_Y"] / ((M - 1.0) + jnp.exp(M * h))', SS,
+             "reduced flow: h = h(t/K) loses its 1/K (the issue's example)"),
+    Mutation("ss-h-M-1", "flows/scan_snap/flow.py",
+             'M = args["Md"]\n    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))',
+             'M = args["Md"]\n    h_dot = args["eta_Y"] / (args["K"] * (M + jnp.exp(M * h)))', SS,
+             "reduced flow: (M - 1) -> M in the h-equation"),
+    Mutation("ss-gamma-square", "flows/scan_snap/flow.py",
+             "return (M - 1.0) ** 2 * h * e / ((M - 1.0) * e + 1.0)",
+             "return (M - 1.0) * h * e / ((M - 1.0) * e + 1.0)", SS, "gamma(h): (M-1)^2 -> (M-1)"),
+    Mutation("ss-reduced-w", "flows/scan_snap/flow.py",
+             'rows = (args["w"] * gamma)[:, None] * f * perp', "rows = gamma * f * perp", SS,
+             "reduced flow: class weights w_n dropped"),
+    Mutation("ss-B-rate", "flows/scan_snap/flow.py",
+             'B_dot = args["eta_Z"] * args["w"] * xi', 'B_dot = args["eta_Y"] * args["w"] * xi', SS,
+             "reduced flow: B_n integrates at eta_Y instead of eta_Z"),
+    Mutation("ss-paper-time", "flows/scan_snap/flow.py",
+             "weights = p if (exact_slaving or not paper_time) else K * p",
+             "weights = p if (exact_slaving or not paper_time) else p", SS,
+             "time convention: paper time w_n = K P(n) -> P(n)"),
+    Mutation("ss-slaving-scale", "flows/scan_snap/flow.py",
+             '"scale": a((Md / (Md - 1.0)) ** 2 if exact_slaving else 1.0)',
+             '"scale": a((Md / (Md - 1.0)) if exact_slaving else 1.0)', SS,
+             "exact slaving: (M/(M-1))^2 -> M/(M-1)"),
+    Mutation("ss-single-ct-exp", "flows/scan_snap/flow.py",
+             'rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(4.0 * z) / args["C0"]',
+             'rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(2.0 * z) / args["C0"]', SS,
+             "single common token (eq. 13): e^{4z} -> e^{2z}"),
+    Mutation("ss-symmetric-1/K", "flows/scan_snap/flow.py",
+             'M = args["M"]\n    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))\n    gargs',
+             'M = args["M"]\n    h_dot = args["eta_Y"] / ((M - 1.0) + jnp.exp(M * h))\n    gargs', SS,
+             "symmetric reduced flow (snap-time sweep): h loses its 1/K"),
+    # --- Scan and Snap: closed forms ------------------------------------------------------------------------
+    Mutation("th-h-M", "flows/scan_snap/theory.py", "a = M * eta_Y * t", "a = eta_Y * t", SS_THEORY,
+             "h(t): M eta_Y t -> eta_Y t in eq. 45"),
+    Mutation("th-h-scale", "flows/scan_snap/theory.py", "    return x / M\n", "    return x\n", SS_THEORY,
+             "h(t): x = M h not divided by M"),
+    Mutation("th-gamma-square", "flows/scan_snap/theory.py",
+             "return (M - 1) ** 2 * hv * e / ((M - 1) * e + 1)", "return (M - 1) * hv * e / ((M - 1) * e + 1)",
+             SS_THEORY, "gamma(t): (M-1)^2 -> (M-1)"),
+    Mutation("th-gamma-1/K", "flows/scan_snap/theory.py",
+             "hv = h(_float(t) / _float(K), M, eta_Y)\n    M = _float(M)\n    e = jnp.exp(-M * hv)",
+             "hv = h(_float(t), M, eta_Y)\n    M = _float(M)\n    e = jnp.exp(-M * hv)", SS_THEORY,
+             "gamma(t): h(t/K) -> h(t)"),
+    Mutation("th-Gamma-half", "flows/scan_snap/theory.py", "* hv**2 / 2", "* hv**2", SS_THEORY,
+             "Gamma(t) (eq. 128): factor 1/2 dropped"),
+    Mutation("th-Gamma-rates", "flows/scan_snap/theory.py",
+             "return _float(eta_Z) / _float(eta_Y) * _float(K)", "return _float(eta_Y) / _float(eta_Z) * _float(K)",
+             SS_THEORY, "Gamma(t): eta_Z / eta_Y inverted"),
+    Mutation("th-B-quarter", "flows/scan_snap/theory.py", "return jnp.log1p(4 * G / C0) / 4",
+             "return jnp.log1p(4 * G / C0) / 2", SS_THEORY, "B_n(t) (eq. 129): 1/4 -> 1/2"),
+    Mutation("th-scan-time-K", "flows/scan_snap/theory.py",
+             "return _float(K) * jnp.log(_float(M)) / _float(eta_Y)", "return jnp.log(_float(M)) / _float(eta_Y)",
+             SS_THEORY, "scan time K ln M / eta_Y loses K"),
+    Mutation("th-chi-2f0", "flows/scan_snap/theory.py", "jnp.exp(2 * f0_sq * B_n)", "jnp.exp(f0_sq * B_n)",
+             SS_THEORY, "chi sandwich lower bound: e^{2 f^2 B} -> e^{f^2 B}"),
+    Mutation("th-pair-r0", "flows/scan_snap/theory.py", "(_float(r0) + 1) * jnp.expm1(-2 * _float(dz_lp))",
+             "_float(r0) * jnp.expm1(-2 * _float(dz_lp))", SS_THEORY, "pair invariant (eq. 110): r0 + 1 -> r0"),
+    Mutation("th-h-discrete", "flows/scan_snap/theory.py", "nxt = hs + eta_Y / ((M - 1) + jnp.exp(M * hs))",
+             "nxt = hs + eta_Y / (M + jnp.exp(M * hs))", SS_THEORY, "discrete h recursion (eq. 33): M-1 -> M"),
+    Mutation("dec-alpha", "flows/scan_snap/decoder.py", "return 1.0 / (1.0 + (M - 1) * jnp.exp(-M * h))",
+             "return 1.0 / (1.0 + M * jnp.exp(-M * h))", ("tests/scan_snap/test_decoder.py",),
+             "target probability (Lemma 5): M-1 -> M"),
+    # --- Scan and Snap: network clock and observables ---------------------------------------------------------
+    Mutation("ss-momentum-clock", "flows/scan_snap/network.py",
+             'M=classes.vocab_size)\n    scale = 1.0 / (1.0 - float(momentum)) if optimizer == "sgd" else 1.0',
+             "M=classes.vocab_size)\n    scale = 1.0", SS_NET,
+             "time convention: momentum SGD clock step/(1-beta) -> step"),
+    Mutation("ss-entropy-sign", "flows/scan_snap/observables.py", "def _plogp(p):\n",
+             "def _plogp(p):\n    p = jnp.sqrt(p)\n", SS_OBS, "attention entropy computed from sqrt(c)"),
+    # --- co-occurrence: the Gram ODE ------------------------------------------------------------------------
+    Mutation("co-c-sign", "flows/cooccurrence/flow.py", "c = jax.nn.sigmoid(-labels * F) * labels / n",
+             "c = jax.nn.sigmoid(labels * F) * labels / n", CO, "g_i = 1/(1 + e^{y F}) -> 1/(1 + e^{-y F})"),
+    Mutation("co-c-1/n", "flows/cooccurrence/flow.py", "c = jax.nn.sigmoid(-labels * F) * labels / n",
+             "c = jax.nn.sigmoid(-labels * F) * labels", CO, "empirical loss: 1/n dropped"),
+    Mutation("co-G-S", "flows/cooccurrence/flow.py", '"G": S * z + m1 * (M_V @ z),', '"G": m1 * (M_V @ z),', CO,
+             "dG/dt: S z term dropped"),
+    Mutation("co-G-m1", "flows/cooccurrence/flow.py", '"G": S * z + m1 * (M_V @ z),', '"G": S * z + (M_V @ z),', CO,
+             "dG/dt: m1 dropped from the M_V term"),
+    Mutation("co-S-2m1", "flows/cooccurrence/flow.py", '"S": 2.0 * m1 * (G @ z),', '"S": m1 * (G @ z),', CO,
+             "dS/dt: 2 m1 -> m1"),
+    Mutation("co-MV-sym", "flows/cooccurrence/flow.py", '"M_V": Gz + Gz.T,', '"M_V": 2.0 * Gz,', CO,
+             "dM_V/dt: G z^T + z G^T -> 2 G z^T"),
+    Mutation("co-MK-sqrtm", "flows/cooccurrence/flow.py", '"M_K": (AB + AB.T) / sqrt_m,', '"M_K": (AB + AB.T),', CO,
+             "dM_K/dt: 1/sqrt(m) dropped"),
+    Mutation("co-MQ-transpose", "flows/cooccurrence/flow.py", "AtB = A.T @ B", "AtB = A @ B.T", CO,
+             "dM_Q/dt: A^T B -> A B^T"),
+    Mutation("co-A-order", "flows/cooccurrence/flow.py", '"A": (M_K @ B + B @ M_Q) / sqrt_m,',
+             '"A": (M_K @ B + M_Q @ B) / sqrt_m,', CO, "dA/dt: B M_Q -> M_Q B"),
+    Mutation("co-B-centre", "flows/cooccurrence/flow.py", "r = p * (Gx[:, :, None] - mean_G[:, None, :])",
+             "r = p * Gx[:, :, None]", CO, "B: softmax Jacobian centring Gx^T p_l dropped"),
+    Mutation("co-attn-sqrtm", "flows/cooccurrence/observables.py",
+             "s = A[tokens[:, :, None], tokens[:, None, :]] / sqrt_m", "s = A[tokens[:, :, None], tokens[:, None, :]]",
+             CO, "attention logits: 1/sqrt(m) dropped"),
+    Mutation("co-gram-S", "flows/cooccurrence/observables.py", '"S": u @ u,', '"S": 2.0 * (u @ u),', CO,
+             "initial Grams: S = |u|^2 doubled"),
+    Mutation("co-gd-clock", "flows/cooccurrence/network.py", "return TrainRecord(ts=lr * save.astype(float),",
+             "return TrainRecord(ts=save.astype(float),", CO, "time convention: GD clock t = lr step -> step"),
+    Mutation("co-3token-weights", "flows/cooccurrence/reduced.py",
+             "weights = jnp.asarray([0.5, 1 / 6, 1 / 6, 1 / 6], y.dtype)",
+             "weights = jnp.asarray([0.25, 0.25, 0.25, 0.25], y.dtype)", CO_RED,
+             "phase-2 loss: group weights (1/2, 1/6, 1/6, 1/6) -> uniform"),
+    # --- mean field -------------------------------------------------------------------------------------------
+    Mutation("mf-layer-scale", "flows/mean_field/network.py", "return 1.0 / (M * L), 1.0 / (Mm * L)",
+             "return 1.0 / M, 1.0 / (Mm * L)", MF, "attention layer scale 1/(M L) -> 1/M"),
+    Mutation("mf-huber-half", "flows/mean_field/network.py", "0.5 * pos * pos / threshold", "pos * pos / threshold",
+             MF, "huberized ReLU: z^2/(2 h0) -> z^2/h0"),
+    Mutation("mf-decay-half", "flows/mean_field/network.py", "return 0.5 * lam * (sa * att + sm * mlp)",
+             "return lam * (sa * att + sm * mlp)", MF, "weight decay: lam/2 -> lam"),
+    Mutation("mf-risk-half", "flows/mean_field/network.py", "return 0.5 * jnp.mean(err * err)",
+             "return jnp.mean(err * err)", MF, "risk: (yhat - y)^2 / 2 -> (yhat - y)^2"),
+    Mutation("mf-velocity-scale", "flows/mean_field/network.py",
+             'scale = {"V": M * L, "W": M * L, "W1": Mm * L, "W2": Mm * L}',
+             'scale = {"V": M * L, "W": M, "W1": Mm * L, "W2": Mm * L}', MF,
+             "velocity: -M L dQ/dW -> -M dQ/dW"),
+    Mutation("mf-decay-sign", "flows/mean_field/network.py", "return {k: -g - lam * particles[k] for k",
+             "return {k: -g + lam * particles[k] for k", MF, "adjoint velocity: weight decay sign flipped"),
+    Mutation("mf-rev-dW", "flows/mean_field/network.py", "dW = (G.T @ ZZ).reshape(M, D, D)",
+             "dW = (G.T @ ZZ).reshape(M, D, D).transpose(0, 2, 1)", MF,
+             "hand-written attention VJP: dW transposed"),
+    Mutation("mf-softmax-axis", "flows/mean_field/network.py",
+             "logits = (ZZ @ W.reshape(M, D * D).T).reshape(n, K, K, M)\n    S = jax.nn.softmax(logits, axis=2)",
+             "logits = (ZZ @ W.reshape(M, D * D).T).reshape(n, K, K, M)\n    S = jax.nn.softmax(logits, axis=1)",
+             MF, "attention: softmax over queries instead of keys"),
+    Mutation("mf-gd-lr", "flows/mean_field/network.py",
+             "return _optimizer(eta_tau * config.M * config.L, eta_tau * config.M_mlp * config.L)",
+             "return _optimizer(eta_tau * config.M, eta_tau * config.M_mlp * config.L)", MF,
+             "GD learning rate eta_tau M L -> eta_tau M (GD no longer Euler of the flow)"),
+    Mutation("mf-gd-clock", "flows/mean_field/network.py", "record = GDRecord(tau=eta_tau * save.astype(float),",
+             "record = GDRecord(tau=save.astype(float),", MF, "time convention: GD clock tau = k eta_tau -> k"),
+    # --- flows.solve --------------------------------------------------------------------------------------------
+    Mutation("solve-direction", "flows/_program.py", 'directions["event"] = event.direction',
+             'directions["event"] = None', SOLVE, "events: the crossing direction ignored"),
+    Mutation("solve-nan-blowup", "flows/_program.py",
+             'conds["blowup"] = lambda t, y, args, **kw: ~(max_abs(y) < blowup)',
+             'conds["blowup"] = lambda t, y, args, **kw: max_abs(y) > 10.0 * blowup', SOLVE,
+             "blow-up guard at 10x the threshold (and blind to NaN)"),
+)
+
+
+def _copy_repo(dest: Path) -> None:
+    """Copy the tracked and untracked (not ignored) files of the repository into `dest`."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.is_file():
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+
+
+def _pytest(copy: Path, tests, timeout: float):
+    """(returncode, seconds, first failing test id) of the default-suite run of `tests` in `copy`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.update(PYTHONPATH=str(copy), MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1")
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                              cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, time.perf_counter() - start, "timeout"
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, flags=re.M)
+    return proc.returncode, time.perf_counter() - start, (failed[0] if failed else proc.stdout[-300:])
+
+
+def _check_list(mutations) -> None:
+    ids = [m.id for m in mutations]
+    if len(set(ids)) != len(ids):
+        raise ValueError("mutation ids must be unique")
+    for m in mutations:
+        text = (ROOT / m.path).read_text()
+        count = text.count(m.old)
+        if count != 1:
+            raise ValueError(f"mutation {m.id}: its text occurs {count} times in {m.path} (must be once); "
+                             f"update the list")
+        for t in m.tests:
+            if not (ROOT / t).is_file():
+                raise ValueError(f"mutation {m.id}: test file {t} does not exist")
+
+
+def run(mutations=MUTATIONS, *, timeout: float = 900.0, log=print) -> list[dict]:
+    """Apply each mutation in a scratch copy, run its tests, return one row per mutation."""
+    _check_list(mutations)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="flows-mutations-") as tmp:
+        copy = Path(tmp) / "repo"
+        _copy_repo(copy)
+        probe = subprocess.run([sys.executable, "-c", "import flows; print(flows.__file__)"], cwd=copy,
+                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(copy)})
+        if not probe.stdout.strip().startswith(str(copy)):
+            raise RuntimeError(f"the scratch copy does not import its own flows package: {probe.stdout}"
+                               f"{probe.stderr}")
+        baseline = sorted({t for m in mutations for t in m.tests})
+        code, secs, first = _pytest(copy, baseline, timeout)
+        if code != 0:
+            raise RuntimeError(f"the unmutated tests do not pass ({first}); fix them before checking mutations")
+        log(f"baseline: {len(baseline)} test files pass unmutated ({secs:.0f} s)")
+        for m in mutations:
+            path = copy / m.path
+            original = path.read_text()
+            path.write_text(original.replace(m.old, m.new))
+            try:
+                code, secs, first = _pytest(copy, m.tests, timeout)
+            finally:
+                path.write_text(original)
+            killed = code is None or code != 0
+            row = dict(id=m.id, path=m.path, what=m.what, killed=killed, seconds=round(secs, 1),
+                       by=first if killed else None)
+            rows.append(row)
+            log(f"{'killed  ' if killed else 'SURVIVED'} {m.id:22s} {secs:6.1f} s  {m.what}"
+                + (f"  [{first}]" if killed else ""))
+    return rows
+
+
+def table(rows) -> str:
+    """The Markdown table of a run (for the closing note and docs)."""
+    lines = ["| mutation | file | mistake | result | caught by |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| `{r['id']}` | `{r['path']}` | {r['what']} | {'killed' if r['killed'] else '**survived**'} "
+                     f"| {('`' + str(r['by']).split('::')[-1][:60] + '`') if r['killed'] else ''} |")
+    killed = sum(r["killed"] for r in rows)
+    lines.append(f"\n{killed}/{len(rows)} mutations killed.")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", metavar="ID", help="check only these mutations")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    args = parser.parse_args(argv)
+    chosen = MUTATIONS
+    if args.only:
+        unknown = set(args.only) - {m.id for m in MUTATIONS}
+        if unknown:
+            parser.error(f"unknown mutation id(s): {', '.join(sorted(unknown))}")
+        chosen = tuple(m for m in MUTATIONS if m.id in args.only)
+    if args.list:
+        for m in chosen:
+            print(f"{m.id:22s} {m.path:36s} {m.what}")
+        return 0
+    rows = run(chosen)
+    print()
+    print(table(rows))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0 if all(r["killed"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
