@@ -78,8 +78,14 @@ def main(argv=None) -> int:
         ratio = rec_net.run_s / traj.run_s
         ratio_total = (rec_net.run_s + rec_net.compile_s) / (traj.run_s + traj.compile_s)
         rec.add_metric("gd_over_flow_wall_time_with_compile", ratio_total)
+        # A benchmark-type prediction, decided at full size (measured: GD 36 s, flow 0.6 s, 58x). At the quick
+        # sizes both runs take about a second or less next to compiles of 5 s (GD) and 17-22 s (flow), so the
+        # ratio of run times is timer noise and machine load (measured from below 1 to 7); not tested there.
         rec.add_prediction("gd_over_flow_wall_time", ratio,
-                           "> 1: the flow solve (adaptive Tsit5) is cheaper than 30000 GD steps", ratio > 1.0)
+                           f"> 1: the flow solve (adaptive Tsit5) is cheaper than {steps} GD steps",
+                           None if ns.quick else ratio > 1.0,
+                           tested_at="the full run (n = 60, d = 64, m = 128, m1 = 256, 30000 GD steps)"
+                           if ns.quick else None)
         ts = rec_net.ts
         flow = {k: np.asarray(v) for k, v in traj.observables.items()}
         net = rec_net.observables

