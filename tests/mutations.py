@@ -7,7 +7,7 @@ means nothing), then applies each mutation alone and runs the default-suite test
 from setup.cfg, stopping at the first failure). A mutation is **killed** when those tests fail, **survived**
 when they pass. The working tree is never modified.
 
-    python tests/mutations.py                 # every mutation; table on stdout
+    python tests/mutations.py --jobs 2        # every mutation, two at a time; table on stdout
     python tests/mutations.py --only co-S-2m1 ss-h-1/K
     python tests/mutations.py --json out/mutations.json
     pytest -m slow tests/test_mutations.py    # the same, as a (slow) test: every mutation must be killed
@@ -42,14 +42,14 @@ class Mutation:
     what: str
 
 
-SS = ("tests/scan_snap/test_flow.py", "tests/scan_snap/test_pins.py")
+SS = ("tests/scan_snap/test_pins.py", "tests/scan_snap/test_flow.py")
 SS_THEORY = ("tests/scan_snap/test_theory_closed_forms.py", "tests/scan_snap/test_pins.py",
              "tests/scan_snap/test_flow.py")
 SS_NET = ("tests/scan_snap/test_network.py", "tests/scan_snap/test_pins_clock.py")
 SS_OBS = ("tests/scan_snap/test_observables.py", "tests/scan_snap/test_pins.py")
 CO = ("tests/cooccurrence/test_flow.py", "tests/cooccurrence/test_pins.py")
 CO_RED = ("tests/cooccurrence/test_reduced.py", "tests/cooccurrence/test_pins_reduced.py")
-SOLVE = ("tests/test_solve.py", "tests/test_solve_pins.py")
+SOLVE = ("tests/test_solve_pins.py", "tests/test_solve.py")
 MF = ("tests/mean_field/test_network.py", "tests/mean_field/test_flow.py", "tests/mean_field/test_observables.py")
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -221,13 +221,14 @@ def _copy_repo(dest: Path) -> None:
             shutil.copy2(src, target)
 
 
-def _pytest(copy: Path, tests, timeout: float):
+def _pytest(copy: Path, tests, timeout: float, workers: str = "0"):
     """(returncode, seconds, first failing test id) of the default-suite run of `tests` in `copy`."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env.update(PYTHONPATH=str(copy), MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1")
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", workers, "-p", "no:cacheprovider",
+                               *tests],
                               cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, time.perf_counter() - start, "timeout"
@@ -250,38 +251,59 @@ def _check_list(mutations) -> None:
                 raise ValueError(f"mutation {m.id}: test file {t} does not exist")
 
 
-def run(mutations=MUTATIONS, *, timeout: float = 900.0, log=print) -> list[dict]:
-    """Apply each mutation in a scratch copy, run its tests, return one row per mutation."""
+def _check_one(copy: Path, m: Mutation, timeout: float) -> dict:
+    path = copy / m.path
+    original = path.read_text()
+    path.write_text(original.replace(m.old, m.new))
+    try:
+        code, secs, first = _pytest(copy, m.tests, timeout)
+    finally:
+        path.write_text(original)
+    killed = code is None or code != 0
+    return dict(id=m.id, path=m.path, what=m.what, killed=killed, seconds=round(secs, 1),
+                by=first if killed else None)
+
+
+def _scratch_copy(root: Path) -> Path:
+    _copy_repo(root)
+    probe = subprocess.run([sys.executable, "-c", "import flows; print(flows.__file__)"], cwd=root,
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    if not probe.stdout.strip().startswith(str(root)):
+        raise RuntimeError(f"the scratch copy does not import its own flows package: {probe.stdout}{probe.stderr}")
+    return root
+
+
+def run(mutations=MUTATIONS, *, jobs: int = 1, timeout: float = 900.0, log=print) -> list[dict]:
+    """Apply each mutation in a scratch copy, run its tests (`jobs` mutations at a time, each in its own
+    copy), return one row per mutation in the order of `mutations`."""
+    from concurrent.futures import ThreadPoolExecutor
+    from queue import Queue
+
     _check_list(mutations)
-    rows = []
     with tempfile.TemporaryDirectory(prefix="flows-mutations-") as tmp:
-        copy = Path(tmp) / "repo"
-        _copy_repo(copy)
-        probe = subprocess.run([sys.executable, "-c", "import flows; print(flows.__file__)"], cwd=copy,
-                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(copy)})
-        if not probe.stdout.strip().startswith(str(copy)):
-            raise RuntimeError(f"the scratch copy does not import its own flows package: {probe.stdout}"
-                               f"{probe.stderr}")
+        copies = Queue()
+        for i in range(max(1, jobs)):
+            copies.put(_scratch_copy(Path(tmp) / f"repo{i}"))
         baseline = sorted({t for m in mutations for t in m.tests})
-        code, secs, first = _pytest(copy, baseline, timeout)
+        copy = copies.get()
+        code, secs, first = _pytest(copy, baseline, 3 * timeout, workers="auto")
+        copies.put(copy)
         if code != 0:
             raise RuntimeError(f"the unmutated tests do not pass ({first}); fix them before checking mutations")
         log(f"baseline: {len(baseline)} test files pass unmutated ({secs:.0f} s)")
-        for m in mutations:
-            path = copy / m.path
-            original = path.read_text()
-            path.write_text(original.replace(m.old, m.new))
+
+        def one(m):
+            copy = copies.get()
             try:
-                code, secs, first = _pytest(copy, m.tests, timeout)
+                row = _check_one(copy, m, timeout)
             finally:
-                path.write_text(original)
-            killed = code is None or code != 0
-            row = dict(id=m.id, path=m.path, what=m.what, killed=killed, seconds=round(secs, 1),
-                       by=first if killed else None)
-            rows.append(row)
-            log(f"{'killed  ' if killed else 'SURVIVED'} {m.id:22s} {secs:6.1f} s  {m.what}"
-                + (f"  [{first}]" if killed else ""))
-    return rows
+                copies.put(copy)
+            log(f"{'killed  ' if row['killed'] else 'SURVIVED'} {m.id:22s} {row['seconds']:6.1f} s  {m.what}"
+                + (f"  [{row['by']}]" if row["killed"] else ""))
+            return row
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return list(pool.map(one, mutations))
 
 
 def table(rows) -> str:
@@ -300,6 +322,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="+", metavar="ID", help="check only these mutations")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--jobs", type=int, default=1, help="mutations checked at a time (one scratch copy each)")
     args = parser.parse_args(argv)
     chosen = MUTATIONS
     if args.only:
@@ -311,7 +334,7 @@ def main(argv=None) -> int:
         for m in chosen:
             print(f"{m.id:22s} {m.path:36s} {m.what}")
         return 0
-    rows = run(chosen)
+    rows = run(chosen, jobs=args.jobs)
     print()
     print(table(rows))
     if args.json:

@@ -31,6 +31,6 @@ def test_mutation_list_is_current():
 @pytest.mark.slow
 def test_every_mutation_is_killed():
     m = _module()
-    rows = m.run(m.MUTATIONS)
+    rows = m.run(m.MUTATIONS, jobs=2)
     survivors = [r["id"] for r in rows if not r["killed"]]
     assert not survivors, m.table(rows)
