@@ -1,4 +1,11 @@
-"""Every example runs under --quick and writes a complete record; the main job resumes after interruption."""
+"""Every example runs under --quick and writes a complete record whose verdicts are the known ones; the main job
+resumes after interruption.
+
+Verdicts at quick size: every prediction holds or is not tested at this size (with the size that tests it),
+except the known findings of `flows.findings.KNOWN_FINDINGS` that apply at quick size, which must still fail --
+so a prediction that stops holding fails here, and so does a finding that starts holding (the README section
+"Where the papers and the solver disagree" is `findings.markdown()`, checked below).
+"""
 
 import importlib.util
 import json
@@ -11,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from flows import records
+from flows import findings, records
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
@@ -46,6 +53,78 @@ def test_example_quick_writes_a_complete_record(script, tmp_path):
     assert preds, "an example must record at least one checked prediction"
     if script.stem in EXTRA_CHECKS:
         EXTRA_CHECKS[script.stem](out)
+    check_verdicts(script.stem, preds)
+
+
+def check_verdicts(stem, preds):
+    """The quick verdicts of one example's predictions against the known findings (see the module doc)."""
+    verdicts = {name: records.verdict(p) for name, p in preds.items()}
+    listed = {name: f for (ex, name), f in findings.KNOWN_FINDINGS.items() if ex == stem}
+    stale = sorted(set(listed) - set(preds))
+    assert not stale, f"KNOWN_FINDINGS names predictions that {stem} no longer records: {stale}"
+    unexpected = {name: preds[name]["measured"] for name, v in verdicts.items()
+                  if v == records.FAILS and not (name in listed and listed[name].at_quick)}
+    assert not unexpected, (f"{stem}: predictions fail at quick size that are not known findings at that size (a "
+                            f"regression, or a new finding for flows/findings.py and the README): {unexpected}")
+    started = {name: (verdicts[name], preds[name]["measured"]) for name, f in listed.items()
+               if f.at_quick and verdicts[name] != records.FAILS}
+    assert not started, (f"{stem}: known findings no longer fail at quick size; update flows/findings.py and the "
+                         f"README section: {started}")
+    for name, p in preds.items():
+        if verdicts[name] == records.NOT_TESTED:
+            assert isinstance(p.get("tested_at"), str) and p["tested_at"], f"{stem} {name}: no tested_at"
+        else:
+            assert isinstance(p["holds"], bool), f"{stem} {name}: holds = {p['holds']!r}"
+
+
+def _readme_section(title):
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    head = f"\n## {title}\n"
+    assert head in text, f"README has no section {title!r}"
+    return text.split(head, 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_findings_section_is_the_known_findings():
+    section = _readme_section("Where the papers and the solver disagree")
+    assert findings.markdown() in section, "paste the output of flows.findings.markdown() into the README section"
+    bullets = [line for line in section.splitlines() if line.startswith("- ")]
+    distinct = {id(f) for f in findings.KNOWN_FINDINGS.values()}
+    assert len(bullets) == len(distinct), "one bullet per known finding, nothing else"
+    stems = {p.stem for p in EXAMPLES}
+    for (stem, name), f in findings.KNOWN_FINDINGS.items():
+        assert stem in stems, f"KNOWN_FINDINGS names an example that does not exist: {stem}"
+        assert f.title and f.claim and f.measured and f.reason and "\n" not in f.reason, (stem, name)
+        assert f"`{name}`" in section, f"the README section does not name {stem} {name}"
+        assert f.reason in findings.expected_note(stem, name), (stem, name)
+    assert findings.expected_note("no_such_example", "x") == ""
+
+
+def _verdict_preds(**verdicts):
+    holds = {records.HOLDS: True, records.FAILS: False, records.NOT_TESTED: None}
+    return {name: {"measured": 0.0, "expected": "", "holds": holds[v], "verdict": v}
+            | ({"tested_at": "the full run"} if v == records.NOT_TESTED else {}) for name, v in verdicts.items()}
+
+
+def test_check_verdicts_catches_regressions_and_findings_that_start_holding(monkeypatch):
+    known = {("ex", "finding"): findings.Finding("title", "claim", "0.5", "why"),
+             ("ex", "full_only"): findings.Finding("title", "claim", "0.5", "why", at_quick=False)}
+    monkeypatch.setattr(findings, "KNOWN_FINDINGS", known)
+    H, F, N = records.HOLDS, records.FAILS, records.NOT_TESTED
+    check_verdicts("ex", _verdict_preds(a=H, b=N, finding=F, full_only=N))
+    check_verdicts("ex", _verdict_preds(a=H, finding=F, full_only=H))
+    cases = [(dict(a=F, finding=F, full_only=N), "not known findings"),    # a prediction stopped holding
+             (dict(a=H, finding=F, full_only=F), "not known findings"),    # fails at quick, listed for full only
+             (dict(a=H, finding=H, full_only=N), "no longer fail"),         # a finding started holding
+             (dict(a=H, finding=N, full_only=N), "no longer fail"),         # ... or is no longer decided
+             (dict(a=H, full_only=N), "no longer records"),                 # a stale name
+             ]
+    for verdicts, message in cases:
+        with pytest.raises(AssertionError, match=message):
+            check_verdicts("ex", _verdict_preds(**verdicts))
+    untested = _verdict_preds(a=N, finding=F, full_only=N)
+    del untested["a"]["tested_at"]
+    with pytest.raises(AssertionError, match="no tested_at"):
+        check_verdicts("ex", untested)
 
 
 def _reproduce(out, *extra):
