@@ -26,7 +26,6 @@ import datetime as _dt
 import functools
 import json
 import logging
-import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,6 +34,7 @@ import numpy as np
 
 from ._atomic import _atomic_write, _dumps, _to_builtin, atomic_savez, atomic_write_json, atomic_write_text
 from ._atomic import decode_nonfinite as _decode_nonfinite
+from ._checks import check_real
 from ._examples import (
     FAILS,
     HOLDS,
@@ -214,8 +214,9 @@ class RunRecord:
             verdict_ = NOT_TESTED
         else:
             holds_arr = np.asarray(holds)
-            if holds_arr.size != 1:
-                raise ValueError(f"holds must be a single truth value or None, got shape {holds_arr.shape}")
+            if holds_arr.size != 1 or holds_arr.dtype != bool:  # not "no" (truthy), 0.0 or NaN
+                raise ValueError(f"holds must be a single truth value (True, False, a numpy or jax bool) or None, "
+                                 f"got {holds!r}")
             holds = bool(holds_arr.reshape(()))
             verdict_ = HOLDS if holds else FAILS
         entry = {}
@@ -256,9 +257,7 @@ class RunRecord:
     def add_timing(self, name: str, seconds: float) -> None:
         """Store a wall-clock timing (seconds, finite and >= 0) under ``meta["timings"]``."""
         _check_name(name)
-        seconds = float(seconds)
-        if not math.isfinite(seconds) or seconds < 0:
-            raise ValueError(f"seconds must be finite and >= 0, got {seconds!r}")
+        seconds = check_real("seconds", seconds, low=0.0)
         self._timings[name] = seconds
         self._finished = False
 

@@ -54,12 +54,14 @@ import lineax as lx
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from ._checks import INT_MAX, SEED_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real, real_array
 from .solve import (
     _STATUS_NAMES,
     FlowError,
     Trajectory,
     _all_finite,
     _check_horizon,
+    _check_state,
     _compiled,
     _max_abs,
     _signature,
@@ -88,8 +90,9 @@ def _as_keys(key, seed, num_paths):
     if (key is None) == (seed is None):
         raise ValueError("give exactly one of key (a jax.random key) or seed (an integer)")
     if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) \
+                or not -SEED_MAX - 1 <= seed <= SEED_MAX:
+            raise ValueError(f"seed must be an integer in [-2**63, 2**63 - 1], got {seed!r}")
         key = jax.random.key(int(seed))
     elif isinstance(key, bool) or not isinstance(key, (jax.Array, np.ndarray)):
         raise ValueError(f"key must be a jax.random key (or a batch of keys), got {key!r}")
@@ -101,8 +104,7 @@ def _as_keys(key, seed, num_paths):
     if jnp.ndim(key) > 1:
         raise ValueError(f"key must be one key or a 1-D batch of keys, got shape {jnp.shape(key)}")
     if num_paths is not None:
-        if isinstance(num_paths, bool) or not isinstance(num_paths, (int, np.integer)) or num_paths < 1:
-            raise ValueError(f"num_paths must be a positive integer or None, got {num_paths!r}")
+        num_paths = check_int("num_paths", num_paths, 1)
         if batch:
             raise ValueError("give num_paths with a single key (it is split), not with a batch of keys")
         return jax.random.split(key, int(num_paths)), True
@@ -125,7 +127,7 @@ def _sigma_tree(sigma, y0):
         if isinstance(s, bool):
             raise ValueError(f"sigma must be a non-negative number or array, got {s!r}")
         s_np = np.asarray(s)
-        if not np.issubdtype(s_np.dtype, np.number) or not np.all(np.isfinite(s_np)) or np.any(s_np < 0):
+        if s_np.dtype.kind not in "iuf" or not np.all(np.isfinite(s_np)) or np.any(s_np < 0):
             raise ValueError(f"sigma must be finite and >= 0, got {s!r}")
         try:
             shape = np.broadcast_shapes(s_np.shape, np.shape(y))
@@ -270,27 +272,23 @@ def solve_sde(
     """
     if not callable(drift):
         raise ValueError("drift must be callable f(t, y, args)")
-    if solver not in SDE_SOLVERS:
-        raise ValueError(f"solver must be one of {sorted(SDE_SOLVERS)}, got {solver!r}")
+    check_choice("solver", solver, sorted(SDE_SOLVERS))
     _check_horizon(t0, t1)
     span = float(t1) - float(t0)
-    if isinstance(dt, bool) or not isinstance(dt, (int, float, np.floating)) or not math.isfinite(dt) or dt <= 0:
-        raise ValueError(f"dt must be a finite number > 0, got {dt!r}")
-    dt = float(dt)
-    tol = dt / 8 if tol is None else tol
-    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not math.isfinite(tol) \
-            or tol <= 0:
-        raise ValueError(f"tol must be a finite number > 0 or None, got {tol!r}")
-    tol = float(tol)
+    dt = check_real("dt", dt, low=0.0, strict=True)
+    tol = dt / 8 if tol is None else check_real("tol", tol, low=0.0, strict=True)
     needed = math.ceil(span / dt - 1e-9)
+    if needed > INT_MAX - 1:
+        raise ValueError(f"dt = {dt} is too small for the horizon [t0, t1] = [{t0}, {t1}]: {needed:.3g} steps "
+                         f"(at most {INT_MAX - 1})")
     if max_steps is None:
         max_steps = needed + 1
-    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < needed:
-        raise ValueError(f"max_steps must be an integer >= {needed} (the constant steps dt = {dt} over "
-                         f"[{t0}, {t1}]), got {max_steps!r}")
-    if ts is None:
-        ts = np.array([float(t1)])
-    ts = np.asarray(ts, dtype=float)
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) \
+            or not needed <= max_steps <= INT_MAX:
+        raise ValueError(f"max_steps must be an integer in [{needed}, {INT_MAX}] (at least the constant steps "
+                         f"dt = {dt} over [{t0}, {t1}]), got {max_steps!r}")
+    save_states, throw = check_bool("save_states", save_states), check_bool("throw", throw)
+    ts = np.array([float(t1)]) if ts is None else real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size == 0 or not np.all(np.isfinite(ts)) or np.any(np.diff(ts) < 0):
         raise ValueError(f"ts must be a finite, non-decreasing, non-empty 1-D array, got {ts!r}")
     if ts[0] < t0 or ts[-1] > t1:
@@ -303,12 +301,8 @@ def solve_sde(
             raise ValueError("observables may not use the reserved name '__y__'")
     if not save_states and not observables:
         raise ValueError("save_states=False needs at least one observable to save")
-    leaves = jax.tree_util.tree_leaves(y0)
-    if not leaves:
-        raise ValueError("y0 must contain at least one array")
-    dtype = jnp.result_type(*leaves)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise ValueError(f"y0 must be floating point, got dtype {dtype}")
+    dtype = _check_state(y0)
+    check_finite_tree("args", args)
     sig = _sigma_tree(sigma, y0)
     keys, batched = _as_keys(key, seed, num_paths)
 

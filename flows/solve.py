@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._checks import check_bool, check_choice, check_finite_tree, check_int, check_real, real_array
 from ._program import _COMPILED, FIXED_STEP_ONLY, SOLVERS, all_finite, build, compiled, max_abs, signature
 from .events import Event, continue_after_event
 from .grids import check_horizon, linear_grid, log_grid
@@ -51,19 +52,16 @@ _ = _COMPILED  # re-exported for tests that clear the program cache
 
 
 def _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0):
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {sorted(SOLVERS)}, got {solver!r}")
-    for name, value in (("rtol", rtol), ("atol", atol)):
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    check_choice("solver", solver, sorted(SOLVERS))
+    rtol = check_real("rtol", rtol, low=0.0, strict=True)
+    atol = check_real("atol", atol, low=0.0, strict=True)
     check_horizon(t0, t1)
-    if not isinstance(max_steps, int) or max_steps <= 0:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-    if blowup is not None and not (isinstance(blowup, (int, float)) and blowup > 0):
-        raise ValueError(f"blowup must be a positive number or None, got {blowup!r}")
-    if dt0 is not None and not (isinstance(dt0, (int, float)) and dt0 > 0):
-        raise ValueError(f"dt0 must be a positive number or None, got {dt0!r}")
-    ts = np.asarray(ts, dtype=float)
+    max_steps = check_int("max_steps", max_steps, 1)
+    if blowup is not None:  # inf is allowed (never diverges), NaN is not
+        blowup = check_real("blowup", blowup, low=0.0, strict=True, finite=False)
+    if dt0 is not None:
+        dt0 = check_real("dt0", dt0, low=0.0, strict=True)
+    ts = np.array([float(t1)]) if ts is None else real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size == 0:
         raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
     if not np.all(np.isfinite(ts)):
@@ -72,27 +70,42 @@ def _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0):
         raise ValueError("ts must be non-decreasing")
     if ts[0] < t0 or ts[-1] > t1:
         raise ValueError(f"ts must lie within [t0, t1] = [{t0}, {t1}], got [{ts[0]}, {ts[-1]}]")
-    return ts
+    return ts, rtol, atol, max_steps, blowup, dt0
+
+
+def _check_state(y0):
+    """y0: a floating array or a pytree of floating arrays, every entry finite (a list of plain numbers is
+    not a state: it would reach the vector field as a list)."""
+    leaves = jax.tree_util.tree_leaves(y0)
+    if not leaves:
+        raise ValueError("y0 must contain at least one array")
+    if isinstance(y0, (list, tuple)) and all(isinstance(x, (int, float, complex)) for x in leaves):
+        raise ValueError(f"y0 must be an array or a pytree of arrays, got a {type(y0).__name__} of numbers "
+                         "(pass jnp.asarray(y0))")
+    check_finite_tree("y0", y0)
+    dtype = jnp.result_type(*leaves)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"y0 must be floating point, got dtype {dtype}")
+    return dtype
 
 
 def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
              save_states, event, blowup, progress, constant_step=False):
     if not callable(vector_field):
         raise ValueError("vector_field must be callable f(t, y, args)")
-    if not isinstance(constant_step, bool):
-        raise ValueError(f"constant_step must be True or False, got {constant_step!r}")
+    constant_step = check_bool("constant_step", constant_step)
+    save_states = check_bool("save_states", save_states)
+    progress = check_bool("progress", progress)
+    ts, rtol, atol, max_steps, blowup, dt0 = _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0)
     if constant_step:
         if dt0 is None:
             raise ValueError("dt0 (the step size) must be given with constant_step=True")
-        needed = math.ceil((float(t1) - float(t0)) / float(dt0) - 1e-9) if dt0 and dt0 > 0 else 0
-        if isinstance(max_steps, int) and needed > max_steps:
+        needed = math.ceil((float(t1) - float(t0)) / dt0 - 1e-9)
+        if needed > max_steps:
             raise ValueError(f"max_steps = {max_steps} is too small for constant steps dt0 = {dt0} over "
                              f"[{t0}, {t1}] ({needed} steps needed)")
     elif solver in FIXED_STEP_ONLY:
         raise ValueError(f"solver {solver!r} has no error estimate: pass constant_step=True and dt0")
-    if ts is None:
-        ts = np.array([float(t1)])
-    ts = _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0)
     if observables is not None and not callable(observables):
         if not isinstance(observables, Mapping) or not all(callable(f) for f in observables.values()):
             raise ValueError("observables must be a mapping name -> f(t, y, args), or one function "
@@ -103,22 +116,18 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
         raise ValueError("save_states=False needs at least one observable to save")
     if event is not None and not isinstance(event, Event):
         raise ValueError("event must be a flows.Event")
-    leaves = jax.tree_util.tree_leaves(y0)
-    if not leaves:
-        raise ValueError("y0 must contain at least one array")
-    dtype = jnp.result_type(*leaves)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise ValueError(f"y0 must be floating point, got dtype {dtype}")
+    dtype = _check_state(y0)
+    check_finite_tree("args", args)
     ts_arr = jnp.asarray(ts, dtype=dtype)
     t0_arr = jnp.asarray(t0, dtype=dtype)
     t1_arr = jnp.asarray(t1, dtype=dtype)
     options = dict(
-        solver=solver, rtol=float(rtol), atol=float(atol), dt0=dt0, max_steps=int(max_steps),
+        solver=solver, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
         observables=observables, save_states=save_states, event=event, blowup=blowup,
         progress=progress, constant_step=constant_step,
     )
     key_opts = (
-        vector_field, solver, float(rtol), float(atol), dt0, int(max_steps),
+        vector_field, solver, rtol, atol, dt0, max_steps,
         observables if callable(observables) else tuple(sorted((observables or {}).items(), key=lambda kv: kv[0])),
         save_states, event, blowup,
         progress, constant_step,
@@ -229,6 +238,7 @@ def solve(
 
     **Raises:** `ValueError` for bad arguments (naming the argument); `FlowError` for a failed solve.
     """
+    throw = check_bool("throw", throw)
     ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(
         vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
         save_states, event, blowup, progress, constant_step,
@@ -326,8 +336,12 @@ def solve_batch(
 
     Other arguments as in `solve`.
     """
+    batch_y0, batch_args = check_bool("batch_y0", batch_y0), check_bool("batch_args", batch_args)
+    throw = check_bool("throw", throw)
     if not (batch_y0 or batch_args):
         raise ValueError("solve_batch needs batch_y0=True or batch_args=True")
+    _check_state(y0)
+    check_finite_tree("args", args)
     sizes = set()
     if batch_args:
         leaves = jax.tree_util.tree_leaves(args)

@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import INT_MAX, SEED_MAX, check_choice, check_real
+
 __all__ = ["Config", "Dataset", "GROUP_PROBS", "NUM_GROUPS", "generator", "num_random_slots", "sample_test",
            "training_set"]
 
@@ -51,15 +53,13 @@ def num_random_slots(n: int, L: int) -> int:
     return n // 2 * (L - 3) + n // 3 * (L - 2) + n // 6 * (L - 1)
 
 
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+def _check_int(name, value, low, high=INT_MAX):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
 
 def _check_pos(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-            or not math.isfinite(float(value)) or float(value) <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    check_real(name, value, low=0.0, strict=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,11 +102,9 @@ class Config:
         _check_int("L", self.L, 3)
         _check_int("m", self.m, 1)
         _check_int("m1", self.m1, 1)
-        _check_int("seed", self.seed, 0)
-        if self.variant not in _VARIANTS:
-            raise ValueError(f"variant must be one of {_VARIANTS}, got {self.variant!r}")
-        if self.init not in _INITS:
-            raise ValueError(f"init must be one of {_INITS}, got {self.init!r}")
+        _check_int("seed", self.seed, 0, SEED_MAX)
+        check_choice("variant", self.variant, _VARIANTS)
+        check_choice("init", self.init, _INITS)
         need = 3 + num_random_slots(self.n, self.L) if self.variant == "theory" else 4
         _check_int("d", self.d, 1)
         if self.d < need:

@@ -28,10 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_bool, check_dtype, real_array
 from ..solve import Event, Trajectory, solve
 from . import observables as obs
 from .data import Config
-from .network import data_args, init_params
+from .network import check_args, data_args, init_params
 
 __all__ = ["flow_gradients", "initial_state", "solve_flow", "vector_field"]
 
@@ -48,6 +49,9 @@ def flow_gradients(state, args):
     r = p * (Gx[:, :, None] - mean_G[:, None, :])
     B = jnp.zeros((d, d), p.dtype).at[tokens[:, :, None], tokens[:, None, :]].add(c[:, None, None] * r)
     return z, B, F
+
+
+_STATE_KEYS = ("G", "S", "M_V", "M_K", "M_Q", "A")
 
 
 def vector_field(t, state, args):
@@ -71,9 +75,13 @@ def vector_field(t, state, args):
 
 def initial_state(config: Config, dtype=None):
     """The Grams of `network.init_params(config)`: the flow starts where `network.train` starts."""
-    params, a = init_params(config, dtype=dtype)
+    params, a = init_params(config, dtype=check_dtype("dtype", dtype))
     # on the host: the Grams of the initial parameters are a few small matmuls, not worth a compile
-    host = obs.gram_state({k: np.asarray(v) for k, v in params.items()}, np.asarray(a))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, by name
+        host = obs.gram_state({k: np.asarray(v) for k, v in params.items()}, np.asarray(a))
+    if not all(np.all(np.isfinite(v)) for v in host.values()):
+        raise ValueError(f"the initial Grams overflow: init stds sigma0 = {config.init_stds[0]:.3g}, sigma1 = "
+                         f"{config.init_stds[1]:.3g} are too large for dtype {params['W'].dtype}")
     return {k: jnp.asarray(v) for k, v in host.items()}
 
 
@@ -105,10 +113,14 @@ def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver:
     `group_loss (k, 4)`, `train_error`, `test_loss`, `G (k, 3)`, `S`, `A (k, 3, 3)`, `M_V (k, 3, 3)`, `p12`,
     `group_g (k, 4)`, `balance_ratio`, `R`, `min_margin`).
     """
-    ts = np.asarray(ts, dtype=float)
+    ts = real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
-    args = data_args(config, num_test=num_test) if args is None else args
+    locate_T1 = check_bool("locate_T1", locate_T1)
+    args = data_args(config, num_test=num_test) if args is None else check_args(args)
+    if y0 is not None and (not isinstance(y0, dict) or set(y0) != set(_STATE_KEYS)):
+        got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
+        raise ValueError(f"y0 must be a dict with the keys {_STATE_KEYS} (see initial_state), got {got}")
     y0 = initial_state(config) if y0 is None else y0
     t1 = float(ts[-1])
     common = dict(args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw)

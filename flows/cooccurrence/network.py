@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .._checks import check_choice, check_dtype, check_int, check_real, real_array
 from . import observables as obs
 from .data import Config, Dataset, generator, sample_test, training_set
 
@@ -76,7 +77,12 @@ def data_args(config: Config, train: Dataset | None = None, test: Dataset | None
               num_test: int = 600, dtype=None) -> dict:
     """The data dict the observables (and the flow) read: tokens, labels, group indicator, test draws,
     sqrt(m) and m1 as arrays (traced, so new values do not recompile)."""
-    dtype = jnp.dtype(dtype or jnp.result_type(float))
+    dtype = jnp.dtype(check_dtype("dtype", dtype) or jnp.result_type(float))
+    check_int("num_test", num_test, 1)
+    for name, value in (("train", train), ("test", test)):
+        if value is not None and not isinstance(value, Dataset):
+            raise ValueError(f"{name} must be a Dataset (see training_set, sample_test) or None, got "
+                             f"{type(value).__name__}")
     train = training_set(config) if train is None else train
     test = sample_test(config, num_test) if test is None else test
     host = lambda x: jnp.asarray(np.asarray(x).astype(dtype))  # noqa: E731 - host casts compile nothing
@@ -122,15 +128,28 @@ class TrainRecord:
         raise AttributeError(name)
 
 
+#: the keys `data_args` returns and the flow and the observables read
+ARGS_KEYS = ("tokens", "labels", "group_onehot", "test_tokens", "test_labels", "sqrt_m", "m1")
+
+
+def check_args(args) -> dict:
+    """`args` if it is a dict with the keys of `data_args` (ValueError naming `args` otherwise)."""
+    if not isinstance(args, dict) or not set(ARGS_KEYS) <= set(args):
+        got = sorted(args) if isinstance(args, dict) else type(args).__name__
+        raise ValueError(f"args must be a dict with the keys {ARGS_KEYS} of data_args, got {got}")
+    return args
+
+
 def _observe(params, a, args):
     return obs.observe(0.0, obs.gram_state(params, a), args)
 
 
 def _save_steps(steps, save_every, save_steps):
     if save_steps is not None:
-        arr = np.unique(np.asarray(save_steps, dtype=np.int64))
-        if arr.ndim != 1 or arr.size == 0 or arr[0] < 0 or arr[-1] > steps:
-            raise ValueError(f"save_steps must be integers in [0, steps={steps}]")
+        raw = real_array("save_steps", save_steps)
+        if raw.ndim > 1 or raw.size == 0 or np.any(raw != np.round(raw)) or raw.min() < 0 or raw.max() > steps:
+            raise ValueError(f"save_steps must be integers in [0, steps={steps}], got {save_steps!r}")
+        arr = np.unique(raw.astype(np.int64).ravel())
         return arr if arr[0] == 0 else np.concatenate([[0], arr])
     if isinstance(save_every, bool) or not isinstance(save_every, (int, np.integer)) or save_every < 1:
         raise ValueError(f"save_every must be an integer >= 1, got {save_every!r}")
@@ -154,12 +173,9 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
 
     **Returns:** a `TrainRecord`. Observables are evaluated on the full training set at every saved step.
     """
-    if optimizer not in _OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    check_choice("optimizer", optimizer, _OPTIMIZERS)
+    lr = check_real("lr", lr, low=0.0, strict=True)
+    steps = check_int("steps", steps, 1)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                    or not 1 <= batch_size <= config.n):
         raise ValueError(f"batch_size must be None or an integer in [1, n={config.n}], got {batch_size!r}")
@@ -167,10 +183,10 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
         raise ValueError("batch_size must be given for optimizer='sgd' (use 'gd' for full batch)")
     if optimizer == "gd" and batch_size is not None:
         raise ValueError("batch_size must be None for optimizer='gd' (full batch)")
-    if momentum is not None and not (0.0 <= momentum < 1.0):
-        raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
+    if momentum is not None:
+        momentum = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
     save = _save_steps(int(steps), save_every, save_steps)
-    args = data_args(config, num_test=num_test) if args is None else args
+    args = data_args(config, num_test=num_test) if args is None else check_args(args)
     params, a = init_params(config)
     opt = optax.adam(lr) if optimizer == "adam" else optax.sgd(lr, momentum=momentum or None)
     opt_state = opt.init(params)

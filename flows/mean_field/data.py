@@ -25,24 +25,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import INT_MAX, SEED_MAX, check_choice, check_real
+
 __all__ = ["INITS", "Config", "Prompts", "held_out_set", "sample_prompts", "training_set"]
 
 #: Initial laws rho0(., t) of the particles, see `Config`.
 INITS = ("iid", "tied", "smooth")
 
 
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+def _check_int(name, value, low, high=INT_MAX):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
 
 def _check_real(name, value, *, low=None, strict=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-            or not math.isfinite(float(value)):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    if low is not None and (float(value) <= low if strict else float(value) < low):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {low}, got {value!r}")
-    return float(value)
+    return check_real(name, value, low=low, strict=strict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,13 +98,12 @@ class Config:
         _check_int("M_mlp", self.M_mlp, 1)
         _check_int("n_train", self.n_train, 1)
         _check_int("n_test", self.n_test, 1)
-        _check_int("seed", self.seed, 0)
+        _check_int("seed", self.seed, 0, SEED_MAX)
         object.__setattr__(self, "lam", _check_real("lam", self.lam, low=0.0))
         object.__setattr__(self, "label_noise", _check_real("label_noise", self.label_noise, low=0.0))
         object.__setattr__(self, "threshold", _check_real("threshold", self.threshold, low=0.0, strict=True))
         object.__setattr__(self, "init_scale", _check_real("init_scale", self.init_scale, low=0.0, strict=True))
-        if self.init not in INITS:
-            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
+        check_choice("init", self.init, INITS)
         for name in ("d", "D", "N", "L", "M", "M_mlp", "n_train", "n_test", "seed"):
             object.__setattr__(self, name, int(getattr(self, name)))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import diffrax
 import numpy as np
 
+from .._checks import check_real, real_array
 from ..solve import SOLVERS, Trajectory, solve
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
@@ -41,7 +42,7 @@ def _vector_field_rev(t, particles, args):
 
 def _field_for(solver: str):
     """Implicit solvers differentiate the vector field (Newton iterations) and get the forward-mode one."""
-    cls = SOLVERS.get(solver)
+    cls = SOLVERS.get(solver) if isinstance(solver, str) else None  # a bad name is reported by flows.solve
     implicit = cls is not None and issubclass(cls, diffrax.AbstractImplicitSolver)
     return vector_field if implicit else _vector_field_rev
 
@@ -71,7 +72,7 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
     """
     from .sharding import shard_particles
 
-    ts = np.asarray(ts, dtype=float)
+    ts = real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     if isinstance(observables, str):
@@ -80,7 +81,7 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
         observables = obs.summary if observables == "all" else obs.BASIC_OBSERVABLES
     particles = check_particles(config, init_particles(config) if particles is None else particles)
     data = _check_data(config, training_set(config) if data is None else data)
-    test = _check_data(config, held_out_set(config) if test is None else test)
+    test = _check_data(config, held_out_set(config) if test is None else test, "test")
     if mesh is not None:
         particles = shard_particles(particles, mesh)
     args = obs.make_args(config, data, test)
@@ -88,7 +89,5 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
                    max_steps=max_steps, observables=observables, save_states=save_states,
                    progress=progress, throw=throw)
     if dt is not None:
-        if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not np.isfinite(dt) or dt <= 0:
-            raise ValueError(f"dt must be a finite number > 0 or None, got {dt!r}")
-        options.update(dt0=float(dt), constant_step=True)
+        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
     return solve(_field_for(solver), particles, **options)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 
 import jax
@@ -45,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .._checks import check_choice, check_finite_tree, check_int, check_real
 from .data import Config, Prompts, held_out_set, training_set
 
 logger = logging.getLogger(__name__)
@@ -230,28 +230,43 @@ def check_particles(config: Config, particles) -> dict:
     want = {"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, Mm, D), "W2": (L, Mm, D)}
     out = {}
     for name in _GROUPS:
-        arr = jnp.asarray(particles[name])
+        arr = _as_array(f"particles[{name!r}]", particles[name])
         if arr.shape != want[name]:
             raise ValueError(f"particles[{name!r}] must have shape {want[name]} (config L={L}, M={M}, "
                              f"M_mlp={Mm}, D={D}), got {arr.shape}")
         if not jnp.issubdtype(arr.dtype, jnp.floating):
             raise ValueError(f"particles[{name!r}] must be floating point, got {arr.dtype}")
+        check_finite_tree(f"particles[{name!r}]", arr)
         out[name] = arr
     return out
 
 
-def _check_data(config: Config, data) -> Prompts:
+def _as_array(name, value):
+    """`jnp.asarray(value)`, or a ValueError naming `name` for what is not a numeric array."""
+    try:
+        arr = jnp.asarray(value)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"{name} must be a numeric array, got {type(value).__name__}") from err
+    return arr
+
+
+def _check_data(config: Config, data, name: str = "data") -> Prompts:
+    """`data` (a `Prompts` or a pair) validated against `config`; errors name the argument `name`."""
     if not isinstance(data, Prompts):
         if isinstance(data, tuple) and len(data) == 2:
             data = Prompts(*data)
         else:
-            raise ValueError("data must be a flows.mean_field.Prompts(Z0, y)")
-    Z0, y = jnp.asarray(data.Z0), jnp.asarray(data.y)
+            raise ValueError(f"{name} must be a flows.mean_field.Prompts(Z0, y)")
+    Z0, y = _as_array(f"{name}.Z0", data.Z0), _as_array(f"{name}.y", data.y)
+    for field, arr in ((f"{name}.Z0", Z0), (f"{name}.y", y)):
+        if not jnp.issubdtype(arr.dtype, jnp.floating):
+            raise ValueError(f"{field} must be floating point, got {arr.dtype}")
+        check_finite_tree(field, arr)
     want = (config.D, config.N + 1)
     if Z0.ndim != 3 or Z0.shape[1:] != want:
-        raise ValueError(f"data.Z0 must have shape (n, D, N + 1) = (n, {want[0]}, {want[1]}), got {Z0.shape}")
+        raise ValueError(f"{name}.Z0 must have shape (n, D, N + 1) = (n, {want[0]}, {want[1]}), got {Z0.shape}")
     if y.shape != (Z0.shape[0],):
-        raise ValueError(f"data.y must have shape (n,) = ({Z0.shape[0]},), got {y.shape}")
+        raise ValueError(f"{name}.y must have shape (n,) = ({Z0.shape[0]},), got {y.shape}")
     return Prompts(Z0, y)
 
 
@@ -458,10 +473,7 @@ def _save_steps(steps, save_every):
 
 
 def _check_eta(eta_tau):
-    if isinstance(eta_tau, bool) or not isinstance(eta_tau, (int, float, np.floating)) \
-            or not math.isfinite(float(eta_tau)) or float(eta_tau) <= 0:
-        raise ValueError(f"eta_tau must be a finite number > 0, got {eta_tau!r}")
-    return float(eta_tau)
+    return check_real("eta_tau", eta_tau, low=0.0, strict=True)
 
 
 def gd_optimizer(config: Config, eta_tau: float) -> optax.GradientTransformation:
@@ -567,15 +579,13 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
     from .sharding import shard_particles
 
     eta_tau = _check_eta(eta_tau)
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    save = _save_steps(int(steps), save_every)
-    if observables not in ("all", "basic"):
-        raise ValueError(f"observables must be 'all' or 'basic', got {observables!r}")
+    steps = check_int("steps", steps, 1)  # int32 step counts in the compiled loop
+    save = _save_steps(steps, save_every)
+    check_choice("observables", observables, ("all", "basic"))
     particles = init_particles(config) if particles is None else particles
     particles = check_particles(config, particles)
     data = _check_data(config, training_set(config) if data is None else data)
-    test = _check_data(config, held_out_set(config) if test is None else test)
+    test = _check_data(config, held_out_set(config) if test is None else test, "test")
     if mesh is not None:
         particles = shard_particles(particles, mesh)
     args = obs.make_args(config, data, test)

@@ -44,6 +44,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.special import digamma, gammaln
 
+from .._checks import check_choice, check_real, real_array
 from ..sde import SDE_SOLVERS, solve_sde
 from ..solve import Trajectory
 from . import observables as obs
@@ -55,10 +56,7 @@ __all__ = ["entropic_objective", "entropy_knn", "entropy_per_slice", "solve_part
 
 
 def _check_temperature(temperature) -> float:
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
-    return float(temperature)
+    return check_real("temperature", temperature, low=0.0)
 
 
 def solve_particles_sde(config: Config, ts, temperature: float, *, dt: float, key=None, seed: int | None = None,
@@ -92,21 +90,19 @@ def solve_particles_sde(config: Config, ts, temperature: float, *, dt: float, ke
     smallest `dt`; the same key and `tol` then give the same Brownian path at every `dt`, for weak/strong
     convergence on common random numbers) and one `max_steps` (>= the most steps of any solve) to compile once.
     """
-    ts = np.asarray(ts, dtype=float)
+    ts = real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     temperature = _check_temperature(temperature)
-    if isinstance(dt, bool) or not isinstance(dt, (int, float, np.floating)) or not math.isfinite(dt) or dt <= 0:
-        raise ValueError(f"dt must be a finite number > 0, got {dt!r}")
-    if solver not in SDE_SOLVERS:
-        raise ValueError(f"solver must be one of {sorted(SDE_SOLVERS)}, got {solver!r}")
+    dt = check_real("dt", dt, low=0.0, strict=True)
+    check_choice("solver", solver, sorted(SDE_SOLVERS))
     if isinstance(observables, str):
         if observables not in ("all", "basic"):
             raise ValueError(f"observables must be 'all', 'basic' or a dict, got {observables!r}")
         observables = obs.summary if observables == "all" else obs.BASIC_OBSERVABLES
     particles = check_particles(config, init_particles(config) if particles is None else particles)
     data = _check_data(config, training_set(config) if data is None else data)
-    test = _check_data(config, held_out_set(config) if test is None else test)
+    test = _check_data(config, held_out_set(config) if test is None else test, "test")
     args = obs.make_args(config, data, test)
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))

@@ -53,7 +53,7 @@ def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=
     """The args dict of the particle vector field and of the observables (arrays only, so that new values
     of lam or the threshold do not recompile): Z0, y, Z0_test, y_test, lam, threshold, d."""
     data = _check_data(config, data)
-    test = data if test is None else _check_data(config, test)
+    test = data if test is None else _check_data(config, test, "test")
     dtype = jnp.dtype(dtype or jnp.result_type(data.Z0))
     return {
         "Z0": data.Z0, "y": data.y, "Z0_test": test.Z0, "y_test": test.y,

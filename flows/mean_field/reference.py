@@ -62,13 +62,13 @@ depth step grid (`substeps + 1` points of [0, 1]) is an array whose length fixes
 from __future__ import annotations
 
 import functools
-import math
 
 import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import INT_MAX, check_finite_tree, check_real, real_array
 from ..solve import Trajectory, solve
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
@@ -76,6 +76,7 @@ from .network import (
     _ATTENTION,
     _GROUPS,
     _MLP,
+    _as_array,
     _check_data,
     attention_update,
     init_curves,
@@ -102,13 +103,13 @@ _DEFAULT_SUBSTEPS = 4
 
 
 def _check_K(K):
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2:
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or not 2 <= K <= INT_MAX:
         raise ValueError(f"K (the number of depth nodes) must be an integer >= 2, got {K!r}")
     return int(K)
 
 
 def _check_substeps(substeps):
-    if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or substeps < 1:
+    if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or not 1 <= substeps <= INT_MAX:
         raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
     return int(substeps)
 
@@ -135,7 +136,7 @@ def check_nodes(config: Config, nodes) -> dict:
     if not isinstance(nodes, dict) or set(nodes) != set(_GROUPS):
         raise ValueError(f"nodes must be a dict with keys {_GROUPS}, got "
                          f"{sorted(nodes) if isinstance(nodes, dict) else type(nodes).__name__}")
-    arrays = {name: jnp.asarray(nodes[name]) for name in _GROUPS}
+    arrays = {name: _as_array(f"nodes[{name!r}]", nodes[name]) for name in _GROUPS}
     V = arrays["V"]
     if V.ndim < 1 or V.shape[0] < 2:
         raise ValueError(f"nodes['V'] must have a leading node axis of length K >= 2, got shape {V.shape}")
@@ -148,6 +149,7 @@ def check_nodes(config: Config, nodes) -> dict:
                              f"M_mlp={Mm}, D={D}), got {arr.shape}")
         if not jnp.issubdtype(arr.dtype, jnp.floating):
             raise ValueError(f"nodes[{name!r}] must be floating point, got {arr.dtype}")
+        check_finite_tree(f"nodes[{name!r}]", arr)
     return arrays
 
 
@@ -490,7 +492,7 @@ def solve_reference(config: Config, ts, *, K: int | None = None, nodes=None, dat
     **Raises:** `ValueError` for bad arguments, naming the field (`init` for `config.init == "iid"`, `K`,
     `substeps`, `nodes[...]`); `flows.FlowError` for a failed solve (unless `throw=False`).
     """
-    ts = np.asarray(ts, dtype=float)
+    ts = real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     substeps = _check_substeps(substeps)
@@ -506,13 +508,11 @@ def solve_reference(config: Config, ts, *, K: int | None = None, nodes=None, dat
             raise ValueError(f"observables must be 'all', 'basic' or a dict, got {observables!r}")
         observables = every if observables == "all" else basic
     data = _check_data(config, training_set(config) if data is None else data)
-    test = _check_data(config, held_out_set(config) if test is None else test)
+    test = _check_data(config, held_out_set(config) if test is None else test, "test")
     args = make_reference_args(config, data, test, substeps)
     options = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol,
                    max_steps=max_steps, observables=observables, save_states=save_states,
                    progress=progress, throw=throw)
     if dt is not None:
-        if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
-            raise ValueError(f"dt must be a finite number > 0 or None, got {dt!r}")
-        options.update(dt0=float(dt), constant_step=True)
+        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
     return solve(vf, nodes, **options)

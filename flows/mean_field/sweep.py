@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import SEED_MAX, check_int, real_array
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
 from .network import (
@@ -66,7 +67,10 @@ def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every
     Returns a `GDBatchRecord`; raises `ValueError` for bad arguments and `flows.FlowError` when a run's Q
     becomes non-finite (naming the seed).
     """
-    seeds = tuple(int(s) for s in np.atleast_1d(np.asarray(seeds)))
+    raw = np.atleast_1d(real_array("seeds", seeds))
+    if raw.ndim != 1 or np.any(raw != np.round(raw)) or np.any(raw < 0) or np.any(raw > SEED_MAX):
+        raise ValueError(f"seeds must be distinct integers in [0, 2**63 - 1], got {seeds!r}")
+    seeds = tuple(int(s) for s in np.atleast_1d(np.asarray(seeds)).ravel())
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise ValueError(f"seeds must be distinct non-negative integers, got {seeds!r}")
     cfgs = [config.replace(seed=s) for s in seeds]
@@ -89,8 +93,7 @@ def train_gd_batch(config: Config, eta_tau: float, steps: int, particles, data, 
     from ..solve import FlowError
 
     eta_tau = _check_eta(eta_tau)
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    steps = check_int("steps", steps, 1)
     if not isinstance(particles, (list, tuple)) or not particles:
         raise ValueError("particles must be a non-empty list of particle dicts")
     size = len(particles)
@@ -100,7 +103,7 @@ def train_gd_batch(config: Config, eta_tau: float, steps: int, particles, data, 
         value = [value] * size if isinstance(value, Prompts) else value
         if not isinstance(value, (list, tuple)) or len(value) != size:
             raise ValueError(f"{name} must be one Prompts or a list of {size} Prompts (one per run)")
-        return [_check_data(config, v) for v in value]
+        return [_check_data(config, v, name) for v in value]
 
     data = as_list("data", data)
     test = data if test is None else as_list("test", test)

@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_int, check_real, real_array
+
 __all__ = ["ClassArrays", "SequenceClasses", "sample_counts", "sample_tokens", "syn_medium", "syn_small",
            "zipfian"]
 
@@ -70,7 +72,7 @@ class SequenceClasses:
     name: str = "classes"
 
     def __post_init__(self):
-        cond = np.asarray(self.cond_probs, dtype=float)
+        cond = real_array("cond_probs", self.cond_probs, finite=False)
         if cond.ndim != 2 or cond.shape[0] < 1 or cond.shape[1] < 2:
             raise ValueError(f"cond_probs must be a (K >= 1, M >= 2) array, got shape {cond.shape}")
         K, M = cond.shape
@@ -79,7 +81,10 @@ class SequenceClasses:
         if not np.allclose(cond.sum(axis=1), 1.0, rtol=0, atol=1e-9):
             raise ValueError(f"cond_probs rows must sum to 1 (allowed error 1e-9), got {cond.sum(axis=1)}")
         for field in ("query", "next_token"):
-            vals = tuple(int(v) for v in np.asarray(getattr(self, field)).ravel())
+            raw = real_array(field, getattr(self, field), finite=False).ravel()
+            if not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)):
+                raise ValueError(f"{field} entries must be integers, got {getattr(self, field)!r}")
+            vals = tuple(int(v) for v in raw)
             if len(vals) != K:
                 raise ValueError(f"{field} must have K = {K} entries, got {len(vals)}")
             if any(v < 0 or v >= M for v in vals):
@@ -87,7 +92,8 @@ class SequenceClasses:
             object.__setattr__(self, field, vals)
         if len(set(self.next_token)) != K:
             raise ValueError(f"next_token entries must be distinct, got {self.next_token}")
-        probs = np.full(K, 1.0 / K) if self.class_probs is None else np.asarray(self.class_probs, float)
+        probs = np.full(K, 1.0 / K) if self.class_probs is None else real_array("class_probs", self.class_probs,
+                                                                                  finite=False)
         if probs.shape != (K,) or not np.all(np.isfinite(probs)) or np.any(probs <= 0):
             raise ValueError(f"class_probs must be K = {K} positive finite numbers, got {self.class_probs}")
         if abs(probs.sum() - 1.0) > 1e-9:
@@ -180,16 +186,28 @@ def syn_medium(num_queries: int) -> SequenceClasses:
     class k owns 10 + 10k ... 10 + 10k + 9; then the L query tokens, then the K next tokens. M = 10 + 23 L.
     Class k has query token number k // 2.
     """
-    if isinstance(num_queries, bool) or int(num_queries) != num_queries or num_queries < 1:
-        raise ValueError(f"num_queries must be an integer >= 1, got {num_queries!r}")
-    return _generator(num_queries=int(num_queries), next_per_query=2, num_common=10, num_distinct=10,
-                      name=f"syn_medium_{int(num_queries)}")
+    num_queries = check_int("num_queries", num_queries, 1, integral_float=True)
+    return _generator(num_queries=num_queries, next_per_query=2, num_common=10, num_distinct=10,
+                      name=f"syn_medium_{num_queries}", fields="num_queries")
+
+
+#: the largest (K, M) table of conditional probabilities the generators build (2 GiB in float64)
+_MAX_ENTRIES = 2**28
+
+
+def _table_size(num_queries, next_per_query, num_common, num_distinct, fields):
+    """(K, M) of the generated classes; a ValueError naming `fields` past `_MAX_ENTRIES` entries."""
+    K = num_queries * next_per_query
+    M = num_common + K * num_distinct + num_queries + K
+    if K * M > _MAX_ENTRIES:
+        raise ValueError(f"{fields} give K = {K} classes over M = {M} tokens, a (K, M) table of more than "
+                         f"2**28 entries")
+    return K, M
 
 
 def _generator(num_queries, next_per_query, num_common, num_distinct, name, distinct_weights=None,
-               common_weights=None):
-    K = num_queries * next_per_query
-    M = num_common + K * num_distinct + num_queries + K
+               common_weights=None, fields="the sizes"):
+    K, M = _table_size(num_queries, next_per_query, num_common, num_distinct, fields)
     w = np.zeros((K, M))
     dw = np.linspace(0.1, 1.0, num_distinct) if distinct_weights is None else np.asarray(distinct_weights)
     cw = np.ones(num_common) if common_weights is None else np.asarray(common_weights)
@@ -208,18 +226,17 @@ def zipfian(num_queries: int = 2, next_per_query: int = 1, num_distinct: int = 1
     """User-defined classes with Zipfian weights: the DTs of each class get 1/rank^s (rank 1 = most
     frequent, placed last so that P(l|n) increases with the token index as in Syn-Small), the CTs get
     1/rank^s over ranks 1..num_common. Same token numbering as `syn_small` / `syn_medium`."""
-    for field, v in (("num_queries", num_queries), ("next_per_query", next_per_query),
-                     ("num_distinct", num_distinct)):
-        if int(v) != v or v < 1:
-            raise ValueError(f"{field} must be an integer >= 1, got {v!r}")
-    if int(num_common) != num_common or num_common < 0:
-        raise ValueError(f"num_common must be an integer >= 0, got {num_common!r}")
-    if not (np.isfinite(exponent) and exponent >= 0):
-        raise ValueError(f"exponent must be finite and >= 0, got {exponent!r}")
+    num_queries, next_per_query, num_distinct = (
+        check_int(field, v, 1, integral_float=True) for field, v in (
+            ("num_queries", num_queries), ("next_per_query", next_per_query), ("num_distinct", num_distinct)))
+    num_common = check_int("num_common", num_common, 0, integral_float=True)
+    exponent = check_real("exponent", exponent, low=0.0)
+    fields = "num_queries, next_per_query, num_distinct and num_common"
+    _table_size(num_queries, next_per_query, num_common, num_distinct, fields)  # before the weights
     dw = 1.0 / np.arange(num_distinct, 0, -1) ** exponent
     cw = 1.0 / np.arange(1, num_common + 1) ** exponent
-    return _generator(int(num_queries), int(next_per_query), int(num_common), int(num_distinct),
-                      name="zipfian", distinct_weights=dw, common_weights=cw)
+    return _generator(num_queries, next_per_query, num_common, num_distinct,
+                      name="zipfian", distinct_weights=dw, common_weights=cw, fields=fields)
 
 
 def _draw(arrays: ClassArrays, key, batch_size: int, T: int):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_dtype, real_array
 from .._generated import scan_snap_decoder as _gen
 from ..solve import Trajectory, solve, solve_batch
 
@@ -32,7 +33,7 @@ def _alpha_observable(t, h, args):
 
 
 def _as_param(name, value, *, lower, strict=True):
-    arr = np.asarray(value, dtype=float)
+    arr = real_array(name, value, finite=False)
     if arr.ndim > 1:
         raise ValueError(f"{name} must be a scalar or a 1-D array of values to sweep, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -61,7 +62,7 @@ def solve_decoder(M, eta_Y, ts, *, solver: str = "dopri8", rtol: float = 1e-12, 
     """
     M_arr = _as_param("M", M, lower=1.0)
     eta_arr = _as_param("eta_Y", eta_Y, lower=0.0)
-    ts = np.asarray(ts, dtype=float)
+    ts = real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size == 0:
         raise ValueError(f"ts must be a non-empty 1-D array, got shape {ts.shape}")
     if np.any(ts < 0) or not np.all(np.isfinite(ts)):
@@ -69,7 +70,7 @@ def solve_decoder(M, eta_Y, ts, *, solver: str = "dopri8", rtol: float = 1e-12, 
     if np.any(np.diff(ts) < 0):
         raise ValueError("ts must be non-decreasing")
     t1 = float(ts[-1]) if ts[-1] > 0 else 1.0
-    dtype = dtype or jnp.result_type(float)
+    dtype = check_dtype("dtype", dtype) or jnp.result_type(float)
     observables = {"alpha": _alpha_observable}
     common = dict(t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
                   observables=observables)

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_bool, check_real, real_array
 from ..solve import FlowError, Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
@@ -161,7 +162,7 @@ def _rates(eta_Y, eta_Z):
     """Validated rates: two floats, or two 1-D arrays of one length (a sweep)."""
     vals = []
     for field, v in (("eta_Y", eta_Y), ("eta_Z", eta_Z)):
-        a = np.asarray(v, dtype=float)
+        a = real_array(field, v, finite=False)
         if a.ndim > 1 or a.size == 0:
             raise ValueError(f"{field} must be a number or a non-empty 1-D array of numbers, got shape {a.shape}")
         if not (np.all(np.isfinite(a)) and np.all(a > 0)):
@@ -177,7 +178,7 @@ def _rates(eta_Y, eta_Z):
 
 
 def _check_ts(ts):
-    ts = np.asarray(ts, dtype=float)
+    ts = real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size < 1 or not np.all(np.isfinite(ts)) or np.any(ts < 0) or np.any(np.diff(ts) < 0):
         raise ValueError("ts must be a non-empty, non-decreasing 1-D array of finite times >= 0")
     if ts[-1] <= 0:
@@ -205,6 +206,10 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
         raise ValueError("classes must be a SequenceClasses")
     eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
     ts = _check_ts(ts)
+    reduced, paper_time = check_bool("reduced", reduced), check_bool("paper_time", paper_time)
+    exact_slaving = check_bool("exact_slaving", exact_slaving)
+    if decoder_size is not None:  # gamma and the slaved decoder divide by M - 1
+        decoder_size = check_real("decoder_size", decoder_size, low=1.0, strict=True)
     dtype = jnp.result_type(float)
     np_dtype = np.dtype(dtype)
     M = classes.vocab_size
@@ -234,7 +239,7 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
 
 
 def _square(name, a, M, dtype):
-    a = np.asarray(a, dtype)
+    a = real_array(name, a).astype(dtype)
     if a.shape != (M, M):
         raise ValueError(f"{name} must be an (M, M) = ({M}, {M}) array, got shape {a.shape}")
     return a
@@ -263,11 +268,8 @@ def single_ct_vector_field(t, y, args):
 def solve_single_common_token(M, K, eta_Y, eta_Z, ts, C0=1.0, *, rtol=1e-12, atol=1e-14) -> Trajectory:
     """Integrate eq. 13 (with the h-flow for gamma) from h = z = B = 0; `ys[:, 2]` is B_n(t)."""
     ts = _check_ts(ts)
-    for field, v in (("M", M), ("K", K), ("eta_Y", eta_Y), ("eta_Z", eta_Z), ("C0", C0)):
-        if not (np.isfinite(v) and v > 0):
-            raise ValueError(f"{field} must be finite and > 0, got {v!r}")
-    if M <= 1:
-        raise ValueError(f"M must be > 1, got {M!r}")
+    M, K, eta_Y, eta_Z, C0 = (check_real(field, v, low=1.0 if field == "M" else 0.0, strict=True) for field, v in
+                              (("M", M), ("K", K), ("eta_Y", eta_Y), ("eta_Z", eta_Z), ("C0", C0)))
     dtype = jnp.result_type(float)
     args = {k: jnp.asarray(v, dtype) for k, v in dict(M=M, K=K, eta_Y=eta_Y, eta_Z=eta_Z, C0=C0).items()}
     return solve(single_ct_vector_field, jnp.zeros((3,), dtype), t1=float(ts[-1]), ts=ts, args=args,

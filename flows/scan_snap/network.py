@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
 
 __all__ = ["TrainRecord", "count_loss", "embedding_loss", "embedding_to_yz", "init_embedding", "init_params",
@@ -163,28 +164,28 @@ class TrainRecord:
     config: dict
 
 
-def _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form):
+#: seeds become uint32 `jax.random.PRNGKey` seeds
+_SEED_MAX = 2**32 - 1
+
+
+def _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form, sweep=False):
     if not isinstance(classes, SequenceClasses):
         raise ValueError("classes must be a SequenceClasses")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    check_choice("optimizer", optimizer, OPTIMIZERS)
     for field, v in (("eta_Y", eta_Y), ("eta_Z", eta_Z)):
-        a = np.asarray(v, dtype=float)
+        a = real_array(field, v, finite=False)
         if not np.all(np.isfinite(a)) or np.any(a <= 0):
             raise ValueError(f"{field} must be finite and > 0, got {v!r}")
+        if a.ndim and not sweep:
+            raise ValueError(f"{field} must be a number (train_sweep takes arrays of rates), got shape {a.shape}")
     for field, v, lo in (("T", T, 2), ("batch_size", batch_size, 1), ("steps", steps, 1)):
-        if isinstance(v, bool) or int(v) != v or v < lo:
-            raise ValueError(f"{field} must be an integer >= {lo}, got {v!r}")
-    if not (0.0 <= float(momentum) < 1.0):
-        raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
+        check_int(field, v, lo, integral_float=True)
+    momentum = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
     if optimizer == "adam" and momentum:
         raise ValueError("momentum must be 0 with optimizer='adam' (Adam has its own moments)")
-    if init not in INITS:
-        raise ValueError(f"init must be one of {INITS}, got {init!r}")
-    if isinstance(seed, bool) or int(seed) != seed:
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    if form not in ("counts", "tokens"):
-        raise ValueError(f"form must be 'counts' or 'tokens', got {form!r}")
+    check_choice("init", init, INITS)
+    check_int("seed", seed, 0, _SEED_MAX, integral_float=True)
+    check_choice("form", form, ("counts", "tokens"))
 
 
 @partial(jax.jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "form", "history",
@@ -213,6 +214,7 @@ def train(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_Z: float, 
     same random numbers); `history` (keep Y and Z after every step).
     """
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form)
+    history = check_bool("history", history)
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
     losses, params = _train_jit(arrays, jnp.asarray(seed, jnp.uint32), jnp.asarray(eta_Y, dtype),
@@ -241,11 +243,16 @@ def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y, eta_Z, seeds, T
     """Many trainings in one vmapped, once-compiled call: `eta_Y`, `eta_Z`, `seeds` are 1-D arrays of one
     length R. Returns (loss (R, steps), final params {"Y", "Z"}: (R, M, M)). Member i equals
     `train(classes, optimizer, eta_Y[i], eta_Z[i], ..., seed=seeds[i])` (final state)."""
-    eta_Y, eta_Z, seeds = (np.atleast_1d(np.asarray(a)) for a in (eta_Y, eta_Z, seeds))
+    eta_Y, eta_Z, seeds = (np.atleast_1d(real_array(name, a, finite=False)) for name, a in
+                           (("eta_Y", eta_Y), ("eta_Z", eta_Z), ("seeds", seeds)))
     if not (eta_Y.shape == eta_Z.shape == seeds.shape) or eta_Y.ndim != 1:
         raise ValueError(f"eta_Y, eta_Z and seeds must be 1-D of one length, got {eta_Y.shape}, "
                          f"{eta_Z.shape}, {seeds.shape}")
-    _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, 0, "counts")
+    if not np.all(np.isfinite(seeds)) or np.any(seeds != np.round(seeds)) or np.any(seeds < 0) \
+            or np.any(seeds > _SEED_MAX):
+        raise ValueError(f"seeds must be integers in [0, {_SEED_MAX}], got {seeds!r}")
+    seeds = seeds.astype(np.int64)
+    _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, 0, "counts", sweep=True)
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
     losses, params = _sweep_jit(arrays, jnp.asarray(seeds, jnp.uint32), jnp.asarray(eta_Y, dtype),
@@ -312,13 +319,10 @@ def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_
     sqrt(d); `config["final_embedding"]` holds the final {"U", "W_Q", "W_K", "W_V"} arrays; `t` as in `train`.
     """
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, "zero", seed, "counts")
-    if isinstance(d, bool) or int(d) != d or d < 1:
-        raise ValueError(f"d must be an integer >= 1, got {d!r}")
-    eta_U = eta_Z if eta_U is None else eta_U
-    if not (np.isfinite(eta_U) and eta_U >= 0):
-        raise ValueError(f"eta_U must be finite and >= 0, got {eta_U!r}")
-    if not (np.isfinite(init_scale) and init_scale > 0):
-        raise ValueError(f"init_scale must be finite and > 0, got {init_scale!r}")
+    check_int("d", d, 1, integral_float=True)
+    eta_U = eta_Z if eta_U is None else check_real("eta_U", eta_U, low=0.0)
+    init_scale = check_real("init_scale", init_scale, low=0.0, strict=True)
+    history = check_bool("history", history)
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
     lrs = {"U": eta_U, "W_Q": eta_Z, "W_K": eta_Z, "W_V": eta_Y}

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import real_array
+
 __all__ = ["B", "Gamma", "chi_bounds", "gamma", "gamma_early", "gamma_late", "h", "h_discrete", "pair_invariant_rhs",
            "regime_times", "scan_time", "snap_time"]
 
@@ -28,7 +30,7 @@ def _check(name, value, *, positive=False, greater=None, nonneg=False):
     """Validate concrete inputs (tracers are passed through unchecked)."""
     if isinstance(value, jax.core.Tracer):
         return
-    arr = np.asarray(value, dtype=float)
+    arr = real_array(name, value, finite=False)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite, got {value!r}")
     if positive and np.any(arr <= 0):
@@ -73,6 +75,7 @@ def h_discrete(s, M, eta_Y):
     """
     _check("M", M, greater=1)
     _check("eta_Y", eta_Y, positive=True)
+    _check("s", s, nonneg=True)
     s_arr = np.asarray(s)
     if s_arr.size and (not np.all(np.equal(np.mod(s_arr, 1), 0)) or np.any(s_arr < 0)):
         raise ValueError(f"s must be non-negative integers, got {s!r}")
@@ -98,7 +101,10 @@ def gamma(t, M, K, eta_Y):
     Written as (M-1)^2 h e^{-Mh} / ((M-1) e^{-Mh} + 1) so it does not overflow for large M h.
     Lemma 9: gamma ~ eta_Y t / K early, ~ K ln(M eta_Y t / K) / (eta_Y t) late.
     """
+    _check("t", t, nonneg=True)
+    _check("M", M, greater=1)
     _check("K", K, positive=True)
+    _check("eta_Y", eta_Y, positive=True)
     hv = h(_float(t) / _float(K), M, eta_Y)
     M = _float(M)
     e = jnp.exp(-M * hv)
@@ -107,11 +113,18 @@ def gamma(t, M, K, eta_Y):
 
 def gamma_early(t, K, eta_Y):
     """Early-stage approximation gamma ~ eta_Y t / K (Lemma 9, t <= K ln M / eta_Y)."""
+    _check("t", t, nonneg=True)
+    _check("K", K, positive=True)
+    _check("eta_Y", eta_Y, positive=True)
     return _float(eta_Y) * _float(t) / _float(K)
 
 
 def gamma_late(t, M, K, eta_Y):
-    """Late-stage approximation gamma ~ K ln(M eta_Y t / K) / (eta_Y t) (Lemma 9)."""
+    """Late-stage approximation gamma ~ K ln(M eta_Y t / K) / (eta_Y t) (Lemma 9); t > 0."""
+    _check("t", t, positive=True)
+    _check("M", M, greater=1)
+    _check("K", K, positive=True)
+    _check("eta_Y", eta_Y, positive=True)
     t, M, K, eta_Y = _float(t), _float(M), _float(K), _float(eta_Y)
     return K * jnp.log(M * eta_Y * t / K) / (eta_Y * t)
 
@@ -120,6 +133,10 @@ def regime_times(M, K, eta_Y):
     """(t0', t0): the end of the early stage K ln M / eta_Y and the start of the late stage
     2 (1 + omega_1) K ln M / eta_Y with omega_1 = ln ln M / ln M (Lemma 9; omega_1's constant is 1 here)."""
     _check("M", M, greater=np.e)
+    _check("K", K, positive=True)
+    _check("eta_Y", eta_Y, positive=True)
+    if np.ndim(M) or np.ndim(K) or np.ndim(eta_Y):
+        raise ValueError("regime_times takes scalar M, K and eta_Y")
     lnM = np.log(float(M))
     omega = np.log(lnM) / lnM
     return float(K) * lnM / float(eta_Y), 2 * (1 + omega) * float(K) * lnM / float(eta_Y)
@@ -130,7 +147,10 @@ def regime_times(M, K, eta_Y):
 
 def Gamma(t, M, K, eta_Y, eta_Z):
     """Gamma(t) = eta_Z int_0^t gamma = (eta_Z / eta_Y) K (M-1)^2 h(t/K)^2 / 2 (eq. 128). Shapes broadcast."""
+    _check("t", t, nonneg=True)
+    _check("M", M, greater=1)
     _check("K", K, positive=True)
+    _check("eta_Y", eta_Y, positive=True)
     _check("eta_Z", eta_Z, positive=True)
     hv = h(_float(t) / _float(K), M, eta_Y)
     return _float(eta_Z) / _float(eta_Y) * _float(K) * (_float(M) - 1) ** 2 * hv**2 / 2
@@ -167,10 +187,14 @@ def snap_time(M, K, eta_Y):
 
 def chi_bounds(B_n, f0_sq):
     """The chi sandwich (eq. 12): (e^{2 f_{nl0}(0)^2 B_n}, e^{2 B_n}) bounding chi_{l0}(t) = e^{2 dz_{ml0}}."""
+    _check("B_n", B_n)
+    _check("f0_sq", f0_sq, nonneg=True)
     B_n, f0_sq = _float(B_n), _float(f0_sq)
     return jnp.exp(2 * f0_sq * B_n), jnp.exp(2 * B_n)
 
 
 def pair_invariant_rhs(dz_lp, r0):
     """e^{-2 dz_l} - 1 predicted from the partner token (eq. 110): (r_{l/l'|n}(0) + 1)(e^{-2 dz_l'} - 1)."""
+    _check("dz_lp", dz_lp)
+    _check("r0", r0)
     return (_float(r0) + 1) * jnp.expm1(-2 * _float(dz_lp))
