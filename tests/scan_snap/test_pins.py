@@ -60,8 +60,7 @@ def symmetric_classes():
     return SequenceClasses.from_weights(w, QUERIES, tuple(C + K * D + K + n for n in range(K)), name="sym")
 
 
-@pytest.fixture(scope="module")
-def runs():
+def reduced_runs():
     """Reduced solves (one compile): paper time, real time, real time at K eta_Z, another decoder size."""
     sym = symmetric_classes()
     kw = dict(reduced=True, **SOLVE_TOL)
@@ -78,11 +77,9 @@ def _rel(a, b):
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
 
 
-@pytest.mark.parametrize("name, Md", [("paper", M), ("real", M), ("decoder", DECODER)])
-def test_reduced_h_and_gamma_are_the_closed_forms_at_t_over_K(runs, name, Md):
+def _check_h_and_gamma(tr, Md):
     """h(t) = h_Lemma6(t / K) with rate eta_Y and the decoder size, in both time conventions (h does not
     depend on paper_time: only the Z weights do)."""
-    tr = runs[name]
     assert tr.status == "ok"
     h = np.asarray(tr.ys["h"])
     gamma = np.asarray(tr.observables["gamma"])
@@ -97,7 +94,7 @@ def test_reduced_h_and_gamma_are_the_closed_forms_at_t_over_K(runs, name, Md):
     assert np.argmax(gamma) not in (0, len(TS) - 1) and gamma[-1] < 0.2 * gamma.max()
 
 
-def test_paper_time_speeds_up_the_Z_flow_by_exactly_K(runs):
+def _check_paper_time(runs):
     """paper_time=True drops P(n) = 1/K from the Z weights (w_n = K P(n)) and nothing else: its Z and B at
     eta_Z are the real-time Z and B at K eta_Z, with the same h."""
     paper, real, real_K = runs["paper"], runs["real"], runs["real_K"]
@@ -169,18 +166,29 @@ def _check_symmetric_trajectory(ys, tr):
     assert ys[-1, 1] > 0.5 and ys[-1, 2] < -0.5  # the logits moved
 
 
-def test_symmetric_flow_integrates_to_the_reduced_trajectory(runs):
-    """Integrated (scipy DOP853 on the jitted RHS), the sweep's 3-state flow is the reduced flow's h, DT and
-    CT logits at every saved time."""
+def test_reduced_flow_h_gamma_time_conventions_and_the_symmetric_sweep():
+    """The reduced solves (one compile), checked in one test (under pytest-xdist a shared fixture would be
+    solved on every worker):
+
+    - h(t) = h_Lemma6(t / K) with rate eta_Y and the decoder size, gamma by eq. 85, in paper time, in real
+      time and for a decoder size other than M (h does not depend on paper_time: only the Z weights do);
+    - paper time = real time at K eta_Z;
+    - the sweep's 3-state flow integrated (scipy DOP853 on the jitted RHS) is the reduced flow's h, DT and
+      CT logits at every saved time."""
+    runs = reduced_runs()
+    for name, Md in (("paper", M), ("real", M), ("decoder", DECODER)):
+        _check_h_and_gamma(runs[name], Md)
+    _check_paper_time(runs)
     _check_symmetric_trajectory(_integrate_symmetric(TS), runs["paper"])
 
 
 @pytest.mark.slow
-def test_symmetric_flow_through_flows_solve_matches_the_reduced_trajectory(runs):
+def test_symmetric_flow_through_flows_solve_matches_the_reduced_trajectory():
     """The same, integrated by `flows.solve` as the snap-time sweep does (one more compile)."""
     sol = solve(symmetric_vector_field, jnp.zeros(3), t1=float(TS[-1]), ts=TS, args=_symmetric_args(),
                 **SOLVE_TOL)
-    _check_symmetric_trajectory(np.asarray(sol.ys), runs["paper"])
+    paper = solve_flow(symmetric_classes(), ETA_Y, ETA_Z, TS, reduced=True, paper_time=True, **SOLVE_TOL)
+    _check_symmetric_trajectory(np.asarray(sol.ys), paper)
 
 
 # --- observables against literal numpy loops ------------------------------------------------------------

@@ -13,7 +13,6 @@ integrated by scipy (independent of `flows`):
 """
 
 import numpy as np
-import pytest
 from scipy.integrate import solve_ivp
 
 from flows.scan_snap import SequenceClasses, train
@@ -73,16 +72,10 @@ def numpy_flow(c, eta_Y, eta_Z, ts):
     return ys[:, : M * M].reshape(-1, M, M), ys[:, M * M:].reshape(-1, M, M)
 
 
-@pytest.fixture(scope="module")
-def record():
-    return train(classes(), "sgd", ETA, ETA, T, BATCH, STEPS, momentum=BETA, seed=4)
-
-
-def test_record_time_is_steps_over_one_minus_beta(record):
+def test_momentum_sgd_tracks_the_flow_on_the_documented_clock():
+    """One test (one training compile; under pytest-xdist a shared fixture would be built on every worker)."""
+    record = train(classes(), "sgd", ETA, ETA, T, BATCH, STEPS, momentum=BETA, seed=4)
     np.testing.assert_allclose(record.t, np.arange(STEPS + 1) / (1 - BETA), rtol=1e-15, atol=0)
-
-
-def test_momentum_sgd_tracks_the_flow_on_the_documented_clock(record):
     c = classes()
     idx = np.array([STEPS // 2, STEPS])
     t = record.t[idx]
