@@ -95,7 +95,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "exact slaving: (M/(M-1))^2 -> M/(M-1)"),
     Mutation("ss-single-ct-exp", "flows/scan_snap/flow.py",
              'rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(4.0 * z) / args["C0"]',
-             'rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(2.0 * z) / args["C0"]', SS,
+             'rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(2.0 * z) / args["C0"]', SS_THEORY,
              "single common token (eq. 13): e^{4z} -> e^{2z}"),
     Mutation("ss-symmetric-1/K", "flows/scan_snap/flow.py",
              'M = args["M"]\n    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))\n    gargs',
