@@ -39,3 +39,22 @@ def test_validation():
         theory.B(1.0, 100, 2, 1.0, 1.0, C0=0.0)
     with pytest.raises(ValueError, match="eta_Z"):
         theory.Gamma(1.0, 100, 2, 1.0, -1.0)
+
+
+def test_h_discrete_is_the_recursion_and_lemma7_sandwiches_it():
+    """h*(s) of eq. 33 against a literal numpy loop of the recursion, and Lemma 7, 0 <= h*(s) - h(s) <= 2 eta_Y / M,
+    against the continuous closed form (a wrong M - 1 in the recursion breaks the lower bound at s = 1)."""
+    import numpy as np
+
+    from flows.scan_snap import theory
+
+    for M, eta in ((5, 1.0), (50, 0.3)):
+        s = np.arange(0, 40)
+        ref, h = [0.0], 0.0
+        for _ in s[1:]:
+            h = h + eta / ((M - 1) + np.exp(M * h))
+            ref.append(h)
+        got = np.asarray(theory.h_discrete(s, M, eta))
+        np.testing.assert_allclose(got, ref, rtol=1e-13, atol=0)
+        gap = got - np.asarray(theory.h(s.astype(float), M, eta))
+        assert np.all(gap >= -1e-13) and np.all(gap <= 2 * eta / M), gap
