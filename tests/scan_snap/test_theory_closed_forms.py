@@ -58,3 +58,18 @@ def test_h_discrete_is_the_recursion_and_lemma7_sandwiches_it():
         np.testing.assert_allclose(got, ref, rtol=1e-13, atol=0)
         gap = got - np.asarray(theory.h(s.astype(float), M, eta))
         assert np.all(gap >= -1e-13) and np.all(gap <= 2 * eta / M), gap
+
+
+def test_pair_invariant_rhs_is_the_invariant_the_reduced_flow_keeps():
+    """theory.pair_invariant_rhs predicts e^{-2 dz_l} - 1 exactly where observables.pair_invariant_residual
+    (which tests/scan_snap/test_flow.py holds at <= 1e-8 along the reduced flow) vanishes."""
+    import numpy as np
+
+    from flows.scan_snap import observables as obs
+    from flows.scan_snap import theory
+
+    rng = np.random.default_rng(0)
+    dz_l, dz_lp, r0 = rng.normal(size=20), rng.normal(size=20), rng.uniform(0.0, 5.0, size=20)
+    resid = np.asarray(obs.pair_invariant_residual(dz_l, dz_lp, r0))
+    pred = np.asarray(theory.pair_invariant_rhs(dz_lp, r0))
+    np.testing.assert_allclose(np.expm1(-2 * dz_l) - pred, resid, rtol=0, atol=1e-12)
