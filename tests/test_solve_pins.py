@@ -194,3 +194,11 @@ def test_status_codes_decode_to_names_and_messages():
     assert msg[6] == "solver failed at t = 1.5"
     assert msg[7].startswith("the vector field returned NaN or inf near t = 1.5")
     assert message(NONFINITE, 1.5, 4.0, 2.5, 77, None, 1e10, "tsit5") == "non-finite state (NaN or inf) by t = 1.5"
+
+
+def test_blowup_guard_fires_at_its_threshold():
+    """y' = y from 1 with blowup = 100 stops as `diverged` in the step where |y| first passes 100 (t = ln 100),
+    not later (a guard at 10x the threshold would stop at ln 1000)."""
+    tr = solve(lambda t, y, a: y, jnp.ones(1), t1=10.0, blowup=100.0, throw=False)
+    assert tr.status == "diverged"
+    assert np.log(100.0) <= float(tr.t_final) < np.log(100.0) + 0.2, tr.t_final
