@@ -2,10 +2,15 @@
 
 - `gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`: the engine
   (`derivations.gradient_flow`).
-- `codegen`: vectorised JAX emission into `flows/_generated/` with CSE.
+- `codegen`: vectorised JAX emission with CSE: `codegen.write(system, out_dir=...)` + `codegen.load(path)`, or
+  `codegen.compile_system(system)` in memory (no file); the package's own modules live in `flows/_generated/`.
 - `verify`: derived right-hand sides against `jax.grad` of the explicit loss.
-- `available()`, `derive(name)`: the registry behind `python -m flows derive NAME [--latex]`.
-- `write_all()`, `check_generated()`: regenerate / check the committed generated modules. Derivations with
+- `Derivation` (`derivations.base`): the contract of a registered derivation.
+- `available()`, `derive(name)`: the registry behind `python -m flows derive NAME [--latex]`;
+  `register(cls)` adds a user's `Derivation` subclass (in this process) without editing the package,
+  `unregister(name)` removes it again.
+- `write_all()`, `check_generated()`: regenerate / check the committed generated modules of the package's own
+  derivations (user-registered ones write where they choose, with `codegen.write`). Derivations with
   `module = None` (e.g. `mean_field-attention`, `mean_field-mlp`: printed and checked, while the full-size
   system is hand-written with array operations) have no generated module and are skipped.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 from . import codegen as codegen
 from . import verify as verify
+from .base import Derivation as Derivation
 from .cooccurrence import Cooccurrence3TokenDerivation, CooccurrencePhase2Derivation
 from .gradient_flow import FlowSystem as FlowSystem
 from .gradient_flow import ParameterGroup as ParameterGroup
@@ -26,10 +32,51 @@ from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
-# (.module is None: printed and checked only, no generated module)
+# (.module is None: printed and checked only, no generated module); see `Derivation`
 _REGISTRY = {cls.name: cls for cls in (DecoderDerivation, Cooccurrence3TokenDerivation,
                                          CooccurrencePhase2Derivation, ReducedSymmetricDerivation,
                                          MeanFieldAttentionDerivation, MeanFieldMLPDerivation)}
+# names added by `register` (a user's derivations: never written into the package by write_all)
+_USER: set = set()
+
+
+def register(cls=None, *, replace: bool = False):
+    """Register a user's `Derivation` subclass so that `derive(cls.name)` finds it; returns `cls`.
+
+    Usable as a decorator (`@derivations.register`). The class needs the attributes of the `Derivation`
+    contract: `name` (a new, non-empty string), `module` (an identifier, or `None` for print/check only) and
+    `source` (a string). A name the package already uses is refused; re-registering one of your own names
+    needs `replace=True`. Registration lasts for this Python process; `write_all` and `check_generated` stay
+    with the package's own derivations (write yours with `codegen.write(d.system, out_dir=...)`).
+    """
+    if cls is None:
+        return lambda c: register(c, replace=replace)
+    if not isinstance(cls, type) or not issubclass(cls, Derivation):
+        raise ValueError(f"cls must be a subclass of derivations.Derivation, got {cls!r}")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"cls.name must be a non-empty string (the registry name), got {name!r}")
+    module = getattr(cls, "module", None)
+    if module is not None and (not isinstance(module, str) or not module.isidentifier()):
+        raise ValueError(f"cls.module must be a Python identifier or None, got {module!r}")
+    source = getattr(cls, "source", None)
+    if not isinstance(source, str):
+        raise ValueError(f"cls.source must be a string (where the derivation lives), got {source!r}")
+    if name in _REGISTRY and name not in _USER:
+        raise ValueError(f"cls.name {name!r} is a derivation of the package; choose another name")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"cls.name {name!r} is already registered; pass replace=True to replace it")
+    _REGISTRY[name] = cls
+    _USER.add(name)
+    return cls
+
+
+def unregister(name: str) -> None:
+    """Remove a derivation added by `register` (the package's own cannot be removed)."""
+    if name not in _USER:
+        raise ValueError(f"name {name!r} was not added by register (registered by you: {sorted(_USER)})")
+    _USER.discard(name)
+    _REGISTRY.pop(name, None)
 
 
 def available() -> list[str]:
@@ -39,18 +86,24 @@ def available() -> list[str]:
 
 def derive(name: str):
     """Run the derivation `name`; the result has `.system`, `.to_text()` and `.to_latex()`."""
-    if name not in _REGISTRY:
+    if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"unknown derivation {name!r}; available: {', '.join(available())}")
-    return _REGISTRY[name]()
+    d = _REGISTRY[name]()
+    if not isinstance(getattr(d, "system", None), FlowSystem):
+        raise ValueError(f"derivation {name!r} did not set self.system to a FlowSystem in __init__ "
+                         f"(got {type(getattr(d, 'system', None)).__name__})")
+    return d
 
 
 def generated_names() -> list[str]:
-    """Registered names that have a generated module (`module` is not None)."""
-    return [name for name in available() if getattr(_REGISTRY[name], "module", None) is not None]
+    """The package's registered names that have a generated module (`module` is not None)."""
+    return [name for name in available()
+            if name not in _USER and getattr(_REGISTRY[name], "module", None) is not None]
 
 
 def write_all() -> list:
-    """Re-derive every registered system that has a generated module and write it; returns the paths."""
+    """Re-derive every system of the package that has a generated module and write it into
+    `flows/_generated/`; returns the paths."""
     paths = []
     for name in generated_names():
         d = derive(name)
@@ -59,7 +112,7 @@ def write_all() -> list:
 
 
 def check_generated() -> dict:
-    """{name: unified diff} for every generated module that differs from a fresh emission."""
+    """{name: unified diff} for every generated module of the package that differs from a fresh emission."""
     out = {}
     for name in generated_names():
         d = derive(name)

@@ -1,11 +1,5 @@
-"""`Derivation`: the shape of every registered derivation (what `python -m flows derive NAME` prints).
-
-A subclass sets `name` (registry name), `module` (generated module under `flows/_generated/`, or `None` for a
-derivation that is printed and checked but not emitted, see `derivations.mean_field`), `source`
-(where the derivation lives), builds `self.system` (a `FlowSystem`) in `__init__`, and lists its steps in
-`_steps()` as `(title, [sympy objects])`. `result_rhs()` may return a more readable form of the right-hand
-sides than `system.rhs` (e.g. with intermediate symbols kept), for printing only.
-"""
+"""`Derivation`: the contract of every registered derivation (what `python -m flows derive NAME` prints);
+see the class docstring."""
 
 from __future__ import annotations
 
@@ -17,6 +11,29 @@ __all__ = ["Derivation"]
 
 
 class Derivation:
+    """The contract of a derivation (subclass this one).
+
+    A derivation is a class; `derivations.derive(name)` instantiates it with no arguments. The contract:
+
+    - `name` (class attribute, str): the registry name, e.g. `"scan_snap-decoder"` or `"my-flow"`.
+    - `module` (class attribute, str or None): the generated module's name (`<module>.py`, an identifier), or
+      `None` for a derivation that is printed and checked only, with no generated code (e.g. the mean-field
+      ones, whose full-size systems are written by hand with array operations: `derivations.mean_field`).
+    - `source` (class attribute, str): where the derivation lives (`"package.module:function"`, a file name),
+      recorded in the generated file's header.
+    - `system` (set in `__init__`): the derived `FlowSystem`, the thing that is emitted and solved.
+    - `to_text()`, `to_latex()`: the derivation in words and in LaTeX. The defaults here print the steps of
+      `_steps()` (override it: a list of `(title, [sympy objects])`) and then the result, `result_rhs()` (override
+      it for a more readable form of the right-hand sides than `system.rhs`, e.g. with intermediate symbols
+      kept; for printing only); `result_title` names that last section.
+
+    The package's own derivations are listed in `derivations._REGISTRY` and written into `flows/_generated/` by
+    `python -m derivations --write`. Your own: subclass `Derivation`, `derivations.register(MyDerivation)` (then
+    `derivations.derive("my-flow")` finds it), and emit it where you like with
+    `codegen.write(d.system, out_dir=..., module=d.module, source=d.source)` + `codegen.load(path)`, or in
+    memory with `codegen.compile_system(d.system)`; neither touches the package.
+    """
+
     name: str
     module: str | None
     source: str

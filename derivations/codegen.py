@@ -1,23 +1,47 @@
-"""Emit a derived `FlowSystem` as vectorised JAX source into `flows/_generated/<module>.py`.
+"""Emit a derived `FlowSystem` as vectorised JAX source, write it anywhere, load it, or compile it in memory.
 
 The right-hand sides are printed with sympy's `JaxPrinter` after common-subexpression elimination
 (`sympy.cse`). The state is one array whose last axis holds the coordinates (`y[..., i]`), and every
-parameter is read from `args[name]`, so the emitted function broadcasts and vmaps without recompiling.
-Generated files are committed; `check_generated()` re-emits every registered derivation and reports any
-file that differs, which a test turns into a failure.
+parameter is read from `args[name]` (`name` the sympy symbol's own name), so the emitted function
+broadcasts and vmaps without recompiling.
+
+- `emit(system)`: the source text (deterministic).
+- `write(system, out_dir=..., module=..., source=...)`: write `<out_dir>/<module>.py` (atomically);
+  `out_dir` defaults to the package's `flows/_generated/`, which only the registered derivations use.
+- `load(path)`: import a written file; the module has `vector_field(t, y, args)`, `STATE`, `PARAMS`, `SYSTEM`.
+- `compile_system(system)`: the same module built in memory, without a file.
+- `diff(...)`: the committed file against a fresh emission; `derivations.check_generated()` runs it for every
+  registered derivation, and a test turns any difference into a failure.
+
+No symbol name can break the emitted code. A local variable is named after its symbol when that name is a
+safe Python identifier; otherwise it is renamed (a `_` suffix, repeated until unique): Python keywords
+(`lambda`, `class`), builtins (`abs`, `sum`: the emitted code calls `abs`), the emitted function's own names
+(`t`, `y`, `args`), the modules it uses (`jnp`, `jax`, `functools`), the CSE temporaries (`_x0`, `_x1`, ...),
+names that are not identifiers (`eta.1` -> `eta_1`, `1x` -> `s_1x`) and names that clash after that
+(`a.b` vs `a_b`). `STATE`, `PARAMS` and the `args` keys keep the original names.
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import difflib
+import importlib.util
+import itertools
+import keyword
+import linecache
+import os
 import pathlib
+import re
+import types
+import unicodedata
 
 import sympy as sp
 from sympy.printing.numpy import JaxPrinter
 
 from .gradient_flow import FlowSystem
 
-__all__ = ["GENERATED_DIR", "emit", "generated_path", "write"]
+__all__ = ["GENERATED_DIR", "compile_system", "diff", "emit", "generated_path", "load", "local_names", "write"]
 
 _MAX_HEADER_EQUATIONS = 3000
 
@@ -31,57 +55,193 @@ System: {name}
 Equations:
 {equations}
 
-Re-generate with `python -m derivations --write`; a test fails when this file is out of date.
+{footer}
 """
 '''
+_PACKAGE_FOOTER = "Re-generate with `python -m derivations --write`; a test fails when this file is out of date."
+_USER_FOOTER = "Re-generate with `derivations.codegen.write` (or build it in memory with `codegen.compile_system`)."
+
+_CSE_PREFIX = "_x"
+_CSE_NAME = re.compile(re.escape(_CSE_PREFIX) + r"\d+")
+# names the emitted function body reads besides its locals: its arguments, the modules it may import
+# (`jnp` always; `functools`, `jax` for reduce and jax.scipy.special) and every builtin (it calls `abs`).
+_FUNCTION_NAMES = frozenset({"t", "y", "args"})
+_MODULE_NAMES = frozenset({"jnp", "jax", "functools", "numpy", "math", "scipy"})
+_RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | _FUNCTION_NAMES | _MODULE_NAMES
+
+# math.* functions the Python printer falls back to, and their JAX versions
+_MATH_TO_JAX = {
+    "math.erf": "jax.scipy.special.erf",
+    "math.erfc": "jax.scipy.special.erfc",
+    "math.gamma": "jax.scipy.special.gamma",
+    "math.lgamma": "jax.scipy.special.gammaln",
+    "math.factorial": "jax.scipy.special.factorial",
+}
+_IMPORTABLE = {"functools": "import functools", "jax.scipy.special": "import jax.scipy.special"}
 
 
 class _Printer(JaxPrinter):
-    """JaxPrinter that prints `jnp.` instead of `jax.numpy.`."""
+    """JaxPrinter that prints `jnp.X` for `jax.numpy.X`, fully qualified names for the few other modules the
+    emitted code may import (recorded in `imports`), and refuses anything JAX cannot trace."""
+
+    def __init__(self, settings=None):
+        super().__init__(settings)
+        self.imports: set[str] = set()
 
     def _module_format(self, fqn, register=True):
-        fqn = fqn.replace("jax.numpy.", "jnp.")
-        return super()._module_format(fqn, register=False) if not fqn.startswith("jnp.") else fqn
+        if fqn in ("jax.numpy", "numpy", "jnp"):
+            return "jnp"
+        for prefix in ("jax.numpy.", "numpy.", "jnp."):
+            if fqn.startswith(prefix):
+                return "jnp." + fqn[len(prefix):]
+        if fqn == "abs":  # the builtin, reserved above
+            return fqn
+        fqn = _MATH_TO_JAX.get(fqn, fqn)
+        module = fqn.rpartition(".")[0]
+        if module in _IMPORTABLE:
+            self.imports.add(_IMPORTABLE[module])
+            return fqn
+        raise ValueError(f"system: the right-hand side needs `{fqn}`, which the JAX code generator cannot emit "
+                         "(write this function with jax.numpy by hand, or rewrite the expression)")
 
 
-def _safe(name: str) -> str:
-    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+def _identifier(name: str) -> str:
+    """`name` as a Python identifier: NFKC-normalised (as Python reads identifiers), invalid characters as
+    `_`, prefixed with `s_` when it would not start like one."""
+    name = unicodedata.normalize("NFKC", name)
+    out = "".join(c if ("_" + c).isidentifier() else "_" for c in name) or "_"
     return out if out.isidentifier() else f"s_{out}"
 
 
-def emit(system: FlowSystem, *, module: str, source: str) -> str:
-    """The source text of `flows/_generated/<module>.py` for `system` (deterministic)."""
+def _reserved(name: str) -> bool:
+    return name in _RESERVED or _CSE_NAME.fullmatch(name) is not None
+
+
+def local_names(system: FlowSystem) -> dict:
+    """{symbol: the local variable name the emitted code uses for it}, state first, then params.
+
+    A symbol keeps its own name when that is a safe, unique identifier; see the module docstring for the
+    renaming. Two different symbols with the same name (e.g. different assumptions) are a `ValueError`:
+    their `STATE` / `args` keys would be ambiguous.
+    """
+    symbols = tuple(system.state) + tuple(system.params)
+    by_name: dict = {}
+    for s in symbols:
+        if not isinstance(s, sp.Symbol):
+            raise ValueError(f"system: state and params must be sympy Symbols, got {s!r} ({type(s).__name__})")
+        other = by_name.setdefault(s.name, s)
+        if other is not s and other != s:
+            raise ValueError(
+                f"system: {system.name!r} has two different symbols named {s.name!r} in its state and params "
+                f"(assumptions {other.assumptions0} and {s.assumptions0}); their STATE / args keys would clash")
+    if len(set(symbols)) != len(symbols):
+        dup = sorted({s.name for s in symbols if symbols.count(s) > 1})
+        raise ValueError(f"system: {system.name!r} lists {dup} more than once in its state and params")
+    names: list = [None] * len(symbols)
+    taken: set = set()
+    for i, s in enumerate(symbols):  # first pass: every symbol whose own name is safe keeps it
+        cand = _identifier(s.name)
+        if not _reserved(cand) and cand not in taken and cand == s.name:
+            names[i] = cand
+            taken.add(cand)
+    for i, s in enumerate(symbols):  # second pass: the rest, sanitised, then suffixed until free
+        if names[i] is not None:
+            continue
+        cand = _identifier(s.name)
+        while _reserved(cand) or cand in taken:
+            cand += "_"
+        names[i] = cand
+        taken.add(cand)
+    return dict(zip(symbols, names, strict=True))
+
+
+_QUOTE_RUN = re.compile(r'"(?=")|(?<=")"')
+
+
+def _doc_text(text: str) -> str:
+    """`text` safe inside a triple-quoted docstring: backslashes doubled, no two unescaped quotes in a row,
+    control and unencodable characters as escapes."""
+    out = []
+    for c in text.replace("\\", "\\\\"):
+        if c != "\n" and (not c.isprintable() or 0xD800 <= ord(c) <= 0xDFFF):
+            out.append(c.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(c)
+    return _QUOTE_RUN.sub(r'\\"', "".join(out))
+
+
+def _check_system(system) -> None:
+    if not isinstance(system, FlowSystem):
+        raise ValueError(f"system must be a derivations.FlowSystem, got {type(system).__name__}")
+
+
+def _check_module(module) -> str:
+    if not isinstance(module, str) or not module.isidentifier() or keyword.iskeyword(module):
+        raise ValueError(f"module must be a Python identifier (the file is <module>.py), got {module!r}")
+    return module
+
+
+def _check_source(source) -> str:
+    if not isinstance(source, str):
+        raise ValueError(f"source must be a string (where the derivation lives), got {type(source).__name__}")
+    return source
+
+
+def emit(system: FlowSystem, *, module: str | None = None, source: str = "") -> str:
+    """The source text of the generated module for `system` (deterministic), as written into the package.
+
+    `source` says where the derivation lives (it goes into the header); `module`, when given, is only
+    checked to be a valid module name.
+    """
+    return _emit(system, module=module, source=source, footer=_PACKAGE_FOOTER)
+
+
+def _emit(system, *, module, source, footer) -> str:
+    _check_system(system)
+    if module is not None:
+        _check_module(module)
+    _check_source(source)
+    local = local_names(system)
+    for sym, e in zip(system.state, system.rhs, strict=True):
+        bad = [c for c in (sp.zoo, sp.nan, sp.oo, -sp.oo) if sp.sympify(e).has(c)]
+        if bad:
+            raise ValueError(f"system: the right-hand side of {sym} contains {bad[0]} (a division by zero or an "
+                             f"undefined value in the derivation): {e}")
     printer = _Printer({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": False})
-    state_names = [_safe(s.name) for s in system.state]
-    param_names = [_safe(p.name) for p in system.params]
-    if len(set(state_names + param_names)) != len(state_names) + len(param_names):
-        raise ValueError(f"symbol names of {system.name} collide after sanitising")
-    rename = {s: sp.Symbol(n) for s, n in zip(system.state + system.params,
-                                              state_names + param_names, strict=True)}
+    rename = {s: sp.Symbol(n) for s, n in local.items()}
     exprs = [sp.sympify(e).xreplace(rename) for e in system.rhs]
-    gen = sp.numbered_symbols("_x")
+    gen = sp.numbered_symbols(_CSE_PREFIX)
     replacements, reduced = sp.cse(exprs, symbols=gen, optimizations="basic", order="canonical")
+    try:
+        assigned = [(sym, printer.doprint(expr)) for sym, expr in replacements]
+        outs = [printer.doprint(e) for e in reduced]
+    except NotImplementedError as err:  # sympy's PrintMethodNotImplementedError
+        raise ValueError(f"system: the JAX code generator cannot print part of the right-hand side: "
+                         f"{str(err).splitlines()[0]}") from err
     eq_text = system.to_text()
     if len(eq_text) > _MAX_HEADER_EQUATIONS:
         eq_text = (f"({len(system.state)} equations, {len(eq_text)} characters: print them with "
                    f"`python -m flows derive {system.name}`)")
     eq_lines = "\n".join("    " + line for line in eq_text.splitlines())
     desc = "\n".join(line.rstrip() for line in system.description.strip().splitlines())
-    body = [_HEADER.format(source=source, name=system.name, description=desc, equations=eq_lines)]
-    body.append("import jax.numpy as jnp\n")
-    body.append(f"STATE = {tuple(s.name for s in system.state)!r}")
-    body.append(f"PARAMS = {tuple(p.name for p in system.params)!r}")
-    body.append(f"SYSTEM = {system.name!r}\n\n")
+    body = [_HEADER.format(source=_doc_text(source or "(not given)"), name=_doc_text(system.name),
+                           description=_doc_text(desc), equations=_doc_text(eq_lines),
+                           footer=_doc_text(footer))]
+    body.append("\n".join(["import jax.numpy as jnp", *sorted(printer.imports)]) + "\n")
+    body.append(f"STATE = {ascii(tuple(s.name for s in system.state))}")
+    body.append(f"PARAMS = {ascii(tuple(p.name for p in system.params))}")
+    body.append(f"SYSTEM = {ascii(system.name)}\n\n")
     body.append("def vector_field(t, y, args):")
-    body.append(f'    """d({", ".join(s.name for s in system.state)})/dt for state `y[..., i]` in STATE order and')
+    body.append(f'    """d({_doc_text(", ".join(s.name for s in system.state))})/dt for state `y[..., i]` '
+                'in STATE order and')
     body.append('    `args` a mapping with the keys in PARAMS; broadcasts over leading axes."""')
-    for i, name in enumerate(state_names):
-        body.append(f"    {name} = y[..., {i}]")
-    for p_name, p in zip(param_names, system.params, strict=True):
-        body.append(f"    {p_name} = args[{p.name!r}]")
-    for sym, expr in replacements:
-        body.append(f"    {sym} = {printer.doprint(expr)}")
-    outs = [printer.doprint(e) for e in reduced]
+    # every local is read before any is written, so a state named like a parameter key cannot interfere
+    for i, s in enumerate(system.state):
+        body.append(f"    {local[s]} = y[..., {i}]")
+    for p in system.params:
+        body.append(f"    {local[p]} = args[{ascii(p.name)}]")
+    for sym, text in assigned:
+        body.append(f"    {sym} = {text}")
     if len(outs) == 1:
         body.append(f"    return jnp.stack([jnp.broadcast_to({outs[0]}, y[..., 0].shape)], axis=-1)")
     else:
@@ -92,29 +252,105 @@ def emit(system: FlowSystem, *, module: str, source: str) -> str:
         body.append("        ],")
         body.append("        axis=-1,")
         body.append("    )")
-    return "\n".join(body) + "\n"
+    text = "\n".join(body) + "\n"
+    try:
+        ast.parse(text)
+    except SyntaxError as err:  # a bug of this module, never of the user's names
+        raise RuntimeError(f"codegen emitted invalid Python for {system.name!r}: {err}") from err
+    return text
 
 
-def generated_path(module: str) -> pathlib.Path:
-    return GENERATED_DIR / f"{module}.py"
+def _out_dir(out_dir) -> pathlib.Path:
+    if out_dir is None:
+        return GENERATED_DIR
+    if not isinstance(out_dir, str | os.PathLike):
+        raise ValueError(f"out_dir must be a path (str or os.PathLike), got {type(out_dir).__name__}")
+    return pathlib.Path(out_dir)
 
 
-def write(system: FlowSystem, *, module: str, source: str) -> pathlib.Path:
-    """Write the emitted module (atomically) and return its path."""
-    path = generated_path(module)
+def generated_path(module: str, out_dir=None) -> pathlib.Path:
+    """`<out_dir>/<module>.py`; `out_dir` defaults to the package's `flows/_generated/`."""
+    return _out_dir(out_dir) / f"{_check_module(module)}.py"
+
+
+def _footer(out_dir) -> str:
+    package = out_dir is None or _out_dir(out_dir).resolve() == GENERATED_DIR
+    return _PACKAGE_FOOTER if package else _USER_FOOTER
+
+
+def write(system: FlowSystem, *, out_dir=None, module: str | None = None, source: str = "") -> pathlib.Path:
+    """Write the emitted module to `<out_dir>/<module>.py` (atomically, creating `out_dir`) and return its path.
+
+    - `out_dir`: any folder (e.g. your project's); default: the package's `flows/_generated/`, which is for
+      the registered derivations of this package (`python -m derivations --write`).
+    - `module`: the file's name without `.py`; default: `system.name` as an identifier (`-` -> `_`).
+    - `source`: where the derivation lives, recorded in the header (e.g. `"my_project/flows.py"`).
+    """
+    _check_system(system)
+    module = _identifier(system.name) if module is None else _check_module(module)
+    if keyword.iskeyword(module):
+        module += "_"
+    path = generated_path(module, out_dir)
+    text = _emit(system, module=module, source=source, footer=_footer(out_dir))
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = emit(system, module=module, source=source)
     tmp = path.with_suffix(".py.tmp")
-    tmp.write_text(text)
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return path
 
 
-def diff(system: FlowSystem, *, module: str, source: str) -> str:
-    """Unified diff between the committed file and a fresh emission ('' when identical)."""
-    path = generated_path(module)
-    fresh = emit(system, module=module, source=source)
-    old = path.read_text() if path.exists() else ""
+def _check_flow_module(mod, where: str) -> types.ModuleType:
+    missing = [a for a in ("vector_field", "STATE", "PARAMS") if not hasattr(mod, a)]
+    if missing:
+        raise ValueError(f"{where} is not a generated flow module: it has no {', '.join(missing)}")
+    return mod
+
+
+def load(path) -> types.ModuleType:
+    """Import a module written by `write` (or any file defining `vector_field`, `STATE`, `PARAMS`).
+
+    The module is not added to `sys.modules`, so files of the same name in different folders do not clash.
+    Returns the module: `vector_field(t, y, args)` for `flows.solve`, `STATE` (coordinate names, the order of
+    `y[..., i]`), `PARAMS` (the keys `args` must have), `SYSTEM` (the system's name).
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise ValueError(f"path must be a path to a .py file, got {type(path).__name__}")
+    path = pathlib.Path(path)
+    if path.suffix != ".py":
+        raise ValueError(f"path must name a .py file, got {str(path)!r}")
+    if not path.is_file():
+        raise ValueError(f"path {str(path)!r} does not exist (write it first with codegen.write)")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return _check_flow_module(mod, f"path {str(path)!r}")
+
+
+_COMPILED_COUNT = itertools.count()
+
+
+def compile_system(system: FlowSystem, *, source: str = "") -> types.ModuleType:
+    """The module `write` + `load` would give, built in memory from `emit(system)` (no file is written).
+
+    The emitted text is kept as `mod.SOURCE` and in `linecache`, so tracebacks show the generated lines.
+    """
+    _check_system(system)
+    text = _emit(system, module=None, source=source or "derivations.codegen.compile_system (in memory)",
+                 footer=_USER_FOOTER)
+    filename = f"<derivations.codegen.compile_system {next(_COMPILED_COUNT)}: {system.name}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    mod = types.ModuleType(_identifier(system.name), f"generated in memory from FlowSystem {system.name!r}")
+    mod.__file__ = filename
+    exec(compile(text, filename, "exec"), mod.__dict__)  # noqa: S102 - our own emitted source
+    mod.SOURCE = text
+    return _check_flow_module(mod, f"the module compiled from {system.name!r}")
+
+
+def diff(system: FlowSystem, *, module: str, source: str = "", out_dir=None) -> str:
+    """Unified diff between the file `<out_dir>/<module>.py` and a fresh emission ('' when identical)."""
+    path = generated_path(module, out_dir)
+    fresh = _emit(system, module=module, source=source, footer=_footer(out_dir))
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
     if old == fresh:
         return ""
     return "".join(difflib.unified_diff(old.splitlines(True), fresh.splitlines(True),

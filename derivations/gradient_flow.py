@@ -19,6 +19,8 @@ Three operations every system in this library needs:
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 
 import sympy as sp
@@ -38,14 +40,51 @@ def _simplify(expr: sp.Expr) -> sp.Expr:
     return sp.simplify(sp.together(expr))
 
 
+def _sympy_value(field: str, value, *, what: str) -> sp.Expr:
+    """`value` as a sympy expression; strings (which sympify would parse into fresh symbols without the
+    assumptions of the user's own) and bools are refused."""
+    if isinstance(value, str):
+        raise ValueError(f"{field} must be a sympy expression or a number, not the string {value!r}: sympify "
+                         f"would make new symbols that differ from yours; build {what} from your sp.Symbol objects")
+    if isinstance(value, bool) or not isinstance(value, sp.Basic | numbers.Real):
+        raise ValueError(f"{field} must be a sympy expression or a number, got {type(value).__name__}")
+    expr = sp.sympify(value)
+    if not isinstance(expr, sp.Expr):
+        raise ValueError(f"{field} must be a scalar sympy expression, got {type(expr).__name__}: {expr}")
+    if expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
+        raise ValueError(f"{field} must be finite, got {expr}")
+    return expr
+
+
+def _multiplicity(field: str, value) -> sp.Expr:
+    """A multiplicity: a positive integer, or a symbolic count not known to be non-positive or non-integer."""
+    m = _sympy_value(field, value, what="the multiplicity")
+    if m.is_Integer:
+        if m < 1:
+            raise ValueError(f"{field} must be a positive integer (how many entries the symbol stands for), "
+                             f"got {value!r}")
+        return m
+    if m.is_number:
+        v = complex(m)
+        if not (v.imag == 0 and math.isfinite(v.real) and v.real == round(v.real) and v.real >= 1):
+            raise ValueError(f"{field} must be a positive integer (how many entries the symbol stands for), "
+                             f"got {value!r}")
+        return sp.Integer(round(v.real))
+    if m.is_positive is False or m.is_integer is False:
+        raise ValueError(f"{field} must be a positive integer count; {m} is known to be "
+                         f"{'non-positive' if m.is_positive is False else 'non-integer'}")
+    return m
+
+
 @dataclasses.dataclass(frozen=True)
 class ParameterGroup:
     """Parameter symbols that share one learning rate.
 
     - `name`: e.g. `"Y"` or `"w"`.
-    - `symbols`: the (reduced) coordinates of the group.
-    - `learning_rate`: a sympy symbol or expression (eta_Y, eta_Z, ...).
-    - `multiplicities`: how many entries of the real parameter each symbol stands for (default all 1).
+    - `symbols`: the (reduced) coordinates of the group (sympy Symbols, each appearing in the loss).
+    - `learning_rate`: a sympy symbol or expression (eta_Y, eta_Z, ...), or a positive number.
+    - `multiplicities`: how many entries of the real parameter each symbol stands for (default all 1):
+      positive integers, or symbolic counts such as `M - 1`.
     """
 
     name: str
@@ -54,21 +93,63 @@ class ParameterGroup:
     multiplicities: tuple | None = None
 
     def __post_init__(self):
-        if not self.name:
-            raise ValueError("ParameterGroup.name must be non-empty")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"ParameterGroup.name must be a non-empty string, got {self.name!r}")
+        if isinstance(self.symbols, sp.Basic | str):
+            raise ValueError(f"ParameterGroup.symbols of {self.name!r} must be a sequence of sympy Symbols; "
+                             f"wrap a single symbol as ({self.symbols},)")
         syms = tuple(self.symbols)
         if not syms or not all(isinstance(s, sp.Symbol) for s in syms):
             raise ValueError("ParameterGroup.symbols must be a non-empty sequence of sympy Symbols")
+        if len(set(syms)) != len(syms):
+            raise ValueError(f"ParameterGroup.symbols of {self.name!r} lists a symbol twice: {syms}")
         object.__setattr__(self, "symbols", syms)
         mult = self.multiplicities
-        mult = tuple(sp.Integer(1) for _ in syms) if mult is None else tuple(sp.sympify(m) for m in mult)
-        if len(mult) != len(syms):
-            raise ValueError(
-                f"ParameterGroup.multiplicities must have one entry per symbol ({len(syms)}), "
-                f"got {len(mult)}"
-            )
+        if mult is None:
+            mult = tuple(sp.Integer(1) for _ in syms)
+        else:
+            if isinstance(mult, sp.Basic | str | numbers.Number):
+                raise ValueError(f"ParameterGroup.multiplicities of {self.name!r} must be a sequence with one "
+                                 f"entry per symbol, got {mult!r}")
+            mult = tuple(mult)
+            if len(mult) != len(syms):
+                raise ValueError(
+                    f"ParameterGroup.multiplicities must have one entry per symbol ({len(syms)}), "
+                    f"got {len(mult)}"
+                )
+            mult = tuple(_multiplicity(f"ParameterGroup.multiplicities[{i}] (of {s} in group {self.name!r})", m)
+                         for i, (s, m) in enumerate(zip(syms, mult, strict=True)))
         object.__setattr__(self, "multiplicities", mult)
-        object.__setattr__(self, "learning_rate", sp.sympify(self.learning_rate))
+        lr = _sympy_value(f"ParameterGroup.learning_rate of {self.name!r}", self.learning_rate,
+                          what="the learning rate")
+        if lr.is_positive is False:
+            raise ValueError(f"ParameterGroup.learning_rate of {self.name!r} must be positive, got {lr}")
+        object.__setattr__(self, "learning_rate", lr)
+
+
+def _assumptions(s: sp.Symbol) -> str:
+    """The assumptions the symbol was created with (`real=True`, ...), or "none"."""
+    given = getattr(s, "_assumptions_orig", None)
+    given = s.assumptions0 if given is None else given
+    given = {k: v for k, v in sorted(given.items()) if not (k == "commutative" and v)}
+    return ", ".join(f"{k}={v}" for k, v in given.items()) if given else "none"
+
+
+def _check_same_symbols(named_exprs) -> None:
+    """Two different symbols with one name (e.g. `Symbol("x", real=True)` in the loss and `Symbol("x")` in a
+    group) are different variables to sympy: d/dx of the loss would silently be 0. Refuse them, naming the
+    arguments that hold each."""
+    seen: dict = {}
+    for arg, expr in named_exprs:
+        symbols = {expr} if isinstance(expr, sp.Symbol) else expr.free_symbols
+        for s in sorted(symbols, key=lambda x: (x.name, str(x.assumptions0))):
+            first = seen.setdefault(s.name, (s, arg))
+            if first[0] != s:
+                raise ValueError(
+                    f"{arg} uses a symbol {s.name!r} with assumptions {_assumptions(s)}, but {first[1]} uses a "
+                    f"different symbol {s.name!r} with assumptions {_assumptions(first[0])}: sympy treats them "
+                    "as different variables (a derivative would silently be 0); create the symbol once and "
+                    "use it everywhere")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,21 +216,47 @@ def gradient_flow(
     description: str = "",
     simplify: bool = True,
 ) -> FlowSystem:
-    """The gradient flow d theta/dt = -eta_g / m_i * dL/d theta_i of `loss` over the symbols of `groups`."""
-    loss = sp.sympify(loss)
-    state, rhs, metric = [], [], []
+    """The gradient flow d theta/dt = -eta_g / m_i * dL/d theta_i of `loss` over the symbols of `groups`.
+
+    - `loss`: a sympy expression (not a string) in the group symbols and any parameters.
+    - `groups`: a sequence of `ParameterGroup`; every symbol must appear in `loss`, in one group only, and be
+      the same sympy symbol as the loss's (same name and assumptions).
+    - `name`: the system's name; `description`: one paragraph on where it comes from.
+
+    Raises `ValueError` naming the argument for a non-sympy loss, a symbol absent from the loss, a symbol in
+    two groups, or two different symbols with the same name (multiplicities and learning rates are checked
+    by `ParameterGroup`).
+    """
+    loss = _check_loss(loss)
+    groups = _check_groups(groups)
+    _check_name(name)
     seen = set()
     for group in groups:
-        for sym, mult in zip(group.symbols, group.multiplicities, strict=True):
+        for sym in group.symbols:
             if sym in seen:
                 raise ValueError(f"symbol {sym} appears in more than one parameter group")
             seen.add(sym)
+    _check_same_symbols([("loss", loss)] + [
+        (f"groups (group {g.name!r}{', ' + label if label else ''})", e)
+        for g in groups
+        for label, exprs in (("", g.symbols), ("learning_rate", (g.learning_rate,)),
+                             ("multiplicities", g.multiplicities))
+        for e in exprs
+    ])
+    free = loss.free_symbols
+    for group in groups:
+        absent = [s for s in group.symbols if s not in free]
+        if absent:
+            raise ValueError(f"groups: symbol(s) {', '.join(map(str, absent))} of group {group.name!r} do not appear "
+                             f"in the loss, so their rate would be identically 0 (loss symbols: "
+                             f"{', '.join(sorted(map(str, free)))})")
+    state, rhs, metric = [], [], []
+    for group in groups:
+        for sym, mult in zip(group.symbols, group.multiplicities, strict=True):
             expr = -group.learning_rate / mult * sp.diff(loss, sym)
             state.append(sym)
             rhs.append(_simplify(expr) if simplify else expr)
             metric.append(mult)
-    if not state:
-        raise ValueError("groups must contain at least one parameter symbol")
     return FlowSystem(
         name=name,
         state=tuple(state),
@@ -160,15 +267,54 @@ def gradient_flow(
     )
 
 
+def _check_loss(loss) -> sp.Expr:
+    if isinstance(loss, str):
+        raise ValueError(f"loss must be a sympy expression, not the string {loss!r}: build it from your "
+                         "sp.Symbol objects (sympify would create new symbols, and every rate would be 0)")
+    if not isinstance(loss, sp.Expr):
+        raise ValueError(f"loss must be a scalar sympy expression, got {type(loss).__name__}")
+    if loss.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
+        raise ValueError(f"loss must be finite, got {loss}")
+    return loss
+
+
+def _check_groups(groups) -> tuple:
+    if isinstance(groups, ParameterGroup):
+        raise ValueError("groups must be a sequence of ParameterGroup; wrap a single group in a list")
+    try:
+        groups = tuple(groups)
+    except TypeError:
+        raise ValueError(f"groups must be a sequence of ParameterGroup, got {type(groups).__name__}") from None
+    if not groups:
+        raise ValueError("groups must contain at least one parameter symbol")
+    bad = [type(g).__name__ for g in groups if not isinstance(g, ParameterGroup)]
+    if bad:
+        raise ValueError(f"groups must hold ParameterGroup objects, got {', '.join(bad)}")
+    return groups
+
+
+def _check_name(name) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+
+
 def push_forward(system: FlowSystem, observables: Mapping[sp.Symbol, sp.Expr],
                  simplify: bool = True) -> dict:
     """d obs/dt = sum_i (d obs / d theta_i) theta_dot_i for each observable obs(theta).
 
-    Returns a dict `{obs_symbol: expression in the state and params of system}`.
+    Returns a dict `{obs_symbol: expression in the state and params of system}`. Observable expressions must
+    be sympy expressions (not strings) whose symbols are those of `system` (same names, same assumptions).
     """
+    if not isinstance(system, FlowSystem):
+        raise ValueError(f"system must be a FlowSystem, got {type(system).__name__}")
+    if not isinstance(observables, Mapping):
+        raise ValueError(f"observables must be a mapping {{symbol: expression}}, got {type(observables).__name__}")
+    exprs = {sym: _sympy_value(f"observables[{sym}]", e, what="the observable") for sym, e in observables.items()}
+    _check_same_symbols([("system (state)", s) for s in system.state]
+                        + [("system (params)", s) for s in system.params]
+                        + [(f"observables[{k}]", v) for k, v in exprs.items()])
     out = {}
-    for sym, expr in observables.items():
-        expr = sp.sympify(expr)
+    for sym, expr in exprs.items():
         rate = sum(
             (sp.diff(expr, s) * e for s, e in zip(system.state, system.rhs, strict=True)),
             sp.Integer(0),
@@ -202,13 +348,49 @@ def project(
 ) -> Projection:
     """Restrict `system` to the ansatz theta = phi(h): h_dot = (J^T G J)^{-1} J^T G theta_dot(phi(h)).
 
-    `ansatz` must give every state symbol of `system` as an expression of `coords` (and params).
+    - `system`: a `FlowSystem` (e.g. from `gradient_flow`).
+    - `ansatz`: `{state symbol: expression of coords (and params)}` for every state symbol of `system`
+      (values are sympy expressions or numbers, not strings).
+    - `coords`: the new coordinates h (distinct sympy Symbols, each appearing in the ansatz).
+
+    Raises `ValueError` naming the argument for anything else, including a symbol that has the name of one
+    of `system`'s symbols but other assumptions.
     """
+    if not isinstance(system, FlowSystem):
+        raise ValueError(f"system must be a FlowSystem, got {type(system).__name__}")
+    _check_name(name)
+    if not isinstance(ansatz, Mapping):
+        raise ValueError(f"ansatz must be a mapping {{state symbol: expression}}, got {type(ansatz).__name__}")
+    if isinstance(coords, sp.Basic | str):
+        raise ValueError(f"coords must be a sequence of sympy Symbols; wrap a single one as ({coords},)")
     coords = tuple(coords)
-    missing = [s for s in system.state if s not in ansatz]
+    if not coords or not all(isinstance(c, sp.Symbol) for c in coords):
+        raise ValueError(f"coords must be a non-empty sequence of sympy Symbols, got {coords!r}")
+    if len(set(coords)) != len(coords):
+        raise ValueError(f"coords lists a symbol twice: {coords}")
+    values = {}
+    for key, value in ansatz.items():
+        if not isinstance(key, sp.Symbol):
+            raise ValueError(f"ansatz keys must be the state symbols of the system, got {key!r}")
+        values[key] = _sympy_value(f"ansatz[{key}]", value, what="the ansatz")
+    _check_same_symbols(
+        [("system (state)", s) for s in system.state] + [("system (params)", s) for s in system.params]
+        + [(f"ansatz (key {k})", k) for k in values] + [(f"ansatz[{k}]", v) for k, v in values.items()]
+        + [("coords", c) for c in coords])
+    extra = [k for k in values if k not in system.state]
+    if extra:
+        raise ValueError(f"ansatz gives {', '.join(map(str, extra))}, which are not state symbols of "
+                         f"{system.name!r} (state: {', '.join(map(str, system.state))})")
+    missing = [s for s in system.state if s not in values]
     if missing:
         raise ValueError(f"ansatz must express every state symbol; missing {missing}")
-    phi = sp.Matrix([sp.sympify(ansatz[s]) for s in system.state])
+    used = set().union(*(v.free_symbols for v in values.values()))
+    unused = [c for c in coords if c not in used]
+    if unused:
+        raise ValueError(f"coords {', '.join(map(str, unused))} do not appear in the ansatz (the Jacobian "
+                         "would have a zero column)")
+    ansatz = values
+    phi = sp.Matrix([ansatz[s] for s in system.state])
     J = phi.jacobian(list(coords))
     G = sp.diag(*system.metric)
     theta_dot = sp.Matrix([sp.sympify(e).subs(ansatz) for e in system.rhs])

@@ -1,9 +1,11 @@
 """Check derived right-hand sides against `jax.grad` of the same loss written directly in JAX.
 
-The derivations work in reduced symbolic coordinates; the check maps a random reduced point to the full
-parameter (`embed`), takes `-eta * jax.grad(loss)` there, and compares it with the derived rate mapped the
-same way; for a projected flow it also solves the least-squares problem J h_dot = theta_dot numerically
-(J by `jax.jacfwd`) with the metric of the full coordinates, which is the Euclidean one.
+The derivations work in reduced symbolic coordinates. A check maps a random reduced point to the full
+parameter with a map the test writes itself (the ansatz phi, a flat vector of the full coordinates), takes
+`-eta * jax.grad(loss)` there (`autodiff_flow`), and compares it with the derived rate mapped the same way
+(`compare`); for a projected flow, `projected_rate` solves the least-squares problem J h_dot = theta_dot
+numerically (J = d phi/d h by `jax.jacfwd`) with the metric of the full coordinates, which is the Euclidean
+one.
 """
 
 from __future__ import annotations
