@@ -29,7 +29,7 @@ from ._checks import check_bool, check_choice, check_finite_tree, check_int, che
 from ._program import _COMPILED, FIXED_STEP_ONLY, SOLVERS, all_finite, build, compiled, max_abs, signature
 from .events import Event, continue_after_event
 from .grids import check_horizon, linear_grid, log_grid
-from .trajectory import STATUS_NAMES, STUCK, FlowError, Trajectory, decode
+from .trajectory import MAX_STEPS, OK, STATUS_NAMES, STUCK, FlowError, Trajectory, decode
 
 logger = logging.getLogger(__name__)
 
@@ -135,28 +135,113 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
     return ts_arr, t0_arr, t1_arr, options, key_opts
 
 
-def _execute(vector_field, options, key_opts, call_args, *, in_axes):
-    """Compile (cached) and run; continue after a non-stopping event; decode into a Trajectory."""
+#: Save points per call of the compiled program. A grid of n save times runs as ceil(n / SAVE_CHUNK) calls of
+#: one program (each from where the last stopped, the last one to t1; a shorter piece is padded with its last
+#: time), so a new number of save points never recompiles (issue 11). A grid longer than one chunk restarts
+#: the step-size controller at each chunk's last save time: results agree with one long solve to the
+#: tolerances, not bit for bit.
+SAVE_CHUNK = 64
+
+
+def _execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
+    """Compile (cached) and run the save grid chunk by chunk; continue after a non-stopping event; decode into
+    a Trajectory. `call_args[4]` is the 1-D save grid (shared by every member of a batch); `place` puts the
+    host arrays of one call on a mesh (`solve_batch(mesh=...)`)."""
     batched = in_axes is not None
-    key = ("batch" if batched else "single", in_axes, key_opts, signature(call_args))
+    y0, args, t0, t1, grid, event_on = call_args
+    grid = np.asarray(grid)
+    size = np.shape(t0)[0] if batched else None
+    place = place or (lambda x, axis: x)
+    args_placed = place(args, in_axes[1] if batched else None)
+    t1_placed = place(np.asarray(t1), None)
+    event = options["event"]
+    pieces = [grid[i:i + SAVE_CHUNK] for i in range(0, grid.shape[0], SAVE_CHUNK)]
+
+    def chunk_call(y, start, piece, end, on):
+        start = np.asarray(start, grid.dtype)
+        padded = np.concatenate([piece, np.full(SAVE_CHUNK - piece.shape[0], piece[-1], grid.dtype)])
+        ts_c = np.clip(np.broadcast_to(padded, (size, SAVE_CHUNK)), start[:, None], end) if batched else padded
+        return (place(y, 0 if batched else None), args_placed, place(start, 0 if batched else None),
+                t1_placed if end is None else place(np.asarray(end, grid.dtype), None),
+                place(np.asarray(ts_c), 0 if batched else None), place(np.asarray(on), 0 if batched else None))
+
+    example = chunk_call(y0, np.asarray(t0), pieces[0], None, event_on)
+    key = ("batch" if batched else "single", in_axes, key_opts, signature(example))
 
     def make():
         run = build(vector_field, **options)
         return jax.vmap(run, in_axes=in_axes) if batched else run
 
-    fn, compile_s = compiled(key, make, call_args)
-    start = time.perf_counter()
-    raw = fn(*call_args)
-    event = options["event"]
-    if event is not None and not event.stop:
-        _, args, t0, t1, ts, _ = call_args
-        raw = continue_after_event(fn, raw, args, t0, t1, ts, batched)
-    raw = _addressable(jax.block_until_ready(raw))
-    run_s = time.perf_counter() - start
-    raw = dict(raw, rhs_finite=_probe_rhs(vector_field, raw, call_args, in_axes))
-    traj = decode(raw, options, float(call_args[3]), batched, compile_s, run_s)
-    logger.debug("solve: %s (compile %.3f s, run %.3f s)", traj.status, compile_s, run_s)
+    fn, compile_s = compiled(key, make, example)
+    start_clock = time.perf_counter()
+    y, start, on = y0, np.asarray(t0), np.asarray(event_on)
+    active = np.ones(size if batched else (), bool)
+    out = None
+    for i, piece in enumerate(pieces):
+        last = i == len(pieces) - 1
+        end = float(t1) if last else float(piece[-1])
+        if batched and not np.all(active):  # stopped members: a zero-length run from the chunk's end
+            start = np.where(active, start, end)
+        ca = chunk_call(y, start, piece, None if last else end, on)
+        raw = fn(*ca)
+        if event is not None and not event.stop:
+            raw = continue_after_event(fn, raw, ca[1], ca[2], ca[3], ca[4], batched)
+        raw = jax.tree_util.tree_map(np.asarray, _addressable(jax.block_until_ready(raw)))
+        out = _merge_chunk(out, raw, active, piece.shape[0])
+        code = np.asarray(raw["code"])
+        if event is not None and not event.stop:
+            on = on & ~(active & np.isfinite(np.asarray(raw["t_event"])))
+        if not last and np.any(active):
+            over = active & (code == OK) & (out["num_steps"] >= options["max_steps"])
+            out["code"] = np.where(over, MAX_STEPS, out["code"])
+        active = active & (out["code"] == OK)
+        if not np.any(active):
+            break
+        y, start = raw["y_end"], raw["t_final"]
+    for j in range(i + 1, len(pieces)):  # chunks nobody reached
+        out = _merge_chunk(out, None, np.zeros_like(active), pieces[j].shape[0])
+    run_s = time.perf_counter() - start_clock
+    out = dict(out, rhs_finite=_probe_rhs(vector_field, out, call_args, in_axes))
+    traj = decode(out, options, float(t1), batched, compile_s, run_s)
+    logger.debug("solve: %s (compile %.3f s, run %.3f s, %d chunks)", traj.status, compile_s, run_s, len(pieces))
     return traj
+
+
+def _unreached(a):
+    return np.full_like(a, np.inf) if np.issubdtype(a.dtype, np.floating) else a
+
+
+def _merge_chunk(out, raw, active, count):
+    """Append one chunk's first `count` save points to `out`; members not `active` in this chunk keep their
+    earlier end results and get unreached (inf) save points, as diffrax marks the points after a stop."""
+    axis = active.ndim  # the save axis: 0 for a single solve, 1 for a batch
+
+    def cut(a):
+        return np.take(a, np.arange(count), axis=axis)
+
+    def mask(a):
+        return active.reshape(active.shape + (1,) * (a.ndim - active.ndim))
+
+    if raw is None:  # nobody reached this chunk: copy the shapes of the last one
+        ts = np.full(out["ts"].shape[:axis] + (count,), np.inf, out["ts"].dtype)
+        saved = jax.tree_util.tree_map(lambda a: _unreached(np.take(a, np.zeros(count, int), axis=axis)),
+                                       out["saved"])
+        return dict(out, ts=np.concatenate([out["ts"], ts], axis=axis),
+                    saved=jax.tree_util.tree_map(lambda a, b: np.concatenate([a, b], axis=axis), out["saved"], saved))
+    ts = np.where(mask(cut(raw["ts"])), cut(raw["ts"]), np.inf)
+    saved = jax.tree_util.tree_map(lambda a: np.where(mask(cut(a)), cut(a), _unreached(cut(a))), raw["saved"])
+    if out is None:
+        return dict(raw, ts=ts, saved=saved)
+    merged = dict(out, ts=np.concatenate([out["ts"], ts], axis=axis),
+                  saved=jax.tree_util.tree_map(lambda a, b: np.concatenate([a, b], axis=axis), out["saved"], saved))
+    for k in ("code", "t_final", "y_end_max"):
+        merged[k] = np.where(active, raw[k], out[k])
+    merged["y_end"] = jax.tree_util.tree_map(lambda a, b: np.where(mask(a), b, a), out["y_end"], raw["y_end"])
+    first = active & ~np.isfinite(out["t_event"])
+    merged["t_event"] = np.where(first, raw["t_event"], out["t_event"])
+    for k in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
+        merged[k] = out[k] + np.where(active, raw[k], 0)
+    return merged
 
 
 def _addressable(tree):
@@ -262,8 +347,9 @@ def batch_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
 
 
 def _shard_batch(call_args, in_axes, mesh):
-    """Pad the batch axis to a multiple of the mesh size and place the inputs on the mesh (batched leaves
-    split along their leading axis, the others replicated). Returns (placed call args, padded size)."""
+    """Pad the batch axis to a multiple of the mesh size (on the host) and return (padded call args, padded
+    size, place), where `place(x, axis)` puts a pytree of one call on the mesh: leaves with `axis == 0` split
+    along their leading axis, the others replicated."""
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
@@ -274,16 +360,25 @@ def _shard_batch(call_args, in_axes, mesh):
     size = np.shape(call_args[2])[0]  # t0 always carries the batch axis
     padded = -(-size // devices) * devices
 
-    def place(x, batched):
+    def pad(x):
         host = np.asarray(x)
-        if batched and padded != size:
-            host = np.concatenate([host, np.repeat(host[-1:], padded - size, axis=0)])
+        return np.concatenate([host, np.repeat(host[-1:], padded - size, axis=0)]) if padded != size else host
+
+    # call_args[4] is the save grid, shared by the members (the compiled program gets it per member)
+    padded_args = tuple(jax.tree_util.tree_map(pad, arg) if ax == 0 and i != 4 else arg
+                        for i, (arg, ax) in enumerate(zip(call_args, in_axes, strict=True)))
+
+    def place_leaf(x, batched):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return x  # already on the mesh (a multi-host output)
+        host = np.asarray(x)
         spec = P(axis, *([None] * (host.ndim - 1))) if batched else P()
         return jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), lambda idx, h=host: h[idx])
 
-    placed = tuple(jax.tree_util.tree_map(lambda x, b=(ax == 0): place(x, b), arg)
-                   for arg, ax in zip(call_args, in_axes, strict=True))
-    return placed, padded
+    def place(tree, ax):
+        return jax.tree_util.tree_map(lambda x: place_leaf(x, ax == 0), tree)
+
+    return padded_args, padded, place
 
 
 def _take_members(traj: Trajectory, size: int) -> Trajectory:
@@ -363,15 +458,14 @@ def solve_batch(
     # host-side broadcasts: eager jnp ops would each compile a small program on the first call
     if not batch_y0:
         y0 = jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (size,) + np.shape(a)), y0)
-    call_args = (y0, args, np.full((size,), np.asarray(t0_arr)), t1_arr,
-                 np.broadcast_to(np.asarray(ts_arr), (size,) + ts_arr.shape), np.ones((size,), bool))
+    call_args = (y0, args, np.full((size,), np.asarray(t0_arr)), t1_arr, np.asarray(ts_arr), np.ones((size,), bool))
     in_axes = (0, 0 if batch_args else None, 0, None, 0, 0)
-    padded = size
+    padded, place = size, None
     if mesh is not None:
         if event is not None and not event.stop and jax.process_count() > 1:
             raise ValueError("event with stop=False is not supported on a mesh spanning several processes")
-        call_args, padded = _shard_batch(call_args, in_axes, mesh)
-    traj = _execute(vector_field, options, key_opts, call_args, in_axes=in_axes)
+        call_args, padded, place = _shard_batch(call_args, in_axes, mesh)
+    traj = _execute(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
     if padded != size:
         traj = _take_members(traj, size)
     if throw and not traj.ok:

@@ -1,0 +1,113 @@
+"""flows.solve with save grids of any length: one compiled program (the grid runs in chunks of
+`flows.solve.SAVE_CHUNK` save points), the same results as closed forms across chunk boundaries, stops and
+events in a later chunk, and the step budget counted over the whole grid (issue 11, item 5)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from flows import Event, FlowError, linear_grid, solve, solve_batch
+from flows.solve import _COMPILED, SAVE_CHUNK
+
+
+def decay(t, y, args):
+    return -args * y
+
+
+def logistic(t, y, args):
+    return y * (1.0 - y)
+
+
+LENGTHS = (2, SAVE_CHUNK - 1, SAVE_CHUNK, SAVE_CHUNK + 1, 3 * SAVE_CHUNK + 5)
+
+
+def test_every_grid_length_is_one_program_and_matches_the_closed_form():
+    y0 = jnp.array([1.0, 2.0])
+    before, steps = len(_COMPILED), {}
+    for n in LENGTHS:
+        ts = linear_grid(0.0, 4.0, n)
+        traj = solve(decay, y0, t1=4.0, ts=ts, args=jnp.asarray(0.7), rtol=1e-10, atol=1e-12)
+        assert traj.status == "ok" and np.asarray(traj.ys).shape == (n, 2)
+        np.testing.assert_array_equal(np.asarray(traj.ts), ts)
+        exact = np.exp(-0.7 * ts)[:, None] * np.array([1.0, 2.0])
+        np.testing.assert_allclose(np.asarray(traj.ys), exact, rtol=1e-8)
+        steps[n] = int(traj.num_steps)
+    assert len(_COMPILED) == before + 1, "a new number of save points compiled a new program"
+    # the chunks' step counts add up to about one solve's (each chunk restarts the step-size controller)
+    assert steps[2] <= steps[3 * SAVE_CHUNK + 5] <= steps[2] + 4 * 10
+
+
+def test_batch_every_grid_length_is_one_program():
+    rates = jnp.array([0.5, 1.0, 2.0])
+    before = len(_COMPILED)
+    for n in (5, 2 * SAVE_CHUNK + 3):
+        ts = linear_grid(0.0, 2.0, n)
+        batch = solve_batch(decay, jnp.array([1.0]), t1=2.0, ts=ts, args=rates, rtol=1e-10, atol=1e-12)
+        assert batch.status == ("ok",) * 3 and np.asarray(batch.ys).shape == (3, n, 1)
+        np.testing.assert_allclose(np.asarray(batch.ys)[..., 0], np.exp(-np.outer(rates, ts)), rtol=1e-8)
+    assert len(_COMPILED) == before + 1
+
+
+def test_stopping_event_in_a_later_chunk_marks_the_rest_unreached():
+    n = 3 * SAVE_CHUNK
+    ts = linear_grid(0.0, 3.0, n)
+    half = Event(lambda t, y, a: y[0] - 0.5, name="half")
+    traj = solve(decay, jnp.array([1.0]), t1=3.0, ts=ts, args=jnp.asarray(0.3), event=half)
+    t_half = np.log(2.0) / 0.3  # 2.31: in the third chunk
+    assert traj.status == "event"
+    assert abs(float(traj.t_event) - t_half) < 1e-8 and abs(float(traj.t_final) - t_half) < 1e-8
+    reached = np.asarray(traj.ts) <= t_half
+    np.testing.assert_array_equal(np.asarray(traj.ts)[reached], ts[ts <= t_half])
+    assert np.all(np.isinf(np.asarray(traj.ts)[~reached])) and np.all(np.isinf(np.asarray(traj.ys)[~reached]))
+    np.testing.assert_allclose(np.asarray(traj.ys)[reached, 0], np.exp(-0.3 * ts[ts <= t_half]), rtol=1e-7)
+
+
+def test_non_stopping_event_in_a_later_chunk_is_located_once():
+    n = 3 * SAVE_CHUNK
+    ts = linear_grid(0.0, 3.0, n)
+    half = Event(lambda t, y, a: y[0] - 0.5, stop=False)
+    traj = solve(decay, jnp.array([1.0]), t1=3.0, ts=ts, args=jnp.asarray(0.3), event=half, rtol=1e-10, atol=1e-12)
+    assert traj.status == "ok" and abs(float(traj.t_event) - np.log(2.0) / 0.3) < 1e-8
+    np.testing.assert_allclose(np.asarray(traj.ys)[:, 0], np.exp(-0.3 * ts), rtol=1e-8)
+    rates = jnp.array([0.3, 1.0, 0.1])  # events in chunk 3, chunk 1, none
+    batch = solve_batch(decay, jnp.array([1.0]), t1=3.0, ts=ts, args=rates, event=half, rtol=1e-10, atol=1e-12)
+    assert batch.status == ("ok",) * 3
+    np.testing.assert_allclose(np.asarray(batch.t_event)[:2], np.log(2.0) / np.array([0.3, 1.0]), rtol=1e-8)
+    assert np.isnan(np.asarray(batch.t_event)[2])
+    np.testing.assert_allclose(np.asarray(batch.ys)[..., 0], np.exp(-np.outer(rates, ts)), rtol=1e-8)
+
+
+def test_batch_member_that_stops_early_keeps_its_stop_and_the_others_go_on():
+    """y' = y^2 from y0 blows up at 1/y0: member 0 (y0 = 1) diverges in the first chunk, member 1 (y0 = 0.25)
+    in the third, member 2 (y0 = 0.1) never before t1 = 3."""
+    n = 3 * SAVE_CHUNK
+    ts = linear_grid(0.0, 3.0, n)
+    y0 = jnp.array([[1.0], [0.25], [0.1]])
+    batch = solve_batch(lambda t, y, a: y**2, y0, t1=3.0, ts=ts, batch_y0=True, batch_args=False, blowup=1e6)
+    assert batch.status == ("diverged", "ok", "ok")
+    t_final = np.asarray(batch.t_final)
+    assert 0.99 < t_final[0] < 1.0 and t_final[1] == 3.0 and t_final[2] == 3.0
+    ys = np.asarray(batch.ys)[..., 0]
+    ok = ts < 0.99
+    np.testing.assert_allclose(ys[0, ok], 1.0 / (1.0 - ts[ok]), rtol=1e-6)
+    assert np.all(np.isinf(ys[0, ts > 1.0]))
+    np.testing.assert_allclose(ys[1], 0.25 / (1.0 - 0.25 * ts), rtol=1e-6)
+    np.testing.assert_allclose(ys[2], 0.1 / (1.0 - 0.1 * ts), rtol=1e-6)
+    y0 = jnp.array([[1.0], [0.5], [0.1]])  # member 1 now blows up at t = 2: in the third chunk
+    batch = solve_batch(lambda t, y, a: y**2, y0, t1=3.0, ts=ts, batch_y0=True, batch_args=False, blowup=1e6)
+    assert batch.status == ("diverged", "diverged", "ok")
+    assert 1.99 < float(np.asarray(batch.t_final)[1]) < 2.0
+    assert np.all(np.isinf(np.asarray(batch.ys)[1, ts > 2.0]))
+
+
+def test_step_budget_counts_every_chunk():
+    n = 4 * SAVE_CHUNK
+    ts = linear_grid(0.0, 40.0, n)
+    full = solve(logistic, jnp.array([0.01]), t1=40.0, ts=ts, rtol=1e-10, atol=1e-12)
+    budget = int(full.num_steps) // 2
+    with pytest.raises(FlowError, match="max_steps"):
+        solve(logistic, jnp.array([0.01]), t1=40.0, ts=ts, rtol=1e-10, atol=1e-12, max_steps=budget)
+    traj = solve(logistic, jnp.array([0.01]), t1=40.0, ts=ts, rtol=1e-10, atol=1e-12, max_steps=budget,
+                 throw=False)
+    assert traj.status == "max_steps" and float(traj.t_final) < 40.0
+    assert budget <= int(traj.num_steps) <= budget + int(full.num_steps)
