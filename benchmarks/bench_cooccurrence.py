@@ -25,6 +25,7 @@ Rows:
 from __future__ import annotations
 
 import sys
+import time
 
 import jax
 
@@ -160,7 +161,20 @@ def compile_and_event(quick: bool) -> list[dict]:
     plain_s = best_of(lambda: co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False).observables, repeats)
     diff = float(np.max(np.abs(np.asarray(with_event.observables["loss"]) - np.asarray(plain.observables["loss"]))))
     params = {**shape, "t": lr * steps, "save_points": int(ts.size)}
+    # issue 11: a new number of save points must not recompile (<= 0.5 s extra); the grid runs in chunks of
+    # flows.solve.SAVE_CHUNK points through one program
+    regrid = {}
+    for n in (11, 64, 65, 300):
+        grid = np.concatenate([[0.0], np.geomspace(lr, lr * steps, n - 1)])
+        start = time.perf_counter()
+        traj = co.solve_flow(cfg, grid, args=args, y0=y0)
+        regrid[n] = {"wall_s": time.perf_counter() - start, "compile_s": traj.compile_s, "run_s": traj.run_s}
+    extra = max(r["wall_s"] - r["run_s"] for r in regrid.values())
     return [
+        row("cooccurrence/new_save_grid(paper)", params={**shape, "t": lr * steps, "save_points": list(regrid)},
+            compile_s=max(r["compile_s"] for r in regrid.values()), run_s_min=None, repeats=1,
+            ratio=ratio(0.5 / max(extra, 1e-9), "budget 0.5 s / extra cost of a new number of save points", 1.0),
+            per_grid=regrid, note="after the first call; extra = wall - run of solve_flow with a new grid length"),
         row("cooccurrence/flow_compile(paper)", params=params, compile_s=with_event.compile_s,
             run_s_min=event_s, repeats=repeats, steps=int(with_event.num_steps),
             ratio=ratio(1.5 / with_event.compile_s, "budget 1.5 s / compile of the solve (observables, T1 event)",

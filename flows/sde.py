@@ -60,6 +60,7 @@ from .solve import (
     FlowError,
     Trajectory,
     _all_finite,
+    _as_state,
     _check_horizon,
     _check_state,
     _compiled,
@@ -301,6 +302,7 @@ def solve_sde(
             raise ValueError("observables may not use the reserved name '__y__'")
     if not save_states and not observables:
         raise ValueError("save_states=False needs at least one observable to save")
+    y0 = _as_state(y0)
     dtype = _check_state(y0)
     check_finite_tree("args", args)
     sig = _sigma_tree(sigma, y0)

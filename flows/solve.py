@@ -73,15 +73,52 @@ def _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0):
     return ts, rtol, atol, max_steps, blowup, dt0
 
 
+def _as_state(y0):
+    """A list or tuple of plain numbers (or nested lists of them) becomes one array (it would otherwise
+    reach the vector field as a Python list); integers become floats of JAX's default precision."""
+    if isinstance(y0, (list, tuple)) and y0 and all(
+            isinstance(x, (int, float, np.number)) and not isinstance(x, bool)
+            for x in jax.tree_util.tree_leaves(y0)):
+        try:
+            arr = np.asarray(y0)
+        except ValueError as err:
+            raise ValueError(f"y0 must be an array or a pytree of arrays, got a ragged {type(y0).__name__}") \
+                from err
+        return jnp.asarray(arr, dtype=jnp.result_type(float) if not np.issubdtype(arr.dtype, np.floating)
+                           else None)
+    return y0
+
+
+def _check_field(vector_field, t0, y0, args):
+    """Trace `vector_field(t0, y0, args)` abstractly (no compile) and check that it returns a state of the
+    same structure, shapes and dtypes as `y0`: a wrong-shaped output or a failing vector field is a
+    ValueError here instead of an error from inside diffrax."""
+    try:
+        out = jax.eval_shape(vector_field, t0, y0, args)
+    except Exception as err:  # noqa: BLE001 -- any error of the user's function, reported with the shapes
+        shapes = jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), y0)
+        raise ValueError(f"vector_field(t0, y0, args) failed for y0 of shape {shapes}: "
+                         f"{type(err).__name__}: {err}") from err
+    want = jax.tree_util.tree_structure(y0)
+    got = jax.tree_util.tree_structure(out)
+    if got != want:
+        raise ValueError(f"vector_field must return a state structured like y0 ({want}), got {got}")
+    for path, a, b in zip(jax.tree_util.tree_leaves_with_path(y0), jax.tree_util.tree_leaves(y0),
+                          jax.tree_util.tree_leaves(out), strict=True):
+        where = jax.tree_util.keystr(path[0]) or "y"
+        if tuple(np.shape(a)) != tuple(b.shape):
+            raise ValueError(f"vector_field returned shape {tuple(b.shape)} for y0{where if where != 'y' else ''} of "
+                             f"shape {tuple(np.shape(a))}: dy/dt must have the shape of y")
+        if jnp.result_type(a) != b.dtype:
+            raise ValueError(f"vector_field returned dtype {b.dtype} for y0{where if where != 'y' else ''} of dtype "
+                             f"{jnp.result_type(a)}: dy/dt must have the dtype of y")
+
+
 def _check_state(y0):
-    """y0: a floating array or a pytree of floating arrays, every entry finite (a list of plain numbers is
-    not a state: it would reach the vector field as a list)."""
+    """y0: a floating array or a pytree of floating arrays, every entry finite."""
     leaves = jax.tree_util.tree_leaves(y0)
     if not leaves:
         raise ValueError("y0 must contain at least one array")
-    if isinstance(y0, (list, tuple)) and all(isinstance(x, (int, float, complex)) for x in leaves):
-        raise ValueError(f"y0 must be an array or a pytree of arrays, got a {type(y0).__name__} of numbers "
-                         "(pass jnp.asarray(y0))")
     check_finite_tree("y0", y0)
     dtype = jnp.result_type(*leaves)
     if not jnp.issubdtype(dtype, jnp.floating):
@@ -172,6 +209,11 @@ def _execute(vector_field, options, key_opts, call_args, *, in_axes, place=None)
         run = build(vector_field, **options)
         return jax.vmap(run, in_axes=in_axes) if batched else run
 
+    if key not in _COMPILED:  # a new program: check the vector field's output before tracing the solve
+        member = (lambda tree, ax: jax.tree_util.tree_map(lambda a: a[0], tree) if ax == 0 else tree) if batched \
+            else (lambda tree, ax: tree)
+        _check_field(vector_field, member(example[2], 0), member(y0, 0),
+                     member(args, in_axes[1] if batched else None))
     fn, compile_s = compiled(key, make, example)
     start_clock = time.perf_counter()
     y, start, on = y0, np.asarray(t0), np.asarray(event_on)
@@ -324,6 +366,7 @@ def solve(
     **Raises:** `ValueError` for bad arguments (naming the argument); `FlowError` for a failed solve.
     """
     throw = check_bool("throw", throw)
+    y0 = _as_state(y0)
     ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(
         vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
         save_states, event, blowup, progress, constant_step,
@@ -435,6 +478,7 @@ def solve_batch(
     throw = check_bool("throw", throw)
     if not (batch_y0 or batch_args):
         raise ValueError("solve_batch needs batch_y0=True or batch_args=True")
+    y0 = _as_state(y0)
     _check_state(y0)
     check_finite_tree("args", args)
     sizes = set()

@@ -103,10 +103,18 @@ def message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_
     if name == "event":
         return f"event '{event.name}' at t = {t_final:.10g}"
     if name == "max_steps":
+        if math.isfinite(y_end_max) and y_end_max > 1e4:
+            return (
+                f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g} with max |y| = "
+                f"{y_end_max:.3g}: if the state grows without bound there, this is a finite-time blow-up of the "
+                f"flow and a stiff solver does not help: end the solve before it (a smaller t1), lower "
+                f"`blowup` to stop there, or check the rates and the initial scale; otherwise increase "
+                f"max_steps or loosen rtol/atol"
+            )
         return (
             f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g} "
             f"(max |y| = {y_end_max:.3g}); increase max_steps, loosen rtol/atol, "
-            f"or use a stiff solver (kvaerno5) instead of {solver}"
+            f"or, if the flow is stiff (fast decaying modes), use kvaerno5 instead of {solver}"
         )
     if name == "dt_min":
         return f"step size collapsed at t = {t_final:.6g} (max |y| = {y_end_max:.3g})"
@@ -115,7 +123,9 @@ def message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_
     if name == "diverged":
         return (
             f"diverged: max |y| passed blowup = {blowup:.3g} at t = {t_final:.6g} "
-            f"(finite-time blow-up or an unstable flow)"
+            f"(a finite-time blow-up or an unstable flow, not a solver failure: no solver or tolerance fixes "
+            f"it; end the solve before t = {t_final:.6g}, check the rates and the initial scale, or raise "
+            f"`blowup` if values this large are expected)"
         )
     return f"solver failed at t = {t_final:.6g}"
 

@@ -69,7 +69,7 @@ def assert_finite_inputs(**trees):
                 assert np.all(np.isfinite(arr)), f"non-finite {name} reached the solver"
 
 
-def _solve_stub(vector_field, options, key_opts, call_args, *, in_axes):
+def _solve_stub(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     y0, args, t0, t1, ts, _ = call_args
     assert_finite_inputs(y0=y0, args=args, t0=t0, t1=t1, ts=ts)
     for name in ("rtol", "atol"):

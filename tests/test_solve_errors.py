@@ -1,0 +1,62 @@
+"""flows.solve at its entry: a vector field of the wrong output shape or one that fails is a ValueError
+before the solve is traced; lists become arrays; non-finite y0 is refused; the failure messages name the
+right remedies (issue 11, item 4)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from flows import FlowError, solve, solve_batch
+
+
+def decay(t, y, args):
+    return -args * y
+
+
+def test_wrong_output_shape_is_a_value_error_naming_both_shapes():
+    with pytest.raises(ValueError, match=r"returned shape \(3,\) for y0 of shape \(2,\)"):
+        solve(lambda t, y, a: jnp.zeros(3), jnp.ones(2), t1=1.0)
+    with pytest.raises(ValueError, match=r"returned shape \(2, 2\)"):
+        solve_batch(lambda t, y, a: jnp.outer(y, y), jnp.ones(2), t1=1.0, args=jnp.ones(3))
+
+
+def test_wrong_output_structure_and_dtype():
+    with pytest.raises(ValueError, match="structured like y0"):
+        solve(lambda t, y, a: y["x"], {"x": jnp.ones(2)}, t1=1.0)
+    with pytest.raises(ValueError, match=r"\['v'\] of shape \(2,\)"):
+        solve(lambda t, y, a: {"u": y["u"], "v": jnp.zeros(4)}, {"u": jnp.ones(1), "v": jnp.ones(2)}, t1=1.0)
+    with pytest.raises(ValueError, match="dtype float32"):
+        solve(lambda t, y, a: y.astype(jnp.float32), jnp.ones(2), t1=1.0)
+
+
+def test_a_failing_vector_field_is_reported_with_the_state_shape():
+    W = jnp.ones((3, 4))
+    with pytest.raises(ValueError, match=r"vector_field\(t0, y0, args\) failed for y0 of shape \(5,\)"):
+        solve(lambda t, y, a: W @ y, jnp.ones(5), t1=1.0)
+
+
+def test_lists_become_arrays():
+    traj = solve(decay, [1.0, 2.0], t1=1.0, args=0.5)
+    np.testing.assert_allclose(np.asarray(traj.ys)[-1], np.exp(-0.5) * np.array([1.0, 2.0]), rtol=1e-7)
+    traj = solve(decay, [1, 2], t1=1.0, args=0.5)  # integers: floats of the default precision
+    assert np.asarray(traj.ys).dtype == np.float64
+    with pytest.raises(ValueError, match="ragged"):
+        solve(decay, [[1.0], [1.0, 2.0]], t1=1.0, args=0.5)
+
+
+def test_non_finite_y0_is_a_value_error_not_a_blow_up():
+    for bad in (jnp.array([1.0, jnp.nan]), jnp.array([jnp.inf]), [1.0, float("nan")]):
+        with pytest.raises(ValueError, match="y0"):
+            solve(decay, bad, t1=1.0, args=0.5)
+
+
+def test_blow_up_message_names_the_remedies():
+    with pytest.raises(FlowError) as err:
+        solve(lambda t, y, a: y**2, jnp.ones(1), t1=2.0)
+    text = str(err.value)
+    assert "diverged" in text and "finite-time blow-up" in text and "end the solve before t = 1" in text
+    assert "kvaerno5" not in text
+    traj = solve(lambda t, y, a: y**2, jnp.ones(1), t1=2.0, blowup=None, max_steps=200, throw=False)
+    assert traj.status in ("max_steps", "nonfinite")
+    if traj.status == "max_steps":
+        assert "blow-up" in traj.message and "stiff solver does not help" in traj.message
