@@ -1,7 +1,6 @@
 """The exact Gram ODE: against jax.grad of the explicit loss, and against the GD-trained network."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -18,6 +17,13 @@ def _pushed_gradient(params, a, args):
     return push
 
 
+@jax.jit  # one program per shape (eager, each op of the loss, its gradient and the RHS compiled on its own)
+def _rhs_and_reference(params, a, args):
+    state = co.gram_state(params, a)
+    p = co.observables.attention(state["A"], args["tokens"], args["sqrt_m"])
+    return co.vector_field(0.0, state, args), _pushed_gradient(params, a, args), p
+
+
 @pytest.mark.parametrize("seed, variant, init, scale", [
     (0, "theory", "theory", 1.0), (1, "theory", "theory", 6.0), (2, "paper", "kaiming", 1.0),
 ])
@@ -27,28 +33,31 @@ def test_rhs_equals_autodiff_pushforward(seed, variant, init, scale):
     args = co.data_args(cfg, num_test=8)
     params, a = co.init_params(cfg)
     # larger scores than at init, so that attention is far from uniform
+    params = {k: np.asarray(v) for k, v in params.items()}
     params = {**params, "W_K": scale * params["W_K"], "W_Q": scale * params["W_Q"]}
-    state = co.gram_state(params, a)
-    p = co.observables.attention(state["A"], args["tokens"], args["sqrt_m"])
+    rhs, ref, p = jax.tree_util.tree_map(np.asarray, _rhs_and_reference(params, a, args))
     if scale > 1:
-        assert float(jnp.max(jnp.abs(p - 1.0 / cfg.L))) > 0.05  # really non-uniform
-    rhs = co.vector_field(0.0, state, args)
-    ref = _pushed_gradient(params, a, args)
+        assert float(np.max(np.abs(p - 1.0 / cfg.L))) > 0.05  # really non-uniform
     for k in ref:
-        err = float(jnp.max(jnp.abs(rhs[k] - ref[k])))
-        scale_k = max(1.0, float(jnp.max(jnp.abs(ref[k]))))
+        err = float(np.max(np.abs(rhs[k] - ref[k])))
+        scale_k = max(1.0, float(np.max(np.abs(ref[k]))))
         assert err <= 1e-10 * scale_k, (k, err)
 
 
 @pytest.fixture(scope="module")
 def flow_vs_gd():
+    """GD at two learning rates and the flow, saved at t = 0, 1, ..., 50 (one flow solve, with the T1 event,
+    serves both: its compile is most of the fixture's time)."""
     cfg = co.Config(**SMALL, seed=1)
     args = co.data_args(cfg, num_test=50)
     out = {}
+    traj = None
     for lr in (1e-2, 1e-3):
         steps = int(round(50 / lr))
         rec = co.train(cfg, "gd", lr, steps, save_every=steps // 50, args=args)
-        traj = co.solve_flow(cfg, rec.ts, args=args, locate_T1=(lr == 1e-3))
+        if traj is None:
+            traj = co.solve_flow(cfg, rec.ts, args=args, locate_T1=True)
+        np.testing.assert_allclose(rec.ts, np.asarray(traj.ts), rtol=1e-13, atol=1e-13)
         out[lr] = (rec, traj)
     return out
 
@@ -117,8 +126,14 @@ def test_observe_equals_every_observable():
     args = co.data_args(cfg, num_test=16)
     params, a = co.init_params(cfg)
     params = {**params, "W_K": 5.0 * params["W_K"], "W_Q": 5.0 * params["W_Q"]}
-    state = co.gram_state(params, a)
-    together = co.observables.observe(0.0, state, args)
+
+    @jax.jit  # one program for both (eager, every op of every observable compiled on its own)
+    def both(params):
+        state = co.gram_state(params, a)
+        return (co.observables.observe(0.0, state, args),
+                {name: fn(0.0, state, args) for name, fn in co.observables.OBSERVABLES.items()})
+
+    together, separate = jax.tree_util.tree_map(np.asarray, both(params))
     assert set(together) == set(co.observables.OBSERVABLES)
-    for name, fn in co.observables.OBSERVABLES.items():
-        np.testing.assert_allclose(together[name], fn(0.0, state, args), rtol=1e-13, atol=1e-15, err_msg=name)
+    for name in co.observables.OBSERVABLES:
+        np.testing.assert_allclose(together[name], separate[name], rtol=1e-13, atol=1e-15, err_msg=name)

@@ -1,8 +1,12 @@
 """The sympy-derived reduced systems: against the full Gram RHS, against the digest's 4-ODE, up to date."""
 
+import inspect
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy.integrate import solve_ivp
 
 from flows import cooccurrence as co
 from flows.__main__ import main
@@ -32,13 +36,18 @@ def _symmetric_instance(seed, cfg):
     return {k: jnp.asarray(v) for k, v in state.items()}
 
 
+@jax.jit  # the exact RHS read in 3-token coordinates: one program per shape (eager, ~5 s a shape)
+def _full_three_token_rhs(state, args):
+    return reduced.three_token_state(co.vector_field(0.0, state, args))
+
+
 @pytest.mark.parametrize("seed, L", [(0, 4), (1, 5), (2, 3)])
 def test_three_token_equals_full_rhs_on_symmetric_instance(seed, L):
     # n = 6 with exact proportions: 3 I_1 samples and one each of I_2, I_3, I_4, weights (1/2, 1/6, ...)
     cfg = co.Config(n=6, L=L, d=3 + co.num_random_slots(6, L), m=9, m1=5, seed=seed)
     args = co.data_args(cfg, num_test=4)
     state = _symmetric_instance(seed, cfg)
-    full = reduced.three_token_state(co.vector_field(0.0, state, args))
+    full = _full_three_token_rhs(state, args)
     red = reduced.three_token_vector_field(0.0, reduced.three_token_state(state),
                                            reduced.three_token_args(cfg))
     assert red.shape == (40,)
@@ -66,17 +75,44 @@ def test_phase2_is_the_restricted_three_token_system_and_matches_the_digest():
         np.testing.assert_allclose(skel, expected, rtol=1e-12)
 
 
+REDUCED_CFG = dict(n=6, L=5, d=64, m=32, m1=16, variant="paper")
+REDUCED_TS = np.linspace(0.0, 5.0, 6)
+
+
+def _check_three_token_signs(G):
+    assert G[-1, 0] > 0 and G[-1, 1] > 0 and G[-1, 2] < 0
+
+
 def test_reduced_solves_run():
-    cfg = co.Config(n=6, L=5, d=64, m=32, m1=16, variant="paper")
-    ts = np.linspace(0.0, 5.0, 6)
-    tr = reduced.solve_three_token(cfg, ts)
-    G = np.asarray(tr.observables["G"])
-    assert tr.status == "ok" and G[-1, 0] > 0 and G[-1, 1] > 0 and G[-1, 2] < 0
+    """`solve_phase2` from the idealised state, and the 3-token system from it integrated by scipy on the
+    generated source evaluated with numpy (its XLA compile, ~300k characters of scalar algebra, takes ~13 s on
+    two busy cores; the slow test below runs `solve_three_token` itself)."""
+    cfg = co.Config(**REDUCED_CFG)
     y0 = reduced.idealized_three_token_state(cfg)[:4]
-    tr2 = reduced.solve_phase2(y0, cfg.m1, ts)
+    tr2 = reduced.solve_phase2(y0, cfg.m1, REDUCED_TS)
     loss = np.asarray(tr2.observables["loss"])
     assert tr2.status == "ok" and np.all(np.diff(loss) < 0)
+    src = inspect.getsource(reduced._gen3)
+    assert src.count("import jax.numpy as jnp") == 1
+    namespace = {}
+    exec(compile(src.replace("import jax.numpy as jnp", "import numpy as jnp"), reduced._gen3.__file__, "exec"),
+         namespace)
+    a3 = {k: float(v) for k, v in reduced.three_token_args(cfg).items()}
+    sol = solve_ivp(lambda t, y: namespace["vector_field"](t, y, a3), (0.0, REDUCED_TS[-1]),
+                    np.asarray(reduced.idealized_three_token_state(cfg)), t_eval=REDUCED_TS, method="DOP853",
+                    rtol=1e-10, atol=1e-12)
+    assert sol.success
+    _check_three_token_signs(sol.y.T[:, :3])  # G = y[:3] (reduced.THREE_TOKEN_STATE order)
+    assert reduced.THREE_TOKEN_STATE[:3] == ("G1", "G2", "G3"), reduced.THREE_TOKEN_STATE[:4]
 
+
+@pytest.mark.slow
+def test_three_token_solve_runs():
+    """`solve_three_token` from the idealised state (one compile of the generated RHS)."""
+    cfg = co.Config(**REDUCED_CFG)
+    tr = reduced.solve_three_token(cfg, REDUCED_TS)
+    assert tr.status == "ok"
+    _check_three_token_signs(np.asarray(tr.observables["G"]))
 
 
 def test_derive_cli(capsys):

@@ -6,6 +6,11 @@ import pytest
 
 from flows.scan_snap import SequenceClasses, sample_counts, sample_tokens, syn_medium, syn_small, zipfian
 
+# the samplers jitted (batch size and T static), as training runs them: one program each per shape, where the
+# eager calls compiled ~20 small programs (~8 s on two busy cores)
+counts_jit = jax.jit(sample_counts, static_argnums=(2, 3))
+tokens_jit = jax.jit(sample_tokens, static_argnums=(2, 3))
+
 
 def test_syn_small_layout():
     c = syn_small()
@@ -49,12 +54,13 @@ def test_zipfian_and_overlap():
 
 def test_counts_equal_token_histograms():
     a = syn_medium(3).arrays()
-    cls, N = sample_counts(a, jax.random.PRNGKey(3), 16, 40)
-    cls2, tok = sample_tokens(a, jax.random.PRNGKey(3), 16, 40)
+    cls, N = counts_jit(a, jax.random.PRNGKey(3), 16, 40)
+    cls2, tok = tokens_jit(a, jax.random.PRNGKey(3), 16, 40)
     assert np.array_equal(np.asarray(cls), np.asarray(cls2))
     H = np.zeros_like(np.asarray(N))
+    tok = np.asarray(tok)
     for b in range(16):
-        np.add.at(H[b], np.asarray(tok[b]), 1.0)
+        np.add.at(H[b], tok[b], 1.0)
     assert np.array_equal(H, np.asarray(N))
     assert np.all(np.asarray(N).sum(axis=1) == 39)
     support = np.asarray(a.cond)[np.asarray(cls)] > 0
@@ -63,7 +69,7 @@ def test_counts_equal_token_histograms():
 
 def test_counts_have_multinomial_mean():
     a = syn_small().arrays()
-    cls, N = sample_counts(a, jax.random.PRNGKey(0), 4000, 64)
+    cls, N = counts_jit(a, jax.random.PRNGKey(0), 4000, 64)
     cls, N = np.asarray(cls), np.asarray(N)
     for n in range(2):
         freq = N[cls == n].mean(axis=0) / 63

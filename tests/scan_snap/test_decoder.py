@@ -1,11 +1,18 @@
 """Decoder scalar flow (Tian et al. 2023, Sec. 4): derived ODE vs closed form, Lemma 7, Lemma 9, sweeps."""
 
+import jax
 import numpy as np
 import pytest
 import scipy.special
 
 from flows.scan_snap import solve_decoder, target_probability, theory
 from flows.solve import _COMPILED
+
+# theory.h and theory.gamma run a Newton fori_loop: called eagerly, every call traces and compiles its loop anew
+# (~0.3-1 s each); jitted, one program per input shape serves every (M, eta_Y, K). The bad-input checks
+# (skipped for tracers) are tested eagerly in test_bad_input_raises_value_error.
+h_closed_form = jax.jit(theory.h)
+gamma_closed_form = jax.jit(theory.gamma)
 
 
 @pytest.mark.parametrize("M", [10, 1000, 100_000])
@@ -14,7 +21,7 @@ def test_derived_flow_matches_closed_form(M, eta_Y):
     ts = np.concatenate([[0.0], np.geomspace(1e-4 / eta_Y, 1e4 / eta_Y, 300)])
     traj = solve_decoder(M, eta_Y, ts)
     assert traj.status == "ok"
-    h_closed = np.asarray(theory.h(ts, M, eta_Y))
+    h_closed = np.asarray(h_closed_form(ts, M, eta_Y))
     h_flow = np.asarray(traj.ys)
     assert h_flow[0] == 0.0
     rel = np.max(np.abs(h_flow[1:] - h_closed[1:]) / h_closed[1:])
@@ -25,7 +32,7 @@ def test_derived_flow_matches_closed_form(M, eta_Y):
 def test_closed_form_solves_eq45(M):
     """e^{Mh} + (M-1) M h = M eta t + 1 to machine precision, from t = 1e-10 to 1e10 (no overflow)."""
     t = np.geomspace(1e-10, 1e10, 200)
-    x = M * np.asarray(theory.h(t, M, 0.7))
+    x = M * np.asarray(h_closed_form(t, M, 0.7))
     lhs = np.expm1(x) + (M - 1) * x
     rhs = M * 0.7 * t
     assert np.all(np.isfinite(x))
@@ -48,7 +55,7 @@ def test_small_time_slope():
 @pytest.mark.parametrize("M, eta_Y", [(50, 0.05), (50, 1.0), (1000, 0.1), (1000, 5.0), (10, 2.0)])
 def test_lemma7_discrete_recursion_sandwich(M, eta_Y):
     s = np.arange(0, 3001)
-    gap = np.asarray(theory.h_discrete(s, M, eta_Y)) - np.asarray(theory.h(s, M, eta_Y))
+    gap = np.asarray(theory.h_discrete(s, M, eta_Y)) - np.asarray(h_closed_form(s, M, eta_Y))
     assert gap.min() >= -1e-15
     assert gap.max() <= 2 * eta_Y / M
     assert gap[-1] < gap.max()  # and the gap closes (Fig. 8)
@@ -73,8 +80,8 @@ def test_gamma_two_stages_m1000():
         t0p, t0 = theory.regime_times(M, K, eta)
         early_t = np.geomspace(1e-4 * t0p, 0.5 * t0p, 200)
         late_t = np.geomspace(10 * t0, 1e4 * t0, 200)
-        g_early = np.asarray(theory.gamma(early_t, M, K, eta))
-        g_late = np.asarray(theory.gamma(late_t, M, K, eta))
+        g_early = np.asarray(gamma_closed_form(early_t, M, K, eta))
+        g_late = np.asarray(gamma_closed_form(late_t, M, K, eta))
         assert np.max(np.abs(g_early / np.asarray(theory.gamma_early(early_t, K, eta)) - 1)) <= 0.10
         assert np.max(np.abs(g_late / np.asarray(theory.gamma_late(late_t, M, K, eta)) - 1)) <= 0.10
 
@@ -100,7 +107,7 @@ def test_sweep_over_64_learning_rates_compiles_once():
     assert len(_COMPILED) == before + 1
     assert len(traj.status) == 64 and traj.ok
     assert np.asarray(traj.ys).shape == (64, 11)
-    h_closed = np.stack([np.asarray(theory.h(ts, 1000, e)) for e in etas])
+    h_closed = np.asarray(theory.h(ts[None, :], 1000, etas[:, None]))  # one Newton loop for the 64 rates
     np.testing.assert_allclose(np.asarray(traj.ys)[:, 1:], h_closed[:, 1:], rtol=1e-9)
     again = solve_decoder(1000, etas * 1.5, ts)
     assert again.compile_s == 0.0 and len(_COMPILED) == before + 1

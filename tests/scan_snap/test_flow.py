@@ -11,19 +11,34 @@ from flows.scan_snap import solve_flow, syn_medium, syn_small, theory, zipfian
 from flows.scan_snap.flow import flow_args, full_vector_field, population_loss, reduced_vector_field, slaved_decoder
 
 
+# right-hand sides and references jitted: one program per vocabulary size (eager, every op of the vector
+# field and of its gradient compiled on its own, ~10 s a case on two busy cores)
+@jax.jit
+def _rhs_and_grad(y, args):
+    return full_vector_field(0.0, y, args), jax.grad(population_loss)(y, args)
+
+
+@jax.jit
+def _slaved_full_and_reduced(Z, h, args):
+    Ys = slaved_decoder(Z, h, args)
+    full = full_vector_field(0.0, {"Y": Ys, "Z": Z}, args)["Z"]
+    red = reduced_vector_field(0.0, {"Z": Z, "h": h, "B": jnp.zeros(args["E"].shape[0])}, args)["Z"]
+    return full, red
+
+
 @pytest.mark.parametrize("classes", [syn_small(), syn_medium(3), zipfian(num_queries=1, next_per_query=3)],
                          ids=["small", "medium3", "zipf"])
 def test_full_flow_is_minus_eta_grad_of_population_loss(classes):
     M = classes.vocab_size
     args = flow_args(classes, 2.5, 0.3)
     for seed in range(3):
-        k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
-        y = {"Y": jax.random.normal(k1, (M, M)), "Z": jax.random.normal(k2, (M, M))}
-        rhs = full_vector_field(0.0, y, args)
-        g = jax.grad(population_loss)(y, args)
+        rng = np.random.default_rng(seed)
+        y = {"Y": rng.normal(size=(M, M)), "Z": rng.normal(size=(M, M))}
+        rhs, g = jax.tree_util.tree_map(np.asarray, _rhs_and_grad(y, args))
         for name, eta in (("Y", 2.5), ("Z", 0.3)):
-            err = float(jnp.max(jnp.abs(rhs[name] + eta * g[name])))
-            assert err <= 1e-12 * max(1.0, float(jnp.max(jnp.abs(rhs[name])))), (name, err)
+            err = float(np.max(np.abs(rhs[name] + eta * g[name])))
+            assert err <= 1e-12 * max(1.0, float(np.max(np.abs(rhs[name])))), (name, err)
+        assert np.max(np.abs(rhs["Z"])) > 1e-3  # a moving point
 
 
 @pytest.mark.parametrize("classes", [syn_small(), syn_medium(3)], ids=["small", "medium3"])
@@ -31,12 +46,11 @@ def test_reduced_equals_full_with_slaved_decoder(classes):
     """Exact slaving: Y = (F^dagger)^T W(h) makes the full Z-flow equal the reduced flow."""
     M, K = classes.vocab_size, classes.num_classes
     args = flow_args(classes, 2.0, 0.7, exact_slaving=True)
+    assert args["E"].shape[0] == K
     for seed, h in ((0, 0.01), (1, 0.2)):
-        Z = 0.5 * jax.random.normal(jax.random.PRNGKey(seed), (M, M))
-        Ys = slaved_decoder(Z, jnp.asarray(h), args)
-        full = full_vector_field(0.0, {"Y": Ys, "Z": Z}, args)["Z"]
-        red = reduced_vector_field(0.0, {"Z": Z, "h": jnp.asarray(h), "B": jnp.zeros(K)}, args)["Z"]
-        assert float(jnp.max(jnp.abs(full - red))) <= 1e-10 * float(jnp.max(jnp.abs(full)))
+        Z = 0.5 * np.random.default_rng(seed).normal(size=(M, M))
+        full, red = (np.asarray(x) for x in _slaved_full_and_reduced(Z, np.asarray(h), args))
+        assert float(np.max(np.abs(full - red))) <= 1e-10 * float(np.max(np.abs(full)))
 
 
 def _pair_residual(Z, classes, n):
@@ -49,10 +63,15 @@ def _pair_residual(Z, classes, n):
     return float(np.max(np.abs(np.asarray(res))))
 
 
+# the reduced solves of syn_small: one save grid and one tolerance, so that the single solves of the two tests
+# below share one compiled program
+REDUCED_TS = np.concatenate([[0.0], np.geomspace(0.01, 200, 40)])
+REDUCED_TOL = dict(rtol=1e-11, atol=1e-13)
+
+
 def test_reduced_flow_keeps_pair_invariant():
     c = syn_small()
-    ts = np.concatenate([[0.0], np.geomspace(0.01, 200, 40)])
-    tr = solve_flow(c, 10.0, 1.0, ts, reduced=True, rtol=1e-11, atol=1e-13)
+    tr = solve_flow(c, 10.0, 1.0, REDUCED_TS, reduced=True, **REDUCED_TOL)
     Z = np.asarray(tr.ys["Z"])
     assert Z[-1, 30, 19] > 0.3  # it moved
     for n in range(2):
@@ -92,16 +111,18 @@ def test_generated_class_symmetric_reduction_matches_vectorised():
     sym = SequenceClasses.from_weights(w, (14, 15, 16), (14, 15, 16))
     args = flow_args(sym, 3.0, 0.8)
     M = 17.0
+    red_field, gen_field = jax.jit(reduced_vector_field), jax.jit(gen.vector_field)  # no eager op compiles
     for zd, zc, h in ((0.3, -0.2, 0.05), (1.0, -0.7, 0.4)):
-        Z = jnp.zeros((17, 17))
+        Z = np.zeros((17, 17))
         for n in range(3):
-            Z = Z.at[14 + n, 2 + 4 * n: 6 + 4 * n].set(zd).at[14 + n, :2].set(zc)
-        red = reduced_vector_field(0.0, {"Z": Z, "h": jnp.asarray(h), "B": jnp.zeros(3)}, args)["Z"]
+            Z[14 + n, 2 + 4 * n: 6 + 4 * n] = zd
+            Z[14 + n, :2] = zc
+        red = np.asarray(red_field(0.0, {"Z": Z, "h": np.asarray(h), "B": np.zeros(3)}, args)["Z"])
         gamma = (M - 1) ** 2 * h * np.exp(-M * h) / ((M - 1) * np.exp(-M * h) + 1)
         gargs = {"p_d": jnp.asarray(0.5 / 4), "p_c": jnp.asarray(1 / 4), "D": jnp.asarray(4.0),
                  "C": jnp.asarray(2.0), "K": jnp.asarray(3.0), "eta_Z": jnp.asarray(0.8),
                  "gamma": jnp.asarray(gamma)}
-        out = gen.vector_field(0.0, jnp.asarray([zd, zc]), gargs)
+        out = np.asarray(gen_field(0.0, np.asarray([zd, zc]), gargs))
         np.testing.assert_allclose(np.asarray(out), [float(red[15, 6]), float(red[15, 0])], rtol=1e-11)
         assert float(out[0]) > 0 > float(out[1])
 
@@ -109,12 +130,12 @@ def test_generated_class_symmetric_reduction_matches_vectorised():
 def test_rate_sweep_is_one_vmapped_solve_equal_to_single_solves():
     """eta arrays: one solve_batch call whose members equal the single solves (same steps, 1e-12)."""
     c = syn_small()
-    ts = [0.0, 1.0, 10.0]
+    ts = REDUCED_TS
     etas = np.array([1.0, 3.0])
-    batch = solve_flow(c, etas, 1.0, ts, reduced=True)
-    assert batch.status == ("ok", "ok") and np.shape(batch.ys["Z"]) == (2, 3, c.vocab_size, c.vocab_size)
+    batch = solve_flow(c, etas, 1.0, ts, reduced=True, **REDUCED_TOL)
+    assert batch.status == ("ok", "ok") and np.shape(batch.ys["Z"]) == (2, len(ts), c.vocab_size, c.vocab_size)
     for i, e in enumerate(etas):
-        single = solve_flow(c, e, 1.0, ts, reduced=True)
+        single = solve_flow(c, e, 1.0, ts, reduced=True, **REDUCED_TOL)
         assert np.max(np.abs(np.asarray(batch.ys["Z"][i]) - np.asarray(single.ys["Z"]))) <= 1e-12
         assert np.max(np.abs(np.asarray(batch.observables["gamma"][i]) - single.observables["gamma"])) <= 1e-12
     with pytest.raises(ValueError, match="eta_Y"):

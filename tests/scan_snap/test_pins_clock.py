@@ -5,17 +5,13 @@
 is one unit of flow time of the flow with rate eta, and heavy-ball momentum beta multiplies the rate by
 1 / (1 - beta), so `record.t = step / (1 - beta)` for the flow with rates (eta_Y, eta_Z) = (eta, eta).
 The reference flow is the full (Y, Z) population flow written out in numpy from the theory digest §3.2 and
-integrated by scipy (independent of `flows`):
-
-    c_n = P(.|n) e^{z_m} / <P(.|n), e^{z_m}>,  f_n = c_n / ||c_n||,  alpha_n = softmax(Y^T f_n),
-    Y' = eta_Y sum_n P(n) f_n (e_n - alpha_n)^T,
-    z_m' = eta_Z sum_{psi(n) = m} P(n) diag(f_n) P_perp(f_n) Y (e_n - alpha_n).
+integrated by scipy (independent of `flows`; tests/scan_snap/population_flow.py).
 """
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from flows.scan_snap import SequenceClasses, train
+from tests.scan_snap.population_flow import numpy_flow
 
 BETA = 0.9
 ETA = 0.0025  # small: the start-up lag of momentum is beta / (1 - beta) = 9 of 640 steps
@@ -37,39 +33,6 @@ def classes():
     for n in range(K):
         w[n, C + D * n: C + D * (n + 1)] = np.linspace(0.3, 0.7, D)
     return SequenceClasses.from_weights(w, [C + K * D + n for n in range(K)], [C + K * D + K + n for n in range(K)])
-
-
-def _rhs(Y, Z, c, eta_Y, eta_Z):
-    K, M = c.cond_probs.shape
-    dY, dZ = np.zeros((M, M)), np.zeros((M, M))
-    for n in range(K):
-        m, P = c.query[n], c.cond_probs[n]
-        tilde = P * np.exp(Z[m])
-        f = tilde / np.linalg.norm(tilde)  # c_n / ||c_n||
-        logits = Y.T @ f
-        alpha = np.exp(logits - logits.max())
-        alpha /= alpha.sum()
-        e = np.zeros(M)
-        e[c.next_token[n]] = 1.0
-        dY += eta_Y * c.class_probs[n] * np.outer(f, e - alpha)
-        g = Y @ (e - alpha)
-        dZ[m] += eta_Z * c.class_probs[n] * f * (g - f * (f @ g))
-    return dY, dZ
-
-
-def numpy_flow(c, eta_Y, eta_Z, ts):
-    """(Y, Z) of the population flow from Y = Z = 0 at the times `ts`: two arrays (len(ts), M, M)."""
-    M = c.vocab_size
-
-    def f(t, y):
-        dY, dZ = _rhs(y[: M * M].reshape(M, M), y[M * M:].reshape(M, M), c, eta_Y, eta_Z)
-        return np.concatenate([dY.ravel(), dZ.ravel()])
-
-    sol = solve_ivp(f, (0.0, float(np.max(ts))), np.zeros(2 * M * M), t_eval=np.sort(ts), method="DOP853",
-                    rtol=1e-10, atol=1e-12)
-    assert sol.success
-    ys = sol.y.T[np.argsort(np.argsort(ts))]
-    return ys[:, : M * M].reshape(-1, M, M), ys[:, M * M:].reshape(-1, M, M)
 
 
 def test_momentum_sgd_tracks_the_flow_on_the_documented_clock():
