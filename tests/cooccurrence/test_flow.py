@@ -44,60 +44,51 @@ def test_rhs_equals_autodiff_pushforward(seed, variant, init, scale):
         assert err <= 1e-10 * scale_k, (k, err)
 
 
-@pytest.fixture(scope="module")
-def flow_vs_gd():
-    """GD at two learning rates and the flow, saved at t = 0, 1, ..., 50 (one flow solve, with the T1 event,
-    serves both: its compile is most of the fixture's time)."""
-    cfg = co.Config(**SMALL, seed=1)
-    args = co.data_args(cfg, num_test=50)
-    out = {}
-    traj = None
-    for lr in (1e-2, 1e-3):
-        steps = int(round(50 / lr))
-        rec = co.train(cfg, "gd", lr, steps, save_every=steps // 50, args=args)
-        if traj is None:
-            traj = co.solve_flow(cfg, rec.ts, args=args, locate_T1=True)
-        np.testing.assert_allclose(rec.ts, np.asarray(traj.ts), rtol=1e-13, atol=1e-13)
-        out[lr] = (rec, traj)
-    return out
-
-
 def _rel(traj, rec, name):
     a = np.asarray(traj.observables[name])
     b = np.asarray(rec[name])
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
 
 
-def test_flow_matches_gd_network(flow_vs_gd):
-    rec, traj = flow_vs_gd[1e-3]
-    assert rec.ts[-1] == pytest.approx(50.0)
+# GD at lr = 1e-2 and 5e-3 and the flow, t in [0, 20]: the session fixture gd_and_flow (conftest.py), shared
+# with test_pins.py. GD is the Euler discretisation of the flow: its error is first order in lr, with the
+# constant of test_pins.py (C_TOL = 0.5, measured <= 0.28 for every observable)
+C_TOL = 0.5
+
+
+def test_flow_matches_gd_network(gd_and_flow):
+    _, _, records, traj = gd_and_flow
+    lr = min(records)
+    rec = records[lr]
+    assert rec.ts[-1] == pytest.approx(20.0)
     # the run does something: zero training error and a loss that fell by >100x
     assert rec["train_error"][-1] == 0.0 and rec["loss"][-1] < 1e-2 * rec["loss"][0]
     for name in ("loss", "G", "S", "test_loss", "group_loss"):
-        assert _rel(traj, rec, name) <= 1e-3, name
-    # pointwise relative error of the loss curve as well
+        assert _rel(traj, rec, name) <= C_TOL * lr, name
+    # pointwise relative error of the loss curve as well (measured 0.19 lr; max-relative ones <= 0.08 lr here)
     rel_pointwise = np.max(np.abs(np.asarray(traj.observables["loss"]) - rec["loss"]) / rec["loss"])
-    assert rel_pointwise <= 1e-3
+    assert rel_pointwise <= C_TOL * lr, rel_pointwise
 
 
-def test_flow_vs_gd_error_shrinks_linearly_in_lr(flow_vs_gd):
+def test_flow_vs_gd_error_shrinks_linearly_in_lr(gd_and_flow):
+    _, _, records, traj = gd_and_flow
+    big_lr, small_lr = max(records), min(records)
     for name in ("loss", "G"):
-        big = _rel(flow_vs_gd[1e-2][1], flow_vs_gd[1e-2][0], name)
-        small = _rel(flow_vs_gd[1e-3][1], flow_vs_gd[1e-3][0], name)
-        assert 5.0 <= big / small <= 20.0, (name, big, small)
+        big = _rel(traj, records[big_lr], name)
+        small = _rel(traj, records[small_lr], name)
+        assert 0.8 * big_lr / small_lr <= big / small <= 1.2 * big_lr / small_lr, (name, big, small)
 
 
-def test_same_observables_and_T1(flow_vs_gd):
-    rec, traj = flow_vs_gd[1e-3]
+def test_same_observables_and_T1(gd_and_flow):
+    cfg, args, records, traj = gd_and_flow
+    rec = records[min(records)]
     assert set(traj.observables) == set(rec.observables)
     for name in rec.observables:
         assert np.shape(traj.observables[name]) == np.shape(rec[name]), name
     assert np.shape(rec["group_loss"]) == (len(rec.ts), 4) and np.shape(rec["G"]) == (len(rec.ts), 3)
     # T1 from the flow event vs the first zero-error step of GD (lr = 1e-3)
     T1 = float(traj.t_event)
-    assert 0 < T1 < 50
-    cfg = co.Config(**SMALL, seed=1)
-    args = co.data_args(cfg, num_test=50)
+    assert 0 < T1 < 20
     steps = int(np.ceil(2 * T1 / 1e-3))
     fine = co.train(cfg, "gd", 1e-3, steps, save_every=1, args=args)
     t_gd = fine.ts[np.argmax(fine["train_error"] == 0.0)]

@@ -18,7 +18,8 @@ import numpy as np
 
 from flows import cooccurrence as co
 
-CFG = dict(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8, seed=1)
+# the records and the flow: the session fixture gd_and_flow (conftest.py: SMALL config, seed 1, GD at lr = 1e-2
+# and 5e-3 saved at t = 0, 1, ..., 20, the flow at rtol 1e-10), shared with test_flow.py
 HORIZON = 20.0  # the loss falls from 0.89 to 0.004; zero training error from t ~ 1
 LRS = (1e-2, 5e-3)
 C_TOL = 0.5
@@ -33,17 +34,10 @@ def _error(flow, gd, name):
     return float(np.max(np.abs(gd - flow)) / np.max(np.abs(flow)))
 
 
-def test_every_observable_of_the_flow_matches_gd_to_first_order_in_lr():
-    """One test (one flow compile and two trainings; under pytest-xdist a shared fixture would be built on
-    every worker); the failures of all observables are reported together."""
-    cfg = co.Config(**CFG)
-    args = co.data_args(cfg, num_test=24)
-    records = {}
-    for lr in LRS:
-        steps = int(round(HORIZON / lr))
-        records[lr] = co.train(cfg, "gd", lr, steps, save_every=steps // 20, args=args)
-    traj = co.solve_flow(cfg, records[LRS[0]].ts, args=args, locate_T1=False, rtol=1e-10, atol=1e-12)
-    assert traj.status == "ok"
+def test_every_observable_of_the_flow_matches_gd_to_first_order_in_lr(gd_and_flow):
+    """The failures of all observables are reported together."""
+    _, _, records, traj = gd_and_flow
+    assert tuple(records) == LRS and traj.status == "ok"
     for lr, rec in records.items():  # the clock t = lr * step, the same save times, the same names
         np.testing.assert_allclose(rec.ts, lr * rec.steps, rtol=1e-15, atol=0)
         np.testing.assert_allclose(rec.ts, np.linspace(0.0, HORIZON, 21), rtol=1e-13, atol=1e-13)
