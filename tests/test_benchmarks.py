@@ -50,7 +50,40 @@ def test_only_rejects_unknown(capsys):
         main(["--only", "no_such_bench"])
 
 
+def _tiny_decoder_run(quick):
+    """A one-row stand-in for bench_decoder.run: scipy's DOP853 on the decoder h-flow against the closed form
+    (no flows.solve compile; the real module's three compiles and repeats run in test_decoder_bench_runs)."""
+    import numpy as np
+    from scipy.integrate import solve_ivp
+
+    from flows.scan_snap import theory
+
+    M, eta = 1000.0, 1.0
+    ts = np.concatenate([[0.0], np.geomspace(1e-3, 1e4, 20)])
+    ref = np.asarray(theory.h(ts, M, eta))
+    sol = solve_ivp(lambda t, y: eta / ((M - 1) + np.exp(M * y)), (0.0, ts[-1]), [0.0], method="DOP853",
+                    t_eval=ts, rtol=1e-10, atol=1e-30)
+    err = float(np.max(np.abs(sol.y[0][1:] - ref[1:]) / ref[1:]))
+    return [_harness.row("decoder_h/tiny", params={"M": M, "eta_Y": eta, "quick": quick}, compile_s=0.0,
+                         run_s_min=1e-3, repeats=1, steps=int(sol.nfev), error=err)]
+
+
+def test_harness_runs_a_bench_module_end_to_end(tmp_path, monkeypatch):
+    """`python -m benchmarks --only decoder` through the module's own main and bench_main (argument parsing,
+    rows written, the summary table), with the module's run replaced by a tiny one."""
+    from benchmarks import bench_decoder
+
+    monkeypatch.setattr(bench_decoder, "run", _tiny_decoder_run)
+    out = tmp_path / "bench.jsonl"
+    assert main(["--quick", "--only", "decoder", "--out", str(out), "--no-compile-cache"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["bench"] for r in rows] == ["decoder_h/tiny"] and rows[0]["params"]["quick"] is True
+    assert {"machine", "versions", "compile_cache"} <= set(rows[0]) and rows[0]["error"] < 1e-6
+
+
+@pytest.mark.slow
 def test_decoder_bench_runs(tmp_path):
+    """The decoder benchmark itself at quick size (three solve compiles and timing repeats, ~30 s)."""
     out = tmp_path / "bench.jsonl"
     assert main(["--quick", "--only", "decoder", "--out", str(out), "--no-compile-cache"]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]

@@ -132,15 +132,14 @@ def test_embedding_form_one_sgd_step_is_the_chain_rule_through_Y_Z():
     eY, eZ, eU = 0.7, 0.3, 0.2
     rec = train_embedding(c, "sgd", eY, eZ, **EMBEDDING_RUN, momentum=0.9, seed=seed, eta_U=eU, init_scale=2.0)
 
-    @jax.jit  # the record's init and first batch, and both points, in one program (suite time)
+    @jax.jit  # the record's init and first batch, and both points (vmapped), in one program (suite time)
     def chain_and_autodiff(key, W_V_generic):
         k_init, k_data = jax.random.split(key)
         emb = init_embedding(M, d, k_init, 1.0)
         emb = dict(emb, W_Q=2.0 * emb["W_Q"], W_K=2.0 * emb["W_K"])
         cls, N = sample_counts(a, jax.random.split(k_data, 1)[0], B, T)
-        out = []
-        # the record starts from W_V = 0; check the chain rule at a generic point, then the step at the init
-        for W_V in (W_V_generic, emb["W_V"]):
+
+        def at(W_V):
             e = dict(emb, W_V=W_V)
             U, Bm = e["U"], e["W_Q"] @ e["W_K"].T / math.sqrt(d)
             Y, Z = U @ W_V.T @ U.T, U @ Bm @ U.T
@@ -149,14 +148,17 @@ def test_embedding_form_one_sgd_step_is_the_chain_rule_through_Y_Z():
             chain = {"W_V": U.T @ GY.T @ U, "W_Q": U.T @ GZ @ U @ e["W_K"] / math.sqrt(d),
                      "W_K": U.T @ GZ.T @ U @ e["W_Q"] / math.sqrt(d),
                      "U": GY @ U @ W_V + GY.T @ U @ W_V.T + GZ @ U @ Bm.T + GZ.T @ U @ Bm}
-            out.append((e, chain, jax.grad(embedding_loss)(e, a, cls, N), Z))
-        return out
+            return e, chain, jax.grad(embedding_loss)(e, a, cls, N), Z
 
-    points = jax.tree_util.tree_map(np.asarray, chain_and_autodiff(jax.random.PRNGKey(seed), 0.3 * np.ones((d, d))))
-    for _, chain, auto, _ in points:
-        for k in chain:
-            assert float(np.max(np.abs(auto[k] - chain[k]))) <= 1e-10, k
-    e, chain, _, Z = points[-1]
+        # the record starts from W_V = 0; check the chain rule at a generic point, then the step at the init
+        return jax.vmap(at)(jnp.stack([W_V_generic, emb["W_V"]]))
+
+    e, chain, auto, Z = jax.tree_util.tree_map(np.asarray, chain_and_autodiff(jax.random.PRNGKey(seed),
+                                                                               0.3 * np.ones((d, d))))
+    for k in chain:
+        assert float(np.max(np.abs(auto[k] - chain[k]))) <= 1e-10, k  # at both points
+    e, chain = ({k: v[1] for k, v in x.items()} for x in (e, chain))
+    Z = Z[1]
     assert np.all(e["W_V"] == 0)
     lrs = {"U": eU, "W_Q": eZ, "W_K": eZ, "W_V": eY}
     e1 = {k: e[k] - lrs[k] * chain[k] for k in chain}
