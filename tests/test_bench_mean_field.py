@@ -8,7 +8,9 @@ from benchmarks import bench_mean_field as bench
 from benchmarks._harness import _ROW_KEYS
 from flows import mean_field as mf
 
-TINY = mf.Config(d=2, D=3, N=3, L=2, M=4, M_mlp=3, n_train=5, lam=1e-2, init_scale=2.0, threshold=0.7, seed=1)
+# n_test = n_train and the prompt shapes of tests/mean_field (N = 4, 8 prompts): one compiled data sampler
+TINY = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=3, n_train=8, n_test=8, lam=1e-2, init_scale=2.0, threshold=0.7,
+                 seed=1)
 
 
 def _well_formed(rows):

@@ -123,7 +123,16 @@ class Config:
 
     def keys(self):
         """(data key, init key, test key): independent streams split off `seed`."""
+        if jax.config.jax_enable_x64:  # (seeds up to 2**63 - 1 fit an int64)
+            return _split_seed(jnp.asarray(self.seed, jnp.int64))
         return tuple(jax.random.split(jax.random.PRNGKey(self.seed), 3))
+
+
+@jax.jit
+def _split_seed(seed):
+    """`tuple(jax.random.split(jax.random.PRNGKey(seed), 3))` as one compiled program (eagerly, the seeding,
+    the split and the unstacking compile one program each)."""
+    return tuple(jax.random.split(jax.random.PRNGKey(seed), 3))
 
 
 class Prompts(NamedTuple):

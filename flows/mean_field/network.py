@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 
 import jax
@@ -170,7 +171,16 @@ def mlp_update(Z, W1, W2, threshold=1.0):
 
 
 def _uniform(key, shape, radius, dtype):
-    return jax.random.uniform(key, shape, dtype, -radius, radius)
+    """`jax.random.uniform(key, shape, dtype, -radius, radius)`, drawn as a flat vector and reshaped.
+
+    The same values: the (default, partitionable) threefry generator makes each entry a function of the key
+    and its flat index only (tests). But a flat draw is one small compiled program per size, where a draw
+    of rank 3 or 4 compiles several times slower on CPU (seconds per shape; the radius is traced either way).
+    """
+    if not jax.config.jax_threefry_partitionable:
+        return jax.random.uniform(key, shape, dtype, -radius, radius)
+    flat = jax.random.uniform(key, (math.prod(shape),), dtype, -radius, radius)
+    return jnp.asarray(np.asarray(flat).reshape(shape))
 
 
 def init_curves(config: Config, depths, key=None, dtype=None) -> dict:
@@ -185,7 +195,7 @@ def init_curves(config: Config, depths, key=None, dtype=None) -> dict:
         raise ValueError(f"init_curves needs config.init 'tied' or 'smooth', got {config.init!r}")
     key = config.keys()[1] if key is None else key
     dtype = jnp.dtype(dtype or jnp.result_type(float))
-    t = jnp.asarray(depths, dtype)
+    t = np.asarray(depths, dtype)
     if t.ndim != 1:
         raise ValueError(f"depths must be a 1-D array, got shape {t.shape}")
     D, M, Mm, a = config.D, config.M, config.M_mlp, config.init_radius
@@ -194,14 +204,15 @@ def init_curves(config: Config, depths, key=None, dtype=None) -> dict:
     out = {}
     for name, shape in shapes.items():
         kA, kB = jax.random.split(keys[name])
-        A = _uniform(kA, shape, a, dtype)
+        # the curves are elementwise IEEE operations on the draws, in numpy: no compiled program per shape
+        A = np.asarray(_uniform(kA, shape, a, dtype))
         if config.init == "tied":
-            curve = jnp.broadcast_to(A, (t.shape[0],) + shape)
+            curve = np.broadcast_to(A, (t.shape[0],) + shape)
         else:
-            B = _uniform(kB, shape, a, dtype)
+            B = np.asarray(_uniform(kB, shape, a, dtype))
             w = t.reshape((-1,) + (1,) * len(shape))
             curve = (1.0 - w) * A[None] + w * B[None]
-        out[name] = curve
+        out[name] = jnp.asarray(curve, dtype)
     return out
 
 
@@ -320,23 +331,39 @@ def _objective(particles, Z0, y, lam, threshold, d, rev=False):
     return _risk(particles, Z0, y, threshold, d, rev) + _decay(particles, lam)
 
 
+# The public evaluations run one jitted program per shape: called eagerly, the depth `lax.scan` would be
+# traced and compiled again on every call (its body is a new closure each time), and every operation around
+# it compiled on its own. lam, the threshold and d are traced, so new values do not recompile.
+_forward_jit = jax.jit(_forward, static_argnames=("rev",))
+_risk_jit = jax.jit(_risk, static_argnames=("rev",))
+_objective_jit = jax.jit(_objective, static_argnames=("rev",))
+
+
+def _traced_constants(config: Config, dtype):
+    """(lam, threshold, d) as arrays: traced arguments of the jitted evaluations."""
+    return (jnp.asarray(config.lam, dtype), jnp.asarray(config.threshold, dtype),
+            jnp.asarray(config.d, jnp.int32))
+
+
 def forward(config: Config, particles, Z0) -> jax.Array:
     """yhat = Z_{2L}[d, N] for prompts `Z0 (n, D, N + 1)` -> `(n,)`."""
     particles = check_particles(config, particles)
     Z0 = _check_data(config, Prompts(Z0, jnp.zeros(jnp.shape(Z0)[:1], jnp.result_type(Z0)))).Z0
-    return _forward(particles, Z0, config.threshold, config.d)
+    _, threshold, d = _traced_constants(config, Z0.dtype)
+    return _forward_jit(particles, Z0, threshold, d)
 
 
 def risk(config: Config, particles, data: Prompts) -> jax.Array:
     """R = mean over prompts of (yhat - y)^2 / 2 (a scalar)."""
     particles, data = check_particles(config, particles), _check_data(config, data)
-    return _risk(particles, data.Z0, data.y, config.threshold, config.d)
+    _, threshold, d = _traced_constants(config, data.Z0.dtype)
+    return _risk_jit(particles, data.Z0, data.y, threshold, d)
 
 
 def objective(config: Config, particles, data: Prompts) -> jax.Array:
     """Q = R + lam/(2 M L) sum(|V|^2 + |W|^2) + lam/(2 M_mlp L) sum(|W1|^2 + |W2|^2) (eq. 2.3)."""
     particles, data = check_particles(config, particles), _check_data(config, data)
-    return _objective(particles, data.Z0, data.y, config.lam, config.threshold, config.d)
+    return _objective_jit(particles, data.Z0, data.y, *_traced_constants(config, data.Z0.dtype))
 
 
 # --------------------------------------------------------------------------- velocity (first variation)
@@ -408,7 +435,7 @@ def _velocity_autodiff(particles, Z0, y, lam, threshold, d, rev=True):
     return {k: -scale[k] * g[k] for k in _GROUPS}
 
 
-_VELOCITY_METHODS = {"adjoint": _velocity, "autodiff": _velocity_autodiff}
+_VELOCITY_METHODS = {"adjoint": jax.jit(_velocity), "autodiff": jax.jit(_velocity_autodiff, static_argnames=("rev",))}
 
 
 def velocity(config: Config, particles, data: Prompts, method: str = "autodiff") -> dict:
@@ -423,7 +450,7 @@ def velocity(config: Config, particles, data: Prompts, method: str = "autodiff")
     if method not in _VELOCITY_METHODS:
         raise ValueError(f"method must be one of {tuple(_VELOCITY_METHODS)}, got {method!r}")
     particles, data = check_particles(config, particles), _check_data(config, data)
-    return _VELOCITY_METHODS[method](particles, data.Z0, data.y, config.lam, config.threshold, config.d)
+    return _VELOCITY_METHODS[method](particles, data.Z0, data.y, *_traced_constants(config, data.Z0.dtype))
 
 
 # --------------------------------------------------------------------------- GD on the finite network

@@ -50,7 +50,7 @@ from ..solve import Trajectory
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
 from .flow import _vector_field_rev
-from .network import _check_data, check_particles, init_particles
+from .network import _check_data, check_particles, init_particles, objective, risk
 
 __all__ = ["entropic_objective", "entropy_knn", "entropy_per_slice", "solve_particles_sde"]
 
@@ -168,9 +168,8 @@ def entropic_objective(config: Config, particles, temperature: float, *, data: P
     temperature = _check_temperature(temperature)
     particles = check_particles(config, particles)
     data = _check_data(config, training_set(config) if data is None else data)
-    args = obs.make_args(config, data)
-    Q = float(obs.objective_Q(0.0, particles, args))
-    R = float(obs.risk_R(0.0, particles, args))
+    Q = float(objective(config, particles, data))  # jitted: one program per shape (eager would retrace each call)
+    R = float(risk(config, particles, data))
     H = entropy_per_slice(particles, k)
     h = float(np.mean(H["attention"] + H["mlp"]))
     return {"Q": Q, "R": R, "H": h, "F": Q - temperature * h, "H_attention": H["attention"], "H_mlp": H["mlp"]}

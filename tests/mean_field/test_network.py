@@ -10,7 +10,8 @@ import pytest
 
 from flows import mean_field as mf
 
-CFG = mf.Config(d=2, D=4, N=3, L=3, M=4, M_mlp=5, lam=0.3, n_train=5, n_test=4, init_scale=2.0,
+# n_test = n_train: the test prompts are drawn by the training set's compiled sampler (one program per size)
+CFG = mf.Config(d=2, D=4, N=3, L=3, M=4, M_mlp=5, lam=0.3, n_train=5, n_test=5, init_scale=2.0,
                 threshold=0.7, label_noise=0.1, seed=3)
 
 
@@ -107,70 +108,82 @@ def test_velocity_of_a_probe_head_is_its_first_variation_gradient(setup):
     layer = 1
     probes = {"V": p["V"][layer], "W": p["W"][layer], "W1": p["W1"][layer], "W2": p["W2"][layer]}
 
-    def g_total(q):
-        out = mf.observables.first_variation(CFG, p, data, q)
-        return jnp.sum(out["attention"][layer]) + jnp.sum(out["mlp"][layer])
+    @jax.jit
+    def grad_g_total(q):  # one compiled program (eagerly, every operation of the gradient compiles alone)
+        def g_total(q):
+            out = mf.observables.first_variation(CFG, p, data, q)
+            return jnp.sum(out["attention"][layer]) + jnp.sum(out["mlp"][layer])
 
-    grad = jax.grad(g_total)(probes)
+        return jax.grad(g_total)(q)
+
+    grad = grad_g_total(probes)
     for k in probes:
         want = -np.asarray(v[k][layer]) - CFG.lam * np.asarray(p[k][layer])
         assert np.max(np.abs(np.asarray(grad[k]) - want)) < 1e-12 * max(1.0, np.max(np.abs(want)))
 
 
+@jax.jit
+def _scaled_maps(Z, V, W, W1, W2, c):
+    """f(Z, (V, W)), f(Z, (c V, W)), f(Z, (V, c W)) and h(Z, (W1, W2)), h(Z, (W1, c W2)), h(Z, (c W1, W2)) in one
+    compiled program (c traced: every scale reuses it)."""
+    return (mf.attention_update(Z, V, W), mf.attention_update(Z, c * V, W), mf.attention_update(Z, V, c * W),
+            mf.mlp_update(Z, W1, W2), mf.mlp_update(Z, W1, c * W2), mf.mlp_update(Z, c * W1, W2))
+
+
 def test_partial_homogeneity_P8():
-    key = jax.random.PRNGKey(0)
-    k1, k2, k3, k4, k5 = jax.random.split(key, 5)
-    Z = jax.random.normal(k1, (2, 4, 5))
-    V, W = jax.random.normal(k2, (1, 4, 4)), jax.random.normal(k3, (1, 4, 4))
-    W1, W2 = jax.random.normal(k4, (1, 4)), jax.random.normal(k5, (1, 4))
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(2, 4, 5))
+    V, W = rng.normal(size=(1, 4, 4)), rng.normal(size=(1, 4, 4))
+    W1, W2 = rng.normal(size=(1, 4)), rng.normal(size=(1, 4))
     for c in (2.5, -0.7, 1e-3):
-        f, fc = mf.attention_update(Z, V, W), mf.attention_update(Z, c * V, W)
-        assert np.max(np.abs(np.asarray(fc - c * f))) <= 1e-14 * np.max(np.abs(np.asarray(f)))
-        h, hc = mf.mlp_update(Z, W1, W2), mf.mlp_update(Z, W1, c * W2)
-        assert np.max(np.abs(np.asarray(hc - c * h))) <= 1e-14 * np.max(np.abs(np.asarray(h)))
+        f, fc, _, h, hc, _ = (np.asarray(x) for x in _scaled_maps(Z, V, W, W1, W2, c))
+        assert np.max(np.abs(fc - c * f)) <= 1e-14 * np.max(np.abs(f))
+        assert np.max(np.abs(hc - c * h)) <= 1e-14 * np.max(np.abs(h))
     # not homogeneous in W or W1 (softmax, Huberized kink)
-    f, f2 = mf.attention_update(Z, V, W), mf.attention_update(Z, V, 2.0 * W)
-    assert np.max(np.abs(np.asarray(f2 - 2.0 * f))) > 1e-2
-    h, h2 = mf.mlp_update(Z, W1, W2), mf.mlp_update(Z, 2.0 * W1, W2)
-    assert np.max(np.abs(np.asarray(h2 - 2.0 * h))) > 1e-2
+    f, _, f2, h, _, h2 = (np.asarray(x) for x in _scaled_maps(Z, V, W, W1, W2, 2.0))
+    assert np.max(np.abs(f2 - 2.0 * f)) > 1e-2
+    assert np.max(np.abs(h2 - 2.0 * h)) > 1e-2
 
 
 def test_huberized_relu_pieces():
     z = jnp.array([-1.0, 0.0, 0.25, 0.5, 1.0, 3.0])
-    got = np.asarray(mf.huberized_relu(z, 0.5))
+    # one compiled program: sigma at h0 = 0.5 and at the default h0 = 1, and sigma' (autodiff) near h0 = 0.5
+    values = jax.jit(lambda z, x: (mf.huberized_relu(z, 0.5), mf.huberized_relu(z),
+                                   jax.vmap(jax.grad(lambda u: mf.huberized_relu(u, 0.5)))(x)))
+    got, got_default, dz = (np.asarray(a) for a in values(z, jnp.array([0.5 - 1e-9, 0.5 + 1e-9, 0.2])))
     want = np.array([0.0, 0.0, 0.0625, 0.25, 0.75, 2.75])
     assert np.allclose(got, want, rtol=0, atol=1e-15)
-    assert np.allclose(np.asarray(mf.huberized_relu(z)), [0, 0, 0.03125, 0.125, 0.5, 2.5], atol=1e-15)
+    assert np.allclose(got_default, [0, 0, 0.03125, 0.125, 0.5, 2.5], atol=1e-15)
     # C^1: the derivative (autodiff) is continuous at the threshold and equals z/h0 below it
-    dz = jax.vmap(jax.grad(lambda x: mf.huberized_relu(x, 0.5)))(jnp.array([0.5 - 1e-9, 0.5 + 1e-9, 0.2]))
-    assert np.allclose(np.asarray(dz), [1.0, 1.0, 0.4], atol=1e-8)
+    assert np.allclose(dz, [1.0, 1.0, 0.4], atol=1e-8)
 
 
 def test_initial_law_bounded_iid_tied_smooth():
     cfg = mf.Config(d=2, D=4, N=2, L=5, M=64, init_scale=1.5)
     a = 1.5 / math.sqrt(4)
-    p = mf.init_particles(cfg)
+    as_np = lambda q: {k: np.asarray(v) for k, v in q.items()}  # noqa: E731  (host checks: no compiles)
+    p = as_np(mf.init_particles(cfg))
     assert p["V"].shape == (5, 64, 4, 4) and p["W1"].shape == (5, 64, 4)
     for v in p.values():
-        assert float(jnp.max(jnp.abs(v))) <= a
+        assert np.max(np.abs(v)) <= a
     # uniform on [-a, a]: variance a^2/3
-    assert abs(float(jnp.var(p["V"])) / (a * a / 3) - 1) < 0.05
-    assert float(jnp.max(jnp.abs(p["V"][0] - p["V"][1]))) > 0.1  # iid: layers differ
-    tied = mf.init_particles(cfg.replace(init="tied"))
-    assert float(jnp.max(jnp.abs(tied["W"][0] - tied["W"][4]))) == 0.0
-    smooth = mf.init_particles(cfg.replace(init="smooth"))
-    curves = mf.init_curves(cfg.replace(init="smooth"), np.array([0.0, 0.4, 1.0]))
+    assert abs(np.var(p["V"]) / (a * a / 3) - 1) < 0.05
+    assert np.max(np.abs(p["V"][0] - p["V"][1])) > 0.1  # iid: layers differ
+    tied = as_np(mf.init_particles(cfg.replace(init="tied")))
+    assert np.max(np.abs(tied["W"][0] - tied["W"][4])) == 0.0
+    smooth = as_np(mf.init_particles(cfg.replace(init="smooth")))
+    curves = as_np(mf.init_curves(cfg.replace(init="smooth"), np.array([0.0, 0.4, 1.0])))
     # layer 2 sits at t = 2/5, and the curve is linear in t
-    assert np.allclose(np.asarray(smooth["V"][2]), np.asarray(curves["V"][1]), atol=1e-15)
+    assert np.allclose(smooth["V"][2], curves["V"][1], atol=1e-15)
     lin = 0.6 * curves["W2"][0] + 0.4 * curves["W2"][2]
-    assert np.allclose(np.asarray(curves["W2"][1]), np.asarray(lin), atol=1e-15)
+    assert np.allclose(curves["W2"][1], lin, atol=1e-15)
     # same seed, same particles
-    again = mf.init_particles(cfg)
-    assert all(bool(jnp.all(again[k] == p[k])) for k in p)
+    again = as_np(mf.init_particles(cfg))
+    assert all(np.array_equal(again[k], p[k]) for k in p)
 
 
 def test_prompts_embedding_and_bounded_support():
-    cfg = mf.Config(d=3, D=6, N=4, n_train=50, label_noise=0.2, seed=1)
+    cfg = mf.Config(d=3, D=6, N=4, n_train=50, n_test=50, label_noise=0.2, seed=1)  # one sampler program
     data = mf.training_set(cfg)
     Z0 = np.asarray(data.Z0)
     assert Z0.shape == (50, 6, 5) and data.y.shape == (50,)
@@ -187,7 +200,7 @@ def test_prompts_embedding_and_bounded_support():
         assert abs(Zc[i, :3, 4] @ beta - float(clean.y[i])) < 1e-10
     fresh = mf.held_out_set(cfg)
     assert fresh.Z0.shape == (cfg.n_test, 6, 5)
-    assert float(jnp.max(jnp.abs(fresh.Z0[:3] - data.Z0[:3]))) > 0.1
+    assert np.max(np.abs(np.asarray(fresh.Z0[:3]) - Z0[:3])) > 0.1
 
 
 BAD = [
@@ -246,20 +259,25 @@ def test_attention_layouts_and_reverse_rule_agree(setup):
     of _attention_update_rev equals autodiff of attention_update; forward mode works on the public map."""
     from flows.mean_field.network import _attention_update_rev
 
-    key = jax.random.PRNGKey(5)
-    kz, kv, kw, kp = jax.random.split(key, 4)
-    Z = jax.random.normal(kz, (3, 4, 5))
-    V, W = jax.random.normal(kv, (6, 4, 4)), jax.random.normal(kw, (6, 4, 4))
-    P = jax.random.normal(kp, (3, 4, 5))
-    out = mf.attention_update(Z, V, W)
-    np.testing.assert_allclose(out, _attention_pair_products(Z, V, W), rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(_attention_update_rev(Z, V, W), out, rtol=0, atol=0)
-    _, vjp_ref = jax.vjp(mf.attention_update, Z, V, W)
-    _, vjp_rev = jax.vjp(_attention_update_rev, Z, V, W)
-    for a, b in zip(vjp_ref(P), vjp_rev(P), strict=True):
+    rng = np.random.default_rng(5)
+    Z = jnp.asarray(rng.normal(size=(3, 4, 5)))
+    V, W = jnp.asarray(rng.normal(size=(6, 4, 4))), jnp.asarray(rng.normal(size=(6, 4, 4)))
+    P = jnp.asarray(rng.normal(size=(3, 4, 5)))
+
+    @jax.jit
+    def everything(Z, V, W, P):  # one compiled program (eagerly, each einsum and VJP compiles on its own)
+        _, vjp_ref = jax.vjp(mf.attention_update, Z, V, W)
+        _, vjp_rev = jax.vjp(_attention_update_rev, Z, V, W)
+        _, tangent = jax.jvp(mf.attention_update, (Z, V, W), (P, V, W))  # forward mode still works
+        return (mf.attention_update(Z, V, W), _attention_pair_products(Z, V, W), _attention_update_rev(Z, V, W),
+                vjp_ref(P), vjp_rev(P), tangent)
+
+    out, pairs, rev, grads_ref, grads_rev, tangent = everything(Z, V, W, P)
+    np.testing.assert_allclose(out, pairs, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(rev, out, rtol=0, atol=0)
+    for a, b in zip(grads_ref, grads_rev, strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
-    _, tangent = jax.jvp(mf.attention_update, (Z, V, W), (P, V, W))  # forward mode still works
-    assert bool(jnp.all(jnp.isfinite(tangent)))
+    assert np.all(np.isfinite(np.asarray(tangent)))
 
 
 def test_gd_velocity_paths_agree(setup):
@@ -269,8 +287,8 @@ def test_gd_velocity_paths_agree(setup):
     from flows.mean_field.network import _velocity_autodiff
 
     data, p = setup
-    a = _velocity_autodiff(p, data.Z0, data.y, CFG.lam, CFG.threshold, CFG.d, rev=True)
-    b = _velocity_autodiff(p, data.Z0, data.y, CFG.lam, CFG.threshold, CFG.d, rev=False)
+    both = jax.jit(lambda *a: (_velocity_autodiff(*a, rev=True), _velocity_autodiff(*a, rev=False)))
+    a, b = both(p, data.Z0, data.y, CFG.lam, CFG.threshold, CFG.d)
     for k in a:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-12, atol=1e-14)
     assert flow._field_for("kvaerno5") is flow.vector_field

@@ -31,20 +31,22 @@ def test_bad_seeds_and_divergence():
         train_gd_seeds(CFG, 0.1, 4, seeds=[])
     with pytest.raises(ValueError, match="eta_tau"):
         train_gd_seeds(CFG, -1.0, 4, seeds=[0])
-    with pytest.raises(flows.FlowError, match="seed"):
-        train_gd_seeds(CFG.replace(init_scale=40.0), 50.0, 20, seeds=[0, 1], save_every=5)
+    # from init_scale = 40, eta_tau = 0.1 blows up (the batched program of the test above: 3 seeds, 5 saves)
+    with pytest.raises(flows.FlowError, match="GD diverged for seed "):
+        train_gd_seeds(CFG.replace(init_scale=40.0), 0.1, 20, seeds=[0, 1, 2], save_every=5)
 
 
 def test_batch_of_given_particles_equals_single_runs():
-    """train_gd_batch on coupled subsamples of one cloud with one shared data set: member i is train_gd."""
+    """train_gd_batch on coupled subsamples of one cloud with one shared data set: member i is train_gd (the
+    batched and the single GD programs of the test above: 3 runs, 5 saves, CFG's test prompts)."""
     big = CFG.replace(M=12, M_mlp=12)
     cloud = mf.init_particles(big)
-    data = mf.training_set(CFG)
+    data, test = mf.training_set(CFG), mf.held_out_set(CFG)
     subs = [mf.subsample_particles(cloud, 4, 6, key=k, replace=True) for k in range(3)]
-    batch = mf.train_gd_batch(CFG, 0.1, 12, subs, data, save_every=4, labels=["a", "b", "c"])
-    assert batch.seeds == ("a", "b", "c") and batch["Q"].shape == (3, 4)
+    batch = mf.train_gd_batch(CFG, 0.1, 20, subs, data, test, save_every=5, labels=["a", "b", "c"])
+    assert batch.seeds == ("a", "b", "c") and batch["Q"].shape == (3, 5)
     for i, p in enumerate(subs):
-        single = mf.train_gd(CFG, 0.1, 12, save_every=4, particles=p, data=data, test=data)
+        single = mf.train_gd(CFG, 0.1, 20, save_every=5, particles=p, data=data, test=test)
         np.testing.assert_allclose(batch["Q"][i], single["Q"], rtol=1e-12)
         np.testing.assert_allclose(batch.particles["W"][i], single.particles["W"], rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="particles"):
