@@ -17,6 +17,7 @@ import numpy as np
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
+from ._xla import compile_lowered
 from .trajectory import DIVERGED, DT_MIN, EVENT, MAX_STEPS, NONFINITE, OK, OTHER
 
 __all__ = ["SOLVERS", "all_finite", "build", "compiled", "max_abs", "signature"]
@@ -220,7 +221,7 @@ def compiled(key, build, example_args):
     if hit is not None:
         return hit, 0.0
     start = time.perf_counter()
-    fn = jax.jit(build()).lower(*example_args).compile()
+    fn = compile_lowered(jax.jit(build()).lower(*example_args))
     compile_s = time.perf_counter() - start
     if len(_COMPILED) >= _CACHE_SIZE:
         _COMPILED.pop(next(iter(_COMPILED)))

@@ -27,6 +27,7 @@ import numpy as np
 
 from ._checks import check_bool, check_choice, check_finite_tree, check_int, check_real, real_array
 from ._program import _COMPILED, FIXED_STEP_ONLY, SOLVERS, all_finite, build, compiled, max_abs, signature
+from ._xla import jit as xla_jit
 from .events import Event, continue_after_event
 from .grids import check_horizon, linear_grid, log_grid
 from .trajectory import MAX_STEPS, OK, STATUS_NAMES, STUCK, FlowError, Trajectory, decode
@@ -314,7 +315,7 @@ def _probe_rhs(vector_field, raw, call_args, in_axes):
         return all_finite(vector_field(t_end, y_end, a)) & all_finite(vector_field(t_probe, y_end, a))
 
     fn = jax.vmap(probe, in_axes=(0, 0, in_axes[1])) if in_axes is not None else probe
-    return np.atleast_1d(np.asarray(jax.jit(fn)(raw["t_final"], raw["y_end"], args)))
+    return np.atleast_1d(np.asarray(xla_jit(fn)(raw["t_final"], raw["y_end"], args)))
 
 
 def solve(

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import INT_MAX, SEED_MAX, check_choice, check_real
+from .._xla import jit as xla_jit
 
 __all__ = ["Config", "Dataset", "GROUP_PROBS", "NUM_GROUPS", "generator", "num_random_slots", "sample_test",
            "training_set"]
@@ -153,7 +154,7 @@ class Config:
 _STREAMS = ("data", "init", "test")
 
 
-@jax.jit
+@xla_jit
 def _split_seed(seed):
     return jax.random.split(jax.random.PRNGKey(seed), 3)
 

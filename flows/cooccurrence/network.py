@@ -24,6 +24,7 @@ import numpy as np
 import optax
 
 from .._checks import check_choice, check_dtype, check_int, check_real, real_array
+from .._xla import compile_lowered
 from . import observables as obs
 from .data import Config, Dataset, generator, sample_test, training_set
 
@@ -220,7 +221,7 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
     key = jax.random.fold_in(config.keys()[1], 1)
     increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
     start = time.perf_counter()
-    compiled = jax.jit(run).lower(params, opt_state, key, increments).compile()
+    compiled = compile_lowered(jax.jit(run).lower(params, opt_state, key, increments))
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
     final, series = jax.block_until_ready(compiled(params, opt_state, key, increments))

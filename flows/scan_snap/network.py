@@ -33,6 +33,7 @@ import numpy as np
 import optax
 
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
+from .._xla import jit as xla_jit
 from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
 
 __all__ = ["TrainRecord", "count_loss", "embedding_loss", "embedding_to_yz", "init_embedding", "init_params",
@@ -188,7 +189,7 @@ def _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, 
     check_choice("form", form, ("counts", "tokens"))
 
 
-@partial(jax.jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "form", "history",
+@partial(xla_jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "form", "history",
                                    "init", "M"))
 def _train_jit(arrays, seed, eta_Y, eta_Z, *, optimizer, momentum, T, batch_size, steps, form, history,
                init, M):
@@ -229,10 +230,10 @@ def train(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_Z: float, 
                        t=np.arange(int(steps) + 1) * scale, config=config)
 
 
-@partial(jax.jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "init", "M"))
+@partial(xla_jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "init", "M"))
 def _sweep_jit(arrays, seeds, eta_Y, eta_Z, *, optimizer, momentum, T, batch_size, steps, init, M):
     def one(seed, eY, eZ):
-        return _train_jit(arrays, seed, eY, eZ, optimizer=optimizer, momentum=momentum, T=T,
+        return _train_jit.__wrapped__(arrays, seed, eY, eZ, optimizer=optimizer, momentum=momentum, T=T,
                           batch_size=batch_size, steps=steps, form="counts", history=False, init=init, M=M)
 
     return jax.vmap(one)(seeds, eta_Y, eta_Z)
@@ -262,7 +263,7 @@ def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y, eta_Z, seeds, T
     return np.asarray(losses), {k: np.asarray(v) for k, v in params.items()}
 
 
-@partial(jax.jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "history", "M", "d"))
+@partial(xla_jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "history", "M", "d"))
 def _train_embedding_jit(arrays, seed, lrs, init_scale, *, optimizer, momentum, T, batch_size, steps, history,
                          M, d):
     k_init, k_data = jax.random.split(jax.random.PRNGKey(seed))
