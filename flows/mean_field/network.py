@@ -46,6 +46,7 @@ import numpy as np
 import optax
 
 from .._checks import check_choice, check_finite_tree, check_int, check_real
+from .._xla import compile_lowered
 from .data import Config, Prompts, held_out_set, training_set
 
 logger = logging.getLogger(__name__)
@@ -569,7 +570,7 @@ def compile_cached(cache: dict, jitted, call: tuple, size: int = 16):
     if compiled is not None:
         return compiled, 0.0
     start = time.perf_counter()
-    compiled = jitted.lower(*call).compile()
+    compiled = compile_lowered(jitted.lower(*call))
     compile_s = time.perf_counter() - start
     if len(cache) >= size:
         cache.pop(next(iter(cache)))
