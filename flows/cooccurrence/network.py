@@ -7,8 +7,9 @@ W_V, W_K, W_Q (m, d) are trained on the logistic loss L̂ = (1/n) sum_i log(1 + 
 Tokens are one-hot, so W_V X is the gather `W_V[:, tokens]`.
 
 `train` runs full-batch GD (`optax.sgd`, continuous time t = lr * step, the discretisation of the gradient
-flow of Sec. 2.2), minibatch SGD (optionally with momentum) or Adam, all inside one compiled loop, and
-records the observables of `observables.OBSERVABLES` on the Grams of the parameters.
+flow of Sec. 2.2), minibatch SGD (optionally with momentum beta: t = lr * step / (1 - beta), the clock of
+every system, see `flows.network_records.flow_time`) or Adam (t = lr * step), all inside one compiled loop,
+and records the observables of `observables.OBSERVABLES` on the Grams of the parameters.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import optax
 
 from .._checks import check_choice, check_dtype, check_int, check_real, real_array
 from .._xla import compile_lowered
+from ..network_records import TrainingError, first_nonfinite_step, flow_time
 from . import observables as obs
 from .data import Config, Dataset, generator, sample_test, training_set
 
@@ -102,7 +104,8 @@ def data_args(config: Config, train: Dataset | None = None, test: Dataset | None
 class TrainRecord:
     """Observables of a trained network at its saved steps.
 
-    - `ts`: continuous time t = lr * step, shape `(k,)`; `steps`: the step numbers.
+    - `ts`: continuous time t = lr * step / (1 - momentum) (t = lr * step for GD, Adam and SGD without
+      momentum), shape `(k,)`; `steps`: the step numbers.
     - `observables`: name -> array with leading axis k (same names and shapes as the flow trajectory;
       `group_loss (k, 4)`, `G (k, 3)`, `A (k, 3, 3)` with A[key, query], ...). Also reachable as
       `record["loss"]` or `record.loss`.
@@ -160,19 +163,28 @@ def _save_steps(steps, save_every, save_steps):
 
 def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 1000,
           batch_size: int | None = None, save_every: int = 10, *, save_steps=None,
-          momentum: float | None = None, num_test: int = 600, args: dict | None = None) -> TrainRecord:
+          momentum: float | None = None, num_test: int = 600, args: dict | None = None,
+          batch_seed: int | None = None) -> TrainRecord:
     """Train eq. (1) from `init_params(config)` on `training_set(config)` and record the observables.
 
     **Arguments:**
 
     - `optimizer`: `"gd"` (full-batch `optax.sgd`, the Euler discretisation of the gradient flow with time
       t = lr * step), `"sgd"` (minibatches of `batch_size` drawn without replacement each step, optional
-      `momentum`) or `"adam"` (`optax.adam`, full batch unless `batch_size`).
+      heavy-ball `momentum` beta in [0, 1): time t = lr * step / (1 - beta)) or `"adam"` (`optax.adam`, full
+      batch unless `batch_size`; time t = lr * step). `momentum` is for `"sgd"` only (ValueError otherwise).
+    - `batch_seed`: seeds the minibatch order (SGD, or Adam with `batch_size`), separately from the data
+      and initialisation (`config.seed`); default `None`: a stream derived from `config.seed`.
     - `lr` (> 0), `steps` (>= 1), `save_every` (record every k steps) or `save_steps` (explicit step numbers,
       e.g. log-spaced; step 0 is always recorded).
     - `args`: the data dict of `data_args` (default: built from `config`).
 
     **Returns:** a `TrainRecord`. Observables are evaluated on the full training set at every saved step.
+
+    **Raises:** `ValueError` naming a bad argument; `flows.network_records.TrainingError` (a
+    `flows.FlowError`) if the parameters go non-finite (e.g. too large an `lr`): it names the first
+    non-finite step (the parameters are checked at every step, the observables at the saved steps) and
+    carries the record of the saved steps before it as `error.record`.
     """
     check_choice("optimizer", optimizer, _OPTIMIZERS)
     lr = check_real("lr", lr, low=0.0, strict=True)
@@ -186,6 +198,12 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
         raise ValueError("batch_size must be None for optimizer='gd' (full batch)")
     if momentum is not None:
         momentum = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
+        if optimizer != "sgd":
+            raise ValueError(f"momentum is for optimizer='sgd' only, got momentum={momentum!r} with "
+                             f"optimizer={optimizer!r}")
+    if batch_seed is not None and (isinstance(batch_seed, bool) or not isinstance(batch_seed, (int, np.integer))
+                                   or not 0 <= batch_seed < 2**32):
+        raise ValueError(f"batch_seed must be None or an integer in [0, 2**32), got {batch_seed!r}")
     save = _save_steps(int(steps), save_every, save_steps)
     args = data_args(config, num_test=num_test) if args is None else check_args(args)
     params, a = init_params(config)
@@ -196,7 +214,7 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
     grad_fn = jax.grad(network_loss)
 
     def one_step(carry):
-        params, opt_state, key = carry
+        params, opt_state, key, step, bad = carry
         if batch_size is None:
             grads = grad_fn(params, a, tokens, labels)
         else:
@@ -206,7 +224,10 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
         # optax's Adam mixes its int32 step count with floats; allow that under strict promotion
         with jax.numpy_dtype_promotion("standard"):
             updates, opt_state = opt.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, key
+        params = optax.apply_updates(params, updates)
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(params)]))
+        bad = jnp.where((bad < 0) & ~finite, step + 1, bad)  # the first step whose parameters are not finite
+        return params, opt_state, key, step + 1, bad
 
     def segment(carry, num):
         carry = jax.lax.fori_loop(0, num, lambda _, c: one_step(c), carry)
@@ -214,20 +235,30 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
 
     def run(params, opt_state, key, increments):
         first = _observe(params, a, args)
-        carry, rest = jax.lax.scan(segment, (params, opt_state, key), increments)
+        start = (params, opt_state, key, jnp.asarray(0, jnp.int32), jnp.asarray(-1, jnp.int32))
+        carry, rest = jax.lax.scan(segment, start, increments)
         series = jax.tree_util.tree_map(lambda x, y: jnp.concatenate([x[None], y]), first, rest)
-        return carry[0], series
+        return carry[0], series, carry[4]
 
-    key = jax.random.fold_in(config.keys()[1], 1)
+    key = (jax.random.fold_in(config.keys()[1], 1) if batch_seed is None
+           else jax.random.PRNGKey(int(batch_seed)))
     increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
     start = time.perf_counter()
     compiled = compile_lowered(jax.jit(run).lower(params, opt_state, key, increments))
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
-    final, series = jax.block_until_ready(compiled(params, opt_state, key, increments))
+    final, series, bad = jax.block_until_ready(compiled(params, opt_state, key, increments))
     run_s = time.perf_counter() - start
     logger.info("train %s lr=%g steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
-    return TrainRecord(ts=lr * save.astype(float), steps=save,
-                       observables={k: np.asarray(v) for k, v in series.items()},
-                       optimizer=optimizer, lr=float(lr), batch_size=batch_size, params=final, a=a,
-                       compile_s=compile_s, run_s=run_s)
+    series = {k: np.asarray(v) for k, v in series.items()}
+    bad = first_nonfinite_step(save, series, int(bad))
+    keep = slice(None) if bad < 0 else save < bad
+    record = TrainRecord(ts=flow_time(lr, save[keep], momentum), steps=save[keep],
+                         observables={k: v[keep] for k, v in series.items()},
+                         optimizer=optimizer, lr=float(lr), batch_size=batch_size, params=final, a=a,
+                         compile_s=compile_s, run_s=run_s)
+    if bad >= 0:
+        raise TrainingError(f"training went non-finite at step {bad} (optimizer={optimizer!r}, lr={lr:g}): "
+                            f"the parameters or the observables hold NaN or inf; lower lr. error.record holds "
+                            f"the {int(np.sum(keep))} saved steps before it", step=bad, record=record)
+    return record

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from flows import cooccurrence as co
+from flows.network_records import event_time
 
 SMALL = dict(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8)
 
@@ -93,6 +94,9 @@ def test_same_observables_and_T1(gd_and_flow):
     fine = co.train(cfg, "gd", 1e-3, steps, save_every=1, args=args)
     t_gd = fine.ts[np.argmax(fine["train_error"] == 0.0)]
     assert abs(t_gd - T1) <= 0.02 * T1 + 2e-3, (t_gd, T1)
+    # the same T1 found on the record by name, as flows.Event finds it on the flow (min_margin up through 0)
+    t_rec = event_time(fine, "min_margin", 0.0, direction=True)
+    assert abs(t_rec - T1) <= 0.02 * T1 + 2e-3, (t_rec, T1)
 
 
 def test_sgd_and_adam_train():

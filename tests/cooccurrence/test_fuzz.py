@@ -219,7 +219,9 @@ def train_calls(draw):
     kw = dict(optimizer=optimizer, lr=draw(good_reals(0.0, 1e3, strict=True)), steps=steps,
               batch_size=None if optimizer == "gd" else draw(st.one_of(
                   st.none() if optimizer == "adam" else st.nothing(), st.integers(1, TINY.n))),
-              momentum=draw(st.one_of(st.none(), good_reals(0.0, 1.0, high_strict=True))), num_test=4)
+              momentum=draw(st.one_of(st.none(), good_reals(0.0, 1.0, high_strict=True)))
+              if optimizer == "sgd" else None, num_test=4,
+              batch_seed=draw(st.one_of(st.none(), st.integers(0, 2**32 - 1))))
     if draw(st.booleans()):
         kw["save_steps"] = draw(st.lists(st.integers(0, int(steps)), min_size=1, max_size=5))
     else:
@@ -235,7 +237,7 @@ def test_train_valid_calls_reach_the_compile(stop_at_jit, kw):
 
 
 @pytest.mark.parametrize("field", ["optimizer", "lr", "steps", "batch_size", "save_every", "save_steps", "momentum",
-                                   "num_test", "args"])
+                                   "num_test", "args", "batch_seed"])
 @FIELD
 @given(data=st.data())
 def test_train_invalid_values_raise_naming_the_field(stop_at_jit, field, data):
@@ -247,7 +249,8 @@ def test_train_invalid_values_raise_naming_the_field(stop_at_jit, field, data):
            "momentum": bad_reals(0.0, 1.0, high_strict=True).filter(lambda v: v is not None),
            "save_steps": st.one_of(st.just([-1]), st.just([11]), st.just([1.5]), st.just([]), st.just(["a"]),
                                    st.just([math.nan]), st.just([[1, 2], [3]]), st.just(True)),
-           "num_test": bad_ints(1), "args": st.one_of(st.integers(), st.just({"tokens": 1}), st.text(max_size=2))}
+           "num_test": bad_ints(1), "batch_seed": bad_ints(0, 2**32 - 1).filter(lambda v: v is not None),
+           "args": st.one_of(st.integers(), st.just({"tokens": 1}), st.text(max_size=2))}
     kw[field] = data.draw(bad[field], label=field)
     with stop_at_jit, raises_naming(field):
         co.train(TINY, **kw)
