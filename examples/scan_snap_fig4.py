@@ -19,7 +19,6 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from flows import findings, plotting, records  # noqa: E402
-from flows.scan_snap import observables as obs  # noqa: E402
 from flows.scan_snap import solve_flow, syn_small, train  # noqa: E402
 
 NAME = "scan_snap_fig4"
@@ -29,12 +28,6 @@ SETTINGS = {"etaY1_etaZ1": (1.0, 1.0), "etaY10_etaZ1": (10.0, 1.0)}
 def parse(argv):
     parser = records.example_parser(NAME, __doc__, seed=2, seed_help="training seed (the paper's runs used seed 2)")
     return parser.parse_args(argv)
-
-
-def attention_of(Z, classes):
-    Q = np.zeros((classes.num_classes, classes.vocab_size))
-    Q[np.arange(classes.num_classes), classes.query] = 1.0
-    return np.asarray(obs.attention(np.asarray(Z), classes.cond_probs, Q))
 
 
 def run(rec, quick, seed, optimizer="sgd", momentum=0.9, settings=SETTINGS, name_fig="fig4_heatmaps.png",
@@ -48,9 +41,9 @@ def run(rec, quick, seed, optimizer="sgd", momentum=0.9, settings=SETTINGS, name
         start = time.perf_counter()
         r = train(classes, optimizer, eY, eZ, 128, 128, steps, momentum=momentum, init="zero", seed=seed)
         rec.add_timing(f"train_{key}_s", time.perf_counter() - start)
-        traces[key] = r.loss.tolist()
-        c_net = np.stack([attention_of(r.Z[s], classes) for s in rows + [steps]])  # (R, K, M)
-        ts = np.unique(np.asarray(r.t)[rows + [steps]])
+        traces[key] = r.batch_loss.tolist()
+        c_net = r["attention"][rows + [steps]]  # (R, K, M): the record's observable, named as on the flow
+        ts = np.unique(np.asarray(r.ts)[rows + [steps]])
         tr = solve_flow(classes, eY, eZ, ts, solver="tsit5", rtol=1e-8, atol=1e-10)
         rec.add_solver_stats(f"flow_{key}", tr)
         c_flow = np.asarray(tr.observables["attention"])
@@ -66,7 +59,7 @@ def run(rec, quick, seed, optimizer="sgd", momentum=0.9, settings=SETTINGS, name
         ct = classes.common_mask
         mass_net = c_net[:, :, ct].sum(axis=-1)
         mass_flow = c_flow[:, :, ct].sum(axis=-1)
-        rec.add_series(**{f"{key}_c_network": c_net, f"{key}_c_flow": c_flow, f"{key}_loss": r.loss})
+        rec.add_series(**{f"{key}_c_network": c_net, f"{key}_c_flow": c_flow, f"{key}_loss": r.batch_loss})
         zq = r.Z[steps][np.asarray(classes.query)]  # (K, M) final network logits
         dt_up = all(np.all(zq[n, classes.distinct_mask[n]] > r.Z[0][classes.query[n], classes.distinct_mask[n]])
                     for n in range(2))

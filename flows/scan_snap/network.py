@@ -17,14 +17,17 @@ Y = U W_V^T U^T and Z = U W_Q W_K^T U^T / sqrt(d), so the same observables apply
 `train` runs SGD (optional heavy-ball momentum) or Adam with separate learning rates for Y and Z, batch-mean
 gradients, zero or random (uniform +-1/sqrt(M), PyTorch's nn.Linear default) initialisation. Time
 convention: one batch-mean step of learning rate eta is one unit of flow time of the flow with rate eta
-(digest §3.2 [ours]); with momentum beta the effective rate is eta / (1 - beta), so `record.t` is
-step / (1 - beta) for SGD and the step count for Adam.
+(digest §3.2 [ours]); with momentum beta the effective rate is eta / (1 - beta), so `record.ts` is
+step / (1 - beta) for SGD and the step count for Adam (the learning rates are rates of the flow, not part
+of its clock; `solve_flow(..., paper_time=...)` chooses the flow's class weights, see `flow.flow_args`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
+import warnings
 from functools import partial
 
 import jax
@@ -34,9 +37,11 @@ import optax
 
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from .._xla import jit as xla_jit
+from ..network_records import TrainingError, first_nonfinite_step
+from . import observables as obs
 from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
 
-__all__ = ["TrainRecord", "count_loss", "embedding_loss", "embedding_to_yz", "init_embedding", "init_params",
+__all__ = ["TrainRecord", "count_loss", "observe", "embedding_loss", "embedding_to_yz", "init_embedding", "init_params",
            "token_loss", "train", "train_embedding", "train_sweep"]
 
 OPTIMIZERS = ("sgd", "adam")
@@ -124,45 +129,111 @@ def _optimizer(name, lr, momentum):
     return optax.adam(lr)
 
 
-def _run(arrays, key, eta_Y, eta_Z, params0, *, optimizer, momentum, T, batch_size, steps, form, history):
-    """The jittable training loop (lax.scan over steps); learning rates are traced."""
+def observe(params, arrays: ClassArrays):
+    """The observables of the flow's `Trajectory` (`flow.solve_flow`, full flow) on one (Y, Z):
+    `attention` c_n (K, M) and `loss` the population loss sum_n P(n) CE_n (the T -> infinity loss)."""
+    M = arrays.cond.shape[1]
+    dtype = arrays.cond.dtype
+    c = obs.attention(params["Z"], arrays.cond, jax.nn.one_hot(arrays.query, M, dtype=dtype))
+    logits = obs.normalized_attention(c) @ params["Y"]
+    picked = jnp.take_along_axis(logits, arrays.next_token[:, None], axis=1)[:, 0]
+    ce = jax.nn.logsumexp(logits, axis=-1) - picked
+    return {"attention": c, "loss": jnp.sum(arrays.class_probs * ce)}
+
+
+def _finite(params):
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(params)]))
+
+
+def _run(arrays, key, eta_Y, eta_Z, params0, *, optimizer, momentum, T, batch_size, steps, form, history,
+         save_every=1):
+    """The jittable training loop (lax.scan over saved segments of `save_every` steps); learning rates are
+    traced. Returns (batch losses (steps,), final params, params at the saved steps or None, observables at
+    the saved steps, first non-finite step or -1)."""
     opt_Y = _optimizer(optimizer, eta_Y, momentum)
     opt_Z = _optimizer(optimizer, eta_Z, momentum)
     loss_fn = {"counts": count_loss, "tokens": token_loss}[form]
     sampler = {"counts": sample_counts, "tokens": sample_tokens}[form]
 
     def step(carry, k):
-        params, sY, sZ = carry
+        params, sY, sZ, i, bad = carry
         cls, data = sampler(arrays, k, batch_size, T)
         loss, grads = jax.value_and_grad(loss_fn)(params, arrays, cls, data)
         with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
             uY, sY = opt_Y.update(grads["Y"], sY, params["Y"])
             uZ, sZ = opt_Z.update(grads["Z"], sZ, params["Z"])
         params = {"Y": params["Y"] + uY, "Z": params["Z"] + uZ}
-        out = (loss, params) if history else (loss, None)
-        return (params, sY, sZ), out
+        bad = jnp.where((bad < 0) & ~_finite(params), i + 1, bad)
+        return (params, sY, sZ, i + 1, bad), loss
 
-    carry = (params0, opt_Y.init(params0["Y"]), opt_Z.init(params0["Z"]))
-    (final, _, _), (losses, hist) = jax.lax.scan(step, carry, jax.random.split(key, steps))
-    return losses, final, hist
+    def segment(carry, ks):
+        carry, losses = jax.lax.scan(step, carry, ks)
+        return carry, (losses, carry[0] if history else None, observe(carry[0], arrays))
+
+    keys = jax.random.split(key, steps)
+    n_seg, rem = divmod(steps, save_every)
+    carry = (params0, opt_Y.init(params0["Y"]), opt_Z.init(params0["Z"]), jnp.asarray(0, jnp.int32),
+             jnp.asarray(-1, jnp.int32))
+    first = (params0 if history else None, observe(params0, arrays))
+    carry, (losses, hist, series) = jax.lax.scan(segment, carry, keys[:n_seg * save_every].reshape(
+        (n_seg, save_every) + keys.shape[1:]))
+    parts = [(hist, series)]
+    losses = [losses.reshape(-1)]
+    if rem:
+        carry, (l2, h2, o2) = segment(carry, keys[n_seg * save_every:])
+        losses.append(l2)
+        parts.append(jax.tree_util.tree_map(lambda x: x[None], (h2, o2)))
+    hist, series = jax.tree_util.tree_map(lambda a, *b: jnp.concatenate([a[None], *b]), first, *parts)
+    return jnp.concatenate(losses), carry[0], hist, series, carry[4]
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainRecord:
-    """Result of `train`.
+    """Result of `train` (and `train_embedding`), in the vocabulary of every system's network record.
 
-    - `loss`: (steps,) batch-mean training loss at each step (before its update).
-    - `Y`, `Z`: (steps + 1, M, M) parameter histories (index 0 = initialisation), or only the final
+    - `ts`: (k,) flow time of each saved step (step / (1 - momentum) for SGD, step for Adam);
+      `steps`: (k,) the saved step numbers (0, save_every, 2 save_every, ..., and the last step).
+    - `observables`: name -> array with leading axis k, the same names as the flow's `Trajectory`
+      (`solve_flow`, full flow): `attention` c_n (k, K, M) and `loss` the population loss (k,), computed from
+      the saved (Y, Z). Also reachable as `record["attention"]`, `record.attention`, `record["loss"]`.
+    - `batch_loss`: (steps,) batch-mean training loss at each step (before its update).
+    - `Y`, `Z`: (k, M, M) parameters at the saved steps (index 0 = initialisation), or only the final
       (M, M) values when `history=False`.
-    - `t`: (steps + 1,) flow time of each saved state (step / (1 - momentum) for SGD, step for Adam).
-    - `config`: the arguments.
+    - `config`: the arguments; `compile_s`, `run_s`: compile and training wall time.
+    - Deprecated: `t` (use `ts`; with `save_every=1` they are equal), `loss` (the per-step batch loss, now
+      `batch_loss`; `record["loss"]` is the population loss at the saved steps, as on the flow).
     """
 
-    loss: np.ndarray
+    ts: np.ndarray
+    steps: np.ndarray
+    observables: dict
+    batch_loss: np.ndarray
     Y: np.ndarray
     Z: np.ndarray
-    t: np.ndarray
     config: dict
+    compile_s: float = math.nan
+    run_s: float = math.nan
+
+    def __getitem__(self, name):
+        return self.observables[name]
+
+    def __getattr__(self, name):
+        if name != "observables" and name in self.__dict__.get("observables", {}):
+            return self.__dict__["observables"][name]
+        raise AttributeError(name)
+
+    @property
+    def t(self):
+        warnings.warn("TrainRecord.t is deprecated; use TrainRecord.ts (the same flow times)", DeprecationWarning,
+                      stacklevel=2)
+        return self.ts
+
+    @property
+    def loss(self):
+        warnings.warn("TrainRecord.loss (the per-step batch loss) is deprecated; use TrainRecord.batch_loss "
+                      "(record['loss'] is the population loss at the saved steps, as on the flow)",
+                      DeprecationWarning, stacklevel=2)
+        return self.batch_loss
 
 
 #: seeds become uint32 `jax.random.PRNGKey` seeds
@@ -190,51 +261,89 @@ def _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, 
 
 
 @partial(xla_jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "form", "history",
-                                   "init", "M"))
+                                   "init", "M", "save_every"))
 def _train_jit(arrays, seed, eta_Y, eta_Z, *, optimizer, momentum, T, batch_size, steps, form, history,
-               init, M):
+               init, M, save_every=1):
     k_init, k_data = jax.random.split(jax.random.PRNGKey(seed))
     params0 = init_params(M, init, k_init, arrays.cond.dtype)
-    losses, final, hist = _run(arrays, k_data, eta_Y, eta_Z, params0, optimizer=optimizer,
-                               momentum=momentum, T=T, batch_size=batch_size, steps=steps, form=form,
-                               history=history)
+    losses, final, hist, series, bad = _run(arrays, k_data, eta_Y, eta_Z, params0, optimizer=optimizer,
+                                            momentum=momentum, T=T, batch_size=batch_size, steps=steps,
+                                            form=form, history=history, save_every=save_every)
+    return losses, (hist if history else final), series, bad
+
+
+def _saved_steps(steps, save_every):
+    out = np.arange(0, steps + 1, save_every, dtype=np.int64)
+    return out if out[-1] == steps else np.concatenate([out, [steps]])
+
+
+def _record(losses, params, series, bad, *, save, scale, history, config, compile_s, run_s):
+    """The TrainRecord, or a TrainingError carrying the record of the saved steps before the first non-finite one."""
+    series = {k: np.asarray(v) for k, v in series.items()}
+    bad = first_nonfinite_step(save, series, int(bad))
+    keep = np.ones(save.shape, bool) if bad < 0 else save < bad
+    Y, Z = np.asarray(params["Y"]), np.asarray(params["Z"])
     if history:
-        hist = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), params0, hist)
-        return losses, hist
-    return losses, final
+        Y, Z = Y[keep], Z[keep]
+    losses = np.asarray(losses)
+    record = TrainRecord(ts=save[keep] * scale, steps=save[keep], observables={k: v[keep] for k, v in series.items()},
+                         batch_loss=losses if bad < 0 else losses[:bad], Y=Y, Z=Z, config=config,
+                         compile_s=compile_s, run_s=run_s)
+    if bad >= 0:
+        raise TrainingError(f"training went non-finite at step {bad} (optimizer={config['optimizer']!r}, "
+                            f"eta_Y={config['eta_Y']:g}, eta_Z={config['eta_Z']:g}): the parameters or the "
+                            f"observables hold NaN or inf; lower the learning rates. error.record holds the "
+                            f"{int(keep.sum())} saved steps before it", step=bad, record=record)
+    return record
 
 
 def train(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_Z: float, T: int, batch_size: int,
           steps: int, momentum: float = 0.0, init: str = "zero", seed: int = 0, *, form: str = "counts",
-          history: bool = True) -> TrainRecord:
+          history: bool = True, save_every: int = 1) -> TrainRecord:
     """Train the finite-T Y/Z model; see the module docstring.
 
     **Arguments:** `classes`; `optimizer` "sgd" | "adam"; `eta_Y`, `eta_Z` > 0; `T` >= 2 (T-1 contexts);
     `batch_size`; `steps`; `momentum` in [0, 1) (SGD only); `init` "zero" | "random"; `seed` (the same seed
     gives the same record); `form` "counts" (exact count-vector reduction) or "tokens" (literal sequences,
-    same random numbers); `history` (keep Y and Z after every step).
+    same random numbers); `save_every` (>= 1: record Y, Z and the observables every k steps and at the last
+    step; the training is the same for every `save_every`); `history` (keep Y and Z at the saved steps;
+    `False`: only the final Y, Z, the observables are still recorded).
+
+    **Time:** `record.ts` = step / (1 - momentum) for SGD (t = eta step / (1 - beta) in units where the flow
+    rates are eta_Y, eta_Z), step for Adam (its clock t = lr * step, as in every system).
+
+    **Raises:** `ValueError` naming a bad argument; `flows.network_records.TrainingError` (a
+    `flows.FlowError`) naming the first non-finite step, with the partial record as `error.record`.
     """
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form)
     history = check_bool("history", history)
+    save_every = check_int("save_every", save_every, 1)
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
-    losses, params = _train_jit(arrays, jnp.asarray(seed, jnp.uint32), jnp.asarray(eta_Y, dtype),
-                                jnp.asarray(eta_Z, dtype), optimizer=optimizer, momentum=float(momentum),
-                                T=int(T), batch_size=int(batch_size), steps=int(steps), form=form,
-                                history=history, init=init, M=classes.vocab_size)
+    call = (arrays, jnp.asarray(seed, jnp.uint32), jnp.asarray(eta_Y, dtype), jnp.asarray(eta_Z, dtype))
+    static = dict(optimizer=optimizer, momentum=float(momentum), T=int(T), batch_size=int(batch_size),
+                  steps=int(steps), form=form, history=history, init=init, M=classes.vocab_size,
+                  save_every=min(int(save_every), int(steps)))
+    start = time.perf_counter()
+    compiled = _train_jit.lower(*call, **static).compile()  # cached in memory: a repeated call compiles nothing
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    out = jax.block_until_ready(compiled(*call))
+    run_s = time.perf_counter() - start
     scale = 1.0 / (1.0 - float(momentum)) if optimizer == "sgd" else 1.0
     config = dict(classes=classes.name, optimizer=optimizer, eta_Y=float(eta_Y), eta_Z=float(eta_Z), T=int(T),
                   batch_size=int(batch_size), steps=int(steps), momentum=float(momentum), init=init,
-                  seed=int(seed), form=form)
-    return TrainRecord(loss=np.asarray(losses), Y=np.asarray(params["Y"]), Z=np.asarray(params["Z"]),
-                       t=np.arange(int(steps) + 1) * scale, config=config)
+                  seed=int(seed), form=form, save_every=int(save_every))
+    return _record(*out, save=_saved_steps(int(steps), static["save_every"]), scale=scale, history=history,
+                   config=config, compile_s=compile_s, run_s=run_s)
 
 
 @partial(xla_jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "init", "M"))
 def _sweep_jit(arrays, seeds, eta_Y, eta_Z, *, optimizer, momentum, T, batch_size, steps, init, M):
     def one(seed, eY, eZ):
         return _train_jit.__wrapped__(arrays, seed, eY, eZ, optimizer=optimizer, momentum=momentum, T=T,
-                          batch_size=batch_size, steps=steps, form="counts", history=False, init=init, M=M)
+                                      batch_size=batch_size, steps=steps, form="counts", history=False, init=init,
+                                      M=M, save_every=steps)[:2]
 
     return jax.vmap(one)(seeds, eta_Y, eta_Z)
 
@@ -272,7 +381,7 @@ def _train_embedding_jit(arrays, seed, lrs, init_scale, *, optimizer, momentum, 
     opts = {k: _optimizer(optimizer, lrs[k], momentum) for k in EMBEDDING_PARAMS}
 
     def step(carry, k):
-        emb, states = carry
+        emb, states = carry[:2]
         cls, counts = sample_counts(arrays, k, batch_size, T)
         loss, grads = jax.value_and_grad(embedding_loss)(emb, arrays, cls, counts)
         new, new_states = {}, {}
@@ -280,16 +389,20 @@ def _train_embedding_jit(arrays, seed, lrs, init_scale, *, optimizer, momentum, 
             for name in EMBEDDING_PARAMS:
                 u, new_states[name] = opts[name].update(grads[name], states[name], emb[name])
                 new[name] = emb[name] + u
-        return (new, new_states), (loss, embedding_to_yz(new) if history else None)
+        yz = embedding_to_yz(new)
+        bad = jnp.where((carry[2] < 0) & ~_finite(new), carry[3] + 1, carry[2])
+        return (new, new_states, bad, carry[3] + 1), (loss, yz if history else None, observe(yz, arrays))
 
     states = {k: opts[k].init(emb0[k]) for k in EMBEDDING_PARAMS}
-    (final, _), (losses, hist) = jax.lax.scan(step, (emb0, states), jax.random.split(k_data, steps))
+    start = (emb0, states, jnp.asarray(-1, jnp.int32), jnp.asarray(0, jnp.int32))
+    (final, _, bad, _), (losses, hist, series) = jax.lax.scan(step, start, jax.random.split(k_data, steps))
     yz0 = embedding_to_yz(emb0)
+    series = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), observe(yz0, arrays), series)
     if history:
         hist = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), yz0, hist)
     else:
         hist = embedding_to_yz(final)
-    return losses, hist, final
+    return losses, hist, series, bad, final
 
 
 EMBEDDING_PARAMS = ("U", "W_Q", "W_K", "W_V")
@@ -317,7 +430,8 @@ def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_
     **Arguments:** as `train` (`optimizer` "sgd" | "adam", `momentum` SGD only), plus `d` >= 1 the embedding
     width, `eta_U` >= 0, `init_scale` > 0. Returns a `TrainRecord` whose `Y`, `Z` are the (steps + 1, M, M)
     histories (or final (M, M) values when `history=False`) of Y = U W_V^T U^T and Z = U W_Q W_K^T U^T /
-    sqrt(d); `config["final_embedding"]` holds the final {"U", "W_Q", "W_K", "W_V"} arrays; `t` as in `train`.
+    sqrt(d); `config["final_embedding"]` holds the final {"U", "W_Q", "W_K", "W_V"} arrays; `ts`, `steps`,
+    `observables` as in `train` (saved at every step; `compile_s` is nan, `run_s` includes a first compile).
     """
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, "zero", seed, "counts")
     check_int("d", d, 1, integral_float=True)
@@ -327,7 +441,8 @@ def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
     lrs = {"U": eta_U, "W_Q": eta_Z, "W_K": eta_Z, "W_V": eta_Y}
-    losses, yz, final = _train_embedding_jit(
+    start = time.perf_counter()
+    losses, yz, series, bad, final = _train_embedding_jit(
         arrays, jnp.asarray(seed, jnp.uint32), {k: jnp.asarray(v, dtype) for k, v in lrs.items()},
         jnp.asarray(init_scale, dtype), optimizer=optimizer, momentum=float(momentum), T=int(T),
         batch_size=int(batch_size), steps=int(steps), history=history, M=classes.vocab_size, d=int(d))
@@ -336,5 +451,6 @@ def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_
                   eta_U=float(eta_U), T=int(T), batch_size=int(batch_size), steps=int(steps),
                   momentum=float(momentum), init="embedding", init_scale=float(init_scale), seed=int(seed),
                   form="embedding", d=int(d), final_embedding={k: np.asarray(v) for k, v in final.items()})
-    return TrainRecord(loss=np.asarray(losses), Y=np.asarray(yz["Y"]), Z=np.asarray(yz["Z"]),
-                       t=np.arange(int(steps) + 1) * scale, config=config)
+    run_s = time.perf_counter() - start  # compile included on a first call
+    return _record(losses, yz, series, bad, save=np.arange(int(steps) + 1), scale=scale, history=history,
+                   config=config, compile_s=math.nan, run_s=run_s)

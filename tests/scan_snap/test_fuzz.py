@@ -219,6 +219,9 @@ def _jit_stub(*args, **static):
     raise Reached({"args": args, "static": static})
 
 
+_jit_stub.lower = _jit_stub  # `train` compiles by `_train_jit.lower(...).compile()`
+
+
 @pytest.fixture(scope="module")
 def stop_at_jit():
     network = importlib.import_module("flows.scan_snap.network")

@@ -1,9 +1,9 @@
 """The clock of the trained Scan and Snap network with momentum, pinned against the T -> inf flow
 (issue 10, item 3; its own file: one training compile, kept apart from the solves of test_pins.py).
 
-`network.train` documents (module docstring, `TrainRecord.t`): one batch-mean SGD step of learning rate eta
+`network.train` documents (module docstring, `TrainRecord.ts`): one batch-mean SGD step of learning rate eta
 is one unit of flow time of the flow with rate eta, and heavy-ball momentum beta multiplies the rate by
-1 / (1 - beta), so `record.t = step / (1 - beta)` for the flow with rates (eta_Y, eta_Z) = (eta, eta).
+1 / (1 - beta), so `record.ts = step / (1 - beta)` for the flow with rates (eta_Y, eta_Z) = (eta, eta).
 The reference flow is the full (Y, Z) population flow written out in numpy from the theory digest §3.2 and
 integrated by scipy (independent of `flows`; tests/scan_snap/population_flow.py).
 """
@@ -17,7 +17,7 @@ BETA = 0.9
 ETA = 0.0025  # small: the start-up lag of momentum is beta / (1 - beta) = 9 of 640 steps
 STEPS = 640  # flow time of the rate-1 flow: ETA * STEPS / (1 - BETA) = 16
 T, BATCH = 1024, 64
-# relative error of Z against the flow at record.t: measured 0.032 at the end (the momentum start-up lag,
+# relative error of Z against the flow at record.ts: measured 0.032 at the end (the momentum start-up lag,
 # ~ 1.4 % of the time, the finite T and the SGD noise; the best-fitting clock is 0.98 t). Read on a clock off
 # by a factor 1 / (1 - beta) either way the record is 0.56 (10 t) or > 100 (t / 10) off, and even a clock off
 # by 20 % gives 0.21 (1.25 t) or 0.29 (0.8 t): all fail Z_TOL.
@@ -38,10 +38,10 @@ def classes():
 def test_momentum_sgd_tracks_the_flow_on_the_documented_clock():
     """One test (one training compile; under pytest-xdist a shared fixture would be built on every worker)."""
     record = train(classes(), "sgd", ETA, ETA, T, BATCH, STEPS, momentum=BETA, seed=4)
-    np.testing.assert_allclose(record.t, np.arange(STEPS + 1) / (1 - BETA), rtol=1e-15, atol=0)
+    np.testing.assert_allclose(record.ts, np.arange(STEPS + 1) / (1 - BETA), rtol=1e-15, atol=0)
     c = classes()
     idx = np.array([STEPS // 2, STEPS])
-    t = record.t[idx]
+    t = record.ts[idx]
     # the flow on the documented clock, on the clock without momentum (t = step), with momentum counted twice
     clocks = {"documented": t, "no momentum": t * (1 - BETA), "momentum twice": t / (1 - BETA)}
     errs = {}

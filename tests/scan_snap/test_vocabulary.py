@@ -1,0 +1,57 @@
+"""The Scan and Snap network record speaks the shared vocabulary: ts, steps, observables named as on the flow's
+Trajectory (attention, loss), save_every, the deprecated .t, and a non-finite run stopped by name."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from flows import FlowError
+from flows.network_records import TrainingError
+from flows.scan_snap import observables as obs
+from flows.scan_snap import syn_small, train
+from flows.scan_snap.flow import flow_args, population_loss
+
+RUN = dict(T=24, batch_size=8, steps=15, momentum=0.9, init="random", seed=2)  # test_network.py's SGD case
+
+
+def test_save_every_observables_and_clock():
+    c = syn_small()
+    full = train(c, "sgd", 1.0, 1.0, **RUN)  # the program of test_network.py (save_every=1)
+    sparse = train(c, "sgd", 1.0, 1.0, **RUN, save_every=4)
+    assert sparse.steps.tolist() == [0, 4, 8, 12, 15]
+    np.testing.assert_allclose(sparse.ts, sparse.steps / (1 - 0.9), rtol=1e-14)
+    np.testing.assert_allclose(full.ts, np.arange(16) / (1 - 0.9), rtol=1e-14)
+    # the same training, kept at fewer steps
+    assert np.max(np.abs(sparse.Z - full.Z[sparse.steps])) <= 1e-12
+    assert np.max(np.abs(sparse.Y - full.Y[sparse.steps])) <= 1e-12
+    assert np.max(np.abs(sparse.batch_loss - full.batch_loss)) <= 1e-12
+    # the flow's observables, by the flow's names, from the saved (Y, Z)
+    args = flow_args(c, 1.0, 1.0)
+    for i, s in enumerate(sparse.steps):
+        y = {"Y": full.Y[s], "Z": full.Z[s]}
+        np.testing.assert_allclose(sparse["attention"][i], obs.attention(y["Z"], args["cond"], args["Q"]),
+                                   rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(sparse["loss"][i], population_loss(y, args), rtol=1e-12)
+    assert sparse.attention is sparse.observables["attention"]
+    assert sparse["loss"][-1] < sparse["loss"][0]
+    with pytest.warns(DeprecationWarning, match="ts"):
+        assert np.array_equal(full.t, full.ts)
+    with pytest.warns(DeprecationWarning, match="batch_loss"):
+        assert np.array_equal(full.loss, full.batch_loss)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sparse.compile_s >= 0 and sparse.run_s > 0
+    with pytest.raises(ValueError, match="save_every"):
+        train(c, "sgd", 1.0, 1.0, **RUN, save_every=0)
+
+
+def test_non_finite_training_stops_naming_the_step():
+    c = syn_small()
+    with pytest.raises(TrainingError, match="non-finite at step") as info:
+        train(c, "sgd", 1e308, 1e308, **{**RUN, "steps": 40}, save_every=3)  # gradients are bounded: overflow
+    err = info.value
+    assert isinstance(err, FlowError) and 1 <= err.step <= 40
+    rec = err.record
+    assert np.all(rec.steps < err.step) and rec.steps[0] == 0
+    assert np.all(np.isfinite(rec["loss"])) and len(rec.batch_loss) == err.step
