@@ -13,6 +13,8 @@ The public surface (explicit re-exports; nothing is defined here):
 - `fitting`: power-law fits (log-log least squares, joint M^a L^b fits, model comparison) with bootstrap
   confidence intervals.
 - `records`: run records (metrics.json, series.npz, PNGs, meta.json), written atomically.
+- `event_time`, `TrainingError` (`flows.network_records`): the first crossing of an observable on a network
+  record or a `Trajectory` (T1, a knee), and the error a training run raises when it goes non-finite.
 
 Subpackages are imported on first use.
 """
@@ -32,8 +34,9 @@ __version__ = "0.1.0"
 # The subpackages and flows.sde are imported on first use (`flows.scan_snap`, `from flows import fitting`):
 # a script that needs one system does not pay for the others, nor for scipy.stats (flows.fitting), at import
 # (issue 9: the first call counts; `import flows` took about 1.5 s of imports it did not use).
-_SUBMODULES = ("compile_cache", "cooccurrence", "fitting", "mean_field", "plotting", "records", "scan_snap", "sde")
-_LAZY_NAMES = {"solve_sde": "sde"}
+_SUBMODULES = ("compile_cache", "cooccurrence", "fitting", "mean_field", "network_records", "plotting", "records",
+               "scan_snap", "sde")
+_LAZY_NAMES = {"solve_sde": "sde", "event_time": "network_records", "TrainingError": "network_records"}
 
 
 def __getattr__(name):

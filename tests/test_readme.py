@@ -23,6 +23,9 @@ def test_readme_network_example_runs(capsys):
     out = capsys.readouterr().out
     gap = float(re.search(r"flow vs GD: ([0-9.e+-]+);", out).group(1))
     assert gap < 1e-3, out
+    # T1 found on the GD record by flows.event_time (saved every 0.1) against the flow's located event
+    t_flow, t_gd = (float(v) for v in re.search(r"T1 = ([0-9.]+) \(flow\), ([0-9.]+) \(GD\)", out).groups())
+    assert abs(t_gd - t_flow) <= 0.01, out
 
 
 def test_readme_setup_lines_and_ci_agree():
