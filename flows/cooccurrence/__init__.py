@@ -24,5 +24,6 @@ from .network import forward as forward
 from .network import init_params as init_params
 from .network import network_loss as network_loss
 from .network import train as train
+from .network import with_seed_init as with_seed_init
 from .observables import OBSERVABLES as OBSERVABLES
 from .observables import gram_state as gram_state

@@ -32,7 +32,7 @@ from .._checks import check_bool, check_dtype, real_array
 from ..solve import Event, Trajectory, solve
 from . import observables as obs
 from .data import Config
-from .network import check_args, data_args, init_params
+from .network import check_args, data_args, init_params, with_seed_init
 
 __all__ = ["flow_gradients", "initial_state", "solve_flow", "vector_field"]
 
@@ -96,7 +96,7 @@ _T1_EVENT = Event(_t1_condition, direction=True, stop=False, name="T1 (zero trai
 def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver: str = "tsit5",
                rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
                locate_T1: bool = True, save_states: bool = False, num_test: int = 600,
-               throw: bool = True) -> Trajectory:
+               throw: bool = True, seed: int | None = None, init: str | None = None) -> Trajectory:
     """Integrate the exact Gram ODE from the initialisation of `network.train(config, ...)` (same seed).
 
     **Arguments:**
@@ -107,12 +107,14 @@ def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver:
     - `locate_T1`: also find T1 = the first time with zero training error (min_i y_i F_i crossing 0
       upwards) by a root-finding `flows.Event(stop=False)` in the same solve; it is returned as
       `traj.t_event` (`nan` if there is none before `ts[-1]`, `0.0` if the error is already zero at t=0).
+    - `seed`, `init`: override `config.seed`, `config.init` (`None`: the config's), as in `network.train`.
     - other arguments as in `flows.solve`.
 
     **Returns:** a `Trajectory` with `observables` named as in `observables.OBSERVABLES` (`loss`,
     `group_loss (k, 4)`, `train_error`, `test_loss`, `G (k, 3)`, `S`, `A (k, 3, 3)`, `M_V (k, 3, 3)`, `p12`,
     `group_g (k, 4)`, `balance_ratio`, `R`, `min_margin`).
     """
+    config = with_seed_init(config, seed, init)
     ts = real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")

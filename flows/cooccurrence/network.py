@@ -144,6 +144,15 @@ def check_args(args) -> dict:
     return args
 
 
+def with_seed_init(config: Config, seed=None, init=None) -> Config:
+    """`config` with `seed` and/or `init` replaced (`None` keeps the config's): the `seed=`, `init=` keywords
+    of `train` and `solve_flow`, the same place as in every system (ValueError naming a bad value)."""
+    if not isinstance(config, Config):
+        raise ValueError(f"config must be a cooccurrence.Config, got {type(config).__name__}")
+    new = {k: v for k, v in (("seed", seed), ("init", init)) if v is not None}
+    return dataclasses.replace(config, **new) if new else config
+
+
 def _observe(params, a, args):
     return obs.observe(0.0, obs.gram_state(params, a), args)
 
@@ -164,7 +173,7 @@ def _save_steps(steps, save_every, save_steps):
 def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 1000,
           batch_size: int | None = None, save_every: int = 10, *, save_steps=None,
           momentum: float | None = None, num_test: int = 600, args: dict | None = None,
-          batch_seed: int | None = None) -> TrainRecord:
+          batch_seed: int | None = None, seed: int | None = None, init: str | None = None) -> TrainRecord:
     """Train eq. (1) from `init_params(config)` on `training_set(config)` and record the observables.
 
     **Arguments:**
@@ -173,6 +182,8 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
       t = lr * step), `"sgd"` (minibatches of `batch_size` drawn without replacement each step, optional
       heavy-ball `momentum` beta in [0, 1): time t = lr * step / (1 - beta)) or `"adam"` (`optax.adam`, full
       batch unless `batch_size`; time t = lr * step). `momentum` is for `"sgd"` only (ValueError otherwise).
+    - `seed`, `init`: override `config.seed` (data, initialisation, test draws) and `config.init`
+      (`None`: the config's), as the same keywords of `solve_flow` and of `scan_snap.train`.
     - `batch_seed`: seeds the minibatch order (SGD, or Adam with `batch_size`), separately from the data
       and initialisation (`config.seed`); default `None`: a stream derived from `config.seed`.
     - `lr` (> 0), `steps` (>= 1), `save_every` (record every k steps) or `save_steps` (explicit step numbers,
@@ -186,6 +197,7 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
     non-finite step (the parameters are checked at every step, the observables at the saved steps) and
     carries the record of the saved steps before it as `error.record`.
     """
+    config = with_seed_init(config, seed, init)
     check_choice("optimizer", optimizer, _OPTIMIZERS)
     lr = check_real("lr", lr, low=0.0, strict=True)
     steps = check_int("steps", steps, 1)

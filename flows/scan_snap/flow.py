@@ -31,10 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_bool, check_real, real_array
+from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from ..solve import FlowError, Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
+from .network import init_params
 
 __all__ = ["flow_args", "full_vector_field", "population_loss", "reduced_vector_field", "single_ct_vector_field",
            "symmetric_vector_field",
@@ -189,9 +190,12 @@ def _check_ts(ts):
 def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False, *, Y0=None, Z0=None,
                paper_time: bool = True, exact_slaving: bool = False, decoder_size=None, solver: str = "tsit5",
                rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
-               throw: bool = True) -> Trajectory:
+               throw: bool = True, init: str = "zero", seed: int = 0) -> Trajectory:
     """Integrate the full (Y, Z) flow (`reduced=False`) or the reduced Z-flow (`reduced=True`) from
     Y0 = Z0 = 0 (default; or the given (M, M) arrays) and save at `ts`.
+
+    `init`, `seed`: as in `network.train` (the same place in every system): `init="random"` starts from the
+    initialisation `train(..., init="random", seed=seed)` draws (not with `Y0`/`Z0`); `"zero"` from zeros.
 
     Observables saved: `attention` (K, M) c_n; `loss` (full flow) or `gamma` (reduced flow). States:
     full {"Y", "Z"}; reduced {"Z", "h" = h(t/K), "B" (K,) = B_n(t)}. `decoder_size` is the M of gamma
@@ -206,6 +210,14 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
         raise ValueError("classes must be a SequenceClasses")
     eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
     ts = _check_ts(ts)
+    check_choice("init", init, ("zero", "random"))
+    check_int("seed", seed, 0, 2**32 - 1, integral_float=True)
+    if init == "random":
+        if Y0 is not None or Z0 is not None:
+            raise ValueError("init='random' draws Y0 and Z0: do not pass Y0 or Z0 with it")
+        k_init = jax.random.split(jax.random.PRNGKey(jnp.asarray(seed, jnp.uint32)))[0]
+        drawn = init_params(classes.vocab_size, "random", k_init, jnp.result_type(float))
+        Y0, Z0 = np.asarray(drawn["Y"]), np.asarray(drawn["Z"])
     reduced, paper_time = check_bool("reduced", reduced), check_bool("paper_time", paper_time)
     exact_slaving = check_bool("exact_slaving", exact_slaving)
     if decoder_size is not None:  # gamma and the slaved decoder divide by M - 1

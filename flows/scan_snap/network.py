@@ -297,12 +297,29 @@ def _record(losses, params, series, bad, *, save, scale, history, config, compil
     return record
 
 
-def train(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_Z: float, T: int, batch_size: int,
-          steps: int, momentum: float = 0.0, init: str = "zero", seed: int = 0, *, form: str = "counts",
-          history: bool = True, save_every: int = 1) -> TrainRecord:
+def _learning_rates(eta_Y, eta_Z, lr):
+    """(eta_Y, eta_Z) from `eta_Y, eta_Z` or from `lr` (a number for both groups, or {"Y": ..., "Z": ...})."""
+    if lr is None:
+        if eta_Y is None or eta_Z is None:
+            raise ValueError("lr must be given (a number, or {'Y': eta_Y, 'Z': eta_Z}) when eta_Y, eta_Z are not")
+        return eta_Y, eta_Z
+    if eta_Y is not None or eta_Z is not None:
+        raise ValueError("lr must not be given together with eta_Y, eta_Z (pass one or the other)")
+    if isinstance(lr, dict):
+        if set(lr) != {"Y", "Z"}:
+            raise ValueError(f"lr must be a number or a dict with the keys 'Y' and 'Z', got keys {sorted(lr)}")
+        return lr["Y"], lr["Z"]
+    return lr, lr
+
+
+def train(classes: SequenceClasses, optimizer: str, eta_Y: float | None = None, eta_Z: float | None = None,
+          T: int | None = None, batch_size: int | None = None, steps: int | None = None, momentum: float = 0.0,
+          init: str = "zero", seed: int = 0, *, form: str = "counts", history: bool = True, save_every: int = 1,
+          lr=None) -> TrainRecord:
     """Train the finite-T Y/Z model; see the module docstring.
 
-    **Arguments:** `classes`; `optimizer` "sgd" | "adam"; `eta_Y`, `eta_Z` > 0; `T` >= 2 (T-1 contexts);
+    **Arguments:** `classes`; `optimizer` "sgd" | "adam"; `eta_Y`, `eta_Z` > 0 (or, as in every system,
+    `lr=` a number for both groups or `{"Y": eta_Y, "Z": eta_Z}`); `T` >= 2 (T-1 contexts);
     `batch_size`; `steps`; `momentum` in [0, 1) (SGD only); `init` "zero" | "random"; `seed` (the same seed
     gives the same record); `form` "counts" (exact count-vector reduction) or "tokens" (literal sequences,
     same random numbers); `save_every` (>= 1: record Y, Z and the observables every k steps and at the last
@@ -315,6 +332,7 @@ def train(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_Z: float, 
     **Raises:** `ValueError` naming a bad argument; `flows.network_records.TrainingError` (a
     `flows.FlowError`) naming the first non-finite step, with the partial record as `error.record`.
     """
+    eta_Y, eta_Z = _learning_rates(eta_Y, eta_Z, lr)
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form)
     history = check_bool("history", history)
     save_every = check_int("save_every", save_every, 1)

@@ -40,3 +40,22 @@ def test_non_finite_training_stops_naming_the_step():
     rec = err.record
     assert rec.steps.tolist() == list(range(err.step))  # every saved step before the first non-finite one
     assert np.all(np.isfinite(rec["loss"]))
+
+
+def test_seed_and_init_are_keywords_of_train_and_solve_flow():
+    cfg = co.Config(**TINY, seed=3)
+    other = co.Config(**TINY, seed=5, init="kaiming")
+    a = co.train(cfg, "gd", 1e-2, 2, seed=5, init="kaiming", num_test=4)
+    b = co.train(other, "gd", 1e-2, 2, num_test=4)
+    for name in ("loss", "G", "A"):
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert a["loss"][0] != co.train(cfg, "gd", 1e-2, 1, num_test=4)["loss"][0]  # the override changed the draw
+    for kw, field in ((dict(seed=-1), "seed"), (dict(init="nope"), "init")):
+        with pytest.raises(ValueError, match=field):
+            co.train(cfg, "gd", 1e-2, 2, **kw)
+        with pytest.raises(ValueError, match=field):
+            co.solve_flow(cfg, [0.0, 1.0], **kw)
+    # solve_flow starts from the same state as the overridden config's
+    y_kw = co.initial_state(co.with_seed_init(cfg, seed=5, init="kaiming"))
+    for k, v in co.initial_state(other).items():
+        np.testing.assert_array_equal(np.asarray(v), np.asarray(y_kw[k]))

@@ -55,3 +55,28 @@ def test_non_finite_training_stops_naming_the_step():
     rec = err.record
     assert np.all(rec.steps < err.step) and rec.steps[0] == 0
     assert np.all(np.isfinite(rec["loss"])) and len(rec.batch_loss) == err.step
+
+
+def test_lr_keyword_equals_eta_and_is_validated():
+    c = syn_small()
+    base = train(c, "sgd", 1.0, 1.0, **RUN)  # the compiled program of the first test: no new compile
+    for lr in (1.0, {"Y": 1.0, "Z": 1.0}):
+        rec = train(c, "sgd", lr=lr, **RUN)
+        assert np.array_equal(rec.Z, base.Z) and np.array_equal(rec.Y, base.Y)
+    for kw, field in ((dict(lr={"Y": 1.0}), "lr"), (dict(lr=1.0, eta_Y=1.0), "lr"), (dict(eta_Y=1.0), "lr"),
+                      (dict(lr=-1.0), "eta_Y")):  # a bad rate is named by its group
+        with pytest.raises(ValueError, match=field):
+            train(c, "sgd", **kw, **RUN)
+
+
+def test_solve_flow_init_random_starts_where_train_does():
+    from flows.scan_snap import solve_flow
+
+    c = syn_small()
+    rec = train(c, "sgd", 1.0, 1.0, **RUN)  # init="random", seed=2
+    traj = solve_flow(c, 1.0, 1.0, [0.0, 1e-9], init="random", seed=2, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(traj.ys["Z"][0], rec.Z[0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(traj.ys["Y"][0], rec.Y[0], rtol=0, atol=1e-15)
+    for kw, field in ((dict(init="nope"), "init"), (dict(seed=-1), "seed"), (dict(init="random", Z0=rec.Z[0]), "Z0")):
+        with pytest.raises(ValueError, match=field):
+            solve_flow(c, 1.0, 1.0, [0.0, 1.0], **kw)
