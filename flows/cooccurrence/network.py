@@ -116,7 +116,7 @@ class TrainRecord:
     steps: np.ndarray
     observables: dict
     optimizer: str
-    lr: float
+    lr: float | dict
     batch_size: int | None
     params: dict
     a: jax.Array
@@ -170,7 +170,20 @@ def _save_steps(steps, save_every, save_steps):
     return arr if arr[-1] == steps else np.concatenate([arr, [steps]])
 
 
-def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 1000,
+_GROUPS = ("W", "W_V", "W_K", "W_Q")
+
+
+def _check_lr(lr):
+    """A positive number, or a dict of one per parameter group {W, W_V, W_K, W_Q}."""
+    if isinstance(lr, dict):
+        if set(lr) != set(_GROUPS):
+            raise ValueError(f"lr must be a number or a dict with the keys {_GROUPS} (one rate per parameter "
+                             f"group), got keys {sorted(map(str, lr))}")
+        return {k: check_real(f"lr[{k!r}]", lr[k], low=0.0, strict=True) for k in _GROUPS}
+    return check_real("lr", lr, low=0.0, strict=True)
+
+
+def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps: int = 1000,
           batch_size: int | None = None, save_every: int = 10, *, save_steps=None,
           momentum: float | None = None, num_test: int = 600, args: dict | None = None,
           batch_seed: int | None = None, seed: int | None = None, init: str | None = None) -> TrainRecord:
@@ -186,8 +199,10 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
       (`None`: the config's), as the same keywords of `solve_flow` and of `scan_snap.train`.
     - `batch_seed`: seeds the minibatch order (SGD, or Adam with `batch_size`), separately from the data
       and initialisation (`config.seed`); default `None`: a stream derived from `config.seed`.
-    - `lr` (> 0), `steps` (>= 1), `save_every` (record every k steps) or `save_steps` (explicit step numbers,
-      e.g. log-spaced; step 0 is always recorded).
+    - `lr` (> 0): one rate, or a dict of one per parameter group `{"W", "W_V", "W_K", "W_Q"}` (the clock
+      `ts` then uses the largest of them; `solve_flow` is the flow of one common rate).
+    - `steps` (>= 1), `save_every` (record every k steps) or `save_steps` (explicit step numbers, e.g.
+      log-spaced; step 0 is always recorded).
     - `args`: the data dict of `data_args` (default: built from `config`).
 
     **Returns:** a `TrainRecord`. Observables are evaluated on the full training set at every saved step.
@@ -199,7 +214,8 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
     """
     config = with_seed_init(config, seed, init)
     check_choice("optimizer", optimizer, _OPTIMIZERS)
-    lr = check_real("lr", lr, low=0.0, strict=True)
+    lr = _check_lr(lr)
+    clock = max(lr.values()) if isinstance(lr, dict) else lr
     steps = check_int("steps", steps, 1)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                    or not 1 <= batch_size <= config.n):
@@ -219,7 +235,11 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
     save = _save_steps(int(steps), save_every, save_steps)
     args = data_args(config, num_test=num_test) if args is None else check_args(args)
     params, a = init_params(config)
-    opt = optax.adam(lr) if optimizer == "adam" else optax.sgd(lr, momentum=momentum or None)
+    def make(rate):
+        return optax.adam(rate) if optimizer == "adam" else optax.sgd(rate, momentum=momentum or None)
+
+    opt = (optax.multi_transform({k: make(v) for k, v in lr.items()}, {k: k for k in params})
+           if isinstance(lr, dict) else make(lr))
     opt_state = opt.init(params)
     tokens, labels = args["tokens"], args["labels"]
     n = config.n
@@ -261,16 +281,17 @@ def train(config: Config, optimizer: str = "gd", lr: float = 0.01, steps: int = 
     start = time.perf_counter()
     final, series, bad = jax.block_until_ready(compiled(params, opt_state, key, increments))
     run_s = time.perf_counter() - start
-    logger.info("train %s lr=%g steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
+    logger.info("train %s lr=%s steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
     series = {k: np.asarray(v) for k, v in series.items()}
     bad = first_nonfinite_step(save, series, int(bad))
     keep = slice(None) if bad < 0 else save < bad
-    record = TrainRecord(ts=flow_time(lr, save[keep], momentum), steps=save[keep],
+    record = TrainRecord(ts=flow_time(clock, save[keep], momentum), steps=save[keep],
                          observables={k: v[keep] for k, v in series.items()},
-                         optimizer=optimizer, lr=float(lr), batch_size=batch_size, params=final, a=a,
+                         optimizer=optimizer, lr=dict(lr) if isinstance(lr, dict) else float(lr),
+                         batch_size=batch_size, params=final, a=a,
                          compile_s=compile_s, run_s=run_s)
     if bad >= 0:
-        raise TrainingError(f"training went non-finite at step {bad} (optimizer={optimizer!r}, lr={lr:g}): "
+        raise TrainingError(f"training went non-finite at step {bad} (optimizer={optimizer!r}, lr={lr}): "
                             f"the parameters or the observables hold NaN or inf; lower lr. error.record holds "
                             f"the {int(np.sum(keep))} saved steps before it", step=bad, record=record)
     return record

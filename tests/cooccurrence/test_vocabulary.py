@@ -59,3 +59,17 @@ def test_seed_and_init_are_keywords_of_train_and_solve_flow():
     y_kw = co.initial_state(co.with_seed_init(cfg, seed=5, init="kaiming"))
     for k, v in co.initial_state(other).items():
         np.testing.assert_array_equal(np.asarray(v), np.asarray(y_kw[k]))
+
+
+def test_lr_per_parameter_group():
+    cfg = co.Config(**TINY, seed=2)
+    one = co.train(cfg, "gd", 1e-2, 5, num_test=4)
+    groups = co.train(cfg, "gd", {"W": 1e-2, "W_V": 1e-2, "W_K": 1e-2, "W_Q": 1e-2}, 5, num_test=4)
+    np.testing.assert_allclose(groups["loss"], one["loss"], rtol=1e-14)
+    np.testing.assert_array_equal(groups.ts, one.ts)
+    frozen = co.train(cfg, "gd", {"W": 1e-2, "W_V": 1e-2, "W_K": 1e-30, "W_Q": 1e-30}, 5, num_test=4)
+    np.testing.assert_allclose(frozen.params["W_K"], co.init_params(cfg)[0]["W_K"], rtol=1e-12)
+    assert np.max(np.abs(frozen.params["W"] - co.init_params(cfg)[0]["W"])) > 1e-6
+    for bad, field in (({"W": 1e-2}, "lr"), ({"W": 1e-2, "W_V": 1e-2, "W_K": 1e-2, "W_Q": -1.0}, "W_Q")):
+        with pytest.raises(ValueError, match=field):
+            co.train(cfg, "gd", bad, 5)
