@@ -134,8 +134,10 @@ MUTATIONS: tuple[Mutation, ...] = (
              "target probability (Lemma 5): M-1 -> M"),
     # --- Scan and Snap: network clock and observables ---------------------------------------------------------
     Mutation("ss-momentum-clock", "flows/scan_snap/network.py",
-             'M=classes.vocab_size)\n    scale = 1.0 / (1.0 - float(momentum)) if optimizer == "sgd" else 1.0',
-             "M=classes.vocab_size)\n    scale = 1.0", SS_NET,
+             '    run_s = time.perf_counter() - start\n    scale = 1.0 / (1.0 - float(momentum)) if optimizer == "sgd" else 1.0\n'
+             '    config = dict(classes=classes.name, optimizer=optimizer, eta_Y=float(eta_Y)',
+             '    run_s = time.perf_counter() - start\n    scale = 1.0\n'
+             '    config = dict(classes=classes.name, optimizer=optimizer, eta_Y=float(eta_Y)', SS_NET,
              "time convention: momentum SGD clock step/(1-beta) -> step"),
     Mutation("ss-entropy-sign", "flows/scan_snap/observables.py", "def _plogp(p):\n",
              "def _plogp(p):\n    p = jnp.sqrt(p)\n", SS_OBS, "attention entropy computed from sqrt(c)"),
@@ -165,8 +167,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              CO, "attention logits: 1/sqrt(m) dropped"),
     Mutation("co-gram-S", "flows/cooccurrence/observables.py", '"S": u @ u,', '"S": 2.0 * (u @ u),', CO,
              "initial Grams: S = |u|^2 doubled"),
-    Mutation("co-gd-clock", "flows/cooccurrence/network.py", "return TrainRecord(ts=lr * save.astype(float),",
-             "return TrainRecord(ts=save.astype(float),", CO, "time convention: GD clock t = lr step -> step"),
+    Mutation("co-gd-clock", "flows/cooccurrence/network.py", "record = TrainRecord(ts=flow_time(clock, save[keep], momentum),",
+             "record = TrainRecord(ts=flow_time(1.0, save[keep], momentum),", CO, "time convention: GD clock t = lr step -> step"),
     Mutation("co-3token-weights", "flows/cooccurrence/reduced.py",
              "weights = jnp.asarray([0.5, 1 / 6, 1 / 6, 1 / 6], y.dtype)",
              "weights = jnp.asarray([0.25, 0.25, 0.25, 0.25], y.dtype)", CO_RED,
