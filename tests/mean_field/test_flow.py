@@ -1,12 +1,15 @@
 """The particle flow against GD on the finite network: explicit Euler is GD, the adaptive solve is its
 eta_tau -> 0 limit (first order), the energy identity, sharding over two devices, divergence reported."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
 
 import flows
 from flows import mean_field as mf
+from flows.mean_field import observables as obs
 
 CFG = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
 TAU = 2.0
@@ -17,8 +20,18 @@ SAVES = 4
 
 @pytest.fixture(scope="module")
 def adaptive():
+    """The adaptive solve with Q and R saved (a third smaller program than with every observable), and every
+    observable of `summary` evaluated afterwards on the saved particles (the program of
+    test_observables.py::test_summary_observables_equal_literal_computations)."""
     ts = flows.linear_grid(0.0, TAU, 201)
-    return mf.solve_particles(CFG, ts, rtol=1e-11, atol=1e-13, solver="dopri8", save_states=True)
+    traj = mf.solve_particles(CFG, ts, rtol=1e-11, atol=1e-13, solver="dopri8", save_states=True,
+                              observables="basic")
+    args = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
+    summary = jax.jit(obs.summary)
+    saved = [summary(0.0, {k: v[i] for k, v in traj.ys.items()}, args) for i in range(ts.size)]
+    series = {name: np.array([float(s[name]) for s in saved]) for name in obs.OBSERVABLES}
+    np.testing.assert_allclose(series["Q"], np.asarray(traj.observables["Q"]), rtol=1e-13)  # same Q, two ways
+    return dataclasses.replace(traj, observables=series)
 
 
 def test_euler_particle_flow_equals_gd():
@@ -66,26 +79,44 @@ def test_energy_identity_and_monotone_Q(adaptive):
     assert np.all(adaptive.observables["mean_speed"] <= adaptive.observables["max_speed"])
 
 
+def test_observables_all_and_basic_are_summary_and_basic():
+    """What `solve_particles` hands to `flows.solve` (the fixture above saves "basic" and evaluates `summary`
+    on the states; the two solves differ only in this argument)."""
+    from tests.fuzzing import Reached, stop_at_solvers
+
+    for name, want in (("all", obs.summary), ("basic", obs.BASIC_OBSERVABLES)):
+        with stop_at_solvers(), pytest.raises(Reached) as info:
+            mf.solve_particles(CFG, [0.0, 1.0], observables=name)
+        assert info.value.inputs["options"]["observables"] is want, name
+
+
 def test_sharded_equals_unsharded():
     assert jax.device_count() >= 2, "the conftest provides two CPU devices"
     mesh = mf.particle_mesh(2)
     rec = mf.train_gd(CFG, 0.1, 20, save_every=5)
-    rec_s = mf.train_gd(CFG, 0.1, 20, save_every=5, mesh=mesh)
+    # the sharded run records Q and R only (half the compile of every observable; the same steps and Q)
+    rec_s = mf.train_gd(CFG, 0.1, 20, save_every=5, mesh=mesh, observables="basic")
     assert np.max(np.abs(rec_s["Q"] - rec["Q"])) < 1e-12
     assert all(np.max(np.abs(np.asarray(rec_s.particles[k]) - np.asarray(rec.particles[k]))) < 1e-12
                for k in rec.particles)
     assert len(rec_s.particles["V"].sharding.device_set) == 2  # really split over both devices
-    # the particle solve (the Euler program of test_euler_particle_flow_equals_gd, reused unsharded)
-    tr = mf.solve_particles(CFG, rec.tau, solver="euler", dt=0.1, save_states=True, observables="basic")
-    tr_s = mf.solve_particles(CFG, rec.tau, solver="euler", dt=0.1, save_states=True, observables="basic",
-                              mesh=mesh)
-    assert np.max(np.abs(np.asarray(tr_s.observables["Q"]) - np.asarray(tr.observables["Q"]))) < 1e-12
-    assert all(np.max(np.abs(np.asarray(tr_s.ys[k]) - np.asarray(tr.ys[k]))) < 1e-12 for k in tr.ys)
-    assert int(tr_s.num_steps) == int(tr.num_steps)
     with pytest.raises(ValueError, match="divisible"):
         mf.train_gd(CFG.replace(M=3), 0.1, 2, mesh=mesh)
     with pytest.raises(ValueError, match="num_devices"):
         mf.particle_mesh(jax.device_count() + 1)
+
+
+@pytest.mark.slow
+def test_sharded_particle_solve_equals_unsharded():
+    """The particle solve on the mesh (the sharding step is the one of the GD run above, checked in the default
+    run; a sharded solve is one more program of about 10 s)."""
+    mesh = mf.particle_mesh(2)
+    ts = np.linspace(0.0, 2.0, 5)  # the Euler program of test_euler_particle_flow_equals_gd, reused unsharded
+    tr = mf.solve_particles(CFG, ts, solver="euler", dt=0.1, save_states=True, observables="basic")
+    tr_s = mf.solve_particles(CFG, ts, solver="euler", dt=0.1, save_states=True, observables="basic", mesh=mesh)
+    assert np.max(np.abs(np.asarray(tr_s.observables["Q"]) - np.asarray(tr.observables["Q"]))) < 1e-12
+    assert all(np.max(np.abs(np.asarray(tr_s.ys[k]) - np.asarray(tr.ys[k]))) < 1e-12 for k in tr.ys)
+    assert int(tr_s.num_steps) == int(tr.num_steps)
 
 
 def test_divergence_is_reported_never_silent():

@@ -9,52 +9,11 @@ import numpy as np
 import pytest
 
 from flows import mean_field as mf
+from tests.mean_field.literal import literal_objective
 
 # n_test = n_train: the test prompts are drawn by the training set's compiled sampler (one program per size)
 CFG = mf.Config(d=2, D=4, N=3, L=3, M=4, M_mlp=5, lam=0.3, n_train=5, n_test=5, init_scale=2.0,
                 threshold=0.7, label_noise=0.1, seed=3)
-
-
-def _softmax_cols(A):
-    E = np.exp(A - A.max(axis=0, keepdims=True))
-    return E / E.sum(axis=0, keepdims=True)
-
-
-def _huber(z, h0):
-    out = np.zeros_like(z)
-    mid = (z > 0) & (z <= h0)
-    out[mid] = z[mid] ** 2 / (2 * h0)
-    out[z > h0] = z[z > h0] - h0 / 2
-    return out
-
-
-def literal_objective(cfg, p, Z0s, ys):
-    """Eqs. (2.1)-(2.3) with explicit loops over prompts, layers, particles and columns (numpy)."""
-    p = {k: np.asarray(v) for k, v in p.items()}
-    L, M, Mm, h0 = cfg.L, cfg.M, cfg.M_mlp, cfg.threshold
-    risk = 0.0
-    for Z0, y in zip(np.asarray(Z0s), np.asarray(ys), strict=True):
-        Z = Z0.copy()
-        for layer in range(L):
-            upd = np.zeros_like(Z)
-            for j in range(M):
-                V, W = p["V"][layer, j], p["W"][layer, j]
-                S = _softmax_cols(Z.T @ W @ Z)  # S[k, i] = softmax over keys k of z_k^T W z_i
-                for i in range(Z.shape[1]):
-                    col = sum(S[k, i] * Z[:, k] for k in range(Z.shape[1]))
-                    upd[:, i] += V @ col
-            Z = Z + upd / (M * L)
-            upd = np.zeros_like(Z)
-            for j in range(Mm):
-                w1, w2 = p["W1"][layer, j], p["W2"][layer, j]
-                for i in range(Z.shape[1]):
-                    upd[:, i] += w2 * _huber(np.array([w1 @ Z[:, i]]), h0)[0]
-            Z = Z + upd / (Mm * L)
-        risk += 0.5 * (Z[cfg.d, cfg.N] - y) ** 2
-    risk /= len(ys)
-    decay = cfg.lam / (2 * M * L) * (np.sum(p["V"] ** 2) + np.sum(p["W"] ** 2)) \
-        + cfg.lam / (2 * Mm * L) * (np.sum(p["W1"] ** 2) + np.sum(p["W2"] ** 2))
-    return risk + decay, risk
 
 
 @pytest.fixture(scope="module")
@@ -183,23 +142,28 @@ def test_initial_law_bounded_iid_tied_smooth():
 
 
 def test_prompts_embedding_and_bounded_support():
-    cfg = mf.Config(d=3, D=6, N=4, n_train=50, n_test=50, label_noise=0.2, seed=1)  # one sampler program
+    """On CFG's prompt shapes (d = 2, D = 4: one padding row; N = 3): the sampler program of the fixture (the
+    noise level is traced)."""
+    cfg = CFG.replace(label_noise=0.2, seed=1)
+    n, d, N = cfg.n_train, cfg.d, cfg.N
     data = mf.training_set(cfg)
     Z0 = np.asarray(data.Z0)
-    assert Z0.shape == (50, 6, 5) and data.y.shape == (50,)
-    assert np.allclose(np.linalg.norm(Z0[:, :3, :], axis=1), 1.0)  # x on the unit sphere
-    assert np.all(Z0[:, 4:, :] == 0.0) and np.all(Z0[:, 3, 4] == 0.0)  # padding, empty query label
-    assert np.max(np.abs(Z0[:, 3, :4])) <= 1.2 + 1e-12 and np.max(np.abs(np.asarray(data.y))) <= 1.2 + 1e-12
+    assert Z0.shape == (n, 4, N + 1) and data.y.shape == (n,)
+    assert np.allclose(np.linalg.norm(Z0[:, :d, :], axis=1), 1.0)  # x on the unit sphere
+    assert np.all(Z0[:, d + 1:, :] == 0.0) and np.all(Z0[:, d, N] == 0.0)  # padding, empty query label
+    assert np.max(np.abs(Z0[:, d, :N])) <= 1.2 + 1e-12 and np.max(np.abs(np.asarray(data.y))) <= 1.2 + 1e-12
     clean = mf.training_set(cfg.replace(label_noise=0.0))
     Zc = np.asarray(clean.Z0)
+    noise = Z0[:, d, :N] - Zc[:, d, :N]  # the same x and beta: the labels differ by the noise alone
+    assert 0.05 < np.max(np.abs(noise)) <= 0.2 + 1e-12 and np.array_equal(Z0[:, :d], Zc[:, :d])
     # noiseless labels are y = beta^T x for one beta per prompt: solve from the context and predict the query
-    for i in range(5):
-        X = Zc[i, :3, :4].T
-        beta, *_ = np.linalg.lstsq(X, Zc[i, 3, :4], rcond=None)
+    for i in range(n):
+        X = Zc[i, :d, :N].T
+        beta, *_ = np.linalg.lstsq(X, Zc[i, d, :N], rcond=None)
         assert abs(np.linalg.norm(beta) - 1) < 1e-10
-        assert abs(Zc[i, :3, 4] @ beta - float(clean.y[i])) < 1e-10
+        assert abs(Zc[i, :d, N] @ beta - float(clean.y[i])) < 1e-10
     fresh = mf.held_out_set(cfg)
-    assert fresh.Z0.shape == (cfg.n_test, 6, 5)
+    assert fresh.Z0.shape == (cfg.n_test, 4, N + 1)
     assert np.max(np.abs(np.asarray(fresh.Z0[:3]) - Z0[:3])) > 0.1
 
 
@@ -287,18 +251,24 @@ def test_gd_velocity_paths_agree(setup):
     from flows.mean_field.network import _velocity_autodiff
 
     data, p = setup
-    both = jax.jit(lambda *a: (_velocity_autodiff(*a, rev=True), _velocity_autodiff(*a, rev=False)))
-    a, b = both(p, data.Z0, data.y, CFG.lam, CFG.threshold, CFG.d)
+    a = mf.velocity(CFG, p, data)  # rev=True: the program of test_velocity_equals_ML_times_grad_of_objective
+    b = jax.jit(_velocity_autodiff, static_argnames=("rev",))(p, data.Z0, data.y, CFG.lam, CFG.threshold, CFG.d,
+                                                               rev=False)
     for k in a:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-12, atol=1e-14)
     assert flow._field_for("kvaerno5") is flow.vector_field
     assert flow._field_for("tsit5") is flow._vector_field_rev
 
 
-def test_train_gd_basic_observables(setup):
-    rec = mf.train_gd(CFG, 0.01, 3, save_every=3, observables="basic")
-    full = mf.train_gd(CFG, 0.01, 3, save_every=3)
+def test_train_gd_basic_observables():
+    """On the shapes and saves of tests/mean_field/test_flow.py (the GD programs of its tests: every observable
+    unsharded, Q and R only sharded and, here, unsharded)."""
+    cfg = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
+    rec = mf.train_gd(cfg, 0.1, 20, save_every=5, observables="basic")
+    full = mf.train_gd(cfg, 0.1, 20, save_every=5)
     assert set(rec.observables) == {"Q", "R"}
-    np.testing.assert_allclose(rec.observables["Q"], full.observables["Q"], rtol=1e-13)
+    for name in ("Q", "R"):
+        np.testing.assert_allclose(rec.observables[name], full.observables[name], rtol=1e-13)
+    assert all(np.array_equal(np.asarray(rec.particles[k]), np.asarray(full.particles[k])) for k in rec.particles)
     with pytest.raises(ValueError, match="observables"):
-        mf.train_gd(CFG, 0.01, 3, observables="none")
+        mf.train_gd(cfg, 0.1, 3, observables="none")

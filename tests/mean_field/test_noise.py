@@ -1,6 +1,8 @@
 """The noisy (Fokker-Planck) particle flow: T = 0 is the particle ODE, the noise has variance 2 T tau per
 coordinate, seeds reproduce, the Kozachenko-Leonenko entropy against Gaussian closed forms, bad inputs."""
 
+import types
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -16,7 +18,17 @@ TS = np.linspace(0.0, TAU, 3)
 
 @pytest.fixture(scope="module")
 def ode():
-    return mf.solve_particles(CFG, TS, solver="euler", dt=DT, save_states=True, observables="basic")
+    """The particle ODE by explicit Euler with step DT, saved at TS: GD with eta_tau = DT, which is
+    `solve_particles(solver="euler", dt=DT)` to 1e-12 (tests/mean_field/test_flow.py). Two runs of 5 steps
+    (one compiled program recording Q and R only: about a third of the compile of the solve)."""
+    first = mf.train_gd(CFG, DT, 5, save_every=5, observables="basic")
+    second = mf.train_gd(CFG, DT, 5, save_every=5, observables="basic", particles=first.particles)
+    assert np.allclose(first.tau[-1] + second.tau, TS[1:], rtol=1e-15, atol=0)
+    start = mf.init_particles(CFG)
+    ys = {k: np.stack([np.asarray(start[k]), np.asarray(first.particles[k]), np.asarray(second.particles[k])])
+          for k in start}
+    observables = {name: np.concatenate([first[name], second[name][1:]]) for name in ("Q", "R")}
+    return types.SimpleNamespace(ys=ys, observables=observables)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +41,8 @@ def _flat(particles, i=-1):
 
 
 def test_zero_temperature_is_the_particle_ode(ode, zero_temperature):
-    """T = 0: the particle SDE (Euler-Maruyama) equals solve_particles(solver="euler", dt) to 1e-12."""
+    """T = 0: the particle SDE (Euler-Maruyama) equals explicit Euler of the particle ODE (the `ode` fixture)
+    to 1e-12."""
     assert zero_temperature.ok and int(zero_temperature.num_steps) == 10
     for k in ode.ys:
         assert np.max(np.abs(np.asarray(zero_temperature.ys[k]) - np.asarray(ode.ys[k]))) <= 1e-12, k
