@@ -1,0 +1,313 @@
+"""Deterministic optimiser limits: gradient flow, heavy-ball momentum, sign descent, the Adam ODE (issue 12).
+
+The equations, clocks and references are in the package docstring (`flows.optim_limits`). Each factory takes
+a loss `loss(theta, batch)` (a JAX function of a parameter pytree and the data) and returns a `Limit`. The
+vector fields read the data and every rate from `args` (built by `Limit.make_args`), and one factory call
+per loss is cached, so `flows.solve` compiles one program per loss and shape, whatever the rates.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_choice, check_int, check_real
+
+__all__ = ["Limit", "adam", "adam_betas", "adam_rates", "flow_time", "gradient_flow", "heavy_ball",
+           "momentum_friction", "run_optax", "sign_descent", "sign_eps", "solve_limit"]
+
+_tmap = jax.tree_util.tree_map
+
+
+class Limit(NamedTuple):
+    """One optimiser limit.
+
+    - `name`: "gd", "momentum", "sign" or "adam".
+    - `vector_field(t, y, args)`: the right-hand side for `flows.solve`.
+    - `initial_state(theta0)`: the state at t = 0 (theta0 itself, or a dict with the optimiser's zeroed
+      moments, as optax initialises them).
+    - `params(y)`: theta read back from a state (also from saved states with a leading time axis).
+    - `make_args(batch, **rates)`: the `args` pytree of the vector field (data and rates).
+    """
+
+    name: str
+    vector_field: Callable
+    initial_state: Callable
+    params: Callable
+    make_args: Callable
+
+
+def _check_loss(loss):
+    if not callable(loss):
+        raise ValueError(f"loss must be callable loss(theta, batch) -> scalar, got {loss!r}")
+
+
+def _cached(builder):
+    """One `Limit` per (loss, options): the same vector-field object, hence one compiled program."""
+    cache = functools.lru_cache(maxsize=64)(builder)
+
+    @functools.wraps(builder)
+    def get(loss, *options):
+        _check_loss(loss)
+        try:
+            return cache(loss, *options)
+        except TypeError:  # an unhashable callable: build without the cache
+            return builder(loss, *options)
+
+    get.cache_clear = cache.cache_clear
+    return get
+
+
+def _floats(theta0):
+    """theta0 as a pytree of floating JAX arrays (integers promoted to the default float)."""
+    def leaf(x):
+        a = jnp.asarray(x)
+        return a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(jnp.result_type(float))
+
+    out = _tmap(leaf, theta0)
+    if not jax.tree_util.tree_leaves(out):
+        raise ValueError("theta0 must contain at least one array")
+    return out
+
+
+def _rate(x, like):
+    return jnp.asarray(x).astype(like.dtype)
+
+
+def _pos(name, value, *, zero=False):
+    return check_real(name, value, low=0.0, strict=not zero)
+
+
+def _batch_args(batch):
+    return {"batch": batch}
+
+
+# -- gradient flow ---------------------------------------------------------------------------------------------
+
+@_cached
+def _gradient_flow(loss):
+    grad = jax.grad(loss)
+
+    def vector_field(t, theta, args):
+        return _tmap(jnp.negative, grad(theta, args["batch"]))
+
+    return Limit("gd", vector_field, _floats, lambda y: y, _batch_args)
+
+
+def gradient_flow(loss) -> Limit:
+    """dtheta/dt = -grad L(theta) on the clock t = lr * step (`optax.sgd(lr)`); the state is theta.
+    `make_args(batch)`."""
+    return _gradient_flow(loss)
+
+
+# -- heavy-ball momentum ---------------------------------------------------------------------------------------
+
+def momentum_friction(lr, beta) -> float:
+    """The friction c = (1 - beta)^2 / lr of the heavy-ball ODE for `optax.sgd(lr, momentum=beta)`."""
+    lr = _pos("lr", lr)
+    beta = check_real("beta", beta, low=0.0, high=1.0, high_strict=True)
+    return (1.0 - beta) ** 2 / lr
+
+
+def flow_time(steps, lr, *, momentum=0.0):
+    """The flow clock of `steps` optimiser steps: lr * steps / (1 - momentum) (heavy ball; 0 for GD, sign
+    descent and Adam, whose clock is lr * steps)."""
+    lr = _pos("lr", lr)
+    momentum = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
+    return np.asarray(steps, dtype=float) * lr / (1.0 - momentum)
+
+
+@_cached
+def _heavy_ball(loss):
+    grad = jax.grad(loss)
+
+    def vector_field(t, y, args):
+        g = grad(y["theta"], args["batch"])
+        return {"theta": _tmap(jnp.negative, y["v"]),
+                "v": _tmap(lambda gi, vi: _rate(args["friction"], vi) * (gi - vi), g, y["v"])}
+
+    def initial_state(theta0):
+        theta = _floats(theta0)
+        return {"theta": theta, "v": _tmap(jnp.zeros_like, theta)}
+
+    def make_args(batch, *, lr=None, beta=None, friction=None):
+        if friction is None:
+            if lr is None or beta is None:
+                raise ValueError("heavy ball needs friction, or lr and beta (friction = (1 - beta)^2 / lr)")
+            friction = momentum_friction(lr, beta)
+        elif lr is not None or beta is not None:
+            raise ValueError("pass either friction or (lr, beta), not both")
+        return {"batch": batch, "friction": _pos("friction", friction)}
+
+    return Limit("momentum", vector_field, initial_state, lambda y: y["theta"], make_args)
+
+
+def heavy_ball(loss) -> Limit:
+    """The heavy-ball ODE of `optax.sgd(lr, momentum=beta)` on the clock s = lr * step / (1 - beta):
+    dtheta/ds = -v, dv/ds = c (grad L - v), v = (1 - beta) p, c = (1 - beta)^2 / lr, v(0) = 0.
+
+    State `{"theta", "v"}`; `make_args(batch, lr=, beta=)` or `make_args(batch, friction=c)`. One optax step
+    is exactly one semi-implicit Euler step of size h = lr / (1 - beta) (v, then theta with the new v). Large
+    c is stiff: use `solver="kvaerno5"` there; c -> inf is gradient flow on the clock s."""
+    return _heavy_ball(loss)
+
+
+# -- sign descent ----------------------------------------------------------------------------------------------
+
+SIGN_FORMS = ("sqrt", "adam")
+
+
+def sign_eps(g, eps, form="sqrt"):
+    """The smoothed sign: g / sqrt(g^2 + eps^2) (`form="sqrt"`) or g / (|g| + eps) (`form="adam"`, the
+    direction of the Adam ODE when m = g, v = g^2); both -> sign(g) as eps -> 0, both Lipschitz for eps > 0."""
+    eps = jnp.asarray(eps).astype(jnp.result_type(g))
+    if form == "sqrt":
+        return g / jnp.sqrt(g * g + eps * eps)
+    return g / (jnp.abs(g) + eps)
+
+
+@_cached
+def _sign_descent(loss, form):
+    grad = jax.grad(loss)
+
+    def vector_field(t, theta, args):
+        return _tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"]))
+
+    def make_args(batch, *, eps):
+        return {"batch": batch, "eps": _pos("eps", eps)}
+
+    return Limit("sign", vector_field, _floats, lambda y: y, make_args)
+
+
+def sign_descent(loss, form: str = "sqrt") -> Limit:
+    """dtheta/dt = -sign_eps(grad L) on the clock t = lr * step (`optax.sign_sgd(lr)` as eps -> 0; see
+    `sign_eps` for `form`). The state is theta; `make_args(batch, eps=)`. Small eps is stiff where a
+    component of the gradient changes sign (the smoothed Filippov sliding mode): use `solver="kvaerno5"`."""
+    return _sign_descent(loss, check_choice("form", form, SIGN_FORMS))
+
+
+# -- Adam ------------------------------------------------------------------------------------------------------
+
+def adam_rates(lr, b1, b2):
+    """(c1, c2) = ((1 - b1) / lr, (1 - b2) / lr): the rates of the Adam ODE for `optax.adam(lr, b1, b2)`."""
+    lr = _pos("lr", lr)
+    b1 = check_real("b1", b1, low=0.0, high=1.0, high_strict=True)
+    b2 = check_real("b2", b2, low=0.0, high=1.0, high_strict=True)
+    return (1.0 - b1) / lr, (1.0 - b2) / lr
+
+
+def adam_betas(lr, c1, c2):
+    """(b1, b2) = (1 - c1 lr, 1 - c2 lr): the optax settings whose lr -> 0 limit is the Adam ODE (c1, c2)."""
+    lr, c1, c2 = _pos("lr", lr), _pos("c1", c1), _pos("c2", c2)
+    for name, c in (("c1", c1), ("c2", c2)):
+        if c * lr >= 1.0:
+            raise ValueError(f"{name} * lr must be < 1 (beta = 1 - {name} lr in [0, 1)), got {c * lr}")
+    return 1.0 - c1 * lr, 1.0 - c2 * lr
+
+
+def _corrected(moment, t, c, limit):
+    """moment / (1 - exp(-c t)), and its t -> 0 limit `limit` at t = 0 (where both are 0)."""
+    d = -jnp.expm1(-_rate(c, moment) * jnp.asarray(t).astype(moment.dtype))
+    ok = d > 0
+    return jnp.where(ok, moment / jnp.where(ok, d, 1.0), limit)
+
+
+@_cached
+def _adam(loss):
+    grad = jax.grad(loss)
+
+    def vector_field(t, y, args):
+        g = grad(y["theta"], args["batch"])
+
+        def dtheta(gi, mi, vi):
+            mhat = _corrected(mi, t, args["c1"], gi)
+            vhat = _corrected(vi, t, args["c2"], gi * gi)
+            return -mhat / (jnp.sqrt(jnp.maximum(vhat, 0.0)) + _rate(args["eps"], mi))
+
+        return {"theta": _tmap(dtheta, g, y["m"], y["v"]),
+                "m": _tmap(lambda gi, mi: _rate(args["c1"], mi) * (gi - mi), g, y["m"]),
+                "v": _tmap(lambda gi, vi: _rate(args["c2"], vi) * (gi * gi - vi), g, y["v"])}
+
+    def initial_state(theta0):
+        theta = _floats(theta0)
+        return {"theta": theta, "m": _tmap(jnp.zeros_like, theta), "v": _tmap(jnp.zeros_like, theta)}
+
+    def make_args(batch, *, c1=None, c2=None, eps=1e-8, lr=None, b1=None, b2=None):
+        if lr is not None or b1 is not None or b2 is not None:
+            if c1 is not None or c2 is not None:
+                raise ValueError("pass either (c1, c2) or (lr, b1, b2), not both")
+            if lr is None or b1 is None or b2 is None:
+                raise ValueError("the Adam ODE from optax settings needs lr, b1 and b2")
+            c1, c2 = adam_rates(lr, b1, b2)
+        if c1 is None or c2 is None:
+            raise ValueError("the Adam ODE needs c1 and c2 (b1 = 1 - c1 lr, b2 = 1 - c2 lr), or lr, b1, b2")
+        return {"batch": batch, "c1": _pos("c1", c1), "c2": _pos("c2", c2), "eps": _pos("eps", eps)}
+
+    return Limit("adam", vector_field, initial_state, lambda y: y["theta"], make_args)
+
+
+def adam(loss) -> Limit:
+    """The Adam ODE of `optax.adam(lr, b1=1 - c1 lr, b2=1 - c2 lr, eps=eps)` on the clock t = lr * step:
+    dm/dt = c1 (g - m), dv/dt = c2 (g^2 - v), dtheta/dt = -mhat / (sqrt(vhat) + eps), mhat = m / (1 -
+    exp(-c1 t)), vhat = v / (1 - exp(-c2 t)); m(0) = v(0) = 0, and at t = 0 mhat = g, vhat = g^2 (the limit).
+
+    State `{"theta", "m", "v"}`; `make_args(batch, c1=, c2=, eps=1e-8)` or `make_args(batch, lr=, b1=, b2=,
+    eps=)`. The bias correction makes the field depend on t: solve from t0 = 0. Large c1, c2 are stiff (then
+    m -> g, v -> g^2 and the flow is sign descent with `form="adam"`)."""
+    return _adam(loss)
+
+
+# -- solving and the discrete counterparts ---------------------------------------------------------------------
+
+def solve_limit(limit: Limit, theta0, args, ts, *, observables=None, **solve_kwargs):
+    """`flows.solve(limit.vector_field, limit.initial_state(theta0), t1=ts[-1], ts=ts, args=args, ...)` from
+    t0 = 0. `observables` as in `flows.solve` (functions of (t, y, args); `limit.params(y)` is theta)."""
+    from ..solve import solve
+
+    if not isinstance(limit, Limit):
+        raise ValueError(f"limit must be a flows.optim_limits.Limit, got {type(limit).__name__}")
+    ts = np.asarray(ts, dtype=float)
+    if ts.ndim != 1 or ts.size == 0:
+        raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
+    return solve(limit.vector_field, limit.initial_state(theta0), t1=float(ts[-1]), ts=ts, args=args,
+                 observables=observables, **solve_kwargs)
+
+
+def run_optax(loss, theta0, batch, optimizer, steps, save_every=1):
+    """Full-batch training with an optax `optimizer` on `loss(theta, batch)`: the parameters at steps 0,
+    save_every, ..., steps (a pytree with a leading axis over the saved steps) and those steps, as
+    `{"steps": array, "params": pytree}`. One `lax.scan`, compiled per call."""
+    import optax
+
+    _check_loss(loss)
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}")
+    steps = check_int("steps", steps, 1)
+    save_every = check_int("save_every", save_every, 1, steps)
+    if steps % save_every:
+        raise ValueError(f"save_every = {save_every} must divide steps = {steps}")
+    theta0 = _floats(theta0)
+    grad = jax.grad(loss)
+
+    def step(carry, _):
+        theta, state = carry
+        with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
+            updates, state = optimizer.update(grad(theta, batch), state, theta)
+        return (optax.apply_updates(theta, updates), state), None
+
+    def chunk(carry, _):
+        carry, _ = jax.lax.scan(step, carry, None, length=save_every)
+        return carry, carry[0]
+
+    @jax.jit
+    def run(theta):
+        _, saved = jax.lax.scan(chunk, (theta, optimizer.init(theta)), None, length=steps // save_every)
+        return _tmap(lambda a, b: jnp.concatenate([a[None], b]), theta, saved)
+
+    return {"steps": np.arange(0, steps + 1, save_every), "params": run(theta0)}
+
