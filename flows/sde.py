@@ -1,6 +1,6 @@
-"""`solve_sde`: stochastic differential equations with additive noise, solved with diffrax.
+"""`solve_sde`: stochastic differential equations with additive or general (multiplicative) noise, by diffrax.
 
-The equation is the Itô (= Stratonovich, the noise being additive) SDE
+**Additive noise** (`sigma=`). The equation is the Itô (= Stratonovich, the noise being additive) SDE
 
     dy = f(t, y, args) dt + sigma dW,
 
@@ -13,7 +13,7 @@ diffrax parts only:
 with `bm = diffrax.VirtualBrownianTree(t0, t1, tol, shape=y, key=key)` (a space-time Lévy area tree for the
 solvers that need one), constant steps (`diffrax.ConstantStepSize`), and the solvers of `SDE_SOLVERS`.
 
-Strong orders for ADDITIVE noise (the only case this wrapper solves):
+Strong orders for ADDITIVE noise (`sigma=`):
 
 | name    | diffrax solver | strong order | Brownian tree          |
 |---------|----------------|--------------|------------------------|
@@ -34,6 +34,30 @@ leaf, the same law (independent coordinates), and a much shorter compilation.
 The Brownian motion is reproducible: one `key` (or an integer seed) gives one path, whatever `dt`; a path
 refined at a smaller `dt` with the same key and the same `tol` is the SAME path, which is what strong-error
 (pathwise) convergence checks need. Many independent paths are one `jax.vmap` over split keys.
+
+**General noise** (`diffusion=`, `noise_shape=`). The Itô SDE
+
+    dy = f(t, y, args) dt + g(t, y, args) dW,     W a standard Brownian motion of shape `noise_shape`,
+
+where `g(t, y, args)` returns, for each leaf of `y`, an array of shape `leaf.shape + noise_shape`: the noise
+enters as the contraction `sum_k g[..., k] dW_k`, a (possibly low-rank) matrix-vector product. The noise
+covariance per unit time is `g g^T` (leaves and W flattened), so a factor with `m = prod(noise_shape)` columns
+gives a rank-`m` covariance without ever forming a dense `D x D` matrix (the SGD SDE of
+`flows.optim_limits.noise` passes the per-sample gradient deviations as the `m = n` columns). The state is
+flattened (`ravel_pytree`) to a vector of size D, `g` to a `D x m` matrix, and the diffrax term is
+
+    diffrax.MultiTerm(ODETerm(f), ControlTerm(lambda t, y, args: lineax.MatrixLinearOperator(G), bm))
+
+with `bm` a `VirtualBrownianTree` of shape `(m,)`. The noise is in general NON-commutative (the columns' flows
+do not commute), and the equation is read in the Itô sense (SGD is an Itô limit: the noise of a step is drawn
+at the step's start). Of diffrax's solvers only Euler-Maruyama (`"euler"`, `diffrax.Euler`, an
+`AbstractItoSolver`) converges to the Itô solution for non-commutative noise: strong order 1/2, WEAK order 1
+(moments err by O(dt)). It is the only solver accepted here; every other name is a `ValueError`:
+`"heun"`, `"sea"` (and diffrax's Midpoint, ReversibleHeun, EulerHeun, SPaRK, GeneralShARK, the Milstein
+methods' Stratonovich version) converge to the Stratonovich solution, which differs from the Itô one by the
+drift `1/2 sum_k (dg_k/dy) g_k`; `"sra1"`, `"shark"` are for additive noise only; and diffrax's `ItoMilstein`
+assumes commutative noise (not checked by diffrax), which a low-rank gradient-noise factor does not satisfy.
+A zero factor (`g = 0`) is the Euler ODE solve exactly.
 
 It returns the `flows.Trajectory` record of `flows.solve` (`t_event` is `nan`, `rtol` and `atol` are `nan`:
 there is no error control). A non-finite state gives `status="nonfinite"` and raises `flows.FlowError` unless
@@ -70,7 +94,7 @@ from .solve import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SDE_SOLVERS", "STRONG_ORDER", "solve_sde"]
+__all__ = ["GENERAL_NOISE_SOLVERS", "SDE_SOLVERS", "STRONG_ORDER", "solve_sde"]
 
 #: name -> (diffrax solver class, Brownian-tree Lévy area it needs)
 SDE_SOLVERS: dict[str, tuple[type[diffrax.AbstractSolver], type]] = {
@@ -82,6 +106,10 @@ SDE_SOLVERS: dict[str, tuple[type[diffrax.AbstractSolver], type]] = {
 }
 #: Strong order of each solver for additive noise (pathwise error ~ dt**order).
 STRONG_ORDER = {"euler": 1.0, "heun": 1.0, "sea": 1.0, "sra1": 1.5, "shark": 1.5}
+
+#: The solvers that converge to the Itô solution for general (non-commutative) noise (`diffusion=`), with
+#: their weak order: Euler-Maruyama only (module docstring).
+GENERAL_NOISE_SOLVERS = {"euler": 1.0}
 
 _OK, _MAX_STEPS, _NONFINITE, _OTHER = 0, 3, 4, 6  # indices into flows.solve's _STATUS_NAMES
 
@@ -142,14 +170,61 @@ def _sigma_tree(sigma, y0):
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-def _build(drift, *, solver, tol, max_steps, observables, save_states):
+def _noise_shape(noise_shape):
+    """A tuple of positive integers (the shape of W for `diffusion=`)."""
+    if isinstance(noise_shape, (int, np.integer)) and not isinstance(noise_shape, bool):
+        noise_shape = (noise_shape,)
+    if not isinstance(noise_shape, (tuple, list)) or not noise_shape or not all(
+            isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1 for k in noise_shape):
+        raise ValueError(f"noise_shape must be a non-empty tuple of positive integers (the shape of W), got "
+                         f"{noise_shape!r}")
+    size = math.prod(int(k) for k in noise_shape)
+    if size > INT_MAX:
+        raise ValueError(f"noise_shape {tuple(noise_shape)} has too many entries ({size})")
+    return tuple(int(k) for k in noise_shape)
+
+
+def _check_diffusion(diffusion, t0, y0, args, noise_shape):
+    """Trace `diffusion(t0, y0, args)` abstractly (no compile): one array of shape leaf.shape + noise_shape
+    per leaf of y0, with y0's structure and a floating dtype (ValueError naming `diffusion` otherwise)."""
+    try:
+        out = jax.eval_shape(diffusion, jnp.asarray(t0, jnp.result_type(*jax.tree_util.tree_leaves(y0))), y0,
+                             args)
+    except Exception as err:  # noqa: BLE001 - any failure of the user's function is reported as such
+        raise ValueError(f"diffusion(t, y, args) failed on y0: {type(err).__name__}: {err}") from err
+    y_leaves, y_def = jax.tree_util.tree_flatten(y0)
+    g_leaves, g_def = jax.tree_util.tree_flatten(out)
+    if g_def != y_def:
+        raise ValueError(f"diffusion must return a pytree with the structure of y0 ({y_def}), got {g_def}")
+    for g, y in zip(g_leaves, y_leaves, strict=True):
+        want = tuple(np.shape(y)) + noise_shape
+        if tuple(g.shape) != want:
+            raise ValueError(f"diffusion must return, for a y0 leaf of shape {np.shape(y)}, an array of shape "
+                             f"leaf.shape + noise_shape = {want}, got {tuple(g.shape)}")
+        if not jnp.issubdtype(g.dtype, jnp.floating):
+            raise ValueError(f"diffusion must return floating arrays, got dtype {g.dtype}")
+
+
+def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion=None, noise_shape=None):
     solver_cls, levy = SDE_SOLVERS[solver]
     solver_obj = solver_cls()
     obs = observables if callable(observables) else dict(observables or {})
 
     def run(y0, args, sigma, key, t0, t1, ts, dt):
         leaves = jax.tree_util.tree_leaves(y0)
-        if len(leaves) > 1 and len({jnp.result_type(a) for a in leaves}) == 1:
+        if diffusion is not None:
+            # general noise: one flat state (D,), a flat Brownian motion (m,), the factor as a D x m matrix
+            y0, unravel = ravel_pytree(y0)
+            m = math.prod(noise_shape)
+            f = lambda t, z, a: ravel_pytree(drift(t, unravel(z), a))[0]  # noqa: E731
+
+            def factor(t, z, a):
+                g = diffusion(t, unravel(z), a)
+                cols = [jnp.reshape(x, (-1, m)).astype(z.dtype) for x in jax.tree_util.tree_leaves(g)]
+                return lx.MatrixLinearOperator(jnp.concatenate(cols, axis=0) if len(cols) > 1 else cols[0])
+
+            noise_struct = jax.ShapeDtypeStruct((m,), y0.dtype)
+        elif len(leaves) > 1 and len({jnp.result_type(a) for a in leaves}) == 1:
             # one flat state: one Brownian tree instead of one per leaf (the same law: independent
             # coordinates), which compiles much faster for pytree states
             y0, unravel = ravel_pytree(y0)
@@ -166,12 +241,12 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states):
                 out["__y__"] = y
             return out
 
-        shape = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), y0)
-        bm = diffrax.VirtualBrownianTree(t0, t1, tol=tol, shape=shape, key=key, levy_area=levy)
-        terms = diffrax.MultiTerm(
-            diffrax.ODETerm(f),
-            diffrax.ControlTerm(lambda t, y, a: lx.DiagonalLinearOperator(sigma), bm),
-        )
+        if diffusion is None:
+            noise_struct = jax.tree_util.tree_map(
+                lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), y0)
+            factor = lambda t, y, a: lx.DiagonalLinearOperator(sigma)  # noqa: E731
+        bm = diffrax.VirtualBrownianTree(t0, t1, tol=tol, shape=noise_struct, key=key, levy_area=levy)
+        terms = diffrax.MultiTerm(diffrax.ODETerm(f), diffrax.ControlTerm(factor, bm))
         sol = diffrax.diffeqsolve(
             terms, solver_obj, t0=t0, t1=t1, dt0=dt, y0=y0, args=args,
             saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_fn), diffrax.SubSaveAt(t1=True)]),
@@ -212,7 +287,7 @@ def _message(code, t_final, t_bad, t1, y_end_max, max_steps):
     if name == "nonfinite":
         where = f"by t = {t_bad:.6g}" if math.isfinite(t_bad) else f"at t1 = {t1:.6g}"
         return (f"non-finite state (NaN or inf) {where} (max |y| at the end = {y_end_max:.3g}); "
-                f"reduce dt or sigma")
+                f"reduce dt or the noise")
     if name == "max_steps":
         return f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g}"
     return f"solver failed at t = {t_final:.6g}"
@@ -222,7 +297,7 @@ def solve_sde(
     drift: Callable,
     y0,
     *,
-    sigma,
+    sigma=None,
     t1: float,
     dt: float,
     t0: float = 0.0,
@@ -237,8 +312,11 @@ def solve_sde(
     observables: Mapping[str, Callable] | Callable | None = None,
     save_states: bool = True,
     throw: bool = True,
+    diffusion: Callable | None = None,
+    noise_shape: Sequence[int] | int | None = None,
 ) -> Trajectory:
-    """Integrate `dy = drift(t, y, args) dt + sigma dW` from `t0` to `t1` with diffrax, constant steps `dt`.
+    """Integrate `dy = drift(t, y, args) dt + sigma dW` (or `+ diffusion(t, y, args) dW`, Itô) from `t0` to `t1`
+    with diffrax, constant steps `dt`.
 
     **Arguments:**
 
@@ -246,6 +324,10 @@ def solve_sde(
     - `y0`: the initial state (floating point; its dtype sets the precision).
     - `sigma`: the additive noise amplitude, `>= 0`: a scalar, or a pytree with the structure of `y0` whose
       leaves broadcast to the corresponding leaves of `y0` (a diagonal diffusion). `sigma = 0` is an ODE.
+    - `diffusion`, `noise_shape`: instead of `sigma`, general (multiplicative, non-commutative) Itô noise:
+      `diffusion(t, y, args)` returns for each leaf of `y` an array of shape `leaf.shape + noise_shape`, and
+      W has the shape `noise_shape` (module docstring). Only `solver="euler"` (`GENERAL_NOISE_SOLVERS`).
+      Give exactly one of `sigma` and `diffusion`; `noise_shape` goes with `diffusion`.
     - `t1`, `t0`, `dt`: the horizon and the constant step (`diffrax.ConstantStepSize`); the last step is
       clipped to end at `t1`.
     - `ts`: save times within `[t0, t1]`, non-decreasing; default: only `t1`. Off-grid save times are the
@@ -274,6 +356,22 @@ def solve_sde(
     if not callable(drift):
         raise ValueError("drift must be callable f(t, y, args)")
     check_choice("solver", solver, sorted(SDE_SOLVERS))
+    if (sigma is None) == (diffusion is None):
+        raise ValueError("give exactly one of sigma (additive noise) or diffusion (general noise, with "
+                         "noise_shape)")
+    if diffusion is not None:
+        if not callable(diffusion):
+            raise ValueError("diffusion must be callable g(t, y, args)")
+        if noise_shape is None:
+            raise ValueError("noise_shape (the shape of W) must be given with diffusion")
+        noise_shape = _noise_shape(noise_shape)
+        if solver not in GENERAL_NOISE_SOLVERS:
+            why = ("converges to the Stratonovich solution" if solver in ("heun", "sea")
+                   else "is for additive noise only")
+            raise ValueError(f"solver {solver!r} {why}; general (non-commutative, Itô) noise needs one of "
+                             f"{sorted(GENERAL_NOISE_SOLVERS)} (Euler-Maruyama)")
+    elif noise_shape is not None:
+        raise ValueError("noise_shape goes with diffusion (additive noise sigma has the shape of y0)")
     _check_horizon(t0, t1)
     span = float(t1) - float(t0)
     dt = check_real("dt", dt, low=0.0, strict=True)
@@ -305,7 +403,13 @@ def solve_sde(
     y0 = _as_state(y0)
     dtype = _check_state(y0)
     check_finite_tree("args", args)
-    sig = _sigma_tree(sigma, y0)
+    if diffusion is None:
+        sig = _sigma_tree(sigma, y0)
+    else:
+        if len({jnp.result_type(a) for a in jax.tree_util.tree_leaves(y0)}) > 1:
+            raise ValueError("y0 must have leaves of one dtype with diffusion (the state is one flat vector)")
+        _check_diffusion(diffusion, t0, y0, args, noise_shape)
+        sig = None
     keys, batched = _as_keys(key, seed, num_paths)
 
     ts_arr = jnp.asarray(ts, dtype=dtype)
@@ -313,11 +417,11 @@ def solve_sde(
                  jnp.asarray(dt, dtype=dtype))
     obs_key = observables if callable(observables) else tuple(sorted((observables or {}).items(), key=lambda kv: kv[0]))
     cache_key = ("sde", batched, drift, solver, tol, int(max_steps), obs_key, save_states,
-                 _signature(call_args[:3] + call_args[4:]), jnp.shape(keys))
+                 _signature(call_args[:3] + call_args[4:]), jnp.shape(keys), diffusion, noise_shape)
 
     def build():
         run = _build(drift, solver=solver, tol=tol, max_steps=int(max_steps), observables=observables,
-                     save_states=save_states)
+                     save_states=save_states, diffusion=diffusion, noise_shape=noise_shape)
         return jax.vmap(run, in_axes=(None, None, None, 0, None, None, None, None)) if batched else run
 
     fn, compile_s = _compiled(cache_key, build, call_args)
