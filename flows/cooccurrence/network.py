@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .. import _program
 from .._checks import check_choice, check_dtype, check_int, check_real, real_array
-from .._xla import compile_lowered
 from ..network_records import TrainingError, first_nonfinite_step, flow_time
 from . import observables as obs
 from .data import Config, Dataset, generator, sample_test, training_set
@@ -183,6 +183,62 @@ def _check_lr(lr):
     return check_real("lr", lr, low=0.0, strict=True)
 
 
+def _optimizer(optimizer: str, lr, momentum):
+    """The optax optimiser with its rates (and momentum) injected as hyperparameters: they live in the
+    optimiser state, so one compiled training program serves every lr and momentum of one structure."""
+    def make(rate):
+        if optimizer == "adam":
+            return optax.inject_hyperparams(optax.adam)(learning_rate=rate)
+        if momentum is None:
+            return optax.inject_hyperparams(optax.sgd)(learning_rate=rate)
+        return optax.inject_hyperparams(optax.sgd)(learning_rate=rate, momentum=momentum)
+
+    if isinstance(lr, dict):
+        return optax.multi_transform({k: make(v) for k, v in lr.items()}, {k: k for k in _GROUPS})
+    return make(lr)
+
+
+def _train_program(optimizer: str, batch_size, has_momentum: bool, per_group: bool):
+    """The training loop of `train` for one optimiser structure; everything else (parameters, rates in the
+    optimiser state, data, saved-step increments) is an argument, so the compiled program is cached on
+    shapes (`flows._program.compiled`) and a second call with other rates, seeds or data compiles nothing."""
+    lr = dict.fromkeys(_GROUPS, 1.0) if per_group else 1.0
+    template = _optimizer(optimizer, lr, 0.5 if has_momentum else None)  # values are read from the state
+    grad_fn = jax.grad(network_loss)
+
+    def run(params, opt_state, key, increments, a, args):
+        tokens, labels = args["tokens"], args["labels"]
+        n = tokens.shape[0]
+
+        def one_step(carry):
+            params, opt_state, key, step, bad = carry
+            if batch_size is None:
+                grads = grad_fn(params, a, tokens, labels)
+            else:
+                key, sub = jax.random.split(key)
+                idx = jax.random.permutation(sub, n)[:batch_size]
+                grads = grad_fn(params, a, tokens[idx], labels[idx])
+            # optax's Adam mixes its int32 step count with floats; allow that under strict promotion
+            with jax.numpy_dtype_promotion("standard"):
+                updates, opt_state = template.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(params)]))
+            bad = jnp.where((bad < 0) & ~finite, step + 1, bad)  # the first step whose parameters are not finite
+            return params, opt_state, key, step + 1, bad
+
+        def segment(carry, num):
+            carry = jax.lax.fori_loop(0, num, lambda _, c: one_step(c), carry)
+            return carry, _observe(carry[0], a, args)
+
+        first = _observe(params, a, args)
+        start = (params, opt_state, key, jnp.asarray(0, jnp.int32), jnp.asarray(-1, jnp.int32))
+        carry, rest = jax.lax.scan(segment, start, increments)
+        series = jax.tree_util.tree_map(lambda x, y: jnp.concatenate([x[None], y]), first, rest)
+        return carry[0], series, carry[4]
+
+    return run
+
+
 def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps: int = 1000,
           batch_size: int | None = None, save_every: int = 10, *, save_steps=None,
           momentum: float | None = None, num_test: int = 600, args: dict | None = None,
@@ -235,51 +291,16 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps:
     save = _save_steps(int(steps), save_every, save_steps)
     args = data_args(config, num_test=num_test) if args is None else check_args(args)
     params, a = init_params(config)
-    def make(rate):
-        return optax.adam(rate) if optimizer == "adam" else optax.sgd(rate, momentum=momentum or None)
-
-    opt = (optax.multi_transform({k: make(v) for k, v in lr.items()}, {k: k for k in params})
-           if isinstance(lr, dict) else make(lr))
-    opt_state = opt.init(params)
-    tokens, labels = args["tokens"], args["labels"]
-    n = config.n
-    grad_fn = jax.grad(network_loss)
-
-    def one_step(carry):
-        params, opt_state, key, step, bad = carry
-        if batch_size is None:
-            grads = grad_fn(params, a, tokens, labels)
-        else:
-            key, sub = jax.random.split(key)
-            idx = jax.random.permutation(sub, n)[:batch_size]
-            grads = grad_fn(params, a, tokens[idx], labels[idx])
-        # optax's Adam mixes its int32 step count with floats; allow that under strict promotion
-        with jax.numpy_dtype_promotion("standard"):
-            updates, opt_state = opt.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(params)]))
-        bad = jnp.where((bad < 0) & ~finite, step + 1, bad)  # the first step whose parameters are not finite
-        return params, opt_state, key, step + 1, bad
-
-    def segment(carry, num):
-        carry = jax.lax.fori_loop(0, num, lambda _, c: one_step(c), carry)
-        return carry, _observe(carry[0], a, args)
-
-    def run(params, opt_state, key, increments):
-        first = _observe(params, a, args)
-        start = (params, opt_state, key, jnp.asarray(0, jnp.int32), jnp.asarray(-1, jnp.int32))
-        carry, rest = jax.lax.scan(segment, start, increments)
-        series = jax.tree_util.tree_map(lambda x, y: jnp.concatenate([x[None], y]), first, rest)
-        return carry[0], series, carry[4]
-
+    opt_state = _optimizer(optimizer, lr, momentum).init(params)
     key = (jax.random.fold_in(config.keys()[1], 1) if batch_seed is None
            else jax.random.PRNGKey(int(batch_seed)))
     increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
+    call = (params, opt_state, key, increments, a, {k: args[k] for k in ARGS_KEYS})
+    structure = (optimizer, batch_size, momentum is not None, isinstance(lr, dict))
+    compiled, compile_s = _program.compiled(("cooccurrence.train", structure, _program.signature(call)),
+                                            lambda: _train_program(*structure), call)
     start = time.perf_counter()
-    compiled = compile_lowered(jax.jit(run).lower(params, opt_state, key, increments))
-    compile_s = time.perf_counter() - start
-    start = time.perf_counter()
-    final, series, bad = jax.block_until_ready(compiled(params, opt_state, key, increments))
+    final, series, bad = jax.block_until_ready(compiled(*call))
     run_s = time.perf_counter() - start
     logger.info("train %s lr=%s steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
     series = {k: np.asarray(v) for k, v in series.items()}
