@@ -71,6 +71,16 @@ def test_flow_matches_gd_network(gd_and_flow):
     assert rel_pointwise <= C_TOL * lr, rel_pointwise
 
 
+
+def test_gd_at_a_second_rate_reuses_the_compiled_program(gd_and_flow):
+    # the fixture trains lr = 1e-2 (2000 steps) and 5e-3 (4000 steps), 20 saves each: the same shapes, so the
+    # second run's program comes from the cache (the rate is in the optimiser state, not in the program)
+    _, _, records, _ = gd_and_flow
+    first, second = records[max(records)], records[min(records)]
+    assert second.compile_s == 0.0 or first.compile_s == 0.0
+    assert not np.allclose(first["loss"][1:], second["loss"][1:])  # and it is another run, not a stale one
+    assert second.steps[-1] == 2 * first.steps[-1]
+
 def test_flow_vs_gd_error_shrinks_linearly_in_lr(gd_and_flow):
     _, _, records, traj = gd_and_flow
     big_lr, small_lr = max(records), min(records)
