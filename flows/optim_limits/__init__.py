@@ -26,7 +26,8 @@ The limits and their clocks (g = grad L(theta), operations elementwise):
 - **The Adam ODE** (`adam`): optax.adam(lr, b1, b2, eps) with b1 = 1 - c1 lr, b2 = 1 - c2 lr, t = lr * step:
   dm/dt = c1 (g - m), dv/dt = c2 (g^2 - v), dtheta/dt = -mhat / (sqrt(vhat) + eps), with the bias correction as
   a time-dependent factor mhat = m / (1 - exp(-c1 t)), vhat = v / (1 - exp(-c2 t)) (the limit of
-  1 - beta^step); m(0) = v(0) = 0 and at t = 0 the 0/0 takes its limit mhat = g, vhat = g^2. eps sits outside
+  1 - beta^step; the weights 1 - exp(-c t) are integrated as states, dw/dt = c (1 - w), w(0) = 0);
+  m(0) = v(0) = 0 and at t = 0 the 0/0 takes its limit mhat = g, vhat = g^2. eps sits outside
   the square root, as in optax (eps_root = 0). References: Ma, Wu, E 2022, "A qualitative study of the dynamic
   behavior for adaptive gradient algorithms" (MSML); Barakat & Bianchi 2021, "Convergence and dynamical
   behavior of the ADAM algorithm for nonconvex stochastic optimization" (SIAM J. Optim.); Malladi, Lyu,

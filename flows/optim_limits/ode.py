@@ -210,11 +210,11 @@ def adam_betas(lr, c1, c2):
     return 1.0 - c1 * lr, 1.0 - c2 * lr
 
 
-def _corrected(moment, t, c, limit):
-    """moment / (1 - exp(-c t)), and its t -> 0 limit `limit` at t = 0 (where both are 0)."""
-    d = -jnp.expm1(-_rate(c, moment) * jnp.asarray(t).astype(moment.dtype))
-    ok = d > 0
-    return jnp.where(ok, moment / jnp.where(ok, d, 1.0), limit)
+def _corrected(moment, weight, limit):
+    """moment / weight, and its limit `limit` where weight = 0 (t = 0, where both vanish)."""
+    weight = weight.astype(moment.dtype)
+    ok = weight > 0
+    return jnp.where(ok, moment / jnp.where(ok, weight, 1.0), limit)
 
 
 @_cached
@@ -225,17 +225,21 @@ def _adam(loss):
         g = grad(y["theta"], args["batch"])
 
         def dtheta(gi, mi, vi):
-            mhat = _corrected(mi, t, args["c1"], gi)
-            vhat = _corrected(vi, t, args["c2"], gi * gi)
+            mhat = _corrected(mi, y["m_weight"], gi)
+            vhat = _corrected(vi, y["v_weight"], gi * gi)
             return -mhat / (jnp.sqrt(jnp.maximum(vhat, 0.0)) + _rate(args["eps"], mi))
 
+        c1, c2 = _rate(args["c1"], y["m_weight"]), _rate(args["c2"], y["v_weight"])
         return {"theta": _tmap(dtheta, g, y["m"], y["v"]),
                 "m": _tmap(lambda gi, mi: _rate(args["c1"], mi) * (gi - mi), g, y["m"]),
-                "v": _tmap(lambda gi, vi: _rate(args["c2"], vi) * (gi * gi - vi), g, y["v"])}
+                "v": _tmap(lambda gi, vi: _rate(args["c2"], vi) * (gi * gi - vi), g, y["v"]),
+                "m_weight": c1 * (1.0 - y["m_weight"]), "v_weight": c2 * (1.0 - y["v_weight"])}
 
     def initial_state(theta0):
         theta = _floats(theta0)
-        return {"theta": theta, "m": _tmap(jnp.zeros_like, theta), "v": _tmap(jnp.zeros_like, theta)}
+        zero = jnp.zeros((), jnp.result_type(*jax.tree_util.tree_leaves(theta)))
+        return {"theta": theta, "m": _tmap(jnp.zeros_like, theta), "v": _tmap(jnp.zeros_like, theta),
+                "m_weight": zero, "v_weight": zero}
 
     def make_args(batch, *, c1=None, c2=None, eps=1e-8, lr=None, b1=None, b2=None):
         if lr is not None or b1 is not None or b2 is not None:
@@ -256,9 +260,12 @@ def adam(loss) -> Limit:
     dm/dt = c1 (g - m), dv/dt = c2 (g^2 - v), dtheta/dt = -mhat / (sqrt(vhat) + eps), mhat = m / (1 -
     exp(-c1 t)), vhat = v / (1 - exp(-c2 t)); m(0) = v(0) = 0, and at t = 0 mhat = g, vhat = g^2 (the limit).
 
-    State `{"theta", "m", "v"}`; `make_args(batch, c1=, c2=, eps=1e-8)` or `make_args(batch, lr=, b1=, b2=,
-    eps=)`. The bias correction makes the field depend on t: solve from t0 = 0. Large c1, c2 are stiff (then
-    m -> g, v -> g^2 and the flow is sign descent with `form="adam"`)."""
+    State `{"theta", "m", "v", "m_weight", "v_weight"}`: the bias-correction weights 1 - exp(-c t) are states
+    too, dw/dt = c (1 - w), w(0) = 0 (the moment of the constant 1, as optax's 1 - beta^step is), so that
+    mhat = m / m_weight divides two quantities the solver integrates alike: on a constant gradient mhat = g
+    at every stage of every step, and the 1/t amplification of the solver's error in m near t = 0 cancels.
+    `make_args(batch, c1=, c2=, eps=1e-8)` or `make_args(batch, lr=, b1=, b2=, eps=)`. Large c1, c2 are stiff
+    (then m -> g, v -> g^2 and the flow is sign descent with `form="adam"`)."""
     return _adam(loss)
 
 
