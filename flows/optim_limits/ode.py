@@ -83,8 +83,43 @@ def _pos(name, value, *, zero=False):
     return check_real(name, value, low=0.0, strict=not zero)
 
 
-def _batch_args(batch):
-    return {"batch": batch}
+def _positive_tree(name, value):
+    """A positive number, or a pytree of positive numbers (one per parameter leaf), as float arrays."""
+    leaves, treedef = jax.tree_util.tree_flatten(value)
+    if not leaves:
+        raise ValueError(f"{name} must be a positive number or a pytree of them, got {value!r}")
+    checked = [check_real(f"{name}" if len(leaves) == 1 else f"{name} (each entry)", v, low=0.0, strict=True)
+               for v in leaves]
+    return jax.tree_util.tree_unflatten(treedef, [np.asarray(v) for v in checked])
+
+
+def _per_leaf(x, theta, name):
+    """`x` as a pytree like `theta`: x itself if it is structured like theta, else one value for every leaf."""
+    if jax.tree_util.tree_structure(x) == jax.tree_util.tree_structure(theta):
+        return x
+    if len(jax.tree_util.tree_leaves(x)) == 1:
+        one = jax.tree_util.tree_leaves(x)[0]
+        return _tmap(lambda _: one, theta)
+    raise ValueError(f"{name} must be one number or a pytree structured like theta "
+                     f"({jax.tree_util.tree_structure(theta)}), got {jax.tree_util.tree_structure(x)}")
+
+
+def _with_rates(args, rates):
+    if rates is not None:
+        args["rates"] = _positive_tree("rates", rates)
+    return args
+
+
+def _clocked(dy, theta, args):
+    """The per-leaf clocks: each leaf's derivative times its rate (`args["rates"]`, absent: 1)."""
+    if "rates" not in args:
+        return dy
+    rates = _per_leaf(args["rates"], theta, "rates")
+    return _tmap(lambda d, r: _rate(r, d) * d, dy, rates)
+
+
+def _batch_args(batch, *, rates=None):
+    return _with_rates({"batch": batch}, rates)
 
 
 # -- gradient flow ---------------------------------------------------------------------------------------------
@@ -94,14 +129,19 @@ def _gradient_flow(loss):
     grad = jax.grad(loss)
 
     def vector_field(t, theta, args):
-        return _tmap(jnp.negative, grad(theta, args["batch"]))
+        return _clocked(_tmap(jnp.negative, grad(theta, args["batch"])), theta, args)
 
     return Limit("gd", vector_field, _floats, lambda y: y, _batch_args)
 
 
 def gradient_flow(loss) -> Limit:
     """dtheta/dt = -grad L(theta) on the clock t = lr * step (`optax.sgd(lr)`); the state is theta.
-    `make_args(batch)`."""
+    `make_args(batch, rates=None)`.
+
+    `rates` (every limit): per-parameter-group clocks, a pytree like theta of positive numbers (or one
+    number): leaf i runs on its own clock t_i = rates_i * t, i.e. its derivative is multiplied by rates_i
+    (groups trained at learning rates lr_i = rates_i * lr); the other rates (friction, c1, c2, eps) are in
+    each leaf's own clock."""
     return _gradient_flow(loss)
 
 
@@ -128,21 +168,23 @@ def _heavy_ball(loss):
 
     def vector_field(t, y, args):
         g = grad(y["theta"], args["batch"])
-        return {"theta": _tmap(jnp.negative, y["v"]),
-                "v": _tmap(lambda gi, vi: _rate(args["friction"], vi) * (gi - vi), g, y["v"])}
+        friction = _per_leaf(args["friction"], y["v"], "friction")
+        dy = {"theta": _tmap(jnp.negative, y["v"]),
+              "v": _tmap(lambda gi, vi, ci: _rate(ci, vi) * (gi - vi), g, y["v"], friction)}
+        return {k: _clocked(d, y["theta"], args) for k, d in dy.items()}
 
     def initial_state(theta0):
         theta = _floats(theta0)
         return {"theta": theta, "v": _tmap(jnp.zeros_like, theta)}
 
-    def make_args(batch, *, lr=None, beta=None, friction=None):
+    def make_args(batch, *, lr=None, beta=None, friction=None, rates=None):
         if friction is None:
             if lr is None or beta is None:
                 raise ValueError("heavy ball needs friction, or lr and beta (friction = (1 - beta)^2 / lr)")
             friction = momentum_friction(lr, beta)
         elif lr is not None or beta is not None:
             raise ValueError("pass either friction or (lr, beta), not both")
-        return {"batch": batch, "friction": _pos("friction", friction)}
+        return _with_rates({"batch": batch, "friction": _positive_tree("friction", friction)}, rates)
 
     return Limit("momentum", vector_field, initial_state, lambda y: y["theta"], make_args)
 
@@ -151,7 +193,8 @@ def heavy_ball(loss) -> Limit:
     """The heavy-ball ODE of `optax.sgd(lr, momentum=beta)` on the clock s = lr * step / (1 - beta):
     dtheta/ds = -v, dv/ds = c (grad L - v), v = (1 - beta) p, c = (1 - beta)^2 / lr, v(0) = 0.
 
-    State `{"theta", "v"}`; `make_args(batch, lr=, beta=)` or `make_args(batch, friction=c)`. One optax step
+    State `{"theta", "v"}`; `make_args(batch, lr=, beta=)` or `make_args(batch, friction=c)` (c one number
+    or a pytree like theta), and `rates=` as in `gradient_flow`. One optax step
     is exactly one semi-implicit Euler step of size h = lr / (1 - beta) (v, then theta with the new v). Large
     c is stiff: use `solver="kvaerno5"` there; c -> inf is gradient flow on the clock s."""
     return _heavy_ball(loss)
@@ -176,17 +219,17 @@ def _sign_descent(loss, form):
     grad = jax.grad(loss)
 
     def vector_field(t, theta, args):
-        return _tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"]))
+        return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"])), theta, args)
 
-    def make_args(batch, *, eps):
-        return {"batch": batch, "eps": _pos("eps", eps)}
+    def make_args(batch, *, eps, rates=None):
+        return _with_rates({"batch": batch, "eps": _pos("eps", eps)}, rates)
 
     return Limit("sign", vector_field, _floats, lambda y: y, make_args)
 
 
 def sign_descent(loss, form: str = "sqrt") -> Limit:
     """dtheta/dt = -sign_eps(grad L) on the clock t = lr * step (`optax.sign_sgd(lr)` as eps -> 0; see
-    `sign_eps` for `form`). The state is theta; `make_args(batch, eps=)`. Small eps is stiff where a
+    `sign_eps` for `form`). The state is theta; `make_args(batch, eps=, rates=None)`. Small eps is stiff where a
     component of the gradient changes sign (the smoothed Filippov sliding mode): use `solver="kvaerno5"`."""
     return _sign_descent(loss, check_choice("form", form, SIGN_FORMS))
 
@@ -224,24 +267,26 @@ def _adam(loss):
     def vector_field(t, y, args):
         g = grad(y["theta"], args["batch"])
 
-        def dtheta(gi, mi, vi):
-            mhat = _corrected(mi, y["m_weight"], gi)
-            vhat = _corrected(vi, y["v_weight"], gi * gi)
+        def dtheta(gi, mi, vi, wm, wv):
+            mhat = _corrected(mi, wm, gi)
+            vhat = _corrected(vi, wv, gi * gi)
             return -mhat / (jnp.sqrt(jnp.maximum(vhat, 0.0)) + _rate(args["eps"], mi))
 
-        c1, c2 = _rate(args["c1"], y["m_weight"]), _rate(args["c2"], y["v_weight"])
-        return {"theta": _tmap(dtheta, g, y["m"], y["v"]),
-                "m": _tmap(lambda gi, mi: _rate(args["c1"], mi) * (gi - mi), g, y["m"]),
-                "v": _tmap(lambda gi, vi: _rate(args["c2"], vi) * (gi * gi - vi), g, y["v"]),
-                "m_weight": c1 * (1.0 - y["m_weight"]), "v_weight": c2 * (1.0 - y["v_weight"])}
+        c1, c2 = _per_leaf(args["c1"], g, "c1"), _per_leaf(args["c2"], g, "c2")
+        dy = {"theta": _tmap(dtheta, g, y["m"], y["v"], y["m_weight"], y["v_weight"]),
+              "m": _tmap(lambda gi, mi, c: _rate(c, mi) * (gi - mi), g, y["m"], c1),
+              "v": _tmap(lambda gi, vi, c: _rate(c, vi) * (gi * gi - vi), g, y["v"], c2),
+              "m_weight": _tmap(lambda w, c: _rate(c, w) * (1.0 - w), y["m_weight"], c1),
+              "v_weight": _tmap(lambda w, c: _rate(c, w) * (1.0 - w), y["v_weight"], c2)}
+        return {k: _clocked(d, y["theta"], args) for k, d in dy.items()}
 
     def initial_state(theta0):
         theta = _floats(theta0)
-        zero = jnp.zeros((), jnp.result_type(*jax.tree_util.tree_leaves(theta)))
+        zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
         return {"theta": theta, "m": _tmap(jnp.zeros_like, theta), "v": _tmap(jnp.zeros_like, theta),
-                "m_weight": zero, "v_weight": zero}
+                "m_weight": zeros, "v_weight": zeros}
 
-    def make_args(batch, *, c1=None, c2=None, eps=1e-8, lr=None, b1=None, b2=None):
+    def make_args(batch, *, c1=None, c2=None, eps=1e-8, lr=None, b1=None, b2=None, rates=None):
         if lr is not None or b1 is not None or b2 is not None:
             if c1 is not None or c2 is not None:
                 raise ValueError("pass either (c1, c2) or (lr, b1, b2), not both")
@@ -250,7 +295,8 @@ def _adam(loss):
             c1, c2 = adam_rates(lr, b1, b2)
         if c1 is None or c2 is None:
             raise ValueError("the Adam ODE needs c1 and c2 (b1 = 1 - c1 lr, b2 = 1 - c2 lr), or lr, b1, b2")
-        return {"batch": batch, "c1": _pos("c1", c1), "c2": _pos("c2", c2), "eps": _pos("eps", eps)}
+        return _with_rates({"batch": batch, "c1": _positive_tree("c1", c1), "c2": _positive_tree("c2", c2),
+                            "eps": _pos("eps", eps)}, rates)
 
     return Limit("adam", vector_field, initial_state, lambda y: y["theta"], make_args)
 
@@ -260,12 +306,14 @@ def adam(loss) -> Limit:
     dm/dt = c1 (g - m), dv/dt = c2 (g^2 - v), dtheta/dt = -mhat / (sqrt(vhat) + eps), mhat = m / (1 -
     exp(-c1 t)), vhat = v / (1 - exp(-c2 t)); m(0) = v(0) = 0, and at t = 0 mhat = g, vhat = g^2 (the limit).
 
-    State `{"theta", "m", "v", "m_weight", "v_weight"}`: the bias-correction weights 1 - exp(-c t) are states
-    too, dw/dt = c (1 - w), w(0) = 0 (the moment of the constant 1, as optax's 1 - beta^step is), so that
-    mhat = m / m_weight divides two quantities the solver integrates alike: on a constant gradient mhat = g
-    at every stage of every step, and the 1/t amplification of the solver's error in m near t = 0 cancels.
-    `make_args(batch, c1=, c2=, eps=1e-8)` or `make_args(batch, lr=, b1=, b2=, eps=)`. Large c1, c2 are stiff
-    (then m -> g, v -> g^2 and the flow is sign descent with `form="adam"`)."""
+    State `{"theta", "m", "v", "m_weight", "v_weight"}`: the bias-correction weights 1 - exp(-c t) (one scalar
+    per parameter leaf, on that leaf's clock) are states too, dw/dt = c (1 - w), w(0) = 0 (the moment of the
+    constant 1, as optax's 1 - beta^step is), so that mhat = m / m_weight divides two quantities the solver
+    integrates alike: on a constant gradient mhat = g at every stage of every step, and the 1/t amplification
+    of the solver's error in m near t = 0 cancels. `make_args(batch, c1=, c2=, eps=1e-8)` or
+    `make_args(batch, lr=, b1=, b2=, eps=)` (c1, c2 one number or a pytree like theta), and `rates=` as in
+    `gradient_flow`. Large c1, c2 are stiff (then
+    m -> g, v -> g^2 and the flow is sign descent with `form="adam"`)."""
     return _adam(loss)
 
 

@@ -190,7 +190,8 @@ def _check_ts(ts):
 def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False, *, Y0=None, Z0=None,
                paper_time: bool = True, exact_slaving: bool = False, decoder_size=None, solver: str = "tsit5",
                rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
-               throw: bool = True, init: str = "zero", seed: int = 0) -> Trajectory:
+               throw: bool = True, init: str = "zero", seed: int = 0, optimizer: str | None = None,
+               optim_args: dict | None = None) -> Trajectory:
     """Integrate the full (Y, Z) flow (`reduced=False`) or the reduced Z-flow (`reduced=True`) from
     Y0 = Z0 = 0 (default; or the given (M, M) arrays) and save at `ts`.
 
@@ -205,11 +206,30 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
     solved for every pair in one vmapped, once-compiled `flows.solve_batch` call, every field of the
     `Trajectory` gains a leading axis, and failed members are reported in `status` (raised only with
     `throw=True`, as for a single solve).
+
+    **Optimiser limits** (`flows.optim_limits`, issue 12; full flow, one (eta_Y, eta_Z) pair): `optimizer`
+    None (default) integrates the hand-written field above; `"gd"` the same gradient flow by autodiff of
+    `population_loss`; `"momentum"`, `"sign"`, `"adam"` the limits of `train(optimizer="sgd", momentum=beta)`,
+    sign SGD and `train(optimizer="adam")` with per-group learning rates eta_Y, eta_Z (each group on its own
+    clock eta_g * step). `optim_args`: `"momentum"` {"beta"} (required; ts = step / (1 - beta), friction
+    (1 - beta)^2 / eta_g per group); `"sign"` {"eps": 1e-3} (sign_eps smoothing; small eps is stiff where a
+    gradient component changes sign); `"adam"` {"b1": 0.9, "b2": 0.999, "eps": 1e-8} (optax's defaults, as
+    `train` uses: c_g = (1 - b) / eta_g) or {"c1", "c2", "eps"} (b_g = 1 - c eta_g: the lr -> 0 limit at
+    fixed c). ts = step for gd, sign, adam. States: {"Y", "Z"} plus the optimiser's own ("v"; "m", "v",
+    "m_weight", "v_weight"; Z in them as its query rows); observables as for the full flow.
     """
     if not isinstance(classes, SequenceClasses):
         raise ValueError("classes must be a SequenceClasses")
     eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
     ts = _check_ts(ts)
+    if optimizer is not None:
+        check_choice("optimizer", optimizer, OPTIMIZERS)
+        if reduced or n:
+            raise ValueError("optimizer applies to the full flow at one (eta_Y, eta_Z) pair: reduced=False, "
+                             "scalar eta_Y and eta_Z")
+        optim_args = _optim_args(optimizer, optim_args, eta_Y, eta_Z)
+    elif optim_args is not None:
+        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
     check_choice("init", init, ("zero", "random"))
     check_int("seed", seed, 0, 2**32 - 1, integral_float=True)
     if init == "random":
@@ -236,6 +256,10 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
     Z0 = np.zeros((M, M), np_dtype) if Z0 is None else _square("Z0", Z0, M, np_dtype)
     common = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
                   throw=throw)
+    if optimizer is not None:
+        return _solve_limit(optimizer, optim_args, {"Y": np.zeros((M, M), np_dtype) if Y0 is None else
+                                                    _square("Y0", Y0, M, np_dtype), "Z": Z0[qt]},
+                            args, eta_Y, eta_Z, common, Z0, qt)
     if reduced:
         vf, observables = reduced_vector_field, _obs_reduced
         y0 = {"Z": Z0[qt], "h": np.zeros((), np_dtype), "B": np.zeros((classes.num_classes,), np_dtype)}
@@ -248,6 +272,85 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
     except FlowError as err:
         raise FlowError(str(err), _full_Z(err.trajectory, Z0, qt)) from None
     return _full_Z(traj, Z0, qt)
+
+
+OPTIMIZERS = ("gd", "momentum", "sign", "adam")
+
+
+def _optim_args(optimizer, options, eta_Y, eta_Z):
+    """The validated `optim_args` of `solve_flow(optimizer=...)` with their defaults."""
+    allowed = {"gd": {}, "momentum": {"beta": None}, "sign": {"eps": 1e-3},
+               "adam": {"b1": 0.9, "b2": 0.999, "c1": None, "c2": None, "eps": 1e-8}}[optimizer]
+    options = {} if options is None else options
+    if not isinstance(options, dict):
+        raise ValueError(f"optim_args must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"optim_args: unknown keys {unknown} for optimizer {optimizer!r} (allowed: "
+                         f"{sorted(allowed)})")
+    if optimizer == "momentum":
+        if "beta" not in options:
+            raise ValueError("optim_args must give beta (the momentum) for optimizer='momentum'")
+        beta = check_real("optim_args['beta']", options["beta"], low=0.0, high=1.0, high_strict=True)
+        return {"beta": beta, "friction": {"Y": (1.0 - beta) ** 2 / eta_Y, "Z": (1.0 - beta) ** 2 / eta_Z}}
+    if optimizer == "sign":
+        return {"eps": check_real("optim_args['eps']", options.get("eps", 1e-3), low=0.0, strict=True)}
+    if optimizer == "adam":
+        eps = check_real("optim_args['eps']", options.get("eps", 1e-8), low=0.0, strict=True)
+        if ("c1" in options) != ("c2" in options):
+            raise ValueError("optim_args: give both c1 and c2 (or neither, for b1 and b2)")
+        if "c1" in options:
+            if "b1" in options or "b2" in options:
+                raise ValueError("optim_args: give either (c1, c2) or (b1, b2), not both")
+            c1 = check_real("optim_args['c1']", options["c1"], low=0.0, strict=True)
+            c2 = check_real("optim_args['c2']", options["c2"], low=0.0, strict=True)
+            return {"c1": c1, "c2": c2, "eps": eps}
+        b1 = check_real("optim_args['b1']", options.get("b1", 0.9), low=0.0, high=1.0, high_strict=True)
+        b2 = check_real("optim_args['b2']", options.get("b2", 0.999), low=0.0, high=1.0, high_strict=True)
+        return {"c1": {"Y": (1.0 - b1) / eta_Y, "Z": (1.0 - b1) / eta_Z},
+                "c2": {"Y": (1.0 - b2) / eta_Y, "Z": (1.0 - b2) / eta_Z}, "eps": eps}
+    return {}
+
+
+def _limit(optimizer):
+    from .. import optim_limits as ol
+
+    return {"gd": ol.gradient_flow, "momentum": ol.heavy_ball, "sign": ol.sign_descent,
+            "adam": ol.adam}[optimizer](population_loss)
+
+
+def _obs_limit_gd(t, y, args):
+    return _obs_full(t, y, args["batch"])
+
+
+def _obs_limit_state(t, y, args):
+    return _obs_full(t, y["theta"], args["batch"])
+
+
+def _solve_limit(optimizer, options, theta0, flow, eta_Y, eta_Z, common, Z0, qt):
+    """solve_flow(optimizer=...): the optimiser limit on the population loss, ys as {"Y", "Z", ...}."""
+    limit = _limit(optimizer)
+    rates = {"Y": eta_Y, "Z": eta_Z}
+    if optimizer == "momentum":
+        args = limit.make_args(flow, friction=options["friction"], rates=rates)
+    else:
+        args = limit.make_args(flow, rates=rates, **options)
+    observables = _obs_limit_gd if optimizer in ("gd", "sign") else _obs_limit_state
+    y0 = limit.initial_state(theta0)
+    common = dict(common, args=args)
+
+    def reshape(traj):
+        if traj is None or traj.ys is None:
+            return traj
+        ys = traj.ys if optimizer in ("gd", "sign") else {**traj.ys["theta"],
+                                                          **{k: v for k, v in traj.ys.items() if k != "theta"}}
+        return _full_Z(dataclasses.replace(traj, ys=ys), Z0, qt)
+
+    try:
+        traj = solve(limit.vector_field, y0, observables=observables, **common)
+    except FlowError as err:
+        raise FlowError(str(err), reshape(err.trajectory)) from None
+    return reshape(traj)
 
 
 def _square(name, a, M, dtype):

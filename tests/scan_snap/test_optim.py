@@ -1,0 +1,89 @@
+"""Scan and Snap's optimiser limits (`solve_flow(optimizer=...)`, issue 12) against today's flow and optax.
+
+syn_small (K = 2 classes, M = 22 tokens), full flow, float64. The Adam ODE is held against optax Adam on the
+T -> inf network (the population loss, full batch: the (Y, Z) model of `train` with T -> inf), each group at its
+own learning rate eta_g with b_g = 1 - c eta_g, at two learning-rate scales.
+"""
+
+import jax
+import numpy as np
+import optax
+import pytest
+
+from flows import optim_limits as ol
+from flows.scan_snap import solve_flow, syn_small
+from flows.scan_snap.flow import _optim_args, flow_args, population_loss
+
+CLASSES = syn_small()
+TIGHT = dict(rtol=1e-12, atol=1e-14)
+
+
+def test_gd_limit_equals_todays_flow():
+    """optimizer="gd" (autodiff of the population loss, per-group clocks eta_Y, eta_Z) is today's hand-written
+    full flow to 1e-10 (states and observables)."""
+    ts = np.linspace(0.0, 20.0, 6)
+    today = solve_flow(CLASSES, 1.0, 2.0, ts, **TIGHT)
+    gd = solve_flow(CLASSES, 1.0, 2.0, ts, optimizer="gd", **TIGHT)
+    for name in ("Y", "Z"):
+        assert np.max(np.abs(gd.ys[name] - today.ys[name])) < 1e-10, name
+    for name in ("attention", "loss"):
+        assert np.max(np.abs(gd.observables[name] - today.observables[name])) < 1e-10, name
+    assert np.max(np.abs(today.ys["Z"][-1])) > 0.1  # the flow moved
+
+
+C1, C2, EPS = 2.0, 5.0, 1e-8
+RATIO = {"Y": 1.0, "Z": 2.0}  # eta_g = lr * RATIO[g]
+HORIZON = 2.0  # lr * steps
+
+
+def _adam_gap(lr):
+    steps = round(HORIZON / lr)
+    eta = {g: lr * r for g, r in RATIO.items()}
+    ts = np.linspace(0.0, steps, 11)
+    flow = solve_flow(CLASSES, eta["Y"], eta["Z"], ts, optimizer="adam",
+                      optim_args={"c1": C1, "c2": C2, "eps": EPS}, rtol=1e-10, atol=1e-12)
+    opt = optax.multi_transform({g: optax.adam(eta[g], b1=1.0 - C1 * eta[g], b2=1.0 - C2 * eta[g], eps=EPS)
+                                 for g in RATIO}, {"Y": "Y", "Z": "Z"})
+    qt = list(CLASSES.query_tokens)
+    M = CLASSES.vocab_size
+    batch = flow_args(CLASSES, 1.0, 1.0, query_rows=True)
+    theta0 = {"Y": np.zeros((M, M)), "Z": np.zeros((len(qt), M))}
+    disc = ol.run_optax(population_loss, theta0, batch, opt, steps, steps // 10)
+    M2 = (11, M, M)
+    assert flow.ys["Y"].shape == M2 and flow.ys["Z"].shape == M2 and set(flow.ys) >= {"m", "v", "m_weight"}
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(flow.ys))
+    assert flow.observables["loss"][-1] < flow.observables["loss"][0]
+    gap = max(np.max(np.abs(flow.ys["Y"] - np.asarray(disc["params"]["Y"]))),
+              np.max(np.abs(flow.ys["Z"][:, qt] - np.asarray(disc["params"]["Z"]))))
+    return float(gap), float(np.max(np.abs(flow.ys["Z"][-1])))
+
+
+def test_adam_limit_against_optax_adam_first_order():
+    """sup over 11 saved steps of |(Y, Z)_optax - (Y, Z)_ODE|: lr 1e-2 -> 1e-3 shrinks it 5-20x."""
+    (big, moved), (small, _) = _adam_gap(1e-2), _adam_gap(1e-3)
+    assert moved > 0.05
+    assert 5.0 <= big / small <= 20.0, (big, small)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(optimizer="rmsprop"), "optimizer"),
+    (dict(optimizer="adam", reduced=True), "reduced"),
+    (dict(optimizer="momentum"), "beta"),
+    (dict(optimizer="momentum", optim_args={"beta": 1.0}), "beta"),
+    (dict(optimizer="adam", optim_args={"c1": 1.0}), "c2"),
+    (dict(optimizer="adam", optim_args={"lr": 1.0}), "unknown"),
+    (dict(optimizer="sign", optim_args={"eps": 0.0}), "eps"),
+    (dict(optim_args={"eps": 1.0}), "optimizer"),
+])
+def test_bad_optimizer_arguments(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        solve_flow(CLASSES, 1.0, 1.0, [0.0, 1.0], **kwargs)
+
+
+def test_adam_defaults_are_trains():
+    """optimizer="adam" without c1, c2 takes optax.adam's defaults b1 = 0.9, b2 = 0.999 (what `train` uses) at
+    each group's learning rate: c_g = (1 - b) / eta_g."""
+    got = _optim_args("adam", None, 0.1, 0.2)
+    assert got["c1"] == pytest.approx({"Y": 1.0, "Z": 0.5}, rel=1e-12)
+    assert got["c2"] == pytest.approx({"Y": 0.01, "Z": 0.005}, rel=1e-9)
+    assert got["eps"] == 1e-8
