@@ -28,11 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_bool, check_dtype, real_array
+from .._checks import check_bool, check_choice, check_dtype, check_real, real_array
 from ..solve import Event, Trajectory, solve
 from . import observables as obs
 from .data import Config
-from .network import check_args, data_args, init_params, with_seed_init
+from .network import check_args, data_args, init_params, network_loss, with_seed_init
 
 __all__ = ["flow_gradients", "initial_state", "solve_flow", "vector_field"]
 
@@ -96,7 +96,8 @@ _T1_EVENT = Event(_t1_condition, direction=True, stop=False, name="T1 (zero trai
 def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver: str = "tsit5",
                rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
                locate_T1: bool = True, save_states: bool = False, num_test: int = 600,
-               throw: bool = True, seed: int | None = None, init: str | None = None) -> Trajectory:
+               throw: bool = True, seed: int | None = None, init: str | None = None,
+               optimizer: str | None = None, optim_args: dict | None = None) -> Trajectory:
     """Integrate the exact Gram ODE from the initialisation of `network.train(config, ...)` (same seed).
 
     **Arguments:**
@@ -110,6 +111,19 @@ def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver:
     - `seed`, `init`: override `config.seed`, `config.init` (`None`: the config's), as in `network.train`.
     - other arguments as in `flows.solve`.
 
+    - `optimizer`, `optim_args` (issue 12, `flows.optim_limits`): None (default) integrates the Gram ODE;
+      `"gd"`, `"momentum"`, `"sign"`, `"adam"` integrate the optimiser's limit on the PARAMETERS
+      (W, W_V, W_K, W_Q) with `network.network_loss` over the full training set, from `init_params(config)`.
+      The Gram reduction is gradient flow's: heavy ball is rotation equivariant too but its reduction would
+      need the cross-Grams of the parameters and the velocity (not built: it runs on the parameters), and
+      Adam and sign descent act coordinatewise, so they are not rotation invariant and do not close on any
+      Grams. Clock t = lr * step (GD, sign, Adam;
+      t = lr * step / (1 - beta) for momentum). `optim_args`: `"momentum"` {"lr", "beta"} (friction
+      (1 - beta)^2 / lr); `"sign"` {"eps": 1e-3}; `"adam"` {"lr", "b1": 0.9, "b2": 0.999, "eps": 1e-8} (what
+      `train(optimizer="adam", lr=lr)` runs: c = (1 - b) / lr) or {"c1", "c2", "eps"} (b = 1 - c lr, the
+      lr -> 0 limit at fixed c). `y0` is then the parameter dict; `save_states=True` saves the limit's
+      state (`traj.ys["theta"]` the parameters, or `traj.ys` itself for gd and sign).
+
     **Returns:** a `Trajectory` with `observables` named as in `observables.OBSERVABLES` (`loss`,
     `group_loss (k, 4)`, `train_error`, `test_loss`, `G (k, 3)`, `S`, `A (k, 3, 3)`, `M_V (k, 3, 3)`, `p12`,
     `group_g (k, 4)`, `balance_ratio`, `R`, `min_margin`).
@@ -120,6 +134,11 @@ def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver:
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     locate_T1 = check_bool("locate_T1", locate_T1)
     args = data_args(config, num_test=num_test) if args is None else check_args(args)
+    if optimizer is not None:
+        return _solve_limit(config, ts, args, y0, optimizer, optim_args, locate_T1, save_states,
+                            dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw))
+    if optim_args is not None:
+        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
     if y0 is not None and (not isinstance(y0, dict) or set(y0) != set(_STATE_KEYS)):
         got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
         raise ValueError(f"y0 must be a dict with the keys {_STATE_KEYS} (see initial_state), got {got}")
@@ -130,5 +149,85 @@ def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver:
                  event=_T1_EVENT if locate_T1 else None, **common)
     if locate_T1 and float(traj.observables["min_margin"][0]) > 0:
         # zero training error already at t = 0 (ts[0] = 0): T1 = 0, whatever the margin does later
+        traj = dataclasses.replace(traj, t_event=0.0)
+    return traj
+
+
+# -- optimiser limits on the parameters (issue 12) -------------------------------------------------------------
+
+OPTIMIZERS = ("gd", "momentum", "sign", "adam")
+_PARAM_KEYS = ("W", "W_V", "W_K", "W_Q")
+
+
+def limit_loss(params, batch):
+    """`network_loss` over the full training set, as `loss(theta, batch)` for `flows.optim_limits`; `batch`
+    is `data_args(config)` plus the fixed output signs `"a"`."""
+    return network_loss(params, batch["a"], batch["tokens"], batch["labels"])
+
+
+def _params_of(y):
+    return y["theta"] if "theta" in y else y
+
+
+def _obs_limit(t, y, args):
+    return obs.observe(t, obs.gram_state(_params_of(y), args["batch"]["a"]), args["batch"])
+
+
+def _limit_margin(t, y, args):
+    return obs.min_margin(t, obs.gram_state(_params_of(y), args["batch"]["a"]), args["batch"])
+
+
+_LIMIT_T1_EVENT = Event(_limit_margin, direction=True, stop=False, name="T1 (zero training error)")
+
+
+def _optim_options(optimizer, options):
+    allowed = {"gd": (), "momentum": ("lr", "beta"), "sign": ("eps",),
+               "adam": ("lr", "b1", "b2", "c1", "c2", "eps")}[optimizer]
+    options = {} if options is None else options
+    if not isinstance(options, dict):
+        raise ValueError(f"optim_args must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"optim_args: unknown keys {unknown} for optimizer {optimizer!r} (allowed: "
+                         f"{list(allowed)})")
+    if optimizer == "momentum":
+        missing = [k for k in ("lr", "beta") if k not in options]
+        if missing:
+            raise ValueError(f"optim_args must give {missing} for optimizer='momentum' (friction (1 - beta)^2 / lr)")
+        return {"lr": options["lr"], "beta": options["beta"]}
+    if optimizer == "sign":
+        return {"eps": check_real("optim_args['eps']", options.get("eps", 1e-3), low=0.0, strict=True)}
+    if optimizer == "adam":
+        eps = options.get("eps", 1e-8)
+        if "c1" in options or "c2" in options:
+            if "lr" in options or "b1" in options or "b2" in options:
+                raise ValueError("optim_args: give either (c1, c2) or (lr, b1, b2), not both")
+            return {"c1": options.get("c1"), "c2": options.get("c2"), "eps": eps}
+        if "lr" not in options:
+            raise ValueError("optim_args must give lr (with b1, b2: default 0.9, 0.999) or (c1, c2) for "
+                             "optimizer='adam'")
+        return {"lr": options["lr"], "b1": options.get("b1", 0.9), "b2": options.get("b2", 0.999), "eps": eps}
+    return {}
+
+
+def _solve_limit(config, ts, args, y0, optimizer, options, locate_T1, save_states, common):
+    from .. import optim_limits as ol
+
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    options = _optim_options(optimizer, options)
+    limit = {"gd": ol.gradient_flow, "momentum": ol.heavy_ball, "sign": ol.sign_descent,
+             "adam": ol.adam}[optimizer](limit_loss)
+    params, a = init_params(config)
+    if y0 is not None:
+        if not isinstance(y0, dict) or set(y0) != set(_PARAM_KEYS):
+            got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
+            raise ValueError(f"y0 must be a parameter dict with the keys {_PARAM_KEYS} with an optimizer, got {got}")
+        params = {k: jnp.asarray(real_array(f"y0[{k!r}]", y0[k]).astype(params[k].dtype)) for k in _PARAM_KEYS}
+    batch = dict(args, a=a)
+    limit_args = limit.make_args(batch, **options)
+    traj = solve(limit.vector_field, limit.initial_state(params), t1=float(ts[-1]), ts=ts, args=limit_args,
+                 observables=_obs_limit, save_states=save_states,
+                 event=_LIMIT_T1_EVENT if locate_T1 else None, **common)
+    if locate_T1 and float(traj.observables["min_margin"][0]) > 0:
         traj = dataclasses.replace(traj, t_event=0.0)
     return traj
