@@ -80,12 +80,17 @@ def optax_gap(name, lr):
     return sup_gap(solve_theta(limit, args(lr)), disc["params"])
 
 
+# heavy ball at fixed beta = 0.9: the friction c = (1 - beta)^2 / lr changes with lr (1 -> 10 -> 100), and the
+# gap reaches its first-order regime once c >> 1 / T: lr 1e-2 -> 1e-3 gives 5.1x, 1e-3 -> 1e-4 8.8x (the clock
+# has 1 / (1 - beta) = 10 per step, so lr = 1e-4 is 1000 steps)
+LR_PAIRS = {"gd": (1e-2, 1e-3), "momentum": (1e-3, 1e-4), "sign": (1e-2, 1e-3), "adam": (1e-2, 1e-3)}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gap_to_optax_falls_first_order_in_lr(name):
-    """sup over the saved times of |theta_optax(step) - theta_limit(t(step))|: lr 1e-2 -> 1e-3 shrinks it 5-20x
-    (measured: gd 10.0x, momentum 6.2x (beta = 0.9 fixed, the friction c = (1 - beta)^2 / lr goes 1 -> 10),
-    sign 10.0x, adam 10.3x)."""
-    big, small = optax_gap(name, 1e-2), optax_gap(name, 1e-3)
+    """sup over the saved times of |theta_optax(step) - theta_limit(t(step))|: a 10x smaller lr shrinks it 5-20x
+    (measured: gd 10.0x, momentum 8.8x (lr 1e-3 -> 1e-4), sign (smoothed, eps = 0.1) 10.1x, adam 10.3x)."""
+    big, small = (optax_gap(name, lr) for lr in LR_PAIRS[name])
     assert 5.0 <= big / small <= 20.0, (name, big, small)
     assert small < 1e-2
 
