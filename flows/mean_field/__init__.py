@@ -3,10 +3,12 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 
 - `Config`, `Prompts`, `training_set`, `sample_prompts`, `held_out_set`: in-context linear regression with
   bounded support, embedded as Z0 (n, D, N + 1) (theory digest §1.1).
-- `init_particles`, `init_curves`, `forward`, `risk`, `objective`, `velocity`, `train_gd`, `GDRecord`: the
-  finite residual transformer of depth L and width M (eqs. 2.1-2.3), its particle velocity in the
-  first-variation form, and full-batch GD with optax at learning rate eta_tau M L.
-- `vector_field`, `solve_particles`: the particle Wasserstein gradient flow in training time tau.
+- `init_particles`, `init_curves`, `forward`, `risk`, `objective`, `velocity`, `train`, `train_gd`, `GDRecord`:
+  the finite residual transformer of depth L and width M (eqs. 2.1-2.3), its particle velocity in the
+  first-variation form, and full-batch GD with optax at learning rate eta_tau M L (`train(config, "gd",
+  lr=eta_tau, ...)`, or heavy ball with `"sgd"` and `momentum`; `train_gd(config, eta_tau, ...)` is plain GD).
+- `vector_field`, `solve_flow` (= `solve_particles`): the particle Wasserstein gradient flow in training time
+  tau.
 - `reference`: the continuous-depth (tied) reference, depth integrated by diffrax, gradients by an adjoint.
 - `observables`: Q, R, dissipation, speeds, errors, W2 per depth slice, coupled RMS, first variation.
 - `coupling`: coupled initialisations (`subsample_particles`: a width-M subsample of a reference cloud;
@@ -32,6 +34,7 @@ from .data import Prompts as Prompts
 from .data import held_out_set as held_out_set
 from .data import sample_prompts as sample_prompts
 from .data import training_set as training_set
+from .flow import solve_flow as solve_flow
 from .flow import solve_particles as solve_particles
 from .flow import vector_field as vector_field
 from .network import GDRecord as GDRecord
@@ -45,8 +48,10 @@ from .network import init_particles as init_particles
 from .network import mlp_update as mlp_update
 from .network import objective as objective
 from .network import risk as risk
+from .network import train as train
 from .network import train_gd as train_gd
 from .network import velocity as velocity
+from .network import with_seed_init as with_seed_init
 from .noise import solve_particles_sde as solve_particles_sde
 from .sharding import particle_mesh as particle_mesh
 from .sharding import shard_particles as shard_particles

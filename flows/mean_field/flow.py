@@ -20,9 +20,9 @@ from .._checks import check_real, real_array
 from ..solve import SOLVERS, Trajectory, solve
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
-from .network import _check_data, _velocity_autodiff, check_particles, init_particles
+from .network import _check_data, _velocity_autodiff, check_particles, init_particles, with_seed_init
 
-__all__ = ["solve_particles", "vector_field"]
+__all__ = ["solve_flow", "solve_particles", "vector_field"]
 
 
 def vector_field(t, particles, args):
@@ -51,16 +51,21 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
                     test: Prompts | None = None, solver: str = "tsit5", rtol: float = 1e-7,
                     atol: float = 1e-9, dt: float | None = None, max_steps: int = 100_000,
                     observables: str | dict = "all", save_states: bool = False, mesh=None,
-                    progress: bool = False, throw: bool = True) -> Trajectory:
+                    progress: bool = False, throw: bool = True, seed: int | None = None,
+                    init: str | None = None) -> Trajectory:
     """Integrate the particle flow from `init_particles(config)` with `flows.solve` and save observables.
+    `solve_flow` is the same function (the name every system uses).
 
     **Arguments:**
 
     - `ts`: increasing save times in flow time tau, starting at 0; the horizon is `ts[-1]`.
-    - `particles`, `data`, `test`: override the initial particles, the training set and the test prompts.
+    - `seed`, `init`: override `config.seed` and `config.init` (`None`: the config's), as in `network.train`:
+      the flow then starts where `train(config, ..., seed=seed, init=init)` starts, on the same data.
+    - `particles`, `data`, `test`: override the initial particles, the training set and the test prompts
+      (`init` with `particles` is a ValueError).
     - `solver`, `rtol`, `atol`: adaptive solve (default Tsit5 with a PID controller).
     - `dt`: take constant steps of this size instead (with `solver="euler"` and `dt = eta_tau` this is
-      `train_gd(config, eta_tau, ...)` to rounding).
+      `train(config, "gd", lr=eta_tau, ...)` to rounding).
     - `observables`: `"all"` (every entry of `observables.OBSERVABLES`), `"basic"` (Q and R only, the
       cheapest), or a dict name -> f(t, particles, args).
     - `save_states`: also keep the particles at every saved time (`traj.ys`, memory L (M + M_mlp) per save).
@@ -72,6 +77,9 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
     """
     from .sharding import shard_particles
 
+    config = with_seed_init(config, seed, init)
+    if init is not None and particles is not None:
+        raise ValueError("init must be None when particles are given (the particles are the initialisation)")
     ts = real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
@@ -91,3 +99,7 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
     if dt is not None:
         options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
     return solve(_field_for(solver), particles, **options)
+
+
+#: The name of the flow solve in every system (`cooccurrence.solve_flow`, `scan_snap.solve_flow`).
+solve_flow = solve_particles

@@ -30,7 +30,9 @@ the layer maps in Z only) and the per-particle gradients in closed matrix form (
     grad_W1 <P, W2 sigma(W1 Z)>   = ((W2^T P) * sigma'(W1 Z)) Z^T
 
 It is checked against M L x `jax.grad(objective)` in the tests. Explicit Euler in tau with step eta_tau is
-full-batch GD with learning rate eta_tau M L (attention) and eta_tau M_mlp L (MLP): `train_gd`.
+full-batch GD with learning rate eta_tau M L (attention) and eta_tau M_mlp L (MLP): `train(config, "gd",
+lr=eta_tau, ...)` (= `train_gd(config, eta_tau, ...)`); `train(config, "sgd", lr, momentum=beta)` is its
+heavy-ball variant on the clock tau = lr k / (1 - beta).
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ from .data import Config, Prompts, held_out_set, training_set
 logger = logging.getLogger(__name__)
 
 __all__ = ["GDRecord", "attention_update", "check_particles", "forward", "gd_optimizer", "huberized_relu",
-           "init_curves", "init_particles", "mlp_update", "objective", "particle_gradients", "risk", "train_gd",
-           "velocity"]
+           "init_curves", "init_particles", "mlp_update", "objective", "particle_gradients", "risk", "train",
+           "train_gd", "velocity", "with_seed_init"]
 
 _GROUPS = ("V", "W", "W1", "W2")
 _ATTENTION = ("V", "W")
@@ -459,18 +461,25 @@ def velocity(config: Config, particles, data: Prompts, method: str = "autodiff")
 
 @dataclasses.dataclass(frozen=True)
 class GDRecord:
-    """Full-batch GD on the finite network, at its saved steps.
+    """Full-batch GD (or heavy-ball SGD) on the finite network, at its saved steps.
 
-    - `tau`: flow time tau = k eta_tau of each saved step (first entry 0); `ts` is the same array;
-      `steps`: the step numbers k.
-    - `observables`: name -> array with leading axis len(tau); `Q`, `R`, `dissipation`, `max_speed`,
+    The fields every system's network record shares (README "One vocabulary"):
+
+    - `ts`: flow time of each saved step, tau = eta_tau k / (1 - momentum) (first entry 0; `tau` is the same
+      array); `steps`: the step numbers k.
+    - `observables`: name -> array with leading axis len(ts); `Q`, `R`, `dissipation`, `max_speed`,
       `mean_speed`, `train_rmse`, `test_rmse` (the names of `observables.OBSERVABLES`, as on the flow's
       `Trajectory`). Also reachable as `record["Q"]` or `record.Q`.
-    - `particles`: the final particles; `eta_tau`, `lr_attention`, `lr_mlp`: the step sizes;
-      `compile_s`, `run_s`: compile and training wall time.
+    - `config`: the `Config` trained (with the `seed`/`init` overrides of `train`); `lr`: the flow-time rate
+      as given (a number or `{"attention": .., "mlp": ..}`); `compile_s`, `run_s`: compile and training wall
+      time.
+
+    And: `particles` (the final particles); `eta_tau` (the clock's rate: `lr`, or the largest rate of a dict);
+    `lr_attention`, `lr_mlp` (the optimiser's learning rates, eta M L and eta M_mlp L); `optimizer`
+    (`"gd"`/`"sgd"`), `momentum`.
     """
 
-    tau: np.ndarray
+    ts: np.ndarray
     steps: np.ndarray
     observables: dict
     particles: dict
@@ -479,10 +488,14 @@ class GDRecord:
     lr_mlp: float
     compile_s: float
     run_s: float
+    lr: float | dict | None = None
+    config: Config | None = None
+    optimizer: str = "gd"
+    momentum: float = 0.0
 
     @property
-    def ts(self) -> np.ndarray:
-        return self.tau
+    def tau(self) -> np.ndarray:
+        return self.ts
 
     def __getitem__(self, name):
         return self.observables[name]
@@ -504,38 +517,55 @@ def _check_eta(eta_tau):
     return check_real("eta_tau", eta_tau, low=0.0, strict=True)
 
 
-def gd_optimizer(config: Config, eta_tau: float) -> optax.GradientTransformation:
+_LR_GROUPS = ("attention", "mlp")
+
+
+def _check_lr(lr, name="lr"):
+    """A positive flow-time rate, or a dict {"attention": .., "mlp": ..} of one per parameter group."""
+    if isinstance(lr, dict):
+        if set(lr) != set(_LR_GROUPS):
+            raise ValueError(f"{name} must be a number or a dict with the keys {_LR_GROUPS} (one flow-time rate "
+                             f"per parameter group), got keys {sorted(map(str, lr))}")
+        return {k: check_real(f"{name}[{k!r}]", lr[k], low=0.0, strict=True) for k in _LR_GROUPS}
+    return check_real(name, lr, low=0.0, strict=True)
+
+
+def gd_optimizer(config: Config, eta_tau, momentum: float | None = None) -> optax.GradientTransformation:
     """`optax.sgd` with learning rate eta_tau M L on (V, W) and eta_tau M_mlp L on (W1, W2).
 
-    The learning rates are injected hyperparameters (they live in the optimiser state), so one compiled
-    training program serves every eta_tau.
+    `eta_tau`: one flow-time rate, or `{"attention": .., "mlp": ..}` (one per group); `momentum`: heavy-ball
+    momentum beta of `optax.sgd` (`None`: plain GD). The learning rates (and beta) are injected
+    hyperparameters (they live in the optimiser state), so one compiled training program serves every rate.
     """
-    eta_tau = _check_eta(eta_tau)
-    return _optimizer(eta_tau * config.M * config.L, eta_tau * config.M_mlp * config.L)
+    eta_tau = _check_lr(eta_tau, "eta_tau")
+    att, mlp = (eta_tau["attention"], eta_tau["mlp"]) if isinstance(eta_tau, dict) else (eta_tau, eta_tau)
+    return _optimizer(att * config.M * config.L, mlp * config.M_mlp * config.L, momentum)
 
 
-def _optimizer(lr_attention, lr_mlp):
+def _optimizer(lr_attention, lr_mlp, momentum=None):
     labels = {"V": "attention", "W": "attention", "W1": "mlp", "W2": "mlp"}
     sgd = optax.inject_hyperparams(optax.sgd)
-    return optax.multi_transform({"attention": sgd(learning_rate=lr_attention), "mlp": sgd(learning_rate=lr_mlp)},
-                                 labels)
+    extra = {} if momentum is None else {"momentum": momentum}
+    return optax.multi_transform({"attention": sgd(learning_rate=lr_attention, **extra),
+                                  "mlp": sgd(learning_rate=lr_mlp, **extra)}, labels)
 
 
-# One program for every (eta_tau, steps, lam, threshold) of a given shape: everything but shapes is traced.
+# One program for every (eta_tau, steps, lam, threshold) of a given shape: everything but shapes is traced. The
+# heavy-ball variant is a second template (its state holds the momentum buffers; beta is traced too).
 _GD_TEMPLATE = _optimizer(1.0, 1.0)
-_GD_COMPILED: dict = {}
+_GD_MOMENTUM_TEMPLATE = _optimizer(1.0, 1.0, 0.5)
 
 
-def _gd_program(basic: bool):
+def _gd_program(basic: bool, template=_GD_TEMPLATE):
     """The jitted GD run (one `fori_loop` of steps per saved segment) recording `observables.summary`
-    (`basic=False`) or only Q and R (`basic=True`) at the saved steps."""
+    (`basic=False`) or only Q and R (`basic=True`) at the saved steps, with the optimiser `template`."""
     from . import observables as obs
 
     def run(particles, opt_state, increments, args):
         def one_step(_, carry):
             p, s = carry
             g = jax.grad(_objective)(p, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], True)
-            updates, s = _GD_TEMPLATE.update(g, s, p)
+            updates, s = template.update(g, s, p)
             return optax.apply_updates(p, updates), s
 
         def observe(p):
@@ -557,7 +587,15 @@ def _gd_program(basic: bool):
 
 _gd_run = jax.jit(_gd_program(False))
 _gd_run_basic = jax.jit(_gd_program(True))
+_GD_COMPILED: dict = {}
 _GD_BASIC_COMPILED: dict = {}
+# (basic, heavy ball) -> (jitted run, its cache of compiled programs)
+_GD_PROGRAMS = {
+    (False, False): (_gd_run, _GD_COMPILED),
+    (True, False): (_gd_run_basic, _GD_BASIC_COMPILED),
+    (False, True): (jax.jit(_gd_program(False, _GD_MOMENTUM_TEMPLATE)), {}),
+    (True, True): (jax.jit(_gd_program(True, _GD_MOMENTUM_TEMPLATE)), {}),
+}
 
 
 def compile_cached(cache: dict, jitted, call: tuple, size: int = 16):
@@ -578,35 +616,67 @@ def compile_cached(cache: dict, jitted, call: tuple, size: int = 16):
     return compiled, compile_s
 
 
-def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *, particles=None,
-             data: Prompts | None = None, test: Prompts | None = None, mesh=None,
-             observables: str = "all") -> GDRecord:
-    """Full-batch GD with optax on the finite network from `init_particles(config)`.
+_OPTIMIZERS = ("gd", "sgd")
 
-    Learning rates eta_tau M L (attention) and eta_tau M_mlp L (MLP) on the raw gradients of Q, so step k
-    sits at flow time tau = k eta_tau and explicit Euler of the particle flow with step eta_tau is this run.
+
+def with_seed_init(config: Config, seed=None, init=None) -> Config:
+    """`config` with `seed` and/or `init` replaced (`None` keeps the config's): the `seed=`, `init=` keywords
+    of `train` and `solve_flow`, as in every system (ValueError naming a bad value)."""
+    if not isinstance(config, Config):
+        raise ValueError(f"config must be a mean_field.Config, got {type(config).__name__}")
+    new = {k: v for k, v in (("seed", seed), ("init", init)) if v is not None}
+    return config.replace(**new) if new else config
+
+
+def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.1, steps: int = 100, save_every: int = 1,
+          *, momentum: float = 0.0, seed: int | None = None, init: str | None = None, particles=None,
+          data: Prompts | None = None, test: Prompts | None = None, mesh=None,
+          observables: str = "all") -> GDRecord:
+    """Full-batch GD (or heavy-ball GD) with optax on the finite network from `init_particles(config)`.
+
+    The same vocabulary as `cooccurrence.train` and `scan_snap.train` (README "One vocabulary").
 
     **Arguments:**
 
-    - `eta_tau` (> 0): the flow-time step; `steps` (>= 1); `save_every`: record every k-th step (and the
-      last).
+    - `optimizer`: `"gd"` (plain full-batch GD) or `"sgd"` (full batch too, with heavy-ball `momentum`;
+      `momentum=0` is `"gd"`). `momentum` beta in [0, 1) is for `"sgd"` only (ValueError with `"gd"`).
+    - `lr` (> 0): the flow-time rate eta_tau, or `{"attention": .., "mlp": ..}` (one per parameter group).
+      The optimiser's learning rates are eta M L (attention) and eta M_mlp L (MLP) on the raw gradients of Q.
+    - `steps` (>= 1); `save_every`: record every k-th step (and the last).
+    - `seed`, `init`: override `config.seed` (training set, initial particles, test prompts) and
+      `config.init` (`None`: the config's), as the same keywords of `solve_flow` and of the other systems.
+      `init` with `particles` is a ValueError (the particles are the initialisation).
     - `particles`, `data`, `test`: override the initial particles, the training set and the fresh test
       prompts (defaults from `config`).
     - `mesh`: a `jax.sharding.Mesh` (e.g. `sharding.particle_mesh()`) to shard the particle axis over.
     - `observables`: `"all"` (every entry of `observables.OBSERVABLES` at the saved steps, one velocity
       evaluation each) or `"basic"` (Q and R only: one forward pass each; what throughput runs use).
 
-    One compiled program serves every eta_tau, steps, lam and threshold of the same shapes and number of
-    saved steps (`compile_s` is 0 when it was reused).
+    **Clock:** step k sits at flow time tau = eta k / (1 - momentum) (`flows.network_records.flow_time`; eta
+    the largest rate of a dict), the one momentum clock of every system: explicit Euler of the particle flow
+    with step eta is the `"gd"` run, and heavy ball at rate eta tracks GD at rate eta / (1 - beta).
 
-    **Returns:** a `GDRecord`. **Raises:** `ValueError` for bad arguments; `flows.FlowError` (carrying the
-    partial record) when Q becomes non-finite, naming the first saved step where it did.
+    One compiled program serves every rate, momentum, steps, seed, lam and threshold of the same shapes and
+    number of saved steps (one for plain GD, one for heavy ball; `compile_s` is 0 when it was reused).
+
+    **Returns:** a `GDRecord`. **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` (a
+    `flows.FlowError`) when Q becomes non-finite, naming the first saved step where it did and carrying the
+    record as `error.record` (and `error.trajectory`).
     """
-    from ..solve import FlowError
+    from ..network_records import TrainingError, flow_time
     from . import observables as obs
     from .sharding import shard_particles
 
-    eta_tau = _check_eta(eta_tau)
+    config = with_seed_init(config, seed, init)
+    if init is not None and particles is not None:
+        raise ValueError("init must be None when particles are given (the particles are the initialisation)")
+    check_choice("optimizer", optimizer, _OPTIMIZERS)
+    lr = _check_lr(lr)
+    beta = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
+    if optimizer == "gd" and beta != 0.0:
+        raise ValueError(f"momentum is for optimizer='sgd' only (heavy ball), got momentum={momentum!r} with "
+                         f"optimizer='gd'")
+    clock = max(lr.values()) if isinstance(lr, dict) else lr
     steps = check_int("steps", steps, 1)  # int32 step counts in the compiled loop
     save = _save_steps(steps, save_every)
     check_choice("observables", observables, ("all", "basic"))
@@ -618,28 +688,47 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
         particles = shard_particles(particles, mesh)
     args = obs.make_args(config, data, test)
     dtype = particles["V"].dtype
-    opt_state = gd_optimizer(config, eta_tau).init(particles)
+    heavy = beta != 0.0
+    opt_state = gd_optimizer(config, lr, beta if heavy else None).init(particles)
     opt_state = jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(
         jnp.result_type(x), jnp.floating) else x, opt_state)
     increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
     call = (particles, opt_state, increments, args)
-    if observables == "basic":
-        compiled, compile_s = compile_cached(_GD_BASIC_COMPILED, _gd_run_basic, call)
-    else:
-        compiled, compile_s = compile_cached(_GD_COMPILED, _gd_run, call)
+    jitted, cache = _GD_PROGRAMS[(observables == "basic", heavy)]
+    compiled, compile_s = compile_cached(cache, jitted, call)
     start = time.perf_counter()
     final, series = jax.block_until_ready(compiled(particles, opt_state, increments, args))
     run_s = time.perf_counter() - start
     series = {k: np.asarray(v) for k, v in series.items()}
-    record = GDRecord(tau=eta_tau * save.astype(float), steps=save, observables=series, particles=final,
-                      eta_tau=eta_tau, lr_attention=eta_tau * config.M * config.L,
-                      lr_mlp=eta_tau * config.M_mlp * config.L, compile_s=compile_s, run_s=run_s)
+    att, mlp = (lr["attention"], lr["mlp"]) if isinstance(lr, dict) else (lr, lr)
+    record = GDRecord(ts=flow_time(clock, save, beta), steps=save, observables=series, particles=final,
+                      eta_tau=clock, lr_attention=att * config.M * config.L, lr_mlp=mlp * config.M_mlp * config.L,
+                      compile_s=compile_s, run_s=run_s, lr=dict(lr) if isinstance(lr, dict) else lr,
+                      config=config, optimizer=optimizer, momentum=beta)
     bad = np.nonzero(~np.isfinite(series["Q"]))[0]
     if bad.size:
         k = int(save[bad[0]])
-        raise FlowError(f"GD diverged: Q is not finite at step {k} (tau = {k * eta_tau:.6g}); last finite "
-                        f"Q = {series['Q'][bad[0] - 1]:.6g} at step {int(save[bad[0] - 1])}; lower eta_tau "
-                        f"(lr = eta_tau M L = {record.lr_attention:.4g})" if bad[0] > 0 else
-                        f"GD diverged: Q is not finite at step {k}", record)
-    logger.info("train_gd eta_tau=%g steps=%d: compile %.2f s, run %.2f s", eta_tau, steps, compile_s, run_s)
+        message = (f"GD diverged: Q is not finite at step {k} (tau = {record.ts[bad[0]]:.6g}); last finite "
+                   f"Q = {series['Q'][bad[0] - 1]:.6g} at step {int(save[bad[0] - 1])}; lower lr "
+                   f"(the learning rate is lr M L = {record.lr_attention:.4g})" if bad[0] > 0 else
+                   f"GD diverged: Q is not finite at step {k}")
+        error = TrainingError(message, step=k, record=record)
+        error.trajectory = record  # as every flows.FlowError
+        raise error
+    logger.info("train %s lr=%s momentum=%g steps=%d: compile %.2f s, run %.2f s", optimizer, lr, beta, steps,
+                compile_s, run_s)
     return record
+
+
+def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *, particles=None,
+             data: Prompts | None = None, test: Prompts | None = None, mesh=None,
+             observables: str = "all") -> GDRecord:
+    """Full-batch GD at flow-time step `eta_tau`: `train(config, "gd", lr=eta_tau, steps=steps, ...)`.
+
+    Learning rates eta_tau M L (attention) and eta_tau M_mlp L (MLP) on the raw gradients of Q, so step k
+    sits at flow time tau = k eta_tau and explicit Euler of the particle flow with step eta_tau is this run.
+    `eta_tau` (> 0) and the other arguments as in `train`. **Returns:** a `GDRecord`.
+    """
+    eta_tau = _check_eta(eta_tau)
+    return train(config, "gd", eta_tau, steps, save_every, particles=particles, data=data, test=test, mesh=mesh,
+                 observables=observables)
