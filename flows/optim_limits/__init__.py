@@ -37,6 +37,7 @@ The gap between optax at rate lr and its limit at the matching clock is first or
 h = lr / (1 - beta) for heavy ball): tests/optim_limits/test_ode.py measures it.
 """
 
+from .noise import SGDSDE, run_sgd, sgd_sde, solve_sgd_sde  # noqa: F401 - the SGD SDE (noise.py)
 from .ode import Limit as Limit
 from .ode import adam as adam
 from .ode import adam_betas as adam_betas

@@ -1,0 +1,283 @@
+"""The SGD SDE: the diffusion limit of minibatch SGD, with a low-rank noise factor (issue 12).
+
+**The limit.** Minibatch SGD with learning rate lr and batch size B on n samples,
+
+    theta_{k+1} = theta_k - lr * g_B(theta_k),     g_B = (1/B) sum_{i in batch} g_i,   g_i = grad l(theta, x_i),
+
+has E[g_B] = grad L (L = (1/n) sum_i l(theta, x_i), the full-batch loss) and Cov[g_B] = c * Sigma(theta) / B
+with the per-sample gradient covariance
+
+    Sigma(theta) = (1/n) sum_i (g_i - gbar)(g_i - gbar)^T,       gbar = grad L,
+
+and c = 1 for a batch drawn WITH replacement (B i.i.d. uniform indices), c = (n - B) / (n - 1) for a batch
+drawn WITHOUT replacement (B distinct indices, the finite-population correction; c = 0 at B = n, full-batch
+GD). On the clock t = lr * step the step is theta(t + lr) = theta(t) - lr grad L + lr * (noise of covariance
+c Sigma / B), which is the Euler-Maruyama step of the Itô SDE
+
+    d theta = -grad L(theta) dt + sqrt(lr c / B) * Sigma(theta)^{1/2} dW                    (the SGD SDE)
+
+with time step lr (Li, Tai, E 2017/2019, "Stochastic modified equations and dynamics of stochastic gradient
+algorithms", JMLR 20; the weak error of SGD against this SDE over a fixed horizon is O(lr): weak order 1).
+The square root is never formed: Sigma = G G^T with the LOW-RANK factor
+
+    G = [g_1 - gbar, ..., g_n - gbar] / sqrt(n)        (P x n, rank <= n - 1),
+
+so the diffusion is `sqrt(lr c / B) * G` acting on an n-dimensional Brownian motion W (one column per
+sample): the same law as any other square root of Sigma (the law of G dW is N(0, G G^T dt)), no dense P x P
+matrix, cost O(n P) per step. `flows.solve_sde(..., diffusion=, noise_shape=(n,))` solves it (Euler-Maruyama,
+the Itô solver; the noise is multiplicative and non-commutative).
+
+**Which sampling our trainers use.** optax only applies updates; the batch is the trainer's choice.
+`flows.cooccurrence.train` draws each step's batch as `jax.random.permutation(key, n)[:B]`: B distinct
+samples (without replacement within a step), independently across steps, so c = (n - B) / (n - 1)
+(`replacement=False`, the default here, and `run_sgd` below draws batches the same way). Scan and Snap
+(`flows.scan_snap.train`) samples fresh sequences from the data distribution at every step: the population
+is infinite, the batch is i.i.d., c = 1 with Sigma the population covariance of the per-sequence gradient
+(`replacement=True` over a finite sample only estimates it).
+
+**Zero noise.** `batch_size=None` (B -> infinity, or full batch) or `noise=False` sets the diffusion scale
+to 0: the SDE is then gradient flow, and its Euler-Maruyama solve is `flows.solve`'s constant-step Euler of
+`flows.optim_limits.gradient_flow` (a test, to 1e-10).
+
+The data are a pytree whose leaves share a leading sample axis n; `per_sample_loss(theta, sample)` is the
+loss of ONE sample (a slice of every leaf), vmapped over the samples here. The drift and the diffusion read
+the data and the scale lr c / B from `args` (`SGDSDE.args`), and they are cached per loss, so one compiled
+program serves every rate and batch size of one shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from .._checks import INT_MAX, check_bool, check_int, check_real
+
+__all__ = ["SGDSDE", "batch_covariance_factor", "gradient_covariance", "noise_factor", "per_sample_grads",
+           "run_sgd", "sgd_sde", "solve_sgd_sde"]
+
+_tmap = jax.tree_util.tree_map
+
+
+class SGDSDE(NamedTuple):
+    """The SGD SDE of `sgd_sde` (module docstring).
+
+    - `drift(t, theta, args)`: -grad L; `diffusion(t, theta, args)`: sqrt(args["scale"]) * G, each leaf of
+      shape leaf.shape + (n,); `noise_shape`: (n,). The signatures of `flows.solve_sde`.
+    - `args`: {"data": the data, "scale": lr * c / B} (c the sampling factor; 0 without noise).
+    - `lr`, `batch_size`, `replacement`, `n`: the settings; the clock is t = lr * step.
+    """
+
+    drift: Callable
+    diffusion: Callable
+    noise_shape: tuple
+    args: dict
+    lr: float
+    batch_size: int | None
+    replacement: bool
+    n: int
+
+
+def _check_loss(per_sample_loss):
+    if not callable(per_sample_loss):
+        raise ValueError(f"per_sample_loss must be callable per_sample_loss(theta, sample) -> scalar, got "
+                         f"{per_sample_loss!r}")
+
+
+def _num_samples(data) -> int:
+    leaves = jax.tree_util.tree_leaves(data)
+    if not leaves:
+        raise ValueError("data must contain at least one array (leading axis = samples)")
+    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
+    if None in sizes or len(sizes) != 1:
+        raise ValueError(f"data leaves must share one leading sample axis, got leading sizes "
+                         f"{sorted(str(s) for s in sizes)}")
+    n = sizes.pop()
+    if n < 2:
+        raise ValueError(f"data must hold at least 2 samples, got {n}")
+    return int(n)
+
+
+def per_sample_grads(per_sample_loss, theta, data):
+    """The per-sample gradients g_i = grad l(theta, x_i): theta's pytree, every leaf with a leading axis n."""
+    return jax.vmap(jax.grad(per_sample_loss), in_axes=(None, 0))(theta, data)
+
+
+def noise_factor(per_sample_loss, theta, data):
+    """G = [g_1 - gbar, ..., g_n - gbar] / sqrt(n): for each leaf of theta an array of shape leaf.shape + (n,),
+    so that Sigma = G G^T (leaves flattened) is the per-sample gradient covariance (1/n normalisation)."""
+    grads = per_sample_grads(per_sample_loss, theta, data)
+    n = jax.tree_util.tree_leaves(grads)[0].shape[0]
+    return _tmap(lambda g: jnp.moveaxis(g - jnp.mean(g, axis=0, keepdims=True), 0, -1) / math.sqrt(n), grads)
+
+
+def gradient_covariance(per_sample_loss, theta, data):
+    """The DENSE per-sample gradient covariance Sigma (P x P, theta flattened with `ravel_pytree`); for checks
+    on small P only (the SDE uses `noise_factor`)."""
+    grads = per_sample_grads(per_sample_loss, theta, data)
+    flat = jax.vmap(lambda g: ravel_pytree(g)[0])(grads)  # (n, P)
+    dev = flat - jnp.mean(flat, axis=0, keepdims=True)
+    return dev.T @ dev / flat.shape[0]
+
+
+def batch_covariance_factor(n, batch_size, replacement=False) -> float:
+    """c in Cov[g_B] = c Sigma / B: 1 with replacement, (n - B) / (n - 1) without (0 for `batch_size=None`)."""
+    n = check_int("n", n, 2)
+    if batch_size is None:
+        return 0.0
+    batch_size = check_int("batch_size", batch_size, 1, INT_MAX if check_bool("replacement", replacement) else n)
+    return 1.0 if replacement else (n - batch_size) / (n - 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _fields(per_sample_loss):
+    """(drift, diffusion) for one loss: the same function objects on every call (one compiled program)."""
+    def mean_loss(theta, data):
+        return jnp.mean(jax.vmap(per_sample_loss, in_axes=(None, 0))(theta, data))
+
+    grad = jax.grad(mean_loss)
+
+    def drift(t, theta, args):
+        return _tmap(jnp.negative, grad(theta, args["data"]))
+
+    def diffusion(t, theta, args):
+        G = noise_factor(per_sample_loss, theta, args["data"])
+        root = jnp.sqrt(args["scale"])
+        return _tmap(lambda g: root.astype(g.dtype) * g, G)
+
+    return drift, diffusion
+
+
+def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False, noise: bool = True) -> SGDSDE:
+    """The SGD SDE d theta = -grad L dt + sqrt(lr c / B) G dW of SGD(lr, batch_size) on `data` (module
+    docstring), clock t = lr * step.
+
+    **Arguments:**
+
+    - `per_sample_loss(theta, sample)`: the loss of one sample (a JAX function; vmapped over `data`).
+    - `data`: a pytree of arrays sharing the leading sample axis n (>= 2).
+    - `batch_size`: B in [1, n] (any B >= 1 with `replacement=True`); `None`: full batch, no noise.
+    - `lr` (> 0): the learning rate (it sets the noise scale; the drift does not depend on it).
+    - `replacement`: the batch is drawn with replacement (c = 1) or without (c = (n - B) / (n - 1), default,
+      as `flows.cooccurrence.train` and `run_sgd` draw it).
+    - `noise`: `False` gives the zero-noise SDE (gradient flow).
+
+    **Returns:** an `SGDSDE` (drift, diffusion, noise_shape, args for `flows.solve_sde`).
+    """
+    _check_loss(per_sample_loss)
+    n = _num_samples(data)
+    lr = check_real("lr", lr, low=0.0, strict=True)
+    replacement, noise = check_bool("replacement", replacement), check_bool("noise", noise)
+    c = batch_covariance_factor(n, batch_size, replacement)
+    scale = lr * c / batch_size if (noise and batch_size is not None) else 0.0
+    try:
+        drift, diffusion = _fields(per_sample_loss)
+    except TypeError:  # an unhashable callable: build without the cache
+        drift, diffusion = _fields.__wrapped__(per_sample_loss)
+    dtype = jnp.result_type(*[jnp.asarray(x) for x in jax.tree_util.tree_leaves(data)], float)
+    dtype = dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.result_type(float)
+    args = {"data": data, "scale": jnp.asarray(scale, dtype)}
+    return SGDSDE(drift, diffusion, (n,), args, float(lr), batch_size, replacement, n)
+
+
+def solve_sgd_sde(sde: SGDSDE, theta0, ts, *, dt: float, key=None, seed: int | None = None,
+                  num_paths: int | None = None, observables: Mapping[str, Callable] | Callable | None = None,
+                  save_states: bool = True, brownian: str = "increments", **kwargs):
+    """`flows.solve_sde(sde.drift, theta0, diffusion=sde.diffusion, noise_shape=sde.noise_shape, args=sde.args,
+    t1=ts[-1], ts=ts, dt=dt, ...)` from t0 = 0 (Euler-Maruyama). `dt` should be well below `sde.lr` (the SDE,
+    not SGD's own discretisation of it). Observables are functions of (t, theta, args) with
+    `args = sde.args`. `brownian="increments"` (default here: an independent Gaussian increment per step,
+    the cheap choice for moments over many paths) or `"tree"`; `kwargs` go to `flows.solve_sde` (`tol`,
+    `max_steps`, `throw`)."""
+    from ..sde import solve_sde
+
+    if not isinstance(sde, SGDSDE):
+        raise ValueError(f"sde must be an SGDSDE (see sgd_sde), got {type(sde).__name__}")
+    ts = np.asarray(ts, dtype=float)
+    if ts.ndim != 1 or ts.size == 0:
+        raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
+    return solve_sde(sde.drift, theta0, diffusion=sde.diffusion, noise_shape=sde.noise_shape, args=sde.args,
+                     t1=float(ts[-1]), ts=ts, dt=dt, key=key, seed=seed, num_paths=num_paths,
+                     observables=observables, save_states=save_states, brownian=brownian, **kwargs)
+
+
+def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: int, seed: int = 0,
+            save_every: int | None = None, replacement: bool = False, observables: Mapping[str, Callable]):
+    """`num_runs` independent minibatch runs of `optax.sgd(lr)` (one vmapped program over batch seeds): the
+    observables at steps 0, save_every, ..., steps, as `{"steps", "ts" (= lr * steps), name: (runs, saves)}`.
+
+    Batches: run r uses the key `jax.random.split(jax.random.key(seed), num_runs)[r]`; at each step
+    `key, sub = split(key)` and the batch is `permutation(sub, n)[:B]` (without replacement, as
+    `flows.cooccurrence.train` draws it) or `randint(sub, (B,), 0, n)` (`replacement=True`). The loss is the
+    batch mean of `per_sample_loss`. `observables`: name -> f(t, theta, args) with args = {"data": data}
+    (the signature of the SDE's observables)."""
+
+    _check_loss(per_sample_loss)
+    n = _num_samples(data)
+    replacement = check_bool("replacement", replacement)
+    batch_size = check_int("batch_size", batch_size, 1, INT_MAX if replacement else n)
+    lr = check_real("lr", lr, low=0.0, strict=True)
+    steps = check_int("steps", steps, 1)
+    save_every = steps if save_every is None else check_int("save_every", save_every, 1, steps)
+    if steps % save_every:
+        raise ValueError(f"save_every = {save_every} must divide steps = {steps}")
+    num_runs = check_int("num_runs", num_runs, 1)
+    if not isinstance(observables, Mapping) or not observables or not all(callable(f) for f in
+                                                                          observables.values()):
+        raise ValueError("observables must be a non-empty mapping name -> f(t, theta, args)")
+    obs_items = tuple(sorted(observables.items(), key=lambda kv: kv[0]))
+    saved = np.arange(0, steps + 1, save_every)
+    try:
+        program = _sgd_program(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items)
+    except TypeError:  # unhashable callables: build without the cache
+        program = _sgd_program.__wrapped__(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items)
+    theta0 = _tmap(jnp.asarray, theta0)
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0))
+    keys = jax.random.split(jax.random.key(int(seed)), num_runs)
+    out = program(theta0, keys, data, jnp.asarray(lr, dtype), jnp.asarray(save_every, jnp.int32))
+    return {"steps": saved, "ts": lr * saved, **{k: np.asarray(v) for k, v in out.items()}}
+
+
+@functools.lru_cache(maxsize=32)
+def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items):
+    """The vmapped SGD program of `run_sgd` for one structure; lr, the steps per save, theta0, data and the
+    keys are arguments (optax.inject_hyperparams keeps lr in the optimiser state), so a new lr or horizon
+    with the same number of saves compiles nothing."""
+    import optax
+
+    grad = jax.grad(lambda th, batch: jnp.mean(jax.vmap(per_sample_loss, in_axes=(None, 0))(th, batch)))
+
+    def one_run(theta0, key, data, lr, every):
+        n = jax.tree_util.tree_leaves(data)[0].shape[0]
+        opt = optax.inject_hyperparams(optax.sgd)(learning_rate=lr)
+        args = {"data": data}
+
+        def observe(step, theta):
+            t = lr * step.astype(lr.dtype)
+            return {k: f(t, theta, args) for k, f in obs_items}
+
+        def step(_, carry):
+            theta, state, key = carry
+            key, sub = jax.random.split(key)
+            idx = (jax.random.randint(sub, (batch_size,), 0, n) if replacement
+                   else jax.random.permutation(sub, n)[:batch_size])
+            g = grad(theta, _tmap(lambda x: x[idx], data))
+            with jax.numpy_dtype_promotion("standard"):
+                updates, state = opt.update(g, state, theta)
+            return optax.apply_updates(theta, updates), state, key
+
+        def chunk(carry, i):
+            carry = jax.lax.fori_loop(0, every, step, carry)
+            return carry, observe((i + 1) * every, carry[0])
+
+        first = observe(jnp.asarray(0, jnp.int32), theta0)
+        _, rest = jax.lax.scan(chunk, (theta0, opt.init(theta0), key), jnp.arange(num_chunks, dtype=jnp.int32))
+        return _tmap(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+
+    return jax.jit(jax.vmap(one_run, in_axes=(None, 0, None, None, None)))
