@@ -39,7 +39,8 @@ def run(rec, quick, seed, optimizer="sgd", momentum=0.9, settings=SETTINGS, name
     fig, axes = plotting.figure(2, 2 * len(settings), width=5.0 * len(settings), height=6.0, squeeze=False)
     for j, (key, (eY, eZ)) in enumerate(settings.items()):
         start = time.perf_counter()
-        r = train(classes, optimizer, eY, eZ, 128, 128, steps, momentum=momentum, init="zero", seed=seed)
+        r = train(classes, optimizer, lr={"Y": eY, "Z": eZ}, T=128, batch_size=128, steps=steps, momentum=momentum,
+                  init="zero", seed=seed)
         rec.add_timing(f"train_{key}_s", time.perf_counter() - start)
         traces[key] = r.batch_loss.tolist()
         c_net = r["attention"][rows + [steps]]  # (R, K, M): the record's observable, named as on the flow
