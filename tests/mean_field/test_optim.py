@@ -1,0 +1,69 @@
+"""Mean-field optimiser limits (`flows.mean_field.optim.solve_optim`, issue 12) against today's particle flow
+and against optax Adam on the network's particles."""
+
+import jax
+import numpy as np
+import optax
+import pytest
+
+from flows import mean_field as mf
+from flows import optim_limits as ol
+from flows.mean_field import observables as obs
+from flows.mean_field.optim import limit_loss, solve_optim
+
+CFG = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
+TIGHT = dict(rtol=1e-12, atol=1e-14)
+
+
+def _sup(a, b):
+    return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
+               for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True))
+
+
+def test_gd_limit_equals_the_particle_flow():
+    """optimizer="gd" (gradient flow of Q with the clocks M L, M_mlp L) is `solve_particles` to 1e-10."""
+    ts = np.linspace(0.0, 2.0, 5)
+    today = mf.solve_particles(CFG, ts, observables="basic", save_states=True, **TIGHT)
+    gd = solve_optim(CFG, ts, "gd", save_states=True, **TIGHT)
+    assert _sup(gd.ys, today.ys) < 1e-10
+    assert _sup(gd.observables["Q"], today.observables["Q"]) < 1e-10
+    assert today.observables["Q"][-1] < 0.9 * today.observables["Q"][0]
+
+
+C1, C2, EPS = 2.0, 5.0, 1e-8
+HORIZON = 0.5  # lr * steps
+
+
+def _adam_gap(lr):
+    steps = round(HORIZON / lr)
+    flow = solve_optim(CFG, np.linspace(0.0, HORIZON, 11), "adam", {"c1": C1, "c2": C2, "eps": EPS},
+                       save_states=True, rtol=1e-10, atol=1e-12)
+    batch = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
+    disc = ol.run_optax(limit_loss, mf.init_particles(CFG), batch,
+                        optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS), steps, steps // 10)
+    moved = _sup(jax.tree_util.tree_map(lambda x: x[-1], flow.ys["theta"]),
+                 jax.tree_util.tree_map(lambda x: x[0], flow.ys["theta"]))
+    return _sup(flow.ys["theta"], disc["params"]), moved, flow
+
+
+def test_adam_limit_against_optax_adam_first_order():
+    """sup over 11 saved steps of |particles_optax - particles_ODE| (Adam, b = 1 - c lr): lr 1e-2 -> 1e-3
+    shrinks it 5-20x; Q falls along the Adam ODE."""
+    (big, moved, flow), (small, _, _) = _adam_gap(1e-2), _adam_gap(1e-3)
+    assert moved > 0.1
+    assert 5.0 <= big / small <= 20.0, (big, small)
+    assert flow.observables["Q"][-1] < flow.observables["Q"][0]
+
+
+@pytest.mark.parametrize("optimizer, options, field", [
+    ("rmsprop", None, "optimizer"),
+    ("momentum", {"beta": 0.9}, "eta_tau"),
+    ("momentum", {"beta": 1.0, "eta_tau": 0.1}, "beta"),
+    ("adam", None, "lr"),
+    ("adam", {"c1": 1.0, "c2": 1.0, "lr": 0.1}, "c1"),
+    ("sign", {"eps": 0.0}, "eps"),
+    ("gd", {"eps": 1.0}, "unknown"),
+])
+def test_bad_optimizer_arguments(optimizer, options, field):
+    with pytest.raises(ValueError, match=field):
+        solve_optim(CFG, [0.0, 1.0], optimizer, options)
