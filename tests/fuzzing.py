@@ -7,6 +7,11 @@ exercised up to the solver only: `stop_at_solvers` replaces the compile-and-run 
 checks that every floating input is finite (no NaN reaches a solver) and raises `Reached`. A valid call must
 end in `Reached`; an invalid one must raise its `ValueError` before it.
 
+The trainings of the three systems stop at their compile the same way (`stop_at_trainings`): Scan and Snap's
+`_train_jit`, co-occurrence's `jax.jit(run).lower(...)` (or `flows._program.compiled`) and the mean field's
+`compile_cached` are replaced by
+stubs that check that every floating input (parameters, optimiser state, data) is finite and raise `Reached`.
+
 Strategies follow the rules of `flows._checks`: integers are Python or numpy ints (never bool) up to
 `INT_MAX`, seeds up to `SEED_MAX`, reals are Python or numpy reals, flags are bools.
 """
@@ -30,7 +35,7 @@ from flows._checks import INT_MAX, SEED_MAX
 
 __all__ = ["CONFIG", "ENTRY", "ENTRY_FEW", "FIELD", "INT_MAX", "SEED_MAX", "Reached", "assert_finite_inputs",
            "bad_bools", "bad_choices", "bad_ints", "bad_reals", "check_edges", "good_ints", "good_reals", "int_edges",
-           "raises_naming", "real_edges", "stop_at_solvers"]
+           "raises_naming", "real_edges", "stop_at_solvers", "stop_at_trainings"]
 
 #: settings of the cheap constructors (>= 200 examples each) and of the entry points (validation paths)
 #: (derandomized: the same examples on every run; no example database and no "explain" phase, which traces
@@ -105,6 +110,70 @@ def stop_at_solvers():
     solve_mod = importlib.import_module("flows.solve")
     sde_mod = importlib.import_module("flows.sde")
     with mock.patch.object(solve_mod, "_execute", _solve_stub), mock.patch.object(sde_mod, "_compiled", _sde_stub):
+        yield
+
+
+def _scan_snap_jit_stub(*args, **static):
+    assert_finite_inputs(arrays=tuple(args[0]), rates=args[2:])
+    raise Reached({"args": args, "static": static})
+
+
+_scan_snap_jit_stub.lower = _scan_snap_jit_stub  # `train` compiles by `_train_jit.lower(...).compile()`
+
+
+class _LowerReached:
+    """What `jax.jit(run)` returns under `stop_at_trainings`: `.lower(*call)` checks the call and raises."""
+
+    def lower(self, *call):
+        assert_finite_inputs(call=call)
+        raise Reached({"call": call})
+
+
+class _JaxJitReached:
+    """`jax` for `flows.cooccurrence.network`, except that `jax.jit(f)` returns a `_LowerReached`."""
+
+    def __getattr__(self, name):
+        return getattr(jax, name)
+
+    def jit(self, *a, **k):
+        return _LowerReached()
+
+
+class _ProgramReached:
+    """`flows._program` for `flows.cooccurrence.network`, except that `compiled(key, build, call)` checks the
+    call and raises `Reached` (no compile)."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def compiled(self, key, build, call):
+        assert_finite_inputs(call=call)
+        raise Reached({"call": call})
+
+
+def _mean_field_compile_stub(cache, jitted, call):
+    particles, opt_state, increments, args = call
+    assert_finite_inputs(particles=particles, opt_state=opt_state, args=args)
+    raise Reached({"call": call})
+
+
+@contextlib.contextmanager
+def stop_at_trainings():
+    """Stop `scan_snap.train`, `cooccurrence.train` and `mean_field.train` (and `train_gd`) at their compile
+    (see the module docstring)."""
+    ss = importlib.import_module("flows.scan_snap.network")
+    co = importlib.import_module("flows.cooccurrence.network")
+    mf = importlib.import_module("flows.mean_field.network")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(ss, "_train_jit", _scan_snap_jit_stub))
+        stack.enter_context(mock.patch.object(mf, "compile_cached", _mean_field_compile_stub))
+        # co-occurrence compiles by `jax.jit(run).lower(...)` or through `flows._program.compiled`: stop both
+        stack.enter_context(mock.patch.object(co, "jax", _JaxJitReached()))
+        if hasattr(co, "_program"):
+            stack.enter_context(mock.patch.object(co, "_program", _ProgramReached(co._program)))
         yield
 
 

@@ -1,5 +1,7 @@
 """Property-based tests of the system-independent entry points: `flows.solve`, `flows.solve_batch`, the save
-grids, `flows.solve_sde` and `RunRecord.add_prediction` (see tests/fuzzing.py for the rules).
+grids, `flows.solve_sde`, `RunRecord.add_prediction`, and the keywords every system's `train` and
+`solve_flow` share (`seed`, `init`, `lr` a number or a dict per group, `save_every`, `batch_seed`, `momentum`;
+README "One vocabulary") (see tests/fuzzing.py for the rules).
 
 Valid calls of the solvers run up to the solver stub (nothing is compiled); invalid ones must raise a
 `ValueError` naming the field before it. The stub also checks that no NaN or inf reaches a solver.
@@ -21,6 +23,7 @@ import flows
 from flows.records import FAILS, HOLDS, NOT_TESTED, RunRecord
 from tests.fuzzing import (
     ENTRY,
+    ENTRY_FEW,
     FIELD,
     INT_MAX,
     SEED_MAX,
@@ -36,6 +39,7 @@ from tests.fuzzing import (
     raises_naming,
     real_edges,
     stop_at_solvers,
+    stop_at_trainings,
 )
 
 
@@ -306,3 +310,190 @@ def test_add_prediction_valid_and_invalid(record, name, measured, expected, hold
         extra["tol"] = object()
     with raises_naming(field):
         record.add_prediction(call["name"], call["measured"], call["expected"], call["holds"], **extra)
+
+
+# --------------------------------------------------------------------------- the keywords the three systems share
+
+from contextlib import ExitStack, contextmanager  # noqa: E402
+from unittest import mock  # noqa: E402
+
+from flows import cooccurrence as co  # noqa: E402
+from flows import mean_field as mf  # noqa: E402
+from flows import scan_snap as ss  # noqa: E402
+
+SS_CLASSES = ss.syn_small()
+CO_TINY = co.Config(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=2, m1=2)
+MF_TINY = mf.Config(d=1, D=2, N=1, L=1, M=2, M_mlp=2, n_train=2, n_test=2)
+#: the parameter groups of `lr={...}` in each system
+LR_GROUPS = {"scan_snap": ("Y", "Z"), "cooccurrence": ("W", "W_V", "W_K", "W_Q"), "mean_field": ("attention", "mlp")}
+_SEED_HIGH = {"scan_snap": 2**32 - 1, "cooccurrence": SEED_MAX, "mean_field": SEED_MAX}
+_INITS = {"scan_snap": ("zero", "random"), "cooccurrence": ("theory", "kaiming"), "mean_field": mf.INITS}
+#: the optimisers with heavy-ball momentum, and one without it
+_MOMENTUM = {"scan_snap": ("sgd", "adam"), "cooccurrence": ("sgd", "gd"), "mean_field": ("sgd", "gd")}
+#: which shared keywords each system's train takes (batch_seed: the minibatch order, co-occurrence only)
+SHARED_TRAIN = {"scan_snap": ("seed", "init", "lr", "save_every", "momentum"),
+                "cooccurrence": ("seed", "init", "lr", "save_every", "batch_seed", "momentum"),
+                "mean_field": ("seed", "init", "lr", "save_every", "momentum")}
+
+
+@contextmanager
+def mean_field_draws():
+    """The mean field's particle and prompt draws replaced by numpy arrays of `MF_TINY`'s shapes (the jax.random
+    draws would compile a few programs); the configs they are drawn for are collected in the yielded list."""
+    seen = []
+    rng = np.random.default_rng(0)
+    dtype = np.dtype(jnp.result_type(float))
+    L, M, Mm, D, N = MF_TINY.L, MF_TINY.M, MF_TINY.M_mlp, MF_TINY.D, MF_TINY.N
+    shapes = {"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, Mm, D), "W2": (L, Mm, D)}
+    particles = {k: rng.uniform(-0.5, 0.5, v).astype(dtype) for k, v in shapes.items()}
+    prompts = mf.Prompts(rng.uniform(-1, 1, (2, D, N + 1)).astype(dtype), rng.uniform(-1, 1, 2).astype(dtype))
+
+    def draw_particles(config):
+        seen.append(config)
+        return particles
+
+    stubs = dict(init_particles=draw_particles, training_set=lambda config: prompts,
+                 held_out_set=lambda config: prompts)
+    with ExitStack() as stack:
+        for module in ("flows.mean_field.network", "flows.mean_field.flow"):
+            stack.enter_context(mock.patch.multiple(module, **stubs))
+        yield seen
+
+
+def _lr(system):
+    rate = good_reals(1e-6, 1e3)
+    return st.one_of(rate, st.fixed_dictionaries({k: rate for k in LR_GROUPS[system]}))
+
+
+@st.composite
+def _bad_lr(draw, system):
+    """A bad rate, or a dict of rates with a bad value, a missing group or an unknown group."""
+    groups = LR_GROUPS[system]
+    kind = draw(st.sampled_from(["number", "value", "missing", "extra"]))
+    if kind == "number":
+        return draw(bad_reals(0.0, strict=True))
+    lr = {k: 0.1 for k in groups}
+    if kind == "value":
+        lr[draw(st.sampled_from(groups))] = draw(bad_reals(0.0, strict=True))
+    elif kind == "missing":
+        lr.pop(draw(st.sampled_from(groups)))
+    else:
+        lr["b"] = 0.1
+    return lr
+
+
+@st.composite
+def good_train_calls(draw, system):
+    """Valid shared keywords of `system`'s train (the other arguments small and fixed)."""
+    heavy, plain = _MOMENTUM[system]
+    optimizer = draw(st.sampled_from([heavy, plain]))
+    kw = dict(optimizer=optimizer, lr=draw(_lr(system)), steps=draw(good_ints(1, 10**6)),
+              save_every=draw(good_ints(1, 10**7)),
+              seed=draw(st.one_of(good_ints(0, _SEED_HIGH[system]), st.none() if system != "scan_snap"
+                                  else st.nothing())),
+              init=draw(st.sampled_from(_INITS[system] + ((None,) if system != "scan_snap" else ()))))
+    if optimizer == heavy:
+        kw["momentum"] = draw(good_reals(0.0, 1.0, high_strict=True))
+    if system == "cooccurrence":
+        kw["batch_seed"] = draw(st.one_of(st.none(), good_ints(0, 2**32 - 1)))
+        kw["batch_size"] = 3 if optimizer == "sgd" else None
+    return kw
+
+
+def _train(system, kw):
+    if system == "scan_snap":
+        return ss.train(SS_CLASSES, T=4, batch_size=2, **kw)
+    if system == "cooccurrence":
+        return co.train(CO_TINY, num_test=2, **kw)
+    return mf.train(MF_TINY, observables="basic", **kw)
+
+
+def _check_reached(system, kw, inputs, seen):
+    """What reached the compile is what was asked for."""
+    if system == "scan_snap":
+        args, static = inputs["args"], inputs["static"]
+        lr = kw["lr"] if isinstance(kw["lr"], dict) else {"Y": kw["lr"], "Z": kw["lr"]}
+        np.testing.assert_allclose([float(args[2]), float(args[3])], [lr["Y"], lr["Z"]], rtol=1e-6)
+        assert int(args[1]) == int(kw["seed"]) and static["init"] == kw["init"]
+        assert static["save_every"] == min(int(kw["save_every"]), int(kw["steps"]))
+        return
+    increments = np.asarray(inputs["call"][3 if system == "cooccurrence" else 2])
+    assert increments.sum() == int(kw["steps"]) and np.all(increments >= 1)
+    assert increments.size == -(-int(kw["steps"]) // int(kw["save_every"]))  # ceil(steps / save_every)
+    if system == "mean_field":
+        config = seen[-1]
+        assert config.seed == (MF_TINY.seed if kw["seed"] is None else int(kw["seed"]))
+        assert config.init == (MF_TINY.init if kw["init"] is None else kw["init"])
+
+
+def _raises_naming_lr(system):
+    """Scan and Snap reports a bad rate of `lr=x` or `lr={"Y": x, ...}` under the group's rate name eta_Y /
+    eta_Z (its `train(eta_Y, eta_Z)` checks them); the other systems name `lr`."""
+    if system != "scan_snap":
+        return raises_naming("lr")
+    return pytest.raises(ValueError, match=r"(?<![A-Za-z0-9_])(lr|eta_Y|eta_Z)(?![A-Za-z0-9_])")
+
+
+def _bad_train_value(system, field, data):
+    """(value, optimizer) for one bad shared keyword; `optimizer` is None or the one to use (momentum with an
+    optimizer that has none is bad too)."""
+    heavy, plain = _MOMENTUM[system]
+    if field == "seed":
+        return data.draw(bad_ints(0, _SEED_HIGH[system]).filter(lambda v: v is not None), label=field), None
+    if field == "init":
+        return data.draw(bad_choices(_INITS[system]).filter(lambda v: v is not None), label=field), None
+    if field == "lr":
+        return data.draw(_bad_lr(system), label=field), None
+    if field == "save_every":
+        return data.draw(bad_ints(1, None), label=field), None
+    if field == "batch_seed":
+        return data.draw(bad_ints(0, 2**32 - 1).filter(lambda v: v is not None), label=field), None
+    if data.draw(st.booleans(), label="momentum with an optimizer without it"):
+        return data.draw(good_reals(0.0, 1.0, strict=True, high_strict=True), label=field), plain
+    bad = bad_reals(0.0, 1.0, high_strict=True)
+    return data.draw(bad.filter(lambda v: v is not None) if system == "cooccurrence" else bad, label=field), heavy
+
+
+@pytest.mark.parametrize("system, field", [(s, f) for s in SHARED_TRAIN for f in SHARED_TRAIN[s]])
+@settings(ENTRY, max_examples=4)  # x 16 (system, field) pairs; nothing compiles
+@given(data=st.data())
+def test_shared_train_keywords_valid_and_invalid(system, field, data):
+    kw = data.draw(good_train_calls(system), label="valid call")
+    with stop_at_trainings(), mean_field_draws() as seen, pytest.raises(Reached) as info:
+        _train(system, kw)
+    _check_reached(system, kw, info.value.inputs, seen)
+    value, optimizer = _bad_train_value(system, field, data)
+    kw[field] = value
+    if optimizer is not None:
+        kw["optimizer"] = optimizer
+        if system == "cooccurrence":
+            kw["batch_size"] = 3 if optimizer == "sgd" else None
+    with stop_at_trainings(), mean_field_draws(), (_raises_naming_lr(system) if field == "lr"
+                                                   else raises_naming(field)):
+        _train(system, kw)
+
+
+def _solve_flow(system, seed, init):
+    if system == "scan_snap":
+        return ss.solve_flow(SS_CLASSES, 1.0, 1.0, [0.0, 1.0], seed=seed, init=init)
+    if system == "cooccurrence":
+        return co.solve_flow(CO_TINY, [0.0, 1.0], seed=seed, init=init, num_test=2)
+    return mf.solve_flow(MF_TINY, [0.0, 1.0], seed=seed, init=init, observables="basic")
+
+
+@pytest.mark.parametrize("system, field", [(s, f) for s in SHARED_TRAIN for f in ("seed", "init")])
+@settings(ENTRY_FEW, max_examples=4)
+@given(data=st.data())
+def test_shared_solve_flow_keywords_valid_and_invalid(system, field, data):
+    optional = st.none() if system != "scan_snap" else st.nothing()
+    seed = data.draw(st.one_of(good_ints(0, _SEED_HIGH[system]), optional), label="seed")
+    init = data.draw(st.one_of(st.sampled_from(_INITS[system]), optional), label="init")
+    with stop_at_solvers(), mean_field_draws() as seen, pytest.raises(Reached):
+        _solve_flow(system, seed, init)
+    if system == "mean_field":
+        assert seen[-1].seed == (MF_TINY.seed if seed is None else int(seed))
+        assert seen[-1].init == (MF_TINY.init if init is None else init)
+    bad = (bad_ints(0, _SEED_HIGH[system]) if field == "seed" else bad_choices(_INITS[system]))
+    value = data.draw(bad.filter(lambda v: v is not None), label=field)
+    with stop_at_solvers(), mean_field_draws(), raises_naming(field):
+        _solve_flow(system, **{"seed": seed, "init": init, field: value})
