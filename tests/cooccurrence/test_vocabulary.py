@@ -6,7 +6,9 @@ import pytest
 
 from flows import FlowError
 from flows import cooccurrence as co
+from flows.cooccurrence.observables import gram_state
 from flows.network_records import TrainingError
+from tests.fuzzing import Reached, stop_at_solvers
 
 TINY = dict(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=4, m1=2)
 
@@ -73,3 +75,31 @@ def test_lr_per_parameter_group():
     for bad, field in (({"W": 1e-2}, "lr"), ({"W": 1e-2, "W_V": 1e-2, "W_K": 1e-2, "W_Q": -1.0}, "W_Q")):
         with pytest.raises(ValueError, match=field):
             co.train(cfg, "gd", bad, 5)
+
+
+def test_solve_flow_starts_where_train_starts():
+    """`solve_flow(config, ts, seed=, init=)` hands the solver the Gram state of the parameters that
+    `train(config, ..., seed=, init=)` starts from, and the same data: two steps at lr = 1e-30 leave train's
+    parameters at their initial values (the update is far below their rounding), and the record's step-0
+    loss is the flow's loss at t = 0. Another seed gives another start. (The solve stops at the solver stub:
+    nothing is compiled but the training program of the tests above.)"""
+    cfg = co.Config(**TINY, seed=3)
+    rec = co.train(cfg, "gd", 1e-30, 2, seed=5, init="kaiming", num_test=4)
+    start = gram_state({k: np.asarray(v) for k, v in rec.params.items()}, np.asarray(rec.a))
+
+    def flow_start(seed):
+        with stop_at_solvers(), pytest.raises(Reached) as info:
+            co.solve_flow(cfg, [0.0, 1.0], seed=seed, init="kaiming", num_test=4)
+        return info.value.inputs["y0"], info.value.inputs["args"]
+
+    y0, args = flow_start(5)
+    assert set(y0) == set(start)
+    for k, v in start.items():
+        scale = max(float(np.max(np.abs(v))), 1e-300)
+        assert float(np.max(np.abs(np.asarray(y0[k]) - v))) <= 1e-12 * scale, k
+    loss0 = float(co.observables.loss(0.0, y0, args))
+    assert abs(loss0 - float(rec["loss"][0])) <= 1e-12 * abs(loss0)
+    other, _ = flow_start(6)
+    gap = max(float(np.max(np.abs(np.asarray(other[k]) - start[k]))) / float(np.max(np.abs(start[k])))
+              for k in start)
+    assert gap > 1e-3
