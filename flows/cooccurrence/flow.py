@@ -34,7 +34,7 @@ from . import observables as obs
 from .data import Config
 from .network import check_args, data_args, init_params, network_loss, with_seed_init
 
-__all__ = ["flow_gradients", "initial_state", "solve_flow", "vector_field"]
+__all__ = ["flow_gradients", "initial_state", "limit_loss", "limit_problem", "solve_flow", "vector_field"]
 
 
 def flow_gradients(state, args):
@@ -210,11 +210,18 @@ def _optim_options(optimizer, options):
     return {}
 
 
-def _solve_limit(config, ts, args, y0, optimizer, options, locate_T1, save_states, common):
+def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None, *, args: dict | None = None,
+                  y0=None, num_test: int = 600):
+    """(limit, limit_args, params0) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` on
+    `limit_loss`, its args (`args` or `data_args(config)`, plus the output signs "a") and the initial
+    parameters (`init_params(config)`, or `y0`)."""
     from .. import optim_limits as ol
 
     check_choice("optimizer", optimizer, OPTIMIZERS)
-    options = _optim_options(optimizer, options)
+    options = _optim_options(optimizer, optim_args)
+    if not isinstance(config, Config):
+        raise ValueError(f"config must be a cooccurrence.Config, got {type(config).__name__}")
+    args = data_args(config, num_test=num_test) if args is None else check_args(args)
     limit = {"gd": ol.gradient_flow, "momentum": ol.heavy_ball, "sign": ol.sign_descent,
              "adam": ol.adam}[optimizer](limit_loss)
     params, a = init_params(config)
@@ -223,8 +230,11 @@ def _solve_limit(config, ts, args, y0, optimizer, options, locate_T1, save_state
             got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
             raise ValueError(f"y0 must be a parameter dict with the keys {_PARAM_KEYS} with an optimizer, got {got}")
         params = {k: jnp.asarray(real_array(f"y0[{k!r}]", y0[k]).astype(params[k].dtype)) for k in _PARAM_KEYS}
-    batch = dict(args, a=a)
-    limit_args = limit.make_args(batch, **options)
+    return limit, limit.make_args(dict(args, a=a), **options), params
+
+
+def _solve_limit(config, ts, args, y0, optimizer, options, locate_T1, save_states, common):
+    limit, limit_args, params = limit_problem(config, optimizer, options, args=args, y0=y0)
     traj = solve(limit.vector_field, limit.initial_state(params), t1=float(ts[-1]), ts=ts, args=limit_args,
                  observables=_obs_limit, save_states=save_states,
                  event=_LIMIT_T1_EVENT if locate_T1 else None, **common)

@@ -24,7 +24,7 @@ from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
 from .network import _check_data, _objective, check_particles, init_particles, with_seed_init
 
-__all__ = ["OPTIMIZERS", "limit_loss", "solve_optim"]
+__all__ = ["OPTIMIZERS", "limit_loss", "limit_problem", "solve_optim"]
 
 OPTIMIZERS = ("gd", "momentum", "sign", "adam")
 
@@ -90,6 +90,23 @@ def _make_args(config, optimizer, options, batch, limit):
                            eps=options.get("eps", 1e-8))
 
 
+def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None, *, particles=None,
+                  data: Prompts | None = None, test: Prompts | None = None):
+    """(limit, args, particles0) of `solve_optim`: the `flows.optim_limits.Limit` on `limit_loss`, its args
+    (`observables.make_args` of the data under "batch", the rates) and the initial particles."""
+    from .. import optim_limits as ol
+
+    if not isinstance(config, Config):
+        raise ValueError(f"config must be a mean_field.Config, got {type(config).__name__}")
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    particles = check_particles(config, init_particles(config) if particles is None else particles)
+    data = _check_data(config, training_set(config) if data is None else data)
+    test = _check_data(config, held_out_set(config) if test is None else test, "test")
+    limit = {"gd": ol.gradient_flow, "momentum": ol.heavy_ball, "sign": ol.sign_descent,
+             "adam": ol.adam}[optimizer](limit_loss)
+    return limit, _make_args(config, optimizer, optim_args, obs.make_args(config, data, test), limit), particles
+
+
 def solve_optim(config: Config, ts, optimizer: str, optim_args: dict | None = None, *, particles=None,
                 data: Prompts | None = None, test: Prompts | None = None, solver: str = "tsit5",
                 rtol: float = 1e-7, atol: float = 1e-9, max_steps: int = 100_000, observables: str = "basic",
@@ -104,8 +121,6 @@ def solve_optim(config: Config, ts, optimizer: str, optim_args: dict | None = No
     `traj.ys` is the limit's state (the particles, or a dict with them under "theta" and the moments).
     Other arguments as in `solve_particles`.
     """
-    from .. import optim_limits as ol
-
     config = with_seed_init(config, seed, init)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_choice("observables", observables, tuple(_OBSERVABLES))
@@ -114,12 +129,8 @@ def solve_optim(config: Config, ts, optimizer: str, optim_args: dict | None = No
         raise ValueError("ts must be a non-decreasing 1-D array of flow times starting at 0")
     if init is not None and particles is not None:
         raise ValueError("init must be None when particles are given (the particles are the initialisation)")
-    particles = check_particles(config, init_particles(config) if particles is None else particles)
-    data = _check_data(config, training_set(config) if data is None else data)
-    test = _check_data(config, held_out_set(config) if test is None else test, "test")
-    limit = {"gd": ol.gradient_flow, "momentum": ol.heavy_ball, "sign": ol.sign_descent,
-             "adam": ol.adam}[optimizer](limit_loss)
-    args = _make_args(config, optimizer, optim_args, obs.make_args(config, data, test), limit)
+    limit, args, particles = limit_problem(config, optimizer, optim_args, particles=particles, data=data,
+                                           test=test)
     return solve(limit.vector_field, limit.initial_state(particles), t1=float(ts[-1]), ts=ts, args=args,
                  solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
                  observables=_OBSERVABLES[observables], save_states=save_states, throw=throw)

@@ -333,36 +333,76 @@ def solve_limit(limit: Limit, theta0, args, ts, *, observables=None, **solve_kwa
                  observables=observables, **solve_kwargs)
 
 
-def run_optax(loss, theta0, batch, optimizer, steps, save_every=1):
-    """Full-batch training with an optax `optimizer` on `loss(theta, batch)`: the parameters at steps 0,
+def run_optax(loss, theta0, batch, optimizer, steps, save_every=1, *, hyper=None):
+    """Full-batch training with an optax optimiser on `loss(theta, batch)`: the parameters at steps 0,
     save_every, ..., steps (a pytree with a leading axis over the saved steps) and those steps, as
-    `{"steps": array, "params": pytree}`. One `lax.scan`, compiled per call."""
+    `{"steps": array, "params": pytree}`.
+
+    `optimizer`: an `optax.GradientTransformation` (one program compiled per call), or, with `hyper` (a
+    pytree of numbers, e.g. the learning rate), a function `optimizer(hyper) -> GradientTransformation`
+    built inside the compiled program from the traced `hyper`: then one program per (loss, optimizer, shapes,
+    number of saves) serves every `hyper`, `steps` and `save_every` (the segments are `fori_loop`s of traced
+    length)."""
     import optax
 
     _check_loss(loss)
-    if not isinstance(optimizer, optax.GradientTransformation):
-        raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}")
+    if hyper is None and not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be an optax.GradientTransformation (or a function of hyper, with "
+                         f"hyper=), got {type(optimizer).__name__}")
+    if hyper is not None and (isinstance(optimizer, optax.GradientTransformation) or not callable(optimizer)):
+        raise ValueError("with hyper=, optimizer must be a function hyper -> optax.GradientTransformation")
     steps = check_int("steps", steps, 1)
     save_every = check_int("save_every", save_every, 1, steps)
     if steps % save_every:
         raise ValueError(f"save_every = {save_every} must divide steps = {steps}")
     theta0 = _floats(theta0)
+    n_saves = steps // save_every
+    if hyper is None:
+        run = _optax_program(loss, lambda _: optimizer, None)
+        hyper = ()
+    else:
+        hyper = _tmap(lambda h: jnp.asarray(check_real("hyper (each entry)", h)), hyper)
+        run = _optax_program(loss, optimizer, "hyper")
+    params = run(theta0, batch, hyper, jnp.full((n_saves,), save_every, jnp.int32))
+    return {"steps": np.arange(0, steps + 1, save_every), "params": params}
+
+
+@functools.lru_cache(maxsize=32)
+def _optax_program_cached(loss, make, kind):
+    return _optax_build(loss, make)
+
+
+def _optax_program(loss, make, kind):
+    if kind is None:  # a fresh closure: never cached
+        return _optax_build(loss, make)
+    try:
+        return _optax_program_cached(loss, make, kind)
+    except TypeError:  # unhashable
+        return _optax_build(loss, make)
+
+
+def _optax_build(loss, make):
+    import optax
+
     grad = jax.grad(loss)
 
-    def step(carry, _):
-        theta, state = carry
-        with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
-            updates, state = optimizer.update(grad(theta, batch), state, theta)
-        return (optax.apply_updates(theta, updates), state), None
-
-    def chunk(carry, _):
-        carry, _ = jax.lax.scan(step, carry, None, length=save_every)
-        return carry, carry[0]
-
     @jax.jit
-    def run(theta):
-        _, saved = jax.lax.scan(chunk, (theta, optimizer.init(theta)), None, length=steps // save_every)
+    def run(theta, batch, hyper, increments):
+        optimizer = make(hyper)
+
+        def step(_, carry):
+            theta, state = carry
+            with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
+                updates, state = optimizer.update(grad(theta, batch), state, theta)
+            return optax.apply_updates(theta, updates), state
+
+        def segment(carry, n):
+            carry = jax.lax.fori_loop(0, n, step, carry)
+            return carry, carry[0]
+
+        with jax.numpy_dtype_promotion("standard"):
+            state0 = optimizer.init(theta)
+        _, saved = jax.lax.scan(segment, (theta, state0), increments)
         return _tmap(lambda a, b: jnp.concatenate([a[None], b]), theta, saved)
 
-    return {"steps": np.arange(0, steps + 1, save_every), "params": run(theta0)}
-
+    return run

@@ -37,8 +37,8 @@ from . import observables as obs
 from .data import SequenceClasses
 from .network import init_params
 
-__all__ = ["flow_args", "full_vector_field", "population_loss", "reduced_vector_field", "single_ct_vector_field",
-           "symmetric_vector_field",
+__all__ = ["flow_args", "full_vector_field", "limit_problem", "population_loss", "reduced_vector_field",
+           "single_ct_vector_field", "symmetric_vector_field",
            "slaved_decoder", "solve_flow", "solve_single_common_token"]
 
 
@@ -327,14 +327,33 @@ def _obs_limit_state(t, y, args):
     return _obs_full(t, y["theta"], args["batch"])
 
 
+def limit_problem(classes: SequenceClasses, eta_Y, eta_Z, optimizer: str, optim_args: dict | None = None, *,
+                  paper_time: bool = True):
+    """(limit, args) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` on `population_loss` and
+    its `args` (data of `flow_args(query_rows=True)`, per-group clocks eta_Y, eta_Z). Its state's Z is the
+    (L, M) query rows of Z (`classes.query_tokens`)."""
+    if not isinstance(classes, SequenceClasses):
+        raise ValueError("classes must be a SequenceClasses")
+    eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
+    if n:
+        raise ValueError("limit_problem takes one (eta_Y, eta_Z) pair")
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    options = _optim_args(optimizer, optim_args, eta_Y, eta_Z)
+    flow = flow_args(classes, eta_Y, eta_Z, paper_time=check_bool("paper_time", paper_time), query_rows=True)
+    return _limit(optimizer), _limit_args(_limit(optimizer), optimizer, options, flow, eta_Y, eta_Z)
+
+
+def _limit_args(limit, optimizer, options, flow, eta_Y, eta_Z):
+    rates = {"Y": eta_Y, "Z": eta_Z}
+    if optimizer == "momentum":
+        return limit.make_args(flow, friction=options["friction"], rates=rates)
+    return limit.make_args(flow, rates=rates, **options)
+
+
 def _solve_limit(optimizer, options, theta0, flow, eta_Y, eta_Z, common, Z0, qt):
     """solve_flow(optimizer=...): the optimiser limit on the population loss, ys as {"Y", "Z", ...}."""
     limit = _limit(optimizer)
-    rates = {"Y": eta_Y, "Z": eta_Z}
-    if optimizer == "momentum":
-        args = limit.make_args(flow, friction=options["friction"], rates=rates)
-    else:
-        args = limit.make_args(flow, rates=rates, **options)
+    args = _limit_args(limit, optimizer, options, flow, eta_Y, eta_Z)
     observables = _obs_limit_gd if optimizer in ("gd", "sign") else _obs_limit_state
     y0 = limit.initial_state(theta0)
     common = dict(common, args=args)

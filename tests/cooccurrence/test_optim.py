@@ -1,23 +1,69 @@
 """Co-occurrence optimiser limits on the parameters (`solve_flow(optimizer=...)`, issue 12).
 
 The parameter flows run on (W, W_V, W_K, W_Q) with `network_loss` over the full training set (Adam and sign
-descent are not rotation invariant: no Gram reduction). A small instance (n = 12, L = 4, m = 16, m1 = 8).
+descent are not rotation invariant: no Gram reduction). A small instance (n = 12, L = 4, m = 16, m1 = 8). The
+solves are `-m slow`; the default run checks the same wiring on the vector fields.
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
 from flows import cooccurrence as co
 from flows import optim_limits as ol
-from flows.cooccurrence.flow import limit_loss
+from flows.cooccurrence import observables as obs
+from flows.cooccurrence.flow import limit_loss, limit_problem, vector_field
 
 CFG = co.Config(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8, seed=1)
 ARGS = co.data_args(CFG, num_test=24)
 TIGHT = dict(rtol=1e-12, atol=1e-14)
 
 
+C1, C2, EPS = 2.0, 5.0, 1e-8
+
+
+def test_gd_parameter_field_pushed_to_the_grams_is_the_gram_field():
+    """d gram_state(params)/dt along the "gd" parameter field (a jvp) is the Gram ODE's field at
+    gram_state(params), to 1e-12 relative, at the initialisation and at a perturbed point."""
+    limit, args, params0 = limit_problem(CFG, "gd", args=ARGS)
+    a = args["batch"]["a"]
+
+    @jax.jit
+    def both(params):
+        dparams = limit.vector_field(0.0, params, args)
+        _, pushed = jax.jvp(lambda p: obs.gram_state(p, a), (params,), (dparams,))
+        return pushed, vector_field(0.0, obs.gram_state(params, a), ARGS)
+
+    rng = np.random.default_rng(0)
+    for params in (params0, jax.tree_util.tree_map(lambda x: x + 0.3 * jnp.asarray(rng.normal(size=x.shape)),
+                                                   params0)):
+        pushed, gram = both(params)
+        for name in gram:
+            scale = max(float(jnp.max(jnp.abs(gram[name]))), 1e-300)
+            assert float(jnp.max(jnp.abs(pushed[name] - gram[name]))) < 1e-12 * scale, name
+
+
+def test_adam_parameter_field_at_t0_is_the_first_adam_step():
+    """At t = 0 the Adam limit's field on the parameters is the first optax Adam update of the network / lr."""
+    lr = 1e-3
+    limit, args, params0 = limit_problem(CFG, "adam", {"c1": C1, "c2": C2, "eps": EPS}, args=ARGS)
+    opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
+
+    @jax.jit
+    def both(params):
+        field = limit.vector_field(0.0, limit.initial_state(params), args)["theta"]
+        with jax.numpy_dtype_promotion("standard"):
+            updates, _ = opt.update(jax.grad(limit_loss)(params, args["batch"]), opt.init(params), params)
+        return field, updates
+
+    field, updates = both(params0)
+    for name in field:
+        assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
+
+
+@pytest.mark.slow
 def test_gd_on_the_parameters_equals_the_gram_flow():
     """optimizer="gd" (gradient flow of the parameters by autodiff) gives today's Gram-ODE observables to
     1e-10 (loss, margins, Grams) and the same T1."""
@@ -31,7 +77,6 @@ def test_gd_on_the_parameters_equals_the_gram_flow():
     assert gram.observables["loss"][-1] < 0.5 * gram.observables["loss"][0]
 
 
-C1, C2, EPS = 2.0, 5.0, 1e-8
 HORIZON = 1.0  # lr * steps
 
 
@@ -50,6 +95,7 @@ def _adam_gap(lr):
     return max(jax.tree_util.tree_leaves(gaps)), moved
 
 
+@pytest.mark.slow
 def test_adam_limit_against_optax_adam_first_order():
     """sup over 11 saved steps of |params_optax - params_ODE| (Adam, b = 1 - c lr): lr 1e-2 -> 1e-3 shrinks it
     5-20x."""

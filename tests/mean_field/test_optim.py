@@ -1,7 +1,9 @@
 """Mean-field optimiser limits (`flows.mean_field.optim.solve_optim`, issue 12) against today's particle flow
-and against optax Adam on the network's particles."""
+and against optax Adam on the network's particles. The solves are `-m slow`; the default run checks the same
+wiring on the vector fields."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
@@ -9,7 +11,8 @@ import pytest
 from flows import mean_field as mf
 from flows import optim_limits as ol
 from flows.mean_field import observables as obs
-from flows.mean_field.optim import limit_loss, solve_optim
+from flows.mean_field.flow import _vector_field_rev
+from flows.mean_field.optim import limit_loss, limit_problem, solve_optim
 
 CFG = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
 TIGHT = dict(rtol=1e-12, atol=1e-14)
@@ -20,6 +23,38 @@ def _sup(a, b):
                for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True))
 
 
+C1, C2, EPS = 2.0, 5.0, 1e-8
+
+
+def test_gd_limit_field_is_the_particle_velocity():
+    """The "gd" limit's field (gradient of Q on the clocks M L, M_mlp L) is the field solve_particles
+    integrates (explicit solvers), to 1e-12 relative."""
+    limit, args, particles = limit_problem(CFG, "gd")
+    both = jax.jit(lambda p: (limit.vector_field(0.0, p, args), _vector_field_rev(0.0, p, args["batch"])))
+    got, want = both(particles)
+    for name in want:
+        assert float(jnp.max(jnp.abs(got[name] - want[name]))) < 1e-12 * float(jnp.max(jnp.abs(want[name]))), name
+
+
+def test_adam_limit_field_at_t0_is_the_first_adam_step():
+    """At t = 0 the Adam limit's field on the particles is the first optax Adam update / lr."""
+    lr = 1e-3
+    limit, args, particles = limit_problem(CFG, "adam", {"c1": C1, "c2": C2, "eps": EPS})
+    opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
+
+    @jax.jit
+    def both(p):
+        field = limit.vector_field(0.0, limit.initial_state(p), args)["theta"]
+        with jax.numpy_dtype_promotion("standard"):
+            updates, _ = opt.update(jax.grad(limit_loss)(p, args["batch"]), opt.init(p), p)
+        return field, updates
+
+    field, updates = both(particles)
+    for name in field:
+        assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
+
+
+@pytest.mark.slow
 def test_gd_limit_equals_the_particle_flow():
     """optimizer="gd" (gradient flow of Q with the clocks M L, M_mlp L) is `solve_particles` to 1e-10."""
     ts = np.linspace(0.0, 2.0, 5)
@@ -30,7 +65,6 @@ def test_gd_limit_equals_the_particle_flow():
     assert today.observables["Q"][-1] < 0.9 * today.observables["Q"][0]
 
 
-C1, C2, EPS = 2.0, 5.0, 1e-8
 HORIZON = 0.5  # lr * steps
 
 
@@ -46,6 +80,7 @@ def _adam_gap(lr):
     return _sup(flow.ys["theta"], disc["params"]), moved, flow
 
 
+@pytest.mark.slow
 def test_adam_limit_against_optax_adam_first_order():
     """sup over 11 saved steps of |particles_optax - particles_ODE| (Adam, b = 1 - c lr): lr 1e-2 -> 1e-3
     shrinks it 5-20x; Q falls along the Adam ODE."""

@@ -75,7 +75,7 @@ CASES = {  # name -> (limit, args(lr), optimizer(lr), flow time per step / lr)
 def optax_gap(name, lr):
     limit, args, opt, rate = CASES[name]
     steps = round(T / (lr * rate))
-    disc = ol.run_optax(loss, THETA0, BATCH, opt(lr), steps, steps // 10)
+    disc = ol.run_optax(loss, THETA0, BATCH, opt, steps, steps // 10, hyper=lr)  # one program for both lrs
     np.testing.assert_allclose(disc["steps"] * lr * rate, TS, rtol=0, atol=1e-12)
     return sup_gap(solve_theta(limit, args(lr)), disc["params"])
 
@@ -93,6 +93,15 @@ def test_gap_to_optax_falls_first_order_in_lr(name):
     big, small = (optax_gap(name, lr) for lr in LR_PAIRS[name])
     assert 5.0 <= big / small <= 20.0, (name, big, small)
     assert small < 1e-2
+
+
+def test_run_optax_one_program_equals_a_plain_optimizer():
+    """run_optax with hyper= (the optimiser built from the traced lr) equals it with the optimiser itself."""
+    lr = 1e-2
+    plain = ol.run_optax(loss, THETA0, BATCH, CASES["adam"][2](lr), 20, 10)
+    traced = ol.run_optax(loss, THETA0, BATCH, CASES["adam"][2], 20, 10, hyper=lr)
+    np.testing.assert_array_equal(plain["steps"], traced["steps"])
+    assert sup_gap(plain["params"], traced["params"]) < 1e-14
 
 
 def test_heavy_ball_step_is_semi_implicit_euler():
@@ -219,6 +228,8 @@ def test_clocks_and_rates():
     (lambda: ol.adam_betas(0.1, 20.0, 1.0), "c1"),
     (lambda: ol.flow_time(10, 0.1, momentum=1.0), "momentum"),
     (lambda: ol.run_optax(loss, THETA0, BATCH, "adam", 10), "optimizer"),
+    (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 10, hyper=0.1), "optimizer"),
+    (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd, 10, hyper=float("nan")), "hyper"),
     (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 0), "steps"),
     (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 10, 3), "save_every"),
     (lambda: ol.solve_limit("adam", THETA0, None, TS), "limit"),

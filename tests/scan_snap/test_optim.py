@@ -2,22 +2,65 @@
 
 syn_small (K = 2 classes, M = 22 tokens), full flow, float64. The Adam ODE is held against optax Adam on the
 T -> inf network (the population loss, full batch: the (Y, Z) model of `train` with T -> inf), each group at its
-own learning rate eta_g with b_g = 1 - c eta_g, at two learning-rate scales.
+own learning rate eta_g with b_g = 1 - c eta_g, at two learning-rate scales. The solves are `-m slow`; the
+default run checks the same wiring on the vector fields (one small program each).
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
 from flows import optim_limits as ol
 from flows.scan_snap import solve_flow, syn_small
-from flows.scan_snap.flow import _optim_args, flow_args, population_loss
+from flows.scan_snap.flow import _optim_args, flow_args, full_vector_field, limit_problem, population_loss
 
 CLASSES = syn_small()
+C1, C2, EPS = 2.0, 5.0, 1e-8
 TIGHT = dict(rtol=1e-12, atol=1e-14)
 
 
+def _random_state(seed):
+    rng = np.random.default_rng(seed)
+    M, L = CLASSES.vocab_size, len(CLASSES.query_tokens)
+    return {"Y": jnp.asarray(rng.normal(size=(M, M))), "Z": jnp.asarray(rng.normal(size=(L, M)))}
+
+
+def test_gd_limit_field_is_todays_field():
+    """The "gd" limit's field (autodiff of the population loss, clocks eta_Y, eta_Z) is the hand-written full
+    field at random states, to 1e-12."""
+    limit, args = limit_problem(CLASSES, 1.0, 2.0, "gd")
+    flow = flow_args(CLASSES, 1.0, 2.0, query_rows=True)
+    both = jax.jit(lambda y: (limit.vector_field(0.0, y, args), full_vector_field(0.0, y, flow)))
+    for seed in range(2):
+        got, want = both(_random_state(seed))
+        for name in ("Y", "Z"):
+            assert float(jnp.max(jnp.abs(got[name] - want[name]))) < 1e-12 * float(jnp.max(jnp.abs(want[name])))
+
+
+def test_adam_limit_field_at_t0_is_the_first_adam_step():
+    """At t = 0 the Adam limit's field is the first optax Adam step of each group (lr eta_g, one step = one
+    unit of flow time): -eta_g g / (|g| + eps), to 1e-12."""
+    eta = {"Y": 0.3, "Z": 0.7}
+    limit, args = limit_problem(CLASSES, eta["Y"], eta["Z"], "adam", {"c1": C1, "c2": C2, "eps": EPS})
+    opt = optax.multi_transform({g: optax.adam(eta[g], b1=1.0 - C1 * eta[g], b2=1.0 - C2 * eta[g], eps=EPS)
+                                 for g in eta}, {"Y": "Y", "Z": "Z"})
+    batch = flow_args(CLASSES, 1.0, 1.0, query_rows=True)
+
+    @jax.jit
+    def both(theta):
+        field = limit.vector_field(0.0, limit.initial_state(theta), args)["theta"]
+        with jax.numpy_dtype_promotion("standard"):
+            updates, _ = opt.update(jax.grad(population_loss)(theta, batch), opt.init(theta), theta)
+        return field, updates
+
+    field, updates = both(_random_state(3))
+    for name in ("Y", "Z"):
+        assert float(jnp.max(jnp.abs(field[name] - updates[name]))) < 1e-12, name
+
+
+@pytest.mark.slow
 def test_gd_limit_equals_todays_flow():
     """optimizer="gd" (autodiff of the population loss, per-group clocks eta_Y, eta_Z) is today's hand-written
     full flow to 1e-10 (states and observables)."""
@@ -31,7 +74,6 @@ def test_gd_limit_equals_todays_flow():
     assert np.max(np.abs(today.ys["Z"][-1])) > 0.1  # the flow moved
 
 
-C1, C2, EPS = 2.0, 5.0, 1e-8
 RATIO = {"Y": 1.0, "Z": 2.0}  # eta_g = lr * RATIO[g]
 HORIZON = 2.0  # lr * steps
 
@@ -58,6 +100,7 @@ def _adam_gap(lr):
     return float(gap), float(np.max(np.abs(flow.ys["Z"][-1])))
 
 
+@pytest.mark.slow
 def test_adam_limit_against_optax_adam_first_order():
     """sup over 11 saved steps of |(Y, Z)_optax - (Y, Z)_ODE|: lr 1e-2 -> 1e-3 shrinks it 5-20x."""
     (big, moved), (small, _) = _adam_gap(1e-2), _adam_gap(1e-3)
