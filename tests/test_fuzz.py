@@ -10,6 +10,8 @@ Valid calls of the solvers run up to the solver stub (nothing is compiled); inva
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack, contextmanager
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +22,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import flows
+from flows import cooccurrence as co
+from flows import mean_field as mf
+from flows import scan_snap as ss
 from flows.records import FAILS, HOLDS, NOT_TESTED, RunRecord
 from tests.fuzzing import (
     ENTRY,
@@ -313,13 +318,6 @@ def test_add_prediction_valid_and_invalid(record, name, measured, expected, hold
 
 
 # --------------------------------------------------------------------------- the keywords the three systems share
-
-from contextlib import ExitStack, contextmanager  # noqa: E402
-from unittest import mock  # noqa: E402
-
-from flows import cooccurrence as co  # noqa: E402
-from flows import mean_field as mf  # noqa: E402
-from flows import scan_snap as ss  # noqa: E402
 
 SS_CLASSES = ss.syn_small()
 CO_TINY = co.Config(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=2, m1=2)
