@@ -4,11 +4,8 @@
 
 from __future__ import annotations
 
-import importlib
 import math
-from unittest import mock
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -33,6 +30,7 @@ from tests.fuzzing import (
     raises_naming,
     real_edges,
     stop_at_solvers,
+    stop_at_trainings,
 )
 
 _SIGMA = st.one_of(st.none(), good_reals(0.0, 1e300, strict=True))
@@ -196,20 +194,20 @@ def test_solve_flow_invalid_values_raise_naming_the_field(tiny_args, field, data
 # --------------------------------------------------------------------------- train
 
 
-class _JitReached:
-    """`jax` for `flows.cooccurrence.network`, except that `jax.jit` raises `Reached` (no compile)."""
+class _StopAtTrainings:
+    """A reusable `with`: `fuzzing.stop_at_trainings()` (train stops at its compile, whichever path it takes)."""
 
-    def __getattr__(self, name):
-        return getattr(jax, name)
+    def __enter__(self):
+        self._cm = stop_at_trainings()
+        return self._cm.__enter__()
 
-    def jit(self, *a, **k):
-        raise Reached({})
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
 
 
 @pytest.fixture(scope="module")
 def stop_at_jit():
-    network = importlib.import_module("flows.cooccurrence.network")
-    return mock.patch.object(network, "jax", _JitReached())
+    return _StopAtTrainings()
 
 
 @st.composite
