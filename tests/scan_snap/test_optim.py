@@ -60,6 +60,32 @@ def test_adam_limit_field_at_t0_is_the_first_adam_step():
         assert float(jnp.max(jnp.abs(field[name] - updates[name]))) < 1e-12, name
 
 
+def test_momentum_limit_steps_are_optax_heavy_ball_per_group():
+    """Three semi-implicit Euler steps of flow time 1 / (1 - beta) (one optimiser step on the clock
+    ts = step / (1 - beta)) of the momentum limit are three steps of optax.sgd(eta_g, momentum=beta) per group,
+    to rounding: the per-group clocks and frictions (1 - beta)^2 / eta_g."""
+    eta, beta = {"Y": 0.3, "Z": 0.7}, 0.9
+    limit, args = limit_problem(CLASSES, eta["Y"], eta["Z"], "momentum", {"beta": beta})
+    opt = optax.multi_transform({g: optax.sgd(eta[g], momentum=beta) for g in eta}, {"Y": "Y", "Z": "Z"})
+    batch = flow_args(CLASSES, 1.0, 1.0, query_rows=True)
+    h = 1.0 / (1.0 - beta)
+
+    @jax.jit
+    def both(theta0):
+        theta, state, y = theta0, opt.init(theta0), limit.initial_state(theta0)
+        for _ in range(3):
+            updates, state = opt.update(jax.grad(population_loss)(theta, batch), state, theta)
+            theta = optax.apply_updates(theta, updates)
+            v = jax.tree_util.tree_map(lambda a, b: a + h * b, y["v"], limit.vector_field(0.0, y, args)["v"])
+            dtheta = limit.vector_field(0.0, {"theta": y["theta"], "v": v}, args)["theta"]
+            y = {"theta": jax.tree_util.tree_map(lambda a, b: a + h * b, y["theta"], dtheta), "v": v}
+        return theta, y["theta"]
+
+    got, want = both(_random_state(4))
+    for name in ("Y", "Z"):
+        assert float(jnp.max(jnp.abs(got[name] - want[name]))) < 1e-13, name
+
+
 @pytest.mark.slow
 def test_gd_limit_equals_todays_flow():
     """optimizer="gd" (autodiff of the population loss, per-group clocks eta_Y, eta_Z) is today's hand-written
