@@ -33,8 +33,12 @@ The limits and their clocks (g = grad L(theta), operations elementwise):
   behavior of the ADAM algorithm for nonconvex stochastic optimization" (SIAM J. Optim.); Malladi, Lyu,
   Panigrahi, Arora 2022, "On the SDEs and scaling rules for adaptive gradient algorithms" (NeurIPS).
 
+`make_args(..., rates=)` puts parameter groups on their own clocks (leaf i's derivative times rates_i: groups
+trained at learning rates rates_i * lr, as Scan and Snap's eta_Y, eta_Z or the mean field's M L scalings).
 The gap between optax at rate lr and its limit at the matching clock is first order in lr (first order in
-h = lr / (1 - beta) for heavy ball): tests/optim_limits/test_ode.py measures it.
+h = lr / (1 - beta) for heavy ball): tests/optim_limits/test_ode.py measures it. The systems' hooks:
+`scan_snap.solve_flow(optimizer=...)`, `cooccurrence.solve_flow(optimizer=...)` (on the parameters),
+`mean_field.optim.solve_optim`.
 """
 
 from .noise import SGDSDE, run_sgd, sgd_sde, solve_sgd_sde  # noqa: F401 - the SGD SDE (noise.py)
