@@ -180,8 +180,9 @@ def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False,
         drift, diffusion = _fields(per_sample_loss)
     except TypeError:  # an unhashable callable: build without the cache
         drift, diffusion = _fields.__wrapped__(per_sample_loss)
-    dtype = jnp.result_type(*[jnp.asarray(x) for x in jax.tree_util.tree_leaves(data)], float)
-    dtype = dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.result_type(float)
+    floats = [jnp.result_type(x) for x in jax.tree_util.tree_leaves(data)
+              if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)  # the diffusion casts to theta's
     args = {"data": data, "scale": jnp.asarray(scale, dtype)}
     return SGDSDE(drift, diffusion, (n,), args, float(lr), batch_size, replacement, n)
 
@@ -207,16 +208,19 @@ def solve_sgd_sde(sde: SGDSDE, theta0, ts, *, dt: float, key=None, seed: int | N
                      observables=observables, save_states=save_states, brownian=brownian, **kwargs)
 
 
-def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: int, seed: int = 0,
-            save_every: int | None = None, replacement: bool = False, observables: Mapping[str, Callable]):
+def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: int | None = None, seed: int = 0,
+            keys=None, save_every: int | None = None, replacement: bool = False,
+            observables: Mapping[str, Callable], extra_args: dict | None = None):
     """`num_runs` independent minibatch runs of `optax.sgd(lr)` (one vmapped program over batch seeds): the
     observables at steps 0, save_every, ..., steps, as `{"steps", "ts" (= lr * steps), name: (runs, saves)}`.
 
-    Batches: run r uses the key `jax.random.split(jax.random.key(seed), num_runs)[r]`; at each step
+    Batches: run r uses the key `jax.random.split(jax.random.key(seed), num_runs)[r]` (or `keys[r]`, a
+    1-D batch of keys given instead of `num_runs`); at each step
     `key, sub = split(key)` and the batch is `permutation(sub, n)[:B]` (without replacement, as
     `flows.cooccurrence.train` draws it) or `randint(sub, (B,), 0, n)` (`replacement=True`). The loss is the
-    batch mean of `per_sample_loss`. `observables`: name -> f(t, theta, args) with args = {"data": data}
-    (the signature of the SDE's observables)."""
+    batch mean of `per_sample_loss`. `observables`: name -> f(t, theta, args) with args = {"data": data,
+    **extra_args} (the signature of the SDE's observables; `extra_args` travel traced), or one function
+    returning a dict of them."""
 
     _check_loss(per_sample_loss)
     n = _num_samples(data)
@@ -227,11 +231,22 @@ def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: i
     save_every = steps if save_every is None else check_int("save_every", save_every, 1, steps)
     if steps % save_every:
         raise ValueError(f"save_every = {save_every} must divide steps = {steps}")
-    num_runs = check_int("num_runs", num_runs, 1)
-    if not isinstance(observables, Mapping) or not observables or not all(callable(f) for f in
-                                                                          observables.values()):
-        raise ValueError("observables must be a non-empty mapping name -> f(t, theta, args)")
-    obs_items = tuple(sorted(observables.items(), key=lambda kv: kv[0]))
+    if (keys is None) == (num_runs is None):
+        raise ValueError("give exactly one of num_runs (with seed) or keys (a 1-D batch of jax.random keys)")
+    if keys is None:
+        num_runs = check_int("num_runs", num_runs, 1)
+        keys = jax.random.split(jax.random.key(check_int("seed", seed, 0, 2**32 - 1)), num_runs)
+    elif not isinstance(keys, jax.Array) or jnp.ndim(keys) != (1 if jax.dtypes.issubdtype(
+            keys.dtype, jax.dtypes.prng_key) else 2):
+        raise ValueError(f"keys must be a 1-D batch of jax.random keys, got {keys!r}")
+    extra_args = {} if extra_args is None else dict(extra_args)
+    if "data" in extra_args:
+        raise ValueError("extra_args may not use the reserved name 'data'")
+    if not callable(observables) and (not isinstance(observables, Mapping) or not observables or not all(
+            callable(f) for f in observables.values())):
+        raise ValueError("observables must be a non-empty mapping name -> f(t, theta, args), or one function "
+                         "f(t, theta, args) -> dict of named arrays")
+    obs_items = observables if callable(observables) else tuple(sorted(observables.items(), key=lambda kv: kv[0]))
     saved = np.arange(0, steps + 1, save_every)
     try:
         program = _sgd_program(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items)
@@ -239,8 +254,9 @@ def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: i
         program = _sgd_program.__wrapped__(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items)
     theta0 = _tmap(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0))
-    keys = jax.random.split(jax.random.key(int(seed)), num_runs)
-    out = program(theta0, keys, data, jnp.asarray(lr, dtype), jnp.asarray(save_every, jnp.int32))
+    out = program(theta0, keys, data, jnp.asarray(lr, dtype), jnp.asarray(save_every, jnp.int32), extra_args)
+    if {"steps", "ts"} & set(out):
+        raise ValueError("observables may not use the reserved names 'steps', 'ts'")
     return {"steps": saved, "ts": lr * saved, **{k: np.asarray(v) for k, v in out.items()}}
 
 
@@ -253,13 +269,15 @@ def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items
 
     grad = jax.grad(lambda th, batch: jnp.mean(jax.vmap(per_sample_loss, in_axes=(None, 0))(th, batch)))
 
-    def one_run(theta0, key, data, lr, every):
+    def one_run(theta0, key, data, lr, every, extra_args):
         n = jax.tree_util.tree_leaves(data)[0].shape[0]
         opt = optax.inject_hyperparams(optax.sgd)(learning_rate=lr)
-        args = {"data": data}
+        args = {"data": data, **extra_args}
 
         def observe(step, theta):
             t = lr * step.astype(lr.dtype)
+            if callable(obs_items):
+                return dict(obs_items(t, theta, args))
             return {k: f(t, theta, args) for k, f in obs_items}
 
         def step(_, carry):
@@ -280,4 +298,4 @@ def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items
         _, rest = jax.lax.scan(chunk, (theta0, opt.init(theta0), key), jnp.arange(num_chunks, dtype=jnp.int32))
         return _tmap(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
-    return jax.jit(jax.vmap(one_run, in_axes=(None, 0, None, None, None)))
+    return jax.jit(jax.vmap(one_run, in_axes=(None, 0, None, None, None, None)))
