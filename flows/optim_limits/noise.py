@@ -39,6 +39,11 @@ is infinite, the batch is i.i.d., c = 1 with Sigma the population covariance of 
 to 0: the SDE is then gradient flow, and its Euler-Maruyama solve is `flows.solve`'s constant-step Euler of
 `flows.optim_limits.gradient_flow` (a test, to 1e-10).
 
+**A finite population** (`weights=`): when each batch is B i.i.d. draws from a weighted set of samples (a
+population with probabilities w_i, e.g. Scan and Snap's enumerated (class, count vector) pairs), c = 1,
+L = sum_i w_i l_i and G has the columns sqrt(w_i) (g_i - gbar), gbar = sum_i w_i g_i: the exact population
+covariance, not an estimate.
+
 The data are a pytree whose leaves share a leading sample axis n; `per_sample_loss(theta, sample)` is the
 loss of ONE sample (a slice of every leaf), vmapped over the samples here. The drift and the diffusion read
 the data and the scale lr c / B from `args` (`SGDSDE.args`), and they are cached per loss, so one compiled
@@ -48,7 +53,6 @@ program serves every rate and batch size of one shape.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -70,7 +74,8 @@ class SGDSDE(NamedTuple):
 
     - `drift(t, theta, args)`: -grad L; `diffusion(t, theta, args)`: sqrt(args["scale"]) * G, each leaf of
       shape leaf.shape + (n,); `noise_shape`: (n,). The signatures of `flows.solve_sde`.
-    - `args`: {"data": the data, "scale": lr * c / B} (c the sampling factor; 0 without noise).
+    - `args`: {"data": the data, "scale": lr * c / B (c the sampling factor; 0 without noise), "weights":
+      the sample probabilities (1/n each unless a population is given)}.
     - `lr`, `batch_size`, `replacement`, `n`: the settings; the clock is t = lr * step.
     """
 
@@ -109,21 +114,37 @@ def per_sample_grads(per_sample_loss, theta, data):
     return jax.vmap(jax.grad(per_sample_loss), in_axes=(None, 0))(theta, data)
 
 
-def noise_factor(per_sample_loss, theta, data):
-    """G = [g_1 - gbar, ..., g_n - gbar] / sqrt(n): for each leaf of theta an array of shape leaf.shape + (n,),
-    so that Sigma = G G^T (leaves flattened) is the per-sample gradient covariance (1/n normalisation)."""
+def _weighted(per_sample_loss, theta, data, weights):
+    """(per-sample gradients, their weighted mean gbar, weights w (n,)); uniform w = 1/n by default."""
     grads = per_sample_grads(per_sample_loss, theta, data)
     n = jax.tree_util.tree_leaves(grads)[0].shape[0]
-    return _tmap(lambda g: jnp.moveaxis(g - jnp.mean(g, axis=0, keepdims=True), 0, -1) / math.sqrt(n), grads)
+    dtype = jax.tree_util.tree_leaves(grads)[0].dtype
+    w = jnp.full((n,), 1.0 / n, dtype) if weights is None else jnp.asarray(weights).astype(dtype)
+    gbar = _tmap(lambda g: jnp.tensordot(w, g, axes=1), grads)
+    return grads, gbar, w
 
 
-def gradient_covariance(per_sample_loss, theta, data):
+def noise_factor(per_sample_loss, theta, data, weights=None):
+    """G = [g_1 - gbar, ..., g_n - gbar] / sqrt(n): for each leaf of theta an array of shape leaf.shape + (n,),
+    so that Sigma = G G^T (leaves flattened) is the per-sample gradient covariance (1/n normalisation).
+    With population `weights` w (n,) (summing to 1): columns sqrt(w_i) (g_i - gbar), gbar = sum_i w_i g_i."""
+    grads, gbar, w = _weighted(per_sample_loss, theta, data, weights)
+    root = jnp.sqrt(w)
+
+    def leaf(g, m):
+        dev = jnp.moveaxis(g - m[None], 0, -1)
+        return dev * root.reshape((1,) * (dev.ndim - 1) + (-1,))
+
+    return _tmap(leaf, grads, gbar)
+
+
+def gradient_covariance(per_sample_loss, theta, data, weights=None):
     """The DENSE per-sample gradient covariance Sigma (P x P, theta flattened with `ravel_pytree`); for checks
-    on small P only (the SDE uses `noise_factor`)."""
-    grads = per_sample_grads(per_sample_loss, theta, data)
+    on small P only (the SDE uses `noise_factor`). `weights` as in `noise_factor`."""
+    grads, _, w = _weighted(per_sample_loss, theta, data, weights)
     flat = jax.vmap(lambda g: ravel_pytree(g)[0])(grads)  # (n, P)
-    dev = flat - jnp.mean(flat, axis=0, keepdims=True)
-    return dev.T @ dev / flat.shape[0]
+    dev = flat - jnp.tensordot(w, flat, axes=1)[None]
+    return (dev * w[:, None]).T @ dev
 
 
 def batch_covariance_factor(n, batch_size, replacement=False) -> float:
@@ -138,23 +159,25 @@ def batch_covariance_factor(n, batch_size, replacement=False) -> float:
 @functools.lru_cache(maxsize=64)
 def _fields(per_sample_loss):
     """(drift, diffusion) for one loss: the same function objects on every call (one compiled program)."""
-    def mean_loss(theta, data):
-        return jnp.mean(jax.vmap(per_sample_loss, in_axes=(None, 0))(theta, data))
+    def mean_loss(theta, data, weights):
+        losses = jax.vmap(per_sample_loss, in_axes=(None, 0))(theta, data)
+        return jnp.sum(weights.astype(losses.dtype) * losses)
 
     grad = jax.grad(mean_loss)
 
     def drift(t, theta, args):
-        return _tmap(jnp.negative, grad(theta, args["data"]))
+        return _tmap(jnp.negative, grad(theta, args["data"], args["weights"]))
 
     def diffusion(t, theta, args):
-        G = noise_factor(per_sample_loss, theta, args["data"])
+        G = noise_factor(per_sample_loss, theta, args["data"], args["weights"])
         root = jnp.sqrt(args["scale"])
         return _tmap(lambda g: root.astype(g.dtype) * g, G)
 
     return drift, diffusion
 
 
-def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False, noise: bool = True) -> SGDSDE:
+def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False, noise: bool = True,
+            weights=None) -> SGDSDE:
     """The SGD SDE d theta = -grad L dt + sqrt(lr c / B) G dW of SGD(lr, batch_size) on `data` (module
     docstring), clock t = lr * step.
 
@@ -167,6 +190,10 @@ def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False,
     - `replacement`: the batch is drawn with replacement (c = 1) or without (c = (n - B) / (n - 1), default,
       as `flows.cooccurrence.train` and `run_sgd` draw it).
     - `noise`: `False` gives the zero-noise SDE (gradient flow).
+    - `weights`: (n,) probabilities (>= 0, summing to 1): `data` is then a finite POPULATION with these
+      probabilities and each batch is B i.i.d. draws from it (needs `replacement=True`, c = 1):
+      L = sum_i w_i l_i, Sigma = sum_i w_i (g_i - gbar)(g_i - gbar)^T (e.g. Scan and Snap's enumerated
+      (class, count vector) population). Default: uniform 1/n.
 
     **Returns:** an `SGDSDE` (drift, diffusion, noise_shape, args for `flows.solve_sde`).
     """
@@ -183,7 +210,16 @@ def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False,
     floats = [jnp.result_type(x) for x in jax.tree_util.tree_leaves(data)
               if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
     dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)  # the diffusion casts to theta's
-    args = {"data": data, "scale": jnp.asarray(scale, dtype)}
+    if weights is None:
+        w = np.full(n, 1.0 / n)
+    else:
+        w = np.asarray(weights, dtype=float)
+        if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-9:
+            raise ValueError(f"weights must be {n} non-negative probabilities summing to 1 (one per sample), got "
+                             f"shape {w.shape}, sum {w.sum() if w.size else 0.0}")
+        if not replacement:
+            raise ValueError("weights (a population) need replacement=True: batches are i.i.d. draws from it")
+    args = {"data": data, "scale": jnp.asarray(scale, dtype), "weights": jnp.asarray(w, dtype)}
     return SGDSDE(drift, diffusion, (n,), args, float(lr), batch_size, replacement, n)
 
 

@@ -69,6 +69,29 @@ def test_low_rank_factor_is_the_per_sample_covariance():
     assert np.max(np.abs(np.asarray(per_sample_grads(per_sample_loss, theta, DATA)) - g)) <= 1e-12
 
 
+def test_weighted_population_factor():
+    """With population weights w: G G^T = sum_i w_i (g_i - gbar)(g_i - gbar)^T, gbar = sum_i w_i g_i (numpy),
+    to 1e-12; uniform weights give the unweighted factor; bad weights and weights without replacement are
+    refused."""
+    theta = jnp.array([0.3, -0.2, 0.7])
+    w = np.random.default_rng(3).random(N)
+    w /= w.sum()
+    g = X * (X @ np.asarray(theta) - Y)[:, None]
+    dev = g - w @ g
+    dense = (dev * w[:, None]).T @ dev
+    G = np.asarray(noise_factor(per_sample_loss, theta, DATA, w))
+    assert np.max(np.abs(G @ G.T - dense)) <= 1e-12
+    assert np.max(np.abs(np.asarray(gradient_covariance(per_sample_loss, theta, DATA, w)) - dense)) <= 1e-12
+    uniform = np.asarray(noise_factor(per_sample_loss, theta, DATA, np.full(N, 1 / N)))
+    assert np.max(np.abs(uniform - np.asarray(noise_factor(per_sample_loss, theta, DATA)))) <= 1e-14
+    sde = sgd_sde(per_sample_loss, DATA, 4, 0.1, replacement=True, weights=w)
+    assert float(sde.args["scale"]) == pytest.approx(0.1 / 4, rel=1e-15)
+    with pytest.raises(ValueError, match="replacement"):
+        sgd_sde(per_sample_loss, DATA, 4, 0.1, weights=w)
+    with pytest.raises(ValueError, match="weights"):
+        sgd_sde(per_sample_loss, DATA, 4, 0.1, replacement=True, weights=w[:5])
+
+
 def test_batch_mean_covariance_factor_by_enumeration():
     """Cov of the batch-mean gradient over ALL batches: B distinct samples (1820 batches of 4) gives
     (n - B) / (n - 1) Sigma / B, ordered draws with replacement (16^2 pairs, B = 2) give Sigma / B, to 1e-12."""
