@@ -424,14 +424,6 @@ def _check_reached(system, kw, inputs, seen):
         assert config.init == (MF_TINY.init if kw["init"] is None else kw["init"])
 
 
-def _raises_naming_lr(system):
-    """Scan and Snap reports a bad rate of `lr=x` or `lr={"Y": x, ...}` under the group's rate name eta_Y /
-    eta_Z (its `train(eta_Y, eta_Z)` checks them); the other systems name `lr`."""
-    if system != "scan_snap":
-        return raises_naming("lr")
-    return pytest.raises(ValueError, match=r"(?<![A-Za-z0-9_])(lr|eta_Y|eta_Z)(?![A-Za-z0-9_])")
-
-
 def _bad_train_value(system, field, data):
     """(value, optimizer) for one bad shared keyword; `optimizer` is None or the one to use (momentum with an
     optimizer that has none is bad too)."""
@@ -466,7 +458,7 @@ def test_shared_train_keywords_valid_and_invalid(system, field, data):
         kw["optimizer"] = optimizer
         if system == "cooccurrence":
             kw["batch_size"] = 3 if optimizer == "sgd" else None
-    with stop_at_trainings(), mean_field_draws(), (_raises_naming_lr(system) if field == "lr"
+    with stop_at_trainings(), mean_field_draws(), (raises_naming("lr") if field == "lr"
                                                    else raises_naming(field)):
         _train(system, kw)
 

@@ -307,8 +307,11 @@ def _learning_rates(eta_Y, eta_Z, lr):
         raise ValueError("lr must not be given together with eta_Y, eta_Z (pass one or the other)")
     if isinstance(lr, dict):
         if set(lr) != {"Y", "Z"}:
-            raise ValueError(f"lr must be a number or a dict with the keys 'Y' and 'Z', got keys {sorted(lr)}")
-        return lr["Y"], lr["Z"]
+            raise ValueError("lr must be a number or a dict with the keys 'Y' and 'Z', got keys "
+                             f"{sorted(map(str, lr))}")
+        return (check_real("lr['Y']", lr["Y"], low=0.0, strict=True),
+                check_real("lr['Z']", lr["Z"], low=0.0, strict=True))
+    lr = check_real("lr", lr, low=0.0, strict=True)
     return lr, lr
 
 

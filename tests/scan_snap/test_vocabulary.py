@@ -64,7 +64,8 @@ def test_lr_keyword_equals_eta_and_is_validated():
         rec = train(c, "sgd", lr=lr, **RUN)
         assert np.array_equal(rec.Z, base.Z) and np.array_equal(rec.Y, base.Y)
     for kw, field in ((dict(lr={"Y": 1.0}), "lr"), (dict(lr=1.0, eta_Y=1.0), "lr"), (dict(eta_Y=1.0), "lr"),
-                      (dict(lr=-1.0), "eta_Y")):  # a bad rate is named by its group
+                      (dict(lr=-1.0), "lr"), (dict(lr={"Y": 1.0, "Z": 0.0}), r"lr\['Z'\]"),
+                      (dict(eta_Y=-1.0, eta_Z=1.0), "eta_Y")):  # a bad rate is named as it was passed
         with pytest.raises(ValueError, match=field):
             train(c, "sgd", **kw, **RUN)
 
