@@ -21,8 +21,8 @@ The limits and their clocks (g = grad L(theta), operations elementwise):
   (Lipschitz) regularisation of the discontinuous sign whose solutions converge as eps -> 0 to the Filippov
   solutions (sliding along the surfaces g_i = 0). `form="adam"` uses g / (|g| + eps), the c -> inf limit of the
   Adam ODE below. Clock t = lr * step; the discrete counterpart is `optax.sign_sgd(lr)`. It is the limit of
-  Adam when beta1, beta2 are fixed and lr -> 0 (m and v then track g and g^2 on the fast clock; Ma et al.
-  2022, Malladi et al. 2022).
+  Adam when beta1, beta2 are fixed and lr -> 0 (m and v then track g and g^2 on the fast clock, which needs
+  lr << 1 - beta2: v averages over 1 / (1 - beta2) steps; Ma et al. 2022, Malladi et al. 2022).
 - **The Adam ODE** (`adam`): optax.adam(lr, b1, b2, eps) with b1 = 1 - c1 lr, b2 = 1 - c2 lr, t = lr * step:
   dm/dt = c1 (g - m), dv/dt = c2 (g^2 - v), dtheta/dt = -mhat / (sqrt(vhat) + eps), with the bias correction as
   a time-dependent factor mhat = m / (1 - exp(-c1 t)), vhat = v / (1 - exp(-c2 t)) (the limit of

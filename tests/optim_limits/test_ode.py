@@ -165,6 +165,21 @@ def test_heavy_ball_reduces_to_gradient_flow():
     assert sup_gap(got, want) < 1e-10
 
 
+@pytest.mark.slow
+def test_stiff_heavy_ball_reduces_to_gradient_flow():
+    """Large friction with the implicit solver (kvaerno5 at rtol 1e-8): c = 1e4 -> 1e6 shrinks the gap to
+    gradient flow 100x (O(1/c); measured 5.66e-5 -> 5.66e-7)."""
+    gf = solve_theta(ol.gradient_flow(loss), ol.gradient_flow(loss).make_args(BATCH))
+    hb = ol.heavy_ball(loss)
+    gaps = []
+    for c in (1e4, 1e6):
+        traj = ol.solve_limit(hb, THETA0, hb.make_args(BATCH, friction=c), TS, solver="kvaerno5", rtol=1e-8,
+                              atol=1e-10, max_steps=20_000)
+        gaps.append(sup_gap(hb.params(traj.ys), gf))
+    assert 50.0 <= gaps[0] / gaps[1] <= 200.0, gaps
+    assert gaps[1] < 1e-6
+
+
 def test_adam_reduces_to_sign_flow():
     """c1 = c2 = c -> inf: m -> g, v -> g^2 and the Adam ODE is the sign flow g / (|g| + eps) (form "adam"):
     the gap is O(1/c) (c = 1e2 -> 1e3 shrinks it 5-20x), with eps = 0.1 (a small eps is stiff where a
