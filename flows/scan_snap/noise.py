@@ -1,0 +1,143 @@
+"""The SGD SDE of Scan and Snap at finite context length T and batch size B (issue 12).
+
+**The population.** `network.train(classes, "sgd", lr=eta, T=T, batch_size=B)` draws at every step B fresh
+i.i.d. pairs (class n ~ P(n), context counts N ~ Multinomial(T - 1, P(.|n))) and steps (Y, Z) by -eta times
+the batch-mean gradient of `network.count_loss`. The population of (class, count vector) pairs is infinite
+as a sequence space but FINITE as a set of distinct (n, N): for class n with support size S_n there are
+C(T - 2 + S_n, S_n - 1) count vectors. `population` enumerates them with their probabilities
+w = P(n) Multinomial(N; T - 1, P(.|n)), so that the drift and the covariance of the batch gradient are EXACT
+(not estimated from samples): the population loss L = sum_j w_j l_j (the finite-T loss the SGD gradient is
+unbiased for; the flow of `flow.solve_flow` is its T -> infinity limit) and the per-pair gradient covariance
+Sigma = sum_j w_j (g_j - gbar)(g_j - gbar)^T, as the low-rank factor with columns sqrt(w_j) (g_j - gbar)
+(`flows.optim_limits.noise`, `weights=`). The batch is i.i.d. (with replacement): Cov[g_B] = Sigma / B.
+For large supports or long contexts the enumeration is too large (a ValueError past `MAX_POPULATION` pairs);
+the covariance would then have to be estimated per class from a fixed sample of count vectors (a factor with
+one column per sampled pair, an O(1/sqrt(samples)) error in Sigma) -- not built here.
+
+**The SDE and its clock.** With one rate eta for Y and Z (`lr`), the SGD step is Euler-Maruyama with step
+eta of the Itô SDE on the clock s = eta * step,
+
+    d theta = -grad L(theta) ds + sqrt(eta / B) G(theta) dW,     theta = (Y, Z),  W in R^J,
+
+whose zero-noise limit is the finite-T gradient flow. Scan and Snap's records count time in steps
+(`record.ts` = step, the rates being rates of the flow): `solve_sgd_sde` takes and returns times in steps and
+integrates on s = eta * step internally. Separate rates eta_Y != eta_Z are not supported here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_bool, check_choice, check_int, check_real, real_array
+from ..optim_limits import noise as _noise
+from .data import ClassArrays, SequenceClasses
+from .network import count_loss, init_params, observe, train_sweep
+
+__all__ = ["MAX_POPULATION", "per_sample_loss", "population", "sgd_runs", "sgd_sde", "solve_sgd_sde"]
+
+#: the largest enumerated population (distinct (class, count vector) pairs)
+MAX_POPULATION = 4096
+
+
+def population(classes: SequenceClasses, T: int, dtype=None):
+    """(data, weights): every distinct (class, context counts) pair at context length T - 1 as per-sample
+    data {"query" (J,), "next" (J,) token indices, "counts" (J, M)} and its probability w (J,) (summing to 1)."""
+    if not isinstance(classes, SequenceClasses):
+        raise ValueError(f"classes must be a SequenceClasses, got {type(classes).__name__}")
+    T = check_int("T", T, 2)
+    sizes = classes.support.sum(axis=1)
+    total = sum(math.comb(T - 2 + int(s), int(s) - 1) for s in sizes)
+    if total > MAX_POPULATION:
+        raise ValueError(f"T = {T} with supports of sizes {sorted(set(sizes.tolist()))} gives {total} distinct "
+                         f"(class, count vector) pairs, more than MAX_POPULATION = {MAX_POPULATION}: lower T or "
+                         f"use smaller classes")
+    M = classes.vocab_size
+    query, nxt, counts, weights = [], [], [], []
+    for n in range(classes.num_classes):
+        sup = np.flatnonzero(classes.support[n])
+        p = classes.cond_probs[n, sup]
+        for combo in itertools.combinations_with_replacement(range(sup.size), T - 1):
+            N = np.bincount(combo, minlength=sup.size)
+            coef = math.factorial(T - 1) / math.prod(math.factorial(int(k)) for k in N)
+            row = np.zeros(M)
+            row[sup] = N
+            query.append(classes.query[n])
+            nxt.append(classes.next_token[n])
+            counts.append(row)
+            weights.append(classes.class_probs[n] * coef * float(np.prod(p**N)))
+    dtype = dtype or jnp.result_type(float)
+    w = np.asarray(weights)
+    data = {"query": jnp.asarray(query, jnp.int32), "next": jnp.asarray(nxt, jnp.int32),
+            "counts": jnp.asarray(np.asarray(counts), dtype)}
+    return data, w / w.sum()
+
+
+def per_sample_loss(params, sample):
+    """`network.count_loss` of one (class, counts) pair {"query", "next", "counts" (M,)} (count_loss reads
+    the class's query and next token only)."""
+    one = ClassArrays(cond=None, query=sample["query"][None], next_token=sample["next"][None], class_probs=None,
+                      support_index=None, support_cdf=None)
+    return count_loss(params, one, jnp.zeros((1,), jnp.int32), sample["counts"][None])
+
+
+def _initial(classes, init, seed, dtype):
+    check_choice("init", init, ("zero", "random"))
+    seed = check_int("seed", seed, 0, 2**32 - 1)
+    k_init = jax.random.split(jax.random.PRNGKey(seed))[0]  # as network.train draws its initialisation
+    return init_params(classes.vocab_size, init, k_init, dtype)
+
+
+def _observe(t, theta, args):
+    return observe(theta, args["arrays"])
+
+
+def sgd_sde(classes: SequenceClasses, T: int, batch_size: int, lr, *, noise: bool = True):
+    """The `optim_limits.noise.SGDSDE` of `train(classes, "sgd", lr=lr, T=T, batch_size=batch_size)` on the
+    clock s = lr * step (module docstring); its args also hold the class arrays (`"arrays"`)."""
+    data, w = population(classes, T)
+    lr = check_real("lr", lr, low=0.0, strict=True)
+    sde = _noise.sgd_sde(per_sample_loss, data, batch_size, lr, replacement=True, noise=noise, weights=w)
+    return sde._replace(args={**sde.args, "arrays": classes.arrays()})
+
+
+def solve_sgd_sde(classes: SequenceClasses, T: int, batch_size: int, lr, ts, num_paths: int, seed: int = 0, *,
+                  init: str = "zero", init_seed: int = 0, dt_steps: float = 0.25, noise: bool = True,
+                  max_steps: int | None = None, brownian: str = "increments"):
+    """`num_paths` Euler-Maruyama paths of the SGD SDE from `train`'s initialisation (`init`, `init_seed`
+    as `train(init=, seed=)`), with the observables of `network.observe` (`attention` (K, M), `loss` the
+    T -> infinity population loss, as on the flow and the record) at the times `ts` IN STEPS.
+
+    `dt_steps`: the SDE step in units of one SGD step (default a quarter step, dt = lr * dt_steps on the
+    clock s); `noise=False` gives the finite-T gradient flow. Returns the batched `flows.Trajectory` with
+    `ts` in steps."""
+    num_paths = check_int("num_paths", num_paths, 1)
+    dt_steps = check_real("dt_steps", dt_steps, low=0.0, strict=True)
+    noise = check_bool("noise", noise)
+    ts = real_array("ts", ts)
+    if ts.ndim != 1 or ts.size == 0 or np.any(ts < 0):
+        raise ValueError(f"ts must be a non-empty 1-D array of step counts >= 0, got {ts!r}")
+    sde = sgd_sde(classes, T, batch_size, lr, noise=noise)
+    theta0 = _initial(classes, init, init_seed, jnp.result_type(float))
+    tr = _noise.solve_sgd_sde(sde, theta0, sde.lr * ts, dt=sde.lr * dt_steps, seed=check_int("seed", seed, 0),
+                              num_paths=num_paths, observables=_observe, save_states=False, brownian=brownian,
+                              max_steps=max_steps)
+    return dataclasses.replace(tr, ts=tr.ts / sde.lr)
+
+
+def sgd_runs(classes: SequenceClasses, T: int, batch_size: int, lr, steps: int, seeds, *, init: str = "zero"):
+    """`network.train_sweep` (one vmapped program: `train(classes, "sgd", lr, lr, T, batch_size, steps,
+    seed=s)` for every s in `seeds`) and `network.observe` of each final (Y, Z): {"attention" (R, K, M),
+    "loss" (R,)}."""
+    lr = check_real("lr", lr, low=0.0, strict=True)
+    seeds = np.asarray(seeds)
+    rates = np.full(seeds.shape, lr)
+    _, params = train_sweep(classes, "sgd", rates, rates, seeds, T, batch_size, steps, init=init)
+    arrays = classes.arrays()
+    out = jax.jit(jax.vmap(lambda p: observe(p, arrays)))({k: jnp.asarray(v) for k, v in params.items()})
+    return {k: np.asarray(v) for k, v in out.items()}

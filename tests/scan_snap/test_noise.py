@@ -1,0 +1,111 @@
+"""flows.scan_snap.noise: the SGD SDE of Scan and Snap at finite T and B against `train_sweep` (issue 12).
+
+Classes: `zipfian(2 queries, 1 next token each, 2 distinct tokens, 1 common)`: K = 2, M = 9, supports of 3
+tokens; T = 4 (3 context tokens): 2 x 10 distinct (class, count vector) pairs, enumerated with their
+probabilities, so the SDE's drift and noise covariance are exact."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import flows
+from flows import scan_snap as ss
+from flows.optim_limits import gradient_flow
+from flows.scan_snap import noise as ssn
+from flows.scan_snap.network import count_loss
+
+CLASSES = ss.zipfian(num_queries=2, next_per_query=1, num_distinct=2, num_common=1)
+T_CTX, B = 4, 4
+HORIZON = 10.0  # flow time s = lr * steps: the population loss falls from 2.20 to ~0.42
+PATHS = 256
+LOGIT = (0, 2)  # attention c_n[l] of class 0 on its most frequent distinct token
+
+
+def test_population_is_the_sampler_law():
+    """The enumerated pairs: weights sum to 1, E[counts | class] = (T - 1) P(.|n) and P(class) = 1/2 to
+    1e-12; per_sample_loss equals count_loss on each pair (1e-14); sum_j w_j l_j matches the batch loss of
+    50000 pairs from `sample_counts` within 4 standard errors."""
+    data, w = ssn.population(CLASSES, T_CTX)
+    assert data["counts"].shape == (20, 9) and abs(w.sum() - 1) <= 1e-12
+    counts = np.asarray(data["counts"])
+    cls = np.array([CLASSES.query.index(int(q)) for q in np.asarray(data["query"])])
+    for n in range(2):
+        mask = cls == n
+        assert abs(w[mask].sum() - 0.5) <= 1e-12
+        mean = (w[mask, None] * counts[mask]).sum(0) / w[mask].sum()
+        assert np.max(np.abs(mean - (T_CTX - 1) * CLASSES.cond_probs[n])) <= 1e-12
+    arrays = CLASSES.arrays()
+    keys = jax.random.split(jax.random.key(0))
+    p = {"Y": jax.random.normal(keys[0], (9, 9)), "Z": jax.random.normal(keys[1], (9, 9))}
+    rows = jax.vmap(lambda c, x: count_loss(p, arrays, c[None], x[None]))(jnp.asarray(cls), data["counts"])
+    mine = jax.vmap(lambda s: ssn.per_sample_loss(p, s))(data)
+    assert np.max(np.abs(np.asarray(rows) - np.asarray(mine))) <= 1e-14
+    c2, n2 = ss.sample_counts(arrays, jax.random.key(3), 50_000, T_CTX)
+    per = jax.vmap(lambda c, x: count_loss(p, arrays, c[None], x[None]))(c2, n2)
+    exact = float(jnp.sum(jnp.asarray(w) * mine))
+    assert abs(float(per.mean()) - exact) < 4 * float(per.std()) / math.sqrt(per.size), (float(per.mean()), exact)
+
+
+def test_population_size_is_bounded():
+    with pytest.raises(ValueError, match="MAX_POPULATION"):
+        ssn.population(ss.syn_small(), 8)
+    with pytest.raises(ValueError, match="T"):
+        ssn.population(CLASSES, 1)
+
+
+def test_zero_noise_is_the_finite_T_gradient_flow():
+    """noise=False: the SDE paths are flows.solve's constant-step Euler of gradient_flow of the enumerated
+    population loss sum_j w_j l_j, to 1e-10 (4 paths, 40 SDE steps)."""
+    lr, steps = 0.5, 10
+    tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps), 4, noise=False)
+    data, w = ssn.population(CLASSES, T_CTX)
+
+    def loss(theta, batch):
+        return jnp.sum(batch["w"] * jax.vmap(ssn.per_sample_loss, in_axes=(None, 0))(theta, batch["data"]))
+
+    limit = gradient_flow(loss)
+    zero = {"Y": jnp.zeros((9, 9)), "Z": jnp.zeros((9, 9))}
+    ode = flows.solve(limit.vector_field, zero, t1=lr * steps, ts=(0.0, lr * steps),
+                      args=limit.make_args({"data": data, "w": jnp.asarray(w)}), dt0=lr / 4, constant_step=True,
+                      solver="euler", observables={"loss": lambda t, y, a: ss.network.observe(y, CLASSES.arrays())[
+                          "loss"]})
+    assert np.allclose(np.asarray(tr.ts[0]), [0.0, steps])
+    assert np.max(np.abs(np.asarray(tr.observables["loss"]) - np.asarray(ode.observables["loss"])[None])) <= 1e-10
+
+
+def _z_mean(a, b):
+    return (a.mean() - b.mean()) / np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+
+
+def _se_var(a):
+    d = a - a.mean()
+    return np.sqrt((np.mean(d**4) - np.mean(d**2) ** 2) / a.size)
+
+
+def _z_var(a, b):
+    return (a.var(ddof=1) - b.var(ddof=1)) / np.hypot(_se_var(a), _se_var(b))
+
+
+@pytest.mark.slow
+def test_sde_paths_and_sgd_runs_agree_within_standard_errors():
+    """256 SDE paths (dt = half an SGD step) vs 256 `train_sweep` runs (fresh i.i.d. batches of B = 4) at
+    flow time s = lr * steps = 10, lr = 0.0625 and 0.03125: mean and variance of the population loss and of
+    the attention c_0[2] within 3 standard errors. Measured z (mean / variance): lr = 0.0625 loss 1.69 /
+    1.30, attention -2.86 / 1.76 (the first-order mean mismatch, -4.3e-3 in c_0[2], is nearly resolved at
+    this rate); lr = 0.03125 loss 0.38 / 0.46, attention 0.02 / -0.46 (mean mismatches 1.6e-4 in the loss,
+    1.8e-5 in c_0[2]). The mismatch falls with lr, as weak order 1 predicts."""
+    zs = {}
+    for lr in (0.0625, 0.03125):
+        steps = int(round(HORIZON / lr))
+        tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps), PATHS, seed=1, dt_steps=0.5)
+        sgd = ssn.sgd_runs(CLASSES, T_CTX, B, lr, steps, np.arange(PATHS))
+        sde = {"loss": np.asarray(tr.observables["loss"])[:, -1],
+               "att": np.asarray(tr.observables["attention"])[:, -1, LOGIT[0], LOGIT[1]]}
+        run = {"loss": sgd["loss"], "att": sgd["attention"][:, LOGIT[0], LOGIT[1]]}
+        for name in sde:
+            zs[lr, name] = (round(_z_mean(sde[name], run[name]), 2), round(_z_var(sde[name], run[name]), 2),
+                            sde[name].mean() - run[name].mean(), sde[name].var() / run[name].var() - 1)
+    assert all(abs(z) < 3 for pair in zs.values() for z in pair[:2]), zs
