@@ -34,8 +34,8 @@ __version__ = "0.1.0"
 # The subpackages and flows.sde are imported on first use (`flows.scan_snap`, `from flows import fitting`):
 # a script that needs one system does not pay for the others, nor for scipy.stats (flows.fitting), at import
 # (issue 9: the first call counts; `import flows` took about 1.5 s of imports it did not use).
-_SUBMODULES = ("compile_cache", "cooccurrence", "fitting", "mean_field", "network_records", "plotting", "records",
-               "scan_snap", "sde")
+_SUBMODULES = ("compile_cache", "cooccurrence", "fitting", "mean_field", "network_records", "optim_limits", "plotting",
+               "records", "scan_snap", "sde")
 _LAZY_NAMES = {"solve_sde": "sde", "event_time": "network_records", "TrainingError": "network_records"}
 
 

@@ -16,6 +16,8 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 - `sweep`: `train_gd_seeds` (several seeds of one shape) and `train_gd_batch` (given particles and data,
   e.g. coupled subsamples), each one vmapped GD program per shape.
 - `sharding`: the particle axis split over devices (`particle_mesh`, `shard_particles`).
+- `optim`: the optimiser limits of its training (`solve_optim(config, ts, optimizer="gd" | "momentum" |
+  "sign" | "adam")`, see `flows.optim_limits`).
 - `noise`: the noisy (Fokker-Planck) flow: `solve_particles_sde` (particle Langevin SDE at temperature T),
   Kozachenko-Leonenko entropy per depth slice, the entropy-regularised objective F = Q - T H.
 """
@@ -23,6 +25,7 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 from . import coupling as coupling
 from . import noise as noise
 from . import observables as observables
+from . import optim as optim
 from . import reference as reference
 from . import sharding as sharding
 from . import sweep as sweep
