@@ -19,7 +19,7 @@ from flows.scan_snap.network import count_loss
 
 CLASSES = ss.zipfian(num_queries=2, next_per_query=1, num_distinct=2, num_common=1)
 T_CTX, B = 4, 4
-HORIZON = 10.0  # flow time s = lr * steps: the population loss falls from 2.20 to ~0.42
+HORIZON = 10.0  # flow time s = lr * steps of the slow test: the population loss falls from 2.20 to ~0.42
 PATHS = 256
 LOGIT = (0, 2)  # attention c_n[l] of class 0 on its most frequent distinct token
 
@@ -56,11 +56,15 @@ def test_population_size_is_bounded():
         ssn.population(CLASSES, 1)
 
 
+DEFAULT_LR, DEFAULT_STEPS = 0.03125, 160  # the default-run comparison, flow time s = 5
+SDE_OPTS = dict(dt_steps=0.5, max_steps=2 * DEFAULT_STEPS + 1)  # one SDE program for it and the zero-noise check
+
+
 def test_zero_noise_is_the_finite_T_gradient_flow():
     """noise=False: the SDE paths are flows.solve's constant-step Euler of gradient_flow of the enumerated
-    population loss sum_j w_j l_j, to 1e-10 (4 paths, 40 SDE steps)."""
-    lr, steps = 0.5, 10
-    tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps), 4, noise=False)
+    population loss sum_j w_j l_j, to 1e-10 (the SDE program of the default comparison)."""
+    lr, steps = DEFAULT_LR, DEFAULT_STEPS
+    tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps // 2, steps), PATHS, noise=False, **SDE_OPTS)
     data, w = ssn.population(CLASSES, T_CTX)
 
     def loss(theta, batch):
@@ -68,11 +72,12 @@ def test_zero_noise_is_the_finite_T_gradient_flow():
 
     limit = gradient_flow(loss)
     zero = {"Y": jnp.zeros((9, 9)), "Z": jnp.zeros((9, 9))}
-    ode = flows.solve(limit.vector_field, zero, t1=lr * steps, ts=(0.0, lr * steps),
-                      args=limit.make_args({"data": data, "w": jnp.asarray(w)}), dt0=lr / 4, constant_step=True,
+    s1 = lr * steps
+    ode = flows.solve(limit.vector_field, zero, t1=s1, ts=(0.0, s1 / 2, s1),
+                      args=limit.make_args({"data": data, "w": jnp.asarray(w)}), dt0=lr / 2, constant_step=True,
                       solver="euler", observables={"loss": lambda t, y, a: ss.network.observe(y, CLASSES.arrays())[
                           "loss"]})
-    assert np.allclose(np.asarray(tr.ts[0]), [0.0, steps])
+    assert np.allclose(np.asarray(tr.ts[0]), [0.0, steps // 2, steps])
     assert np.max(np.abs(np.asarray(tr.observables["loss"]) - np.asarray(ode.observables["loss"])[None])) <= 1e-10
 
 
@@ -89,6 +94,27 @@ def _z_var(a, b):
     return (a.var(ddof=1) - b.var(ddof=1)) / np.hypot(_se_var(a), _se_var(b))
 
 
+def _compare(lr, steps, **opts):
+    """{name: (z of the means, z of the variances, mean difference, variance ratio - 1)} at the last step."""
+    tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps // 2, steps), PATHS, seed=1, **opts)
+    sgd = ssn.sgd_runs(CLASSES, T_CTX, B, lr, steps, np.arange(PATHS))
+    sde = {"loss": np.asarray(tr.observables["loss"])[:, -1],
+           "att": np.asarray(tr.observables["attention"])[:, -1, LOGIT[0], LOGIT[1]]}
+    run = {"loss": sgd["loss"], "att": sgd["attention"][:, LOGIT[0], LOGIT[1]]}
+    return {name: (round(_z_mean(sde[name], run[name]), 2), round(_z_var(sde[name], run[name]), 2),
+                   sde[name].mean() - run[name].mean(), sde[name].var() / run[name].var() - 1) for name in sde}
+
+
+def test_sde_paths_and_sgd_runs_agree_at_flow_time_5():
+    """The default-run comparison: 256 SDE paths (dt = half an SGD step) vs 256 `train_sweep` runs at
+    lr = 0.03125, 160 steps (s = 5): mean and variance of the population loss and of the attention c_0[2]
+    within 3 standard errors. Measured z (mean / variance): loss -0.53 / 0.33, attention -0.50 / -1.74
+    (at lr = 0.0625 the same check measures loss 1.97, attention -2.35 for the means: the first-order
+    mismatch)."""
+    zs = _compare(DEFAULT_LR, DEFAULT_STEPS, **SDE_OPTS)
+    assert all(abs(z) < 3 for pair in zs.values() for z in pair[:2]), zs
+
+
 @pytest.mark.slow
 def test_sde_paths_and_sgd_runs_agree_within_standard_errors():
     """256 SDE paths (dt = half an SGD step) vs 256 `train_sweep` runs (fresh i.i.d. batches of B = 4) at
@@ -99,13 +125,5 @@ def test_sde_paths_and_sgd_runs_agree_within_standard_errors():
     1.8e-5 in c_0[2]). The mismatch falls with lr, as weak order 1 predicts."""
     zs = {}
     for lr in (0.0625, 0.03125):
-        steps = int(round(HORIZON / lr))
-        tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps), PATHS, seed=1, dt_steps=0.5)
-        sgd = ssn.sgd_runs(CLASSES, T_CTX, B, lr, steps, np.arange(PATHS))
-        sde = {"loss": np.asarray(tr.observables["loss"])[:, -1],
-               "att": np.asarray(tr.observables["attention"])[:, -1, LOGIT[0], LOGIT[1]]}
-        run = {"loss": sgd["loss"], "att": sgd["attention"][:, LOGIT[0], LOGIT[1]]}
-        for name in sde:
-            zs[lr, name] = (round(_z_mean(sde[name], run[name]), 2), round(_z_var(sde[name], run[name]), 2),
-                            sde[name].mean() - run[name].mean(), sde[name].var() / run[name].var() - 1)
+        zs.update({(lr, k): v for k, v in _compare(lr, int(round(HORIZON / lr)), dt_steps=0.5).items()})
     assert all(abs(z) < 3 for pair in zs.values() for z in pair[:2]), zs
