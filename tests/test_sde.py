@@ -259,6 +259,19 @@ def test_general_noise_zero_factor_is_the_ode_solve():
         assert np.max(np.abs(np.asarray(tr.ys[k]) - np.asarray(ode.ys[k])[None])) <= 1e-12, k
 
 
+def test_general_noise_constant_factor_is_the_additive_path(ou_paths):
+    """A constant (1, 1) factor S with noise_shape (1,) and the same keys (VirtualBrownianTree of the same
+    shape) gives the SAME paths as additive sigma = S (the OU fixture), to 1e-12; a single key (no batch)
+    gives path 0's record."""
+    const = lambda t, y, a: jnp.full((1, 1), S, y.dtype)  # noqa: E731
+    tr = solve_sde(scalar_drift, jnp.array([Y0]), args=ARGS_OU, diffusion=const, noise_shape=(1,), dt=2.0**-6,
+                   key=KEYS, **BATCH)
+    assert np.max(np.abs(np.asarray(tr.ys) - np.asarray(ou_paths.ys))) <= 1e-12
+    one = solve_sde(scalar_drift, jnp.array([Y0]), args=ARGS_OU, diffusion=const, noise_shape=(1,), dt=2.0**-6,
+                    key=KEYS[0], **BATCH)
+    assert one.status == "ok" and np.max(np.abs(np.asarray(one.ys) - np.asarray(ou_paths.ys)[0])) <= 1e-12
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
