@@ -439,7 +439,8 @@ def solve_sde(
     call_args = (y0, args, sig, keys, jnp.asarray(t0, dtype=dtype), jnp.asarray(t1, dtype=dtype), ts_arr,
                  jnp.asarray(dt, dtype=dtype))
     obs_key = observables if callable(observables) else tuple(sorted((observables or {}).items(), key=lambda kv: kv[0]))
-    cache_key = ("sde", batched, drift, solver, tol if brownian == "tree" else None, int(max_steps), obs_key, save_states,
+    tree_tol = tol if brownian == "tree" else None  # the increments do not use tol: one program for every dt
+    cache_key = ("sde", batched, drift, solver, tree_tol, int(max_steps), obs_key, save_states,
                  _signature(call_args[:3] + call_args[4:]), jnp.shape(keys), diffusion, noise_shape, brownian)
 
     def build():
