@@ -13,6 +13,7 @@ setting changes. It is a `DebugOptions` field of every backend, and backends oth
 
 from __future__ import annotations
 
+import functools
 import os
 
 import jax
@@ -23,11 +24,40 @@ COMPILER_OPTIONS: dict | None = (None if os.environ.get("FLOWS_XLA_DEFAULTS") ==
                                  else {"xla_cpu_use_fusion_emitters": False})
 
 
+class _Jit:
+    """A `jax.jit` with the library's compile options at the top level and without them when called inside
+    another trace (JAX accepts `compiler_options` only on a top-level jit): the same function either way."""
+
+    def __init__(self, fun, kwargs):
+        self._top = jax.jit(fun, compiler_options=COMPILER_OPTIONS, **kwargs)
+        self._nested = jax.jit(fun, **kwargs)
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs))):
+            return self._nested(*args, **kwargs)
+        try:
+            return self._top(*args, **kwargs)
+        except ValueError as err:  # inside a trace with constant arguments only
+            if "top-level" not in str(err):
+                raise
+            return self._nested(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        return self._top.lower(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._top, name)
+
+
 def jit(fun=None, **kwargs):
-    """`jax.jit` with the library's compile options (usable as `@jit` or `@partial(jit, static_argnames=...)`)."""
+    """`jax.jit` with the library's compile options (usable as `@jit` or `@partial(jit, static_argnames=...)`);
+    called inside another jit (or vmap, grad) it is the plain `jax.jit` of the same function."""
     if fun is None:
         return lambda f: jit(f, **kwargs)
-    return jax.jit(fun, compiler_options=COMPILER_OPTIONS, **kwargs)
+    if COMPILER_OPTIONS is None:
+        return jax.jit(fun, **kwargs)
+    return _Jit(fun, kwargs)
 
 
 def compile_lowered(lowered):

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import INT_MAX, SEED_MAX, check_choice, check_real
+from .._xla import jit as xla_jit
 
 __all__ = ["INITS", "Config", "Prompts", "held_out_set", "sample_prompts", "training_set"]
 
@@ -128,7 +129,7 @@ class Config:
         return tuple(jax.random.split(jax.random.PRNGKey(self.seed), 3))
 
 
-@jax.jit
+@xla_jit
 def _split_seed(seed):
     """`tuple(jax.random.split(jax.random.PRNGKey(seed), 3))` as one compiled program (eagerly, the seeding,
     the split and the unstacking compile one program each)."""
@@ -159,7 +160,7 @@ def _sample(key, n, d, D, N, noise, dtype):
     return Z0, labels[:, N]
 
 
-_sample_jit = jax.jit(_sample, static_argnums=(1, 2, 3, 4, 6))
+_sample_jit = xla_jit(_sample, static_argnums=(1, 2, 3, 4, 6))
 
 
 def sample_prompts(config: Config, key, n: int, dtype=None) -> Prompts:

@@ -49,6 +49,7 @@ import optax
 
 from .._checks import check_choice, check_finite_tree, check_int, check_real
 from .._xla import compile_lowered
+from .._xla import jit as xla_jit
 from .data import Config, Prompts, held_out_set, training_set
 
 logger = logging.getLogger(__name__)
@@ -337,9 +338,9 @@ def _objective(particles, Z0, y, lam, threshold, d, rev=False):
 # The public evaluations run one jitted program per shape: called eagerly, the depth `lax.scan` would be
 # traced and compiled again on every call (its body is a new closure each time), and every operation around
 # it compiled on its own. lam, the threshold and d are traced, so new values do not recompile.
-_forward_jit = jax.jit(_forward, static_argnames=("rev",))
-_risk_jit = jax.jit(_risk, static_argnames=("rev",))
-_objective_jit = jax.jit(_objective, static_argnames=("rev",))
+_forward_jit = xla_jit(_forward, static_argnames=("rev",))
+_risk_jit = xla_jit(_risk, static_argnames=("rev",))
+_objective_jit = xla_jit(_objective, static_argnames=("rev",))
 
 
 def _traced_constants(config: Config, dtype):
@@ -438,7 +439,7 @@ def _velocity_autodiff(particles, Z0, y, lam, threshold, d, rev=True):
     return {k: -scale[k] * g[k] for k in _GROUPS}
 
 
-_VELOCITY_METHODS = {"adjoint": jax.jit(_velocity), "autodiff": jax.jit(_velocity_autodiff, static_argnames=("rev",))}
+_VELOCITY_METHODS = {"adjoint": xla_jit(_velocity), "autodiff": xla_jit(_velocity_autodiff, static_argnames=("rev",))}
 
 
 def velocity(config: Config, particles, data: Prompts, method: str = "autodiff") -> dict:

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from .._xla import jit as xla_jit
 from .data import Config, Prompts
 from .network import (
     _GROUPS,
@@ -184,7 +185,7 @@ def _w2_sinkhorn(x, y, epsilon):
     return jnp.sqrt(jnp.maximum(div, 0.0))
 
 
-@jax.jit
+@xla_jit
 def _w2_sinkhorn_batch(x, y, epsilon):
     """`_w2_sinkhorn` of every problem k of x (K, n, dim) and y (K, m, dim) in one program (compiled once per
     shape; epsilon is traced, so a new value does not recompile)."""
@@ -304,7 +305,7 @@ def first_variation(config: Config, particles, data: Prompts, probes: dict) -> d
                             att, mlp)
 
 
-@jax.jit
+@xla_jit
 def _first_variation(particles, Z0, y, threshold, d, att, mlp):
     Z_att, Z_mlp, P_att, P_mlp = _adjoint_states(particles, Z0, y, threshold, d)
     out = {}

@@ -69,6 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import INT_MAX, check_finite_tree, check_real, real_array
+from .._xla import jit as xla_jit
 from ..solve import Trajectory, solve
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
@@ -300,12 +301,12 @@ def _velocity(nodes, Z0, y, lam, grid, threshold, d, scheme):
 
 # Jitted with the scheme static. Used by the public functions and, nested, by the tau vector field and the
 # observables: one traced copy per signature, which roughly halves the compile time of a tau solve.
-_states_jit = jax.jit(_states, static_argnames=("scheme",))
-_risk_jit = jax.jit(_risk, static_argnames=("scheme",))
-_objective_jit = jax.jit(_objective, static_argnames=("scheme",))
-_adjoint_jit = jax.jit(_adjoint, static_argnames=("scheme",))
-_velocity_jit = jax.jit(_velocity, static_argnames=("scheme",))
-_forward_jit = jax.jit(_forward, static_argnames=("scheme",))
+_states_jit = xla_jit(_states, static_argnames=("scheme",))
+_risk_jit = xla_jit(_risk, static_argnames=("scheme",))
+_objective_jit = xla_jit(_objective, static_argnames=("scheme",))
+_adjoint_jit = xla_jit(_adjoint, static_argnames=("scheme",))
+_velocity_jit = xla_jit(_velocity, static_argnames=("scheme",))
+_forward_jit = xla_jit(_forward, static_argnames=("scheme",))
 
 
 # --------------------------------------------------------------------------- public evaluation
