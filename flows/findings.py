@@ -74,6 +74,32 @@ _CERTIFICATE = Finding(
            "neuron mass to the origin lowers Q, a non-local move the particle flow cannot make",
     at_quick=False)
 
+_OPTIM_NO_SNAP = Finding(
+    title="Scan and Snap under sign descent: no snap",
+    claim="after the scan the growth of Z slows and the attention freezes (Tian et al. 2023, Theorems 4-5, under "
+          "gradient flow)",
+    measured="on the sign flow (eps = 1e-6) over t = 0 .. 1.6, while the loss falls from 3.5 to 1.8e-4, max |Z| = t: "
+             "growth rate over the last fifth / first fifth 0.96 (sign SGD at lr 0.025: 1.09), attention rate ratio "
+             "1.22 (1.15); gradient flow 0.098 and 0.11 at t = 100, the Adam flow 0.026 and 0.043 at t = 20",
+    reason="sign descent moves every coordinate with a nonzero gradient at unit speed, so the shrinking gradient "
+           "that slows gradient flow slows nothing until it vanishes")
+_OPTIM_DT = Finding(
+    title="Scan and Snap under sign descent and Adam: the frequent distinct tokens",
+    claim="every distinct-token logit rises (Theorem 2a, under gradient flow)",
+    measured="the sign flow raises 8/20 (t = 1.6; sign SGD at lr 0.025: 10/20), the Adam flow (c1 = 1, c2 = 0.01) "
+             "10/20 (t = 20; Adam at lr 0.025: 12/20); the ones that fall are the most frequent DTs of each class "
+             "(lowest -0.71 and -0.43); the gradient flow raises 20/20 (smallest +0.0074 at t = 100)",
+    reason="Theorem 2a is a gradient-flow result and the normalised steps of sign descent and Adam are not that "
+           "flow (as for Fig. 5's Adam networks, where the frequent DTs fall too)")
+_ADAM_OVERSHOOT = Finding(
+    title="Scan and Snap under Adam: the scan overshoots",
+    claim="the common-token attention only falls (Theorem 2: CT logits fall, DT logits rise, under gradient flow)",
+    measured="the Adam flow takes the common-token mass from 0.645 to 0.239 at t = 5.2 and back up to 0.275 at "
+             "t = 20 (the Adam network at lr 0.025: 0.270); its mean CT logit goes -1.40 -> -1.28 meanwhile; the "
+             "gradient flow's mass falls monotonically to 0.511 at t = 100",
+    reason="Theorem 2 is a gradient-flow result; after Adam's fast first phase (loss 1.3e-3 by t = 2) its flow raises "
+           "the CT logits again and lowers the middle-frequency DT logits")
+
 #: (example stem, prediction name) -> Finding
 KNOWN_FINDINGS: dict[tuple[str, str], Finding] = {
     ("scan_snap_fig4", "etaY1_etaZ1_distinct_logits_rise_network_fraction"): _RAREST_DT,
@@ -83,6 +109,11 @@ KNOWN_FINDINGS: dict[tuple[str, str], Finding] = {
     ("scan_snap_predictions", "snap_time_exponents_K_lnM_etaY"): _SNAP_EXPONENTS,
     ("scan_snap_predictions", "snap_time_independent_of_eta_Z"): _SNAP_ETA_Z,
     ("mean_field_lambda", "certificate_at_stationary_laws"): _CERTIFICATE,
+    ("scan_snap_adam", "sign_snap_Z_growth_slows"): _OPTIM_NO_SNAP,
+    ("scan_snap_adam", "sign_attention_freezes"): _OPTIM_NO_SNAP,
+    ("scan_snap_adam", "sign_distinct_logits_rise_fraction"): _OPTIM_DT,
+    ("scan_snap_adam", "adam_distinct_logits_rise_fraction"): _OPTIM_DT,
+    ("scan_snap_adam", "adam_common_attention_monotone"): _ADAM_OVERSHOOT,
 }
 
 
