@@ -21,10 +21,17 @@ Rows (`benchmarks._harness.row`):
   reduced Z-flow on Syn-Small in one vmapped `solve_flow` call vs a Python loop of cached single solves
   (the same compiled program reused), timed in the same run; `error` = the largest difference of the final
   Z between the two.
+- `scan_snap/adam_ode(t=20)`, `scan_snap/adam_train(lr=..., steps=...)` and `scan_snap/adam_ode_ratio(lr=...)`:
+  the Adam ODE of `solve_flow(optimizer="adam")` (c1 = 1, c2 = 0.01, to t = 20, 101 saves; the sizes of
+  `examples/scan_snap_adam.py`) against optax Adam (b = 1 - c lr) on the same population loss trained to the
+  same horizon (`flows.optim_limits.run_optax`, 21 saves) at lr = 0.1 and 0.025: first calls in fresh
+  processes (compile cache off) and the best of repeats after compile in this process; `error` = sup over
+  the shared save times of |c_Adam - c_ODE| / sup |c_ODE(t) - c_ODE(0)| (the example's relative gap).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -296,6 +303,116 @@ def sweep_symmetric(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int =
                 run_s_min=loop_s, repeats=loop_repeats, steps=int(single.num_steps), error=err)]
 
 
+# --------------------------------------------------------------------------- the Adam ODE vs Adam training
+ADAM_C1, ADAM_C2, ADAM_T, ADAM_SAVES = 1.0, 0.01, 20.0, 20
+
+_ADAM_ODE_CHILD = """
+import json, time
+t0 = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+from flows.scan_snap import solve_flow, syn_small
+t_import = time.perf_counter() - t0
+t = time.perf_counter()
+tr = solve_flow(syn_small(), 1.0, 1.0, np.linspace(0.0, {t1!r}, {n!r}), optimizer="adam",
+                optim_args={{"c1": {c1!r}, "c2": {c2!r}, "eps": 1e-8}}, rtol=1e-9, atol=1e-11)
+np.asarray(tr.observables["attention"])
+call_s = time.perf_counter() - t
+print(json.dumps({{"import_s": t_import, "call_s": call_s, "compile_s": tr.compile_s, "run_s": tr.run_s,
+                  "steps": int(tr.num_steps)}}))
+"""
+
+_ADAM_TRAIN_CHILD = """
+import json, time
+t0 = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+import optax
+from flows import optim_limits
+from flows.scan_snap import syn_small
+from flows.scan_snap.flow import flow_args, population_loss
+t_import = time.perf_counter() - t0
+t = time.perf_counter()
+classes = syn_small()
+M, L = classes.vocab_size, len(classes.query_tokens)
+lr = {lr!r}
+one = lambda: optax.adam(lr, b1=1.0 - {c1!r} * lr, b2=1.0 - {c2!r} * lr, eps=1e-8)
+opt = optax.multi_transform({{"Y": one(), "Z": one()}}, {{"Y": "Y", "Z": "Z"}})
+d = optim_limits.run_optax(population_loss, {{"Y": np.zeros((M, M)), "Z": np.zeros((L, M))}},
+                           flow_args(classes, 1.0, 1.0, query_rows=True), opt, {steps!r}, {every!r})
+np.asarray(d["params"]["Z"])
+call_s = time.perf_counter() - t
+print(json.dumps({{"import_s": t_import, "call_s": call_s}}))
+"""
+
+
+def _adam_make(hyper):
+    """optax Adam per group at lr = hyper["lr"], b = 1 - c lr (one program for every lr, via run_optax)."""
+    import optax
+
+    lr = hyper["lr"]
+    one = lambda: optax.adam(lr, b1=1.0 - ADAM_C1 * lr, b2=1.0 - ADAM_C2 * lr, eps=1e-8)  # noqa: E731
+    return optax.multi_transform({"Y": one(), "Z": one()}, {"Y": "Y", "Z": "Z"})
+
+
+def adam_ode(lrs=(0.1, 0.025), repeats: int = 3, t1: float = ADAM_T, n: int = ADAM_SAVES) -> list[dict]:
+    """The Adam ODE against optax Adam to the same horizon t1 (see the module docstring)."""
+    import jax.numpy as jnp
+
+    from flows import optim_limits
+    from flows.scan_snap import observables as obs
+    from flows.scan_snap.flow import flow_args, population_loss
+
+    classes = syn_small()
+    M, L = classes.vocab_size, len(classes.query_tokens)
+    batch = flow_args(classes, 1.0, 1.0, query_rows=True)
+    fine = 5
+    ts = np.linspace(0.0, t1, fine * n + 1)
+    options = {"c1": ADAM_C1, "c2": ADAM_C2, "eps": 1e-8}
+    solve_it = lambda: solve_flow(classes, 1.0, 1.0, ts, optimizer="adam", optim_args=options,  # noqa: E731
+                                  rtol=1e-9, atol=1e-11)
+    begin = time.perf_counter()
+    tr = solve_it()  # a Trajectory of numpy arrays: complete on return
+    ode_first_s = time.perf_counter() - begin
+    ode_s = best_of(lambda: solve_it().ys["Z"], repeats)
+    fresh_ode = fresh_process(_ADAM_ODE_CHILD.format(t1=t1, n=fine * n + 1, c1=ADAM_C1, c2=ADAM_C2))
+    attention = jax.vmap(lambda z: obs.attention(z, batch["cond"], batch["Q"]))
+    c_ode = np.asarray(tr.observables["attention"])[::fine]
+    move = float(np.max(np.abs(c_ode - c_ode[0])))
+    params = {"classes": "syn_small", "loss": "population (T -> inf), full batch", "t1": t1, "c1": ADAM_C1,
+              "c2": ADAM_C2, "ode_saves": fine * n + 1, "train_saves": n + 1, "solver": "tsit5",
+              "rtol": 1e-9, "atol": 1e-11}
+    rows = [row(f"scan_snap/adam_ode(t={t1:g})", params=params, compile_s=tr.compile_s, run_s_min=ode_s,
+                repeats=repeats, steps=int(tr.num_steps), first_call_in_process_s=ode_first_s,
+                solve_run_s=tr.run_s, first_call_s=fresh_ode["wall_s"], fresh_call_s=fresh_ode["call_s"],
+                fresh_import_s=fresh_ode["import_s"])]
+    theta0 = {"Y": np.zeros((M, M)), "Z": np.zeros((L, M))}
+    for lr in lrs:
+        steps = round(t1 / lr)
+        train = functools.partial(optim_limits.run_optax, population_loss, theta0, batch, _adam_make, steps,
+                                  steps // n, hyper={"lr": lr})
+        begin = time.perf_counter()
+        d = jax.block_until_ready(train())
+        train_first_s = time.perf_counter() - begin  # the first lr compiles; the next reuse its program
+        train_s = best_of(lambda t=train: t()["params"]["Z"], repeats)
+        fresh = fresh_process(_ADAM_TRAIN_CHILD.format(lr=lr, c1=ADAM_C1, c2=ADAM_C2, steps=steps, every=steps // n))
+        c_net = np.asarray(attention(jnp.asarray(d["params"]["Z"])))
+        err = float(np.max(np.abs(c_net - c_ode)) / move)
+        p = {**params, "lr": lr, "steps": steps}
+        rows += [
+            row(f"scan_snap/adam_train(lr={lr:g},steps={steps})", params=p, compile_s=max(train_first_s - train_s, 0.0),
+                run_s_min=train_s, repeats=repeats, steps=steps, error=err, first_call_in_process_s=train_first_s,
+                first_call_s=fresh["wall_s"], fresh_call_s=fresh["call_s"], fresh_import_s=fresh["import_s"]),
+            row(f"scan_snap/adam_ode_ratio(lr={lr:g})", params=p, compile_s=None, run_s_min=None, error=err,
+                first_call_ratio=fresh["wall_s"] / fresh_ode["wall_s"],
+                first_call_ratio_of="Adam training first call / Adam ODE first call (fresh processes)",
+                ratio=ratio(train_s / ode_s, f"optax Adam to t = {t1:g} ({steps} steps) / Adam ODE, after compile")),
+        ]
+    return rows
+
+
 # --------------------------------------------------------------------------- entry point
 def run(quick: bool) -> list[dict]:
     rows = []
@@ -305,7 +422,8 @@ def run(quick: bool) -> list[dict]:
                        ("compile", vector_field_compile),
                        ("first_call_quick", lambda: first_call(30, target=2)),
                        ("first_call_fig4", None if quick else (lambda: first_call(100, target=10))),
-                       ("fig6", lambda: fig6_sweep(quick))):
+                       ("fig6", lambda: fig6_sweep(quick)),
+                       ("adam_ode", lambda: adam_ode(repeats=2 if quick else 3))):
         if part is None:
             continue
         begin = time.perf_counter()

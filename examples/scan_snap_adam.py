@@ -23,6 +23,7 @@ Full run about 1 min on 2 cores; --quick about 40 s (compilation: three flows an
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -53,6 +54,7 @@ SLOW_TOL = 0.25  # late / early rate of change: the snap
 FINE = 5  # flow save points per network save interval (the lines of the figure)
 
 
+@functools.cache  # one function per optimiser: run_optax then compiles one program for every lr
 def _network_optimizer(name):
     def make(hyper):
         lr = hyper["lr"]
