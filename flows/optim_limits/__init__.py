@@ -41,7 +41,7 @@ h = lr / (1 - beta) for heavy ball): tests/optim_limits/test_ode.py measures it.
 `mean_field.optim.solve_optim`.
 """
 
-from .noise import SGDSDE, run_sgd, sgd_sde, solve_sgd_sde  # noqa: F401 - the SGD SDE (noise.py)
+from .noise import SGDSDE, AdamSDE, adam_sde, adam_sde_hyper, run_sgd, sgd_sde, solve_sgd_sde  # noqa: F401
 from .ode import Limit as Limit
 from .ode import adam as adam
 from .ode import adam_betas as adam_betas

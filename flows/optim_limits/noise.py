@@ -48,6 +48,30 @@ The data are a pytree whose leaves share a leading sample axis n; `per_sample_lo
 loss of ONE sample (a slice of every leaf), vmapped over the samples here. The drift and the diffusion read
 the data and the scale lr c / B from `args` (`SGDSDE.args`), and they are cached per loss, so one compiled
 program serves every rate and batch size of one shape.
+
+**The Adam SDE** (`adam_sde`; Malladi, Lyu, Panigrahi, Arora 2022, "On the SDEs and scaling rules for
+adaptive gradient algorithms", NeurIPS, the Adam SDE of their Definition and Theorem). Adam(lr, b1, b2, eps)
+on a noisy gradient g~ = grad L + sigma * (noise of covariance Sigma) in the NOISE-DOMINATED regime the
+theorem needs: with the square-root scaling
+
+    c1 = (1 - b1) / lr^2,  c2 = (1 - b2) / lr^2,  sigma0 = sigma lr,  eps0 = eps lr  (held fixed as lr -> 0),
+
+and the clock t = lr^2 * step, (theta, m, u = v / sigma^2) converge weakly to
+
+    d theta = -(sqrt(gamma2) / gamma1) P^{-1} m dt,    P = sigma0 sqrt(u) + eps0 sqrt(gamma2)   (elementwise)
+    d m     = c1 (grad L - m) dt + c1 sigma0 Sigma^{1/2} dW,
+    d u     = c2 (diag Sigma - u) dt,                  gamma_i(t) = 1 - exp(-c_i t),
+
+m(0) = u(0) = 0. The drift of theta is mhat / (sigma0 sqrt(uhat) + eps0) with mhat = m / gamma1, uhat =
+u / gamma2: the Adam ODE's form with v -> sigma0^2 u (the squared mean gradient is negligible against the
+noise, (lr grad L / sigma0)^2 -> 0, and u's own fluctuations average out on the clock lr^2). As in the Adam
+ODE, gamma1, gamma2 are integrated as states (dw/dt = c (1 - w), w(0) = 0: Euler-Maruyama at dt = lr^2
+gives Adam's 1 - b^step exactly) and at t = 0 mhat, uhat take their drift limits grad L, diag Sigma.
+For minibatch SGD noise sigma^2 = c / B (`batch_covariance_factor`), so sigma0 = lr sqrt(c / B): the
+square-root scaling rule (B -> kappa B: lr -> sqrt(kappa) lr, 1 - b_i -> kappa (1 - b_i), eps -> eps /
+sqrt(kappa)). `adam_sde_hyper(lr, c1, c2, sigma0, eps0)` gives the discrete settings of one scaling.
+Zero noise (sigma0 = 0) is NOT the Adam ODE: it is momentum SGD preconditioned by 1 / eps0 (the SDE only
+describes the noise-dominated regime); `noise=False` keeps sigma0 in P but switches the Brownian term off.
 """
 
 from __future__ import annotations
@@ -63,7 +87,8 @@ from jax.flatten_util import ravel_pytree
 
 from .._checks import INT_MAX, check_bool, check_int, check_real
 
-__all__ = ["SGDSDE", "batch_covariance_factor", "gradient_covariance", "noise_factor", "per_sample_grads",
+__all__ = ["AdamSDE", "SGDSDE", "adam_sde", "adam_sde_hyper", "batch_covariance_factor", "gradient_covariance",
+           "noise_factor", "per_sample_grads",
            "run_sgd", "sgd_sde", "solve_sgd_sde"]
 
 _tmap = jax.tree_util.tree_map
@@ -335,3 +360,116 @@ def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items
         return _tmap(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
     return jax.jit(jax.vmap(one_run, in_axes=(None, 0, None, None, None, None)))
+
+
+# -- the Adam SDE (Malladi et al. 2022) ---------------------------------------------------------------------
+
+class AdamSDE(NamedTuple):
+    """The Adam SDE of `adam_sde` (module docstring).
+
+    - `drift(t, y, args)`, `diffusion(t, y, args)`, `noise_shape` (n,): for `flows.solve_sde`; the state `y` is
+      {"theta", "m", "u", "m_weight", "u_weight"} (`initial_state(theta0)`; `params(y)` reads theta back).
+    - `args`: {"data", "weights", "c1", "c2", "sigma0", "eps0", "noise" (1 or 0: the Brownian term on/off)}.
+    """
+
+    drift: Callable
+    diffusion: Callable
+    noise_shape: tuple
+    args: dict
+    initial_state: Callable
+    params: Callable
+    n: int
+
+
+def adam_sde_hyper(lr, c1, c2, sigma0, eps0) -> dict:
+    """The discrete Adam settings of one square-root scaling of the Adam SDE (c1, c2, sigma0, eps0):
+    {"lr", "b1" = 1 - c1 lr^2, "b2" = 1 - c2 lr^2, "eps" = eps0 / lr, "sigma" = sigma0 / lr (the gradient-noise
+    scale), "steps_per_time" = 1 / lr^2}."""
+    lr = check_real("lr", lr, low=0.0, strict=True)
+    c1, c2 = check_real("c1", c1, low=0.0, strict=True), check_real("c2", c2, low=0.0, strict=True)
+    sigma0 = check_real("sigma0", sigma0, low=0.0)
+    eps0 = check_real("eps0", eps0, low=0.0, strict=True)
+    for name, c in (("c1", c1), ("c2", c2)):
+        if c * lr * lr >= 1.0:
+            raise ValueError(f"{name} * lr^2 must be < 1 (b = 1 - {name} lr^2 in [0, 1)), got {c * lr * lr}")
+    return {"lr": lr, "b1": 1.0 - c1 * lr * lr, "b2": 1.0 - c2 * lr * lr, "eps": eps0 / lr, "sigma": sigma0 / lr,
+            "steps_per_time": 1.0 / (lr * lr)}
+
+
+def _over(moment, weight, limit):
+    weight = weight.astype(moment.dtype)
+    ok = weight > 0
+    return jnp.where(ok, moment / jnp.where(ok, weight, 1.0), limit)
+
+
+@functools.lru_cache(maxsize=64)
+def _adam_fields(per_sample_loss):
+    def drift(t, y, args):
+        grads, gbar, w = _weighted(per_sample_loss, y["theta"], args["data"], args["weights"])
+        diag = _tmap(lambda g, m: jnp.tensordot(w, (g - m[None]) ** 2, axes=1), grads, gbar)
+        dt = lambda x, c: jnp.asarray(c).astype(x.dtype)  # noqa: E731 - a cast
+
+        def dtheta(g, d, m, u, wm, wu):
+            mhat, uhat = _over(m, wm, g), _over(u, wu, d)
+            return -mhat / (dt(m, args["sigma0"]) * jnp.sqrt(jnp.maximum(uhat, 0.0)) + dt(m, args["eps0"]))
+
+        c1, c2 = args["c1"], args["c2"]
+        return {"theta": _tmap(dtheta, gbar, diag, y["m"], y["u"], y["m_weight"], y["u_weight"]),
+                "m": _tmap(lambda g, m: dt(m, c1) * (g - m), gbar, y["m"]),
+                "u": _tmap(lambda d, u: dt(u, c2) * (d - u), diag, y["u"]),
+                "m_weight": _tmap(lambda x: dt(x, c1) * (1.0 - x), y["m_weight"]),
+                "u_weight": _tmap(lambda x: dt(x, c2) * (1.0 - x), y["u_weight"])}
+
+    def diffusion(t, y, args):
+        G = noise_factor(per_sample_loss, y["theta"], args["data"], args["weights"])
+        n = args["weights"].shape[0]
+        scale = args["c1"] * args["sigma0"] * args["noise"]
+        zeros = lambda x: jnp.zeros(jnp.shape(x) + (n,), jnp.result_type(x))  # noqa: E731
+        return {"theta": _tmap(zeros, y["theta"]), "m": _tmap(lambda g: jnp.asarray(scale).astype(g.dtype) * g, G),
+                "u": _tmap(zeros, y["u"]), "m_weight": _tmap(zeros, y["m_weight"]),
+                "u_weight": _tmap(zeros, y["u_weight"])}
+
+    return drift, diffusion
+
+
+def _adam_initial_state(theta0):
+    theta = _tmap(lambda x: jnp.asarray(x, jnp.result_type(x, float)), theta0)
+    zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
+    return {"theta": theta, "m": _tmap(jnp.zeros_like, theta), "u": _tmap(jnp.zeros_like, theta),
+            "m_weight": zeros, "u_weight": zeros}
+
+
+def adam_sde(per_sample_loss, data, *, c1, c2, sigma0, eps0, noise: bool = True, weights=None) -> AdamSDE:
+    """The Adam SDE of Malladi et al. 2022 (module docstring) on the per-sample gradient covariance Sigma of
+    `data` (1/n normalisation, or the population `weights` as in `sgd_sde`), clock t = lr^2 * step.
+
+    **Arguments:** `per_sample_loss(theta, sample)`, `data` (leading sample axis n) as in `sgd_sde`; `c1`, `c2`
+    (> 0): (1 - b) / lr^2; `sigma0` (>= 0): lr times the gradient-noise scale (lr sqrt(c / B) for minibatch
+    noise); `eps0` (> 0): lr * eps; `noise`: False drops the Brownian term (the drift keeps sigma0).
+    `adam_sde_hyper` gives the discrete settings of one scaling. Solve with `flows.solve_sde(sde.drift,
+    sde.initial_state(theta0), diffusion=sde.diffusion, noise_shape=sde.noise_shape, args=sde.args, ...)`.
+    """
+    _check_loss(per_sample_loss)
+    n = _num_samples(data)
+    c1, c2 = check_real("c1", c1, low=0.0, strict=True), check_real("c2", c2, low=0.0, strict=True)
+    sigma0 = check_real("sigma0", sigma0, low=0.0)
+    eps0 = check_real("eps0", eps0, low=0.0, strict=True)
+    noise = check_bool("noise", noise)
+    try:
+        drift, diffusion = _adam_fields(per_sample_loss)
+    except TypeError:
+        drift, diffusion = _adam_fields.__wrapped__(per_sample_loss)
+    floats = [jnp.result_type(x) for x in jax.tree_util.tree_leaves(data)
+              if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)
+    if weights is None:
+        w = np.full(n, 1.0 / n)
+    else:
+        w = np.asarray(weights, dtype=float)
+        if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-9:
+            raise ValueError(f"weights must be {n} non-negative probabilities summing to 1 (one per sample), got "
+                             f"shape {w.shape}")
+    args = {"data": data, "weights": jnp.asarray(w, dtype),
+            **{k: jnp.asarray(v, dtype) for k, v in (("c1", c1), ("c2", c2), ("sigma0", sigma0), ("eps0", eps0),
+                                                      ("noise", 1.0 if noise else 0.0))}}
+    return AdamSDE(drift, diffusion, (n,), args, _adam_initial_state, lambda y: y["theta"], n)
