@@ -26,20 +26,32 @@ C1, C2, EPS = 2.0, 5.0, 1e-8
 
 def test_gd_parameter_field_pushed_to_the_grams_is_the_gram_field():
     """d gram_state(params)/dt along the "gd" parameter field (a jvp) is the Gram ODE's field at
-    gram_state(params), to 1e-12 relative, at the initialisation and at a perturbed point."""
+    gram_state(params), to 1e-12 relative, at the initialisation and at a perturbed point. The exact reduction
+    of the momentum limit (one program with it): on its slow manifold v = grad limit_loss (any lr, beta)
+    dtheta/ds is the "gd" parameter field, to 1e-12 relative, and dv/ds = 0."""
     limit, args, params0 = limit_problem(CFG, "gd", args=ARGS)
+    mom, margs, _ = limit_problem(CFG, "momentum", {"lr": 0.1, "beta": 0.5}, args=ARGS)
     a = args["batch"]["a"]
 
     @jax.jit
     def both(params):
         dparams = limit.vector_field(0.0, params, args)
         _, pushed = jax.jvp(lambda p: obs.gram_state(p, a), (params,), (dparams,))
-        return pushed, vector_field(0.0, obs.gram_state(params, a), ARGS)
+        y = {"theta": params, "v": jax.grad(limit_loss)(params, margs["batch"])}
+        on_manifold = mom.vector_field(0.0, y, margs)
+        for name in dparams:  # the gd parameter field itself, checked inside (the returned pair is the Grams)
+            scale = jnp.max(jnp.abs(dparams[name]))
+            on_manifold = dict(on_manifold, **{f"err_{name}": jnp.max(jnp.abs(on_manifold["theta"][name]
+                                                                             - dparams[name])) / scale})
+        return pushed, vector_field(0.0, obs.gram_state(params, a), ARGS), on_manifold
 
     rng = np.random.default_rng(0)
     for params in (params0, jax.tree_util.tree_map(lambda x: x + 0.3 * jnp.asarray(rng.normal(size=x.shape)),
                                                    params0)):
-        pushed, gram = both(params)
+        pushed, gram, on_manifold = both(params)
+        for name in params0:
+            assert float(on_manifold[f"err_{name}"]) <= 1e-12, name
+            assert float(jnp.max(jnp.abs(on_manifold["v"][name]))) == 0.0, name
         for name in gram:
             scale = max(float(jnp.max(jnp.abs(gram[name]))), 1e-300)
             assert float(jnp.max(jnp.abs(pushed[name] - gram[name]))) < 1e-12 * scale, name
@@ -119,3 +131,35 @@ def test_adam_limit_against_optax_adam_first_order():
 def test_bad_optimizer_arguments(kwargs, field):
     with pytest.raises(ValueError, match=field):
         co.solve_flow(CFG, [0.0, 1.0], args=ARGS, **kwargs)
+
+
+BETA_SLOW, EPS_SIGN = 0.5, 0.1
+
+
+def _momentum_or_sign_gap(optimizer, lr):
+    per_step = 1.0 / (1.0 - BETA_SLOW) if optimizer == "momentum" else 1.0
+    steps = round(HORIZON / (lr * per_step))
+    options = {"lr": lr, "beta": BETA_SLOW} if optimizer == "momentum" else {"eps": EPS_SIGN}
+    flow = co.solve_flow(CFG, np.linspace(0.0, HORIZON, 11), args=ARGS, optimizer=optimizer, optim_args=options,
+                         save_states=True, locate_T1=False, rtol=1e-10, atol=1e-12)
+    params, a = co.init_params(CFG)
+    make = ((lambda h: optax.sgd(h, momentum=BETA_SLOW)) if optimizer == "momentum" else
+            (lambda h: optax.chain(optax.stateless(lambda g, p: jax.tree_util.tree_map(
+                lambda x: ol.sign_eps(x, EPS_SIGN), g)), optax.scale(-h))))
+    disc = ol.run_optax(limit_loss, params, dict(ARGS, a=a), make, steps, steps // 10, hyper=lr)
+    theta = flow.ys["theta"] if optimizer == "momentum" else flow.ys
+    gaps = jax.tree_util.tree_map(lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))), theta,
+                                  disc["params"])
+    moved = max(float(np.max(np.abs(np.asarray(x[-1]) - np.asarray(x[0])))) for x in jax.tree_util.tree_leaves(theta))
+    return max(jax.tree_util.tree_leaves(gaps)), moved
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["momentum", "sign"])
+def test_momentum_and_sign_limits_against_optax_first_order(optimizer):
+    """optax.sgd(lr, momentum=0.5) (clock lr step / (1 - beta)) and the smoothed sign update (eps = 0.1, the
+    sign limit's sqrt form) against their limits on the parameters: lr 1e-2 -> 1e-3 shrinks the gap 5-20x."""
+    (big, moved), (small, _) = _momentum_or_sign_gap(optimizer, 1e-2), _momentum_or_sign_gap(optimizer, 1e-3)
+    print(optimizer, big, small, big / small, moved)
+    assert moved > 0.05
+    assert 5.0 <= big / small <= 20.0, (big, small)

@@ -28,12 +28,23 @@ C1, C2, EPS = 2.0, 5.0, 1e-8
 
 def test_gd_limit_field_is_the_particle_velocity():
     """The "gd" limit's field (gradient of Q on the clocks M L, M_mlp L) is the field solve_particles
-    integrates (explicit solvers), to 1e-12 relative."""
+    integrates (explicit solvers), to 1e-12 relative. The exact reduction of the momentum limit (one program
+    with it): on its slow manifold v = dQ/dtheta (any eta_tau, beta) dtheta/dtau is that velocity too, to
+    1e-12 relative, and dv/dtau = 0."""
     limit, args, particles = limit_problem(CFG, "gd")
-    both = jax.jit(lambda p: (limit.vector_field(0.0, p, args), _vector_field_rev(0.0, p, args["batch"])))
-    got, want = both(particles)
+    mom, margs, _ = limit_problem(CFG, "momentum", {"eta_tau": 0.1, "beta": 0.5})
+
+    @jax.jit
+    def fields(p):
+        on_manifold = mom.vector_field(0.0, {"theta": p, "v": jax.grad(limit_loss)(p, margs["batch"])}, margs)
+        return limit.vector_field(0.0, p, args), _vector_field_rev(0.0, p, args["batch"]), on_manifold
+
+    got, want, on_manifold = fields(particles)
     for name in want:
-        assert float(jnp.max(jnp.abs(got[name] - want[name]))) < 1e-12 * float(jnp.max(jnp.abs(want[name]))), name
+        scale = float(jnp.max(jnp.abs(want[name])))
+        assert float(jnp.max(jnp.abs(got[name] - want[name]))) < 1e-12 * scale, name
+        assert float(jnp.max(jnp.abs(on_manifold["theta"][name] - want[name]))) < 1e-12 * scale, name
+        assert float(jnp.max(jnp.abs(on_manifold["v"][name]))) == 0.0, name
 
 
 def test_adam_limit_field_at_t0_is_the_first_adam_step():
@@ -102,3 +113,41 @@ def test_adam_limit_against_optax_adam_first_order():
 def test_bad_optimizer_arguments(optimizer, options, field):
     with pytest.raises(ValueError, match=field):
         solve_optim(CFG, [0.0, 1.0], optimizer, options)
+
+
+BETA_SLOW, EPS_SIGN = 0.5, 0.1
+
+
+def _momentum_or_sign_gap(optimizer, lr):
+    per_step = 1.0 / (1.0 - BETA_SLOW) if optimizer == "momentum" else 1.0
+    steps = round(HORIZON / (lr * per_step))
+    options = {"eta_tau": lr, "beta": BETA_SLOW} if optimizer == "momentum" else {"eps": EPS_SIGN}
+    flow = solve_optim(CFG, np.linspace(0.0, HORIZON, 11), optimizer, options, save_states=True, rtol=1e-10,
+                       atol=1e-12)
+    att, mlp = CFG.M * CFG.L, CFG.M_mlp * CFG.L
+    labels = {"V": "att", "W": "att", "W1": "mlp", "W2": "mlp"}
+    if optimizer == "momentum":
+        def make(h):
+            return optax.multi_transform({"att": optax.sgd(h * att, momentum=BETA_SLOW),
+                                          "mlp": optax.sgd(h * mlp, momentum=BETA_SLOW)}, labels)
+    else:
+        def make(h):
+            return optax.chain(optax.stateless(lambda g, p: jax.tree_util.tree_map(
+                lambda x: ol.sign_eps(x, EPS_SIGN), g)), optax.scale(-h))
+    batch = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
+    disc = ol.run_optax(limit_loss, mf.init_particles(CFG), batch, make, steps, steps // 10, hyper=lr)
+    theta = flow.ys["theta"] if optimizer == "momentum" else flow.ys
+    moved = _sup(jax.tree_util.tree_map(lambda x: x[-1], theta), jax.tree_util.tree_map(lambda x: x[0], theta))
+    return _sup(theta, disc["params"]), moved
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["momentum", "sign"])
+def test_momentum_and_sign_limits_against_optax_first_order(optimizer):
+    """optax heavy ball at lr eta_tau M L / eta_tau M_mlp L, momentum 0.5 (clock eta_tau step / (1 - beta)), and
+    the smoothed sign update (eps = 0.1, sqrt form) at one lr, against their limits on the particles: lr 1e-2
+    -> 1e-3 shrinks the gap 5-20x."""
+    (big, moved), (small, _) = _momentum_or_sign_gap(optimizer, 1e-2), _momentum_or_sign_gap(optimizer, 1e-3)
+    print(optimizer, big, small, big / small, moved)
+    assert moved > 0.05
+    assert 5.0 <= big / small <= 20.0, (big, small)

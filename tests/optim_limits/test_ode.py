@@ -270,3 +270,41 @@ def test_clocks_and_rates():
 def test_bad_arguments_name_the_field(call, field):
     with pytest.raises(ValueError, match=field):
         call()
+
+
+def test_exact_reductions_on_the_slow_manifolds():
+    """The exact (not O(1/c)) reductions, at random states, to 1e-12:
+    - heavy ball on its slow manifold v = grad L (any friction, any rates): dtheta/ds = -rates grad L, the
+      gradient-flow field, and dv/ds = 0 (the manifold is invariant for a linear loss; for c -> inf the flow
+      is attracted to it, the O(1/c) gap of test_heavy_ball_reduces_to_gradient_flow);
+    - Adam on its slow manifold m = w_m g, v = w_v g^2 (any bias weights w in (0, 1], any c1, c2): dtheta/dt is
+      the sign field g / (|g| + eps) (`form="adam"`), and at w = 1 also dm/dt = dv/dt = 0;
+    - at t = 0 (m = v = w = 0) the Adam field is that sign field too (the bias-corrected limit)."""
+    rates = {"w": 0.5, "b": 2.0}
+    gf, hb, ad = ol.gradient_flow(loss), ol.heavy_ball(loss), ol.adam(loss)
+    sign = ol.sign_descent(loss, "adam")
+    args_gf, args_sign = gf.make_args(BATCH, rates=rates), sign.make_args(BATCH, eps=EPS_SIGN, rates=rates)
+    args_hb = hb.make_args(BATCH, friction={"w": 3.0, "b": 0.2}, rates=rates)
+    args_ad = ad.make_args(BATCH, c1=C1, c2=C2, eps=EPS_SIGN, rates=rates)
+
+    @jax.jit
+    def fields(theta, w_m, w_v):
+        g = jax.grad(loss)(theta, BATCH)
+        on_hb = hb.vector_field(0.0, {"theta": theta, "v": g}, args_hb)
+        y_ad = {"theta": theta, "m": jax.tree_util.tree_map(lambda x: w_m * x, g),
+                "v": jax.tree_util.tree_map(lambda x: w_v * x * x, g),
+                "m_weight": jax.tree_util.tree_map(lambda _: w_m, g),
+                "v_weight": jax.tree_util.tree_map(lambda _: w_v, g)}
+        return (on_hb, gf.vector_field(0.0, theta, args_gf), ad.vector_field(0.0, y_ad, args_ad),
+                ad.vector_field(0.0, ad.initial_state(theta), args_ad), sign.vector_field(0.0, theta, args_sign))
+
+    rng = np.random.default_rng(11)
+    for w_m, w_v in ((0.3, 0.05), (1.0, 1.0)):
+        theta = {"w": jnp.asarray(rng.normal(size=2)), "b": jnp.asarray(rng.normal())}
+        on_hb, gd, on_ad, ad0, sg = fields(theta, jnp.asarray(w_m), jnp.asarray(w_v))
+        assert sup_gap(on_hb["theta"], gd) < 1e-12
+        assert sup_gap(on_hb["v"], jax.tree_util.tree_map(jnp.zeros_like, gd)) == 0
+        assert sup_gap(on_ad["theta"], sg) < 1e-12 and sup_gap(ad0["theta"], sg) < 1e-12
+        if w_m == 1.0:
+            assert max(float(jnp.max(jnp.abs(x))) for k in ("m", "v") for x in jax.tree_util.tree_leaves(on_ad[k])) \
+                < 1e-12
