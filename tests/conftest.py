@@ -30,7 +30,7 @@ SLOW_EXAMPLES = frozenset({
     "mean_field_gd_vs_flow", "mean_field_lambda", "mean_field_w2",           # 35-50 s
     "scan_snap_finite_T", "scan_snap_predictions", "scan_snap_decoder_h",    # 30-40 s
     "scan_snap_fig6", "cooccurrence_predictions",                            # 25-30 s
-    "scan_snap_adam",                                                        # 40-60 s
+    "scan_snap_adam", "cooccurrence_sgd_noise",                              # 40-60 s
 })
 
 
