@@ -158,8 +158,8 @@ def _momentum_or_sign_gap(optimizer, lr):
 @pytest.mark.parametrize("optimizer", ["momentum", "sign"])
 def test_momentum_and_sign_limits_against_optax_first_order(optimizer):
     """optax.sgd(lr, momentum=0.5) (clock lr step / (1 - beta)) and the smoothed sign update (eps = 0.1, the
-    sign limit's sqrt form) against their limits on the parameters: lr 1e-2 -> 1e-3 shrinks the gap 5-20x."""
+    sign limit's sqrt form) against their limits on the parameters: lr 1e-2 -> 1e-3 shrinks the gap 5-20x
+    (measured: momentum 6.42e-3 -> 4.58e-4 (14.0x), sign 3.02e-3 -> 2.86e-4 (10.5x)."""
     (big, moved), (small, _) = _momentum_or_sign_gap(optimizer, 1e-2), _momentum_or_sign_gap(optimizer, 1e-3)
-    print(optimizer, big, small, big / small, moved)
     assert moved > 0.05
     assert 5.0 <= big / small <= 20.0, (big, small)

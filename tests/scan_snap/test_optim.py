@@ -207,8 +207,8 @@ def _momentum_or_sign_gap(optimizer, lr):
 def test_momentum_and_sign_limits_against_optax_first_order(optimizer):
     """Heavy ball (optax.sgd(eta_g, momentum=0.5), clock eta_g step / (1 - beta)) and the smoothed sign update
     (eps = 0.1, the sign limit's sqrt form) per group against their limits: lr 1e-2 -> 1e-3 shrinks the gap
-    5-20x (measured in the closing note of issue 12)."""
+    5-20x
+    (measured: momentum 2.59e-3 -> 2.60e-4 (9.97x), sign 1.68e-3 -> 1.68e-4 (10.0x))."""
     (big, moved), (small, _) = _momentum_or_sign_gap(optimizer, 1e-2), _momentum_or_sign_gap(optimizer, 1e-3)
-    print(optimizer, big, small, big / small, moved)
     assert moved > 0.05
     assert 5.0 <= big / small <= 20.0, (big, small)
