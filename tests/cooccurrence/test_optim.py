@@ -58,21 +58,42 @@ def test_gd_parameter_field_pushed_to_the_grams_is_the_gram_field():
 
 
 def test_adam_parameter_field_at_t0_is_the_first_adam_step():
-    """At t = 0 the Adam limit's field on the parameters is the first optax Adam update of the network / lr."""
-    lr = 1e-3
+    """At t = 0 the Adam limit's field on the parameters is the first optax Adam update of the network / lr.
+    In the same program, the wiring of the other two limits: the sign field is the smoothed sign update
+    -sign_eps(g) (eps 0.1, sqrt form) / lr, and two semi-implicit Euler steps of size h = lr / (1 - beta) of
+    the momentum field (v, then theta with the new v) are two optax.sgd(lr, momentum=beta) steps (friction
+    (1 - beta)^2 / lr, clock lr step / (1 - beta)), to 1e-12."""
+    lr, beta, eps_sign = 1e-3, 0.5, 0.1
     limit, args, params0 = limit_problem(CFG, "adam", {"c1": C1, "c2": C2, "eps": EPS}, args=ARGS)
+    sign, sargs, _ = limit_problem(CFG, "sign", {"eps": eps_sign}, args=ARGS)
+    mom, margs, _ = limit_problem(CFG, "momentum", {"lr": lr, "beta": beta}, args=ARGS)
     opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
+    heavy = optax.sgd(lr, momentum=beta)
+    h = lr / (1.0 - beta)
+    grad = jax.grad(limit_loss)
+    tmap = jax.tree_util.tree_map
 
     @jax.jit
     def both(params):
         field = limit.vector_field(0.0, limit.initial_state(params), args)["theta"]
         with jax.numpy_dtype_promotion("standard"):
-            updates, _ = opt.update(jax.grad(limit_loss)(params, args["batch"]), opt.init(params), params)
-        return field, updates
+            updates, _ = opt.update(grad(params, args["batch"]), opt.init(params), params)
+        sign_gap = tmap(lambda f, g: f + ol.sign_eps(g, eps_sign), sign.vector_field(0.0, params, sargs),
+                        grad(params, sargs["batch"]))
+        theta, state, y = params, heavy.init(params), mom.initial_state(params)
+        for _ in range(2):
+            step, state = heavy.update(grad(theta, margs["batch"]), state, theta)
+            theta = optax.apply_updates(theta, step)
+            v = tmap(lambda a, b: a + h * b, y["v"], mom.vector_field(0.0, y, margs)["v"])
+            y = {"theta": tmap(lambda a, b: a + h * b, y["theta"],
+                               mom.vector_field(0.0, {"theta": y["theta"], "v": v}, margs)["theta"]), "v": v}
+        return field, updates, sign_gap, tmap(lambda a, b: a - b, theta, y["theta"])
 
-    field, updates = both(params0)
+    field, updates, sign_gap, heavy_gap = both(params0)
     for name in field:
         assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
+        assert float(jnp.max(jnp.abs(sign_gap[name]))) < 1e-12, name
+        assert float(jnp.max(jnp.abs(heavy_gap[name]))) < 1e-12, name
 
 
 @pytest.mark.slow

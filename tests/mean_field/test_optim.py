@@ -48,21 +48,45 @@ def test_gd_limit_field_is_the_particle_velocity():
 
 
 def test_adam_limit_field_at_t0_is_the_first_adam_step():
-    """At t = 0 the Adam limit's field on the particles is the first optax Adam update / lr."""
-    lr = 1e-3
+    """At t = 0 the Adam limit's field on the particles is the first optax Adam update / lr. In the same
+    program, the wiring of the other two limits: the sign field is -sign_eps(dQ/dtheta) (eps 0.1, sqrt form,
+    one lr, no M L clocks), and two semi-implicit Euler steps of size h = eta_tau / (1 - beta) of the momentum
+    field are two optax.sgd steps at lr eta_tau M L (attention) / eta_tau M_mlp L (MLP), momentum beta
+    (friction (1 - beta)^2 / (eta_tau scale) on the clocks M L, M_mlp L), to 1e-12 relative."""
+    lr, beta, eps_sign = 1e-3, 0.5, 0.1
     limit, args, particles = limit_problem(CFG, "adam", {"c1": C1, "c2": C2, "eps": EPS})
+    sign, sargs, _ = limit_problem(CFG, "sign", {"eps": eps_sign})
+    mom, margs, _ = limit_problem(CFG, "momentum", {"eta_tau": lr, "beta": beta})
     opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
+    att, mlp = CFG.M * CFG.L, CFG.M_mlp * CFG.L
+    heavy = optax.multi_transform({"att": optax.sgd(lr * att, momentum=beta),
+                                   "mlp": optax.sgd(lr * mlp, momentum=beta)},
+                                  {"V": "att", "W": "att", "W1": "mlp", "W2": "mlp"})
+    h = lr / (1.0 - beta)
+    grad = jax.grad(limit_loss)
+    tmap = jax.tree_util.tree_map
 
     @jax.jit
     def both(p):
         field = limit.vector_field(0.0, limit.initial_state(p), args)["theta"]
         with jax.numpy_dtype_promotion("standard"):
-            updates, _ = opt.update(jax.grad(limit_loss)(p, args["batch"]), opt.init(p), p)
-        return field, updates
+            updates, _ = opt.update(grad(p, args["batch"]), opt.init(p), p)
+        sign_gap = tmap(lambda f, g: f + ol.sign_eps(g, eps_sign), sign.vector_field(0.0, p, sargs),
+                        grad(p, sargs["batch"]))
+        theta, state, y = p, heavy.init(p), mom.initial_state(p)
+        for _ in range(2):
+            step, state = heavy.update(grad(theta, margs["batch"]), state, theta)
+            theta = optax.apply_updates(theta, step)
+            v = tmap(lambda a, b: a + h * b, y["v"], mom.vector_field(0.0, y, margs)["v"])
+            y = {"theta": tmap(lambda a, b: a + h * b, y["theta"],
+                               mom.vector_field(0.0, {"theta": y["theta"], "v": v}, margs)["theta"]), "v": v}
+        return field, updates, sign_gap, tmap(lambda a, b: a - b, theta, y["theta"]), tmap(lambda a, b: a - b, theta, p)
 
-    field, updates = both(particles)
+    field, updates, sign_gap, heavy_gap, moved = both(particles)
     for name in field:
         assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
+        assert float(jnp.max(jnp.abs(sign_gap[name]))) < 1e-12, name
+        assert float(jnp.max(jnp.abs(heavy_gap[name]))) < 1e-12 * float(jnp.max(jnp.abs(moved[name]))), name
 
 
 @pytest.mark.slow

@@ -52,23 +52,29 @@ def test_gd_limit_field_is_todays_field():
 
 def test_adam_limit_field_at_t0_is_the_first_adam_step():
     """At t = 0 the Adam limit's field is the first optax Adam step of each group (lr eta_g, one step = one
-    unit of flow time): -eta_g g / (|g| + eps), to 1e-12."""
+    unit of flow time): -eta_g g / (|g| + eps), to 1e-12. In the same program, the sign limit's field is the
+    smoothed sign update per group, -eta_g sign_eps(g) (eps 0.1, sqrt form), to 1e-12."""
     eta = {"Y": 0.3, "Z": 0.7}
     limit, args = limit_problem(CLASSES, eta["Y"], eta["Z"], "adam", {"c1": C1, "c2": C2, "eps": EPS})
+    sign, sargs = limit_problem(CLASSES, eta["Y"], eta["Z"], "sign", {"eps": 0.1})
     opt = optax.multi_transform({g: optax.adam(eta[g], b1=1.0 - C1 * eta[g], b2=1.0 - C2 * eta[g], eps=EPS)
                                  for g in eta}, {"Y": "Y", "Z": "Z"})
+    smoothed = optax.multi_transform({g: _smoothed_sign(eta[g], 0.1) for g in eta}, {"Y": "Y", "Z": "Z"})
     batch = flow_args(CLASSES, 1.0, 1.0, query_rows=True)
 
     @jax.jit
     def both(theta):
         field = limit.vector_field(0.0, limit.initial_state(theta), args)["theta"]
+        g = jax.grad(population_loss)(theta, batch)
         with jax.numpy_dtype_promotion("standard"):
-            updates, _ = opt.update(jax.grad(population_loss)(theta, batch), opt.init(theta), theta)
-        return field, updates
+            updates, _ = opt.update(g, opt.init(theta), theta)
+        sign_step, _ = smoothed.update(g, smoothed.init(theta), theta)
+        return field, updates, sign.vector_field(0.0, theta, sargs), sign_step
 
-    field, updates = both(_random_state(3))
+    field, updates, sign_field, sign_step = both(_random_state(3))
     for name in ("Y", "Z"):
         assert float(jnp.max(jnp.abs(field[name] - updates[name]))) < 1e-12, name
+        assert float(jnp.max(jnp.abs(sign_field[name] - sign_step[name]))) < 1e-12, name
 
 
 def test_momentum_limit_steps_are_optax_heavy_ball_per_group():
