@@ -38,13 +38,21 @@ def test_population_is_the_sampler_law():
         mean = (w[mask, None] * counts[mask]).sum(0) / w[mask].sum()
         assert np.max(np.abs(mean - (T_CTX - 1) * CLASSES.cond_probs[n])) <= 1e-12
     arrays = CLASSES.arrays()
-    keys = jax.random.split(jax.random.key(0))
-    p = {"Y": jax.random.normal(keys[0], (9, 9)), "Z": jax.random.normal(keys[1], (9, 9))}
-    rows = jax.vmap(lambda c, x: count_loss(p, arrays, c[None], x[None]))(jnp.asarray(cls), data["counts"])
-    mine = jax.vmap(lambda s: ssn.per_sample_loss(p, s))(data)
+
+    @jax.jit  # one program (eager vmaps compile every operation on their own: 43 s -> 8 s under load)
+    def losses(key, data, cls):
+        keys = jax.random.split(key, 3)
+        p = {"Y": jax.random.normal(keys[0], (9, 9)), "Z": jax.random.normal(keys[1], (9, 9))}
+
+        def one(c, x):
+            return count_loss(p, arrays, c[None], x[None])
+
+        c2, n2 = ss.sample_counts(arrays, keys[2], 50_000, T_CTX)
+        return (jax.vmap(one)(cls, data["counts"]), jax.vmap(lambda s: ssn.per_sample_loss(p, s))(data),
+                jax.vmap(one)(c2, n2))
+
+    rows, mine, per = losses(jax.random.key(0), data, jnp.asarray(cls))
     assert np.max(np.abs(np.asarray(rows) - np.asarray(mine))) <= 1e-14
-    c2, n2 = ss.sample_counts(arrays, jax.random.key(3), 50_000, T_CTX)
-    per = jax.vmap(lambda c, x: count_loss(p, arrays, c[None], x[None]))(c2, n2)
     exact = float(jnp.sum(jnp.asarray(w) * mine))
     assert abs(float(per.mean()) - exact) < 4 * float(per.std()) / math.sqrt(per.size), (float(per.mean()), exact)
 
