@@ -33,6 +33,10 @@ The limits and their clocks (g = grad L(theta), operations elementwise):
   behavior of the ADAM algorithm for nonconvex stochastic optimization" (SIAM J. Optim.); Malladi, Lyu,
   Panigrahi, Arora 2022, "On the SDEs and scaling rules for adaptive gradient algorithms" (NeurIPS).
 
+The stochastic limits (`noise.py`): the SGD SDE (`sgd_sde`, low-rank per-sample noise factor) and the Adam SDE
+of the square-root scaling rule (`adam_sde`, Malladi et al. 2022: clock lr^2 * step, noise-dominated regime;
+`adam_sde_hyper` gives the discrete Adam settings of one scaling).
+
 `make_args(..., rates=)` puts parameter groups on their own clocks (leaf i's derivative times rates_i: groups
 trained at learning rates rates_i * lr, as Scan and Snap's eta_Y, eta_Z or the mean field's M L scalings).
 The gap between optax at rate lr and its limit at the matching clock is first order in lr (first order in
