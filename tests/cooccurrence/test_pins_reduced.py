@@ -109,7 +109,9 @@ def numpy_loss(G, A, tokens, labels, sqrt_m):
 
 
 def _integrate(rhs, y0, args, **static):
-    sol = solve_ivp(lambda t, y: np.asarray(rhs(t, jnp.asarray(y), args, **static)), (TS[0], TS[-1]),
+    # t as a Python float on every call (scipy passes a float first, numpy floats after: two jit signatures
+    # of one program, compiled twice)
+    sol = solve_ivp(lambda t, y: np.asarray(rhs(float(t), jnp.asarray(y), args, **static)), (TS[0], TS[-1]),
                     np.asarray(y0), t_eval=TS, method="DOP853", rtol=1e-10, atol=1e-12)
     assert sol.success
     return sol.y.T
