@@ -149,7 +149,9 @@ def test_symmetric_vector_field_equals_the_vectorised_reduced_flow():
 
 def _integrate_symmetric(ts):
     rhs = jax.jit(lambda t, y: symmetric_vector_field(t, y, _symmetric_args()))
-    sol = solve_ivp(lambda t, y: np.asarray(rhs(t, jnp.asarray(y))), (0.0, ts[-1]), np.zeros(3), t_eval=ts,
+    # t as a Python float on every call (scipy's first call passes a float, the later ones numpy floats: two
+    # jit signatures, one program compiled twice)
+    sol = solve_ivp(lambda t, y: np.asarray(rhs(float(t), jnp.asarray(y))), (0.0, ts[-1]), np.zeros(3), t_eval=ts,
                     method="DOP853", rtol=1e-11, atol=1e-13)
     assert sol.success
     return sol.y.T
