@@ -60,7 +60,7 @@ def main(argv=None) -> int:
             steps = round(tau_end / eta)
             assert steps % SAVES == 0
             start = time.perf_counter()
-            gd[eta] = mf.train_gd(cfg, eta, steps, save_every=steps // SAVES, particles=p0, data=data, test=test)
+            gd[eta] = mf.train(cfg, lr=eta, steps=steps, save_every=steps // SAVES, particles=p0, data=data, test=test)
             rec.add_timing(f"gd_eta{eta:g}_call_s", time.perf_counter() - start)
             log.info("GD eta_tau=%g: %d steps, compile %.1f s, run %.1f s", eta, steps, gd[eta].compile_s,
                      gd[eta].run_s)

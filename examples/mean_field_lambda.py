@@ -146,7 +146,8 @@ def main(argv=None) -> int:
         for lam in LAMS:
             cfg = base.replace(lam=lam)
             for r, p0 in enumerate(starts):
-                run = mf.train_gd(cfg, ETA_TAU, steps[lam], steps[lam] // SAVES, particles=p0, data=data, test=test)
+                run = mf.train(cfg, lr=ETA_TAU, steps=steps[lam], save_every=steps[lam] // SAVES, particles=p0,
+                               data=data, test=test)
                 runs[lam, r] = run
                 certs[lam, r] = certificate(cfg, run.particles, data, W_probe, W1_probe)
                 log.info("lam=%g restart %d: R %.3g, Q %.5g, max speed %.2g -> %.2g, cert %.3g (compile %.1f s, "
@@ -158,8 +159,8 @@ def main(argv=None) -> int:
             wbase = base.replace(M=wide)
             wstart = mf.init_particles(wbase, key=jax.random.fold_in(init_key, 1000))
             for lam in LAMS:
-                run = mf.train_gd(wbase.replace(lam=lam), ETA_TAU, steps[lam], steps[lam] // SAVES,
-                                  particles=wstart, data=data, test=test)
+                run = mf.train(wbase.replace(lam=lam), lr=ETA_TAU, steps=steps[lam], save_every=steps[lam] // SAVES,
+                               particles=wstart, data=data, test=test)
                 wide_runs[lam] = run
                 wide_certs[lam] = certificate(wbase.replace(lam=lam), run.particles, data, W_probe, W1_probe)
                 log.info("wide M=%d lam=%g: R %.3g, Q %.5g, max speed %.2g -> %.2g, cert %.3g (run %.1f s)", wide,

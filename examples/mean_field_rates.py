@@ -175,8 +175,8 @@ def width_part(S, seeds, failures, log):
             data = mf.training_set(cfg)
             cloud = mf.init_particles(cfg)
             try:  # the large reference network: the sharded particle path, all local devices
-                tr = mf.train_gd(cfg, ETA_TAU, STEPS, particles=cloud, data=data, test=data, save_every=STEPS,
-                                 mesh=mesh)
+                tr = mf.train(cfg, lr=ETA_TAU, steps=STEPS, particles=cloud, data=data, test=data, save_every=STEPS,
+                              mesh=mesh)
             except FlowError as err:
                 failures.append(f"width reference {init} seed {s}: {err}")
                 continue

@@ -6,7 +6,7 @@ particles theta = (V, W)) and R^{2 D} (MLP particles w = (W1, W2)) at every dept
 network of the same depth L and width M_ref >> M, and the finite networks are coupled to it: their initial
 particles are M of the reference's M_ref initial particles per slice (`coupling.subsample_particles`, one
 independent subset per slice for the depth-independent law, nested in M). Both are trained by full-batch GD
-with learning rate eta = eta_tau M L (`network.train_gd`, flow time tau = k eta_tau), particles saved at
+with learning rate eta = eta_tau M L (`mean_field.train`, flow time tau = k eta_tau), particles saved at
 several tau. Per slice l, group (attention, MLP) and tau the example measures
 
     W2_l(tau)     = W2(rho_{M,l}(tau), rho_{ref,l}(tau))                     the distance of the two clouds,
@@ -93,7 +93,7 @@ def _train(cfg, p0, data, test, steps):
     tau = 0 and at the end of every segment."""
     states, risk, p, compile_s = [p0], [], p0, 0.0
     for _ in range(SEGMENTS):
-        r = mf.train_gd(cfg, ETA_TAU, steps, save_every=steps, particles=p, data=data, test=test)
+        r = mf.train(cfg, lr=ETA_TAU, steps=steps, save_every=steps, particles=p, data=data, test=test)
         risk.extend(r["R"] if not risk else r["R"][-1:])
         compile_s += r.compile_s
         p = r.particles
