@@ -50,6 +50,8 @@ SS_OBS = ("tests/scan_snap/test_observables.py", "tests/scan_snap/test_pins.py")
 CO = ("tests/cooccurrence/test_flow.py", "tests/cooccurrence/test_pins.py")
 CO_RED = ("tests/cooccurrence/test_reduced.py", "tests/cooccurrence/test_pins_reduced.py")
 SOLVE = ("tests/test_solve_pins.py", "tests/test_solve.py")
+OM_ODE = ("tests/optim_limits/test_sign_pins.py", "tests/optim_limits/test_ode.py")
+OM_SDE = ("tests/optim_limits/test_noise.py",)
 MF = ("tests/mean_field/test_network.py", "tests/mean_field/test_flow.py", "tests/mean_field/test_observables.py")
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -208,6 +210,29 @@ MUTATIONS: tuple[Mutation, ...] = (
              'conds["blowup"] = lambda t, y, args, **kw: ~(max_abs(y) < blowup)',
              'conds["blowup"] = lambda t, y, args, **kw: max_abs(y) > 10.0 * blowup', SOLVE,
              "blow-up guard at 10x the threshold (and blind to NaN)"),
+    # --- optimiser limits (issue 12) ----------------------------------------------------------------------
+    Mutation("om-hb-friction", "flows/optim_limits/ode.py", "return (1.0 - beta) ** 2 / lr",
+             "return (1.0 - beta) / lr", OM_ODE, "heavy ball: friction (1 - beta)^2 / lr -> (1 - beta) / lr"),
+    Mutation("om-hb-clock", "flows/optim_limits/ode.py", "* lr / (1.0 - momentum)", "* lr", OM_ODE,
+             "time convention: heavy-ball clock lr step / (1 - beta) -> lr step"),
+    Mutation("om-adam-bias", "flows/optim_limits/ode.py", "vhat = _corrected(vi, wv, gi * gi)",
+             "vhat = _corrected(vi, wm, gi * gi)", OM_ODE, "Adam ODE: v corrected by the m bias weight 1 - e^{-c1 t}"),
+    Mutation("om-adam-sqrt", "flows/optim_limits/ode.py", "jnp.sqrt(jnp.maximum(vhat, 0.0))",
+             "jnp.maximum(vhat, 0.0)", OM_ODE, "Adam ODE: sqrt(vhat) -> vhat"),
+    Mutation("om-adam-g2", "flows/optim_limits/ode.py", "_rate(c, vi) * (gi * gi - vi)",
+             "_rate(c, vi) * (jnp.abs(gi) - vi)", OM_ODE, "Adam ODE: dv/dt = c2 (g^2 - v) -> c2 (|g| - v)"),
+    Mutation("om-sign-eps", "flows/optim_limits/ode.py", "g / jnp.sqrt(g * g + eps * eps)",
+             "g / jnp.sqrt(g * g + eps)", OM_ODE, "sign descent: smoothing g / sqrt(g^2 + eps^2) -> eps"),
+    Mutation("om-sde-replacement", "flows/optim_limits/noise.py", "(n - batch_size) / (n - 1)",
+             "(n - batch_size) / n", OM_SDE, "SGD SDE: finite-population factor (n - B)/(n - 1) -> (n - B)/n"),
+    Mutation("om-sde-batch", "flows/optim_limits/noise.py", "scale = lr * c / batch_size", "scale = lr * c",
+             OM_SDE, "SGD SDE: noise scale lr / B -> lr (1/B dropped)"),
+    Mutation("om-sde-factor", "flows/optim_limits/noise.py", "dev * root.reshape", "dev * w.reshape", OM_SDE,
+             "SGD SDE: covariance factor columns sqrt(w_i) (g_i - gbar) -> w_i (g_i - gbar)"),
+    Mutation("ss-sde-multinomial", "flows/scan_snap/noise.py",
+             "weights.append(classes.class_probs[n] * coef * float(np.prod(p**N)))",
+             "weights.append(classes.class_probs[n] * float(np.prod(p**N)))", ("tests/scan_snap/test_noise.py",),
+             "Scan and Snap SDE: population weights without the multinomial coefficient"),
 )
 
 
