@@ -143,8 +143,14 @@ class Prompts(NamedTuple):
     y: jax.Array
 
 
+def _flat(draw, key, shape, dtype, *args):
+    """`draw(key, shape, dtype, *args)` drawn flat and reshaped: the same values (threefry's bits depend on the
+    flat index only), and a rank-1 draw compiles about 3x faster than a rank-3 one."""
+    return draw(key, (math.prod(shape),), dtype, *args).reshape(shape)
+
+
 def _sphere(key, shape, dtype):
-    g = jax.random.normal(key, shape, dtype)
+    g = _flat(jax.random.normal, key, shape, dtype)
     return g / jnp.linalg.norm(g, axis=-1, keepdims=True)
 
 
@@ -153,7 +159,7 @@ def _sample(key, n, d, D, N, noise, dtype):
     x = _sphere(k_x, (n, N + 1, d), dtype)  # columns 0..N-1 context, N the query
     beta = _sphere(k_b, (n, d), dtype)
     labels = jnp.einsum("nkd,nd->nk", x, beta)
-    labels = labels + noise * jax.random.uniform(k_e, (n, N + 1), dtype, -1.0, 1.0)
+    labels = labels + noise * _flat(jax.random.uniform, k_e, (n, N + 1), dtype, -1.0, 1.0)
     label_row = labels.at[:, N].set(0.0)  # the query's label slot is empty
     Z0 = jnp.zeros((n, D, N + 1), dtype)
     Z0 = Z0.at[:, :d, :].set(jnp.swapaxes(x, 1, 2)).at[:, d, :].set(label_row)
