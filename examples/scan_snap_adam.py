@@ -69,7 +69,7 @@ def _flow(classes, name, t):
     """The limit of optimiser `name` saved at flow times `t` (solve_flow's ts count steps at its eta = 1)."""
     kw = {"gd": {}, "sign": {"optimizer": "sign", "optim_args": {"eps": SIGN_EPS}},
           "adam": {"optimizer": "adam", "optim_args": {"c1": C1, "c2": C2, "eps": ADAM_EPS}}}[name]
-    return solve_flow(classes, 1.0, 1.0, t, rtol=1e-9, atol=1e-11, **kw)
+    return solve_flow(classes, ts=t, lr=1.0, rtol=1e-9, atol=1e-11, **kw)
 
 
 def _observables(classes, batch, Zq):

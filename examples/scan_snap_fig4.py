@@ -45,7 +45,7 @@ def run(rec, quick, seed, optimizer="sgd", momentum=0.9, settings=SETTINGS, name
         traces[key] = r.batch_loss.tolist()
         c_net = r["attention"][rows + [steps]]  # (R, K, M): the record's observable, named as on the flow
         ts = np.unique(np.asarray(r.ts)[rows + [steps]])
-        tr = solve_flow(classes, eY, eZ, ts, solver="tsit5", rtol=1e-8, atol=1e-10)
+        tr = solve_flow(classes, ts=ts, lr={"Y": eY, "Z": eZ}, solver="tsit5", rtol=1e-8, atol=1e-10)
         rec.add_solver_stats(f"flow_{key}", tr)
         c_flow = np.asarray(tr.observables["attention"])
         for n in range(2):

@@ -53,7 +53,8 @@ def main(argv=None) -> int:
             eY = np.repeat([c[0] * c[1] for c in cells], n_seeds)
             seeds = np.tile(np.arange(ns.seed, ns.seed + n_seeds), len(cells))
             start = time.perf_counter()
-            _, params = train_sweep(classes, "sgd", eY, eZ, seeds, 128, 128, 100, momentum=0.9, init="random")
+            _, params = train_sweep(classes, "sgd", seeds=seeds, T=128, batch_size=128, steps=100, momentum=0.9,
+                                      init="random", lr={"Y": eY, "Z": eZ})
             rec.add_timing(f"sweep_K{K}_s", time.perf_counter() - start)
             Q = np.zeros((K, classes.vocab_size))
             Q[np.arange(K), classes.query] = 1.0

@@ -37,7 +37,8 @@ def tracking_error(classes, Zf, T, eta, batch, seeds):
     """Relative Frobenius error of the seed-mean Z after TAU / eta SGD steps against the flow's Z(TAU)."""
     steps = int(round(TAU / eta))
     n = len(seeds)
-    _, p = train_sweep(classes, "sgd", np.full(n, eta), np.full(n, eta), np.asarray(seeds), T, batch, steps)
+    _, p = train_sweep(classes, "sgd", seeds=np.asarray(seeds), T=T, batch_size=batch, steps=steps,
+                       lr=np.full(n, eta))
     return float(np.linalg.norm(p["Z"].mean(axis=0) - Zf) / np.linalg.norm(Zf))
 
 
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
               "T_for_lr_sweep": T_lr, "eta_for_T_sweep": eta_T}
     c = syn_small()
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
-        tr = solve_flow(c, 1.0, 1.0, [0.0, TAU], rtol=1e-10, atol=1e-12)
+        tr = solve_flow(c, ts=[0.0, TAU], lr=1.0, rtol=1e-10, atol=1e-12)
         rec.add_solver_stats("full_flow", tr)
         Zf = np.asarray(tr.ys["Z"][-1])
         start = time.perf_counter()

@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     c = syn_small()
     with records.RunRecord(ns.out, name=NAME, config={"quick": ns.quick}, seed=ns.seed, quick=ns.quick) as rec:
         ts = np.concatenate([[0.0], np.geomspace(0.01, 300, 60)])
-        tr = solve_flow(c, 10.0, 1.0, ts, reduced=True, rtol=1e-11, atol=1e-13)
+        tr = solve_flow(c, ts=ts, lr={"Y": 10.0, "Z": 1.0}, reduced=True, rtol=1e-11, atol=1e-13)
         rec.add_solver_stats("reduced_syn_small", tr)
         Z = np.asarray(tr.ys["Z"])
         att = np.asarray(tr.observables["attention"])
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
         rec.add_prediction("pair_invariant_reduced_max_residual", inv, "<= 1e-8 (eq. 110)", inv <= 1e-8)
         errs = []
         for nu in (1.0, 3.0, 10.0):
-            Zf = np.asarray(solve_flow(c, nu, 1.0, np.array([0.0, 30.0])).ys["Z"])
+            Zf = np.asarray(solve_flow(c, ts=np.array([0.0, 30.0]), lr={"Y": nu, "Z": 1.0}).ys["Z"])
             errs.append(pair_residual(Zf, c, 0) / float(np.max(np.abs(np.expm1(-2 * Zf[-1, 30, 10:20])))))
         rec.add_prediction("pair_invariant_full_rel_residual_vs_nu", errs,
                            "decreasing in eta_Y/eta_Z in {1, 3, 10}", bool(np.all(np.diff(errs) < 0)))

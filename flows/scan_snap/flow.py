@@ -159,10 +159,25 @@ def _obs_reduced(t, y, args):
     return {"attention": obs.attention(y["Z"], args["cond"], args["Q"]), "gamma": _gamma_of_h(y["h"], args["Md"])}
 
 
-def _rates(eta_Y, eta_Z):
-    """Validated rates: two floats, or two 1-D arrays of one length (a sweep)."""
+def _rates(eta_Y, eta_Z, lr=None):
+    """Validated rates: two floats, or two 1-D arrays of one length (a sweep); from `eta_Y, eta_Z` or from
+    `lr` (one rate for both groups, or {"Y": eta_Y, "Z": eta_Z}), named as they were passed."""
+    if lr is not None:
+        if eta_Y is not None or eta_Z is not None:
+            raise ValueError("lr must not be given together with eta_Y, eta_Z (pass one or the other)")
+        if isinstance(lr, dict):
+            if set(lr) != {"Y", "Z"}:
+                raise ValueError(f"lr must be a number or a dict with the keys 'Y' and 'Z', got keys "
+                                 f"{sorted(map(str, lr))}")
+            pairs = (("lr['Y']", lr["Y"]), ("lr['Z']", lr["Z"]))
+        else:
+            pairs = (("lr", lr), ("lr", lr))
+    elif eta_Y is None or eta_Z is None:
+        raise ValueError("lr must be given (a number, or {'Y': eta_Y, 'Z': eta_Z}) when eta_Y, eta_Z are not")
+    else:
+        pairs = (("eta_Y", eta_Y), ("eta_Z", eta_Z))
     vals = []
-    for field, v in (("eta_Y", eta_Y), ("eta_Z", eta_Z)):
+    for field, v in pairs:
         a = real_array(field, v, finite=False)
         if a.ndim > 1 or a.size == 0:
             raise ValueError(f"{field} must be a number or a non-empty 1-D array of numbers, got shape {a.shape}")
@@ -174,7 +189,8 @@ def _rates(eta_Y, eta_Z):
     try:
         eY, eZ = np.broadcast_arrays(np.atleast_1d(vals[0]), np.atleast_1d(vals[1]))
     except ValueError:
-        raise ValueError(f"eta_Y and eta_Z must have one length, got {vals[0].shape} and {vals[1].shape}") from None
+        raise ValueError(f"{pairs[0][0]} and {pairs[1][0]} must have one length, got {vals[0].shape} and "
+                         f"{vals[1].shape}") from None
     return eY, eZ, eY.size
 
 
@@ -187,7 +203,8 @@ def _check_ts(ts):
     return ts
 
 
-def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False, *, Y0=None, Z0=None,
+def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduced: bool = False, *, lr=None,
+               Y0=None, Z0=None,
                paper_time: bool = True, exact_slaving: bool = False, decoder_size=None, solver: str = "tsit5",
                rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
                throw: bool = True, init: str = "zero", seed: int = 0, optimizer: str | None = None,
@@ -195,8 +212,10 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
     """Integrate the full (Y, Z) flow (`reduced=False`) or the reduced Z-flow (`reduced=True`) from
     Y0 = Z0 = 0 (default; or the given (M, M) arrays) and save at `ts`.
 
-    `init`, `seed`: as in `network.train` (the same place in every system): `init="random"` starts from the
-    initialisation `train(..., init="random", seed=seed)` draws (not with `Y0`/`Z0`); `"zero"` from zeros.
+    `lr`: the rates as in every system, one number for both groups or {"Y": eta_Y, "Z": eta_Z} (instead of
+    `eta_Y`, `eta_Z`; arrays for a sweep). `init`, `seed`: as in `network.train` (the same place in every
+    system): `init="random"` starts from the initialisation `train(..., init="random", seed=seed)` draws (not
+    with `Y0`/`Z0`); `"zero"` from zeros.
 
     Observables saved: `attention` (K, M) c_n; `loss` (full flow) or `gamma` (reduced flow). States:
     full {"Y", "Z"}; reduced {"Z", "h" = h(t/K), "B" (K,) = B_n(t)}. `decoder_size` is the M of gamma
@@ -220,7 +239,9 @@ def solve_flow(classes: SequenceClasses, eta_Y, eta_Z, ts, reduced: bool = False
     """
     if not isinstance(classes, SequenceClasses):
         raise ValueError("classes must be a SequenceClasses")
-    eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
+    eta_Y, eta_Z, n = _rates(eta_Y, eta_Z, lr)
+    if ts is None:
+        raise ValueError("ts must be given (the save times)")
     ts = _check_ts(ts)
     if optimizer is not None:
         check_choice("optimizer", optimizer, OPTIMIZERS)

@@ -369,13 +369,34 @@ def _sweep_jit(arrays, seeds, eta_Y, eta_Z, *, optimizer, momentum, T, batch_siz
     return jax.vmap(one)(seeds, eta_Y, eta_Z)
 
 
-def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y, eta_Z, seeds, T: int, batch_size: int,
-                steps: int, momentum: float = 0.0, init: str = "zero"):
+def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y=None, eta_Z=None, seeds=None, T: int | None = None,
+                batch_size: int | None = None, steps: int | None = None, momentum: float = 0.0, init: str = "zero",
+                *, lr=None):
     """Many trainings in one vmapped, once-compiled call: `eta_Y`, `eta_Z`, `seeds` are 1-D arrays of one
-    length R. Returns (loss (R, steps), final params {"Y", "Z"}: (R, M, M)). Member i equals
-    `train(classes, optimizer, eta_Y[i], eta_Z[i], ..., seed=seeds[i])` (final state)."""
+    length R (or `lr=` an array for both groups, or {"Y": eta_Y, "Z": eta_Z}, as in `train`). Returns (loss
+    (R, steps), final params {"Y", "Z"}: (R, M, M)). Member i equals `train(classes, optimizer, eta_Y[i],
+    eta_Z[i], ..., seed=seeds[i])` (final state)."""
+    names = ("eta_Y", "eta_Z")
+    if lr is not None:
+        if eta_Y is not None or eta_Z is not None:
+            raise ValueError("lr must not be given together with eta_Y, eta_Z (pass one or the other)")
+        if isinstance(lr, dict):
+            if set(lr) != {"Y", "Z"}:
+                raise ValueError(f"lr must be an array or a dict with the keys 'Y' and 'Z', got keys "
+                                 f"{sorted(map(str, lr))}")
+            eta_Y, eta_Z, names = lr["Y"], lr["Z"], ("lr['Y']", "lr['Z']")
+        else:
+            eta_Y, eta_Z, names = lr, lr, ("lr", "lr")
+    elif eta_Y is None or eta_Z is None:
+        raise ValueError("lr must be given (an array, or {'Y': eta_Y, 'Z': eta_Z}) when eta_Y, eta_Z are not")
+    for name, v in (("seeds", seeds), ("T", T), ("batch_size", batch_size), ("steps", steps)):
+        if v is None:
+            raise ValueError(f"{name} must be given")
     eta_Y, eta_Z, seeds = (np.atleast_1d(real_array(name, a, finite=False)) for name, a in
-                           (("eta_Y", eta_Y), ("eta_Z", eta_Z), ("seeds", seeds)))
+                           ((names[0], eta_Y), (names[1], eta_Z), ("seeds", seeds)))
+    for name, a in ((names[0], eta_Y), (names[1], eta_Z)):
+        if not np.all(np.isfinite(a)) or np.any(a <= 0):
+            raise ValueError(f"{name} must be finite and > 0, got {a!r}")
     if not (eta_Y.shape == eta_Z.shape == seeds.shape) or eta_Y.ndim != 1:
         raise ValueError(f"eta_Y, eta_Z and seeds must be 1-D of one length, got {eta_Y.shape}, "
                          f"{eta_Z.shape}, {seeds.shape}")

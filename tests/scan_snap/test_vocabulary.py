@@ -81,3 +81,25 @@ def test_solve_flow_init_random_starts_where_train_does():
     for kw, field in ((dict(init="nope"), "init"), (dict(seed=-1), "seed"), (dict(init="random", Z0=rec.Z[0]), "Z0")):
         with pytest.raises(ValueError, match=field):
             solve_flow(c, 1.0, 1.0, [0.0, 1.0], **kw)
+
+
+def test_lr_keyword_of_solve_flow_and_train_sweep():
+    from flows.scan_snap import solve_flow, train_sweep
+
+    c = syn_small()
+    ts = [0.0, 0.5, 1.0]
+    base = solve_flow(c, 2.0, 1.0, ts, rtol=1e-9, atol=1e-11)
+    same = solve_flow(c, ts=ts, lr={"Y": 2.0, "Z": 1.0}, rtol=1e-9, atol=1e-11)  # the same program
+    np.testing.assert_array_equal(np.asarray(same.ys["Z"]), np.asarray(base.ys["Z"]))
+    for kw, field in ((dict(lr={"Y": 1.0, "Z": -1.0}), r"lr\['Z'\]"), (dict(lr=1.0, eta_Y=1.0), "lr"),
+                      (dict(lr=float("nan")), "lr"), (dict(), "lr"), (dict(lr=1.0, ts=None), "ts")):
+        kw = {"ts": ts, **kw}
+        with pytest.raises(ValueError, match=field):
+            solve_flow(c, **kw)
+    sweep = dict(seeds=np.array([2, 3]), T=RUN["T"], batch_size=RUN["batch_size"], steps=RUN["steps"],
+                 momentum=RUN["momentum"], init=RUN["init"])
+    old = train_sweep(c, "sgd", np.array([1.0, 2.0]), np.array([1.0, 0.5]), **sweep)
+    new = train_sweep(c, "sgd", lr={"Y": np.array([1.0, 2.0]), "Z": np.array([1.0, 0.5])}, **sweep)
+    np.testing.assert_array_equal(new[1]["Z"], old[1]["Z"])
+    with pytest.raises(ValueError, match=r"lr\['Y'\]"):
+        train_sweep(c, "sgd", lr={"Y": np.array([1.0, -2.0]), "Z": np.array([1.0, 0.5])}, **sweep)
