@@ -35,7 +35,7 @@ from .._checks import check_bool, check_choice, check_int, check_real, real_arra
 from ..solve import FlowError, Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
-from .network import init_params
+from .network import init_params, rate_pairs
 
 __all__ = ["flow_args", "full_vector_field", "limit_problem", "population_loss", "reduced_vector_field",
            "single_ct_vector_field", "symmetric_vector_field",
@@ -162,20 +162,7 @@ def _obs_reduced(t, y, args):
 def _rates(eta_Y, eta_Z, lr=None):
     """Validated rates: two floats, or two 1-D arrays of one length (a sweep); from `eta_Y, eta_Z` or from
     `lr` (one rate for both groups, or {"Y": eta_Y, "Z": eta_Z}), named as they were passed."""
-    if lr is not None:
-        if eta_Y is not None or eta_Z is not None:
-            raise ValueError("lr must not be given together with eta_Y, eta_Z (pass one or the other)")
-        if isinstance(lr, dict):
-            if set(lr) != {"Y", "Z"}:
-                raise ValueError(f"lr must be a number or a dict with the keys 'Y' and 'Z', got keys "
-                                 f"{sorted(map(str, lr))}")
-            pairs = (("lr['Y']", lr["Y"]), ("lr['Z']", lr["Z"]))
-        else:
-            pairs = (("lr", lr), ("lr", lr))
-    elif eta_Y is None or eta_Z is None:
-        raise ValueError("lr must be given (a number, or {'Y': eta_Y, 'Z': eta_Z}) when eta_Y, eta_Z are not")
-    else:
-        pairs = (("eta_Y", eta_Y), ("eta_Z", eta_Z))
+    pairs = rate_pairs(eta_Y, eta_Z, lr)
     vals = []
     for field, v in pairs:
         a = real_array(field, v, finite=False)

@@ -297,22 +297,30 @@ def _record(losses, params, series, bad, *, save, scale, history, config, compil
     return record
 
 
-def _learning_rates(eta_Y, eta_Z, lr):
-    """(eta_Y, eta_Z) from `eta_Y, eta_Z` or from `lr` (a number for both groups, or {"Y": ..., "Z": ...})."""
+def rate_pairs(eta_Y, eta_Z, lr):
+    """((name, eta_Y), (name, eta_Z)) from `eta_Y, eta_Z` or from `lr` (one rate for both groups, or
+    {"Y": eta_Y, "Z": eta_Z}), each named as it was passed (`lr`, `lr['Y']`, `eta_Y`, ...) for the error
+    messages of the caller's value checks (numbers in `train`, arrays in `train_sweep` and `solve_flow`)."""
     if lr is None:
         if eta_Y is None or eta_Z is None:
             raise ValueError("lr must be given (a number, or {'Y': eta_Y, 'Z': eta_Z}) when eta_Y, eta_Z are not")
-        return eta_Y, eta_Z
+        return ("eta_Y", eta_Y), ("eta_Z", eta_Z)
     if eta_Y is not None or eta_Z is not None:
         raise ValueError("lr must not be given together with eta_Y, eta_Z (pass one or the other)")
     if isinstance(lr, dict):
         if set(lr) != {"Y", "Z"}:
             raise ValueError("lr must be a number or a dict with the keys 'Y' and 'Z', got keys "
                              f"{sorted(map(str, lr))}")
-        return (check_real("lr['Y']", lr["Y"], low=0.0, strict=True),
-                check_real("lr['Z']", lr["Z"], low=0.0, strict=True))
-    lr = check_real("lr", lr, low=0.0, strict=True)
-    return lr, lr
+        return ("lr['Y']", lr["Y"]), ("lr['Z']", lr["Z"])
+    return ("lr", lr), ("lr", lr)
+
+
+def _learning_rates(eta_Y, eta_Z, lr):
+    """(eta_Y, eta_Z) of `train`: `rate_pairs`, validated as positive numbers when given as `lr`."""
+    pairs = rate_pairs(eta_Y, eta_Z, lr)
+    if lr is None:
+        return eta_Y, eta_Z  # checked (as arrays or numbers) by _validate
+    return tuple(check_real(name, v, low=0.0, strict=True) for name, v in pairs)
 
 
 def train(classes: SequenceClasses, optimizer: str, eta_Y: float | None = None, eta_Z: float | None = None,
@@ -376,19 +384,8 @@ def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y=None, eta_Z=None
     length R (or `lr=` an array for both groups, or {"Y": eta_Y, "Z": eta_Z}, as in `train`). Returns (loss
     (R, steps), final params {"Y", "Z"}: (R, M, M)). Member i equals `train(classes, optimizer, eta_Y[i],
     eta_Z[i], ..., seed=seeds[i])` (final state)."""
-    names = ("eta_Y", "eta_Z")
-    if lr is not None:
-        if eta_Y is not None or eta_Z is not None:
-            raise ValueError("lr must not be given together with eta_Y, eta_Z (pass one or the other)")
-        if isinstance(lr, dict):
-            if set(lr) != {"Y", "Z"}:
-                raise ValueError(f"lr must be an array or a dict with the keys 'Y' and 'Z', got keys "
-                                 f"{sorted(map(str, lr))}")
-            eta_Y, eta_Z, names = lr["Y"], lr["Z"], ("lr['Y']", "lr['Z']")
-        else:
-            eta_Y, eta_Z, names = lr, lr, ("lr", "lr")
-    elif eta_Y is None or eta_Z is None:
-        raise ValueError("lr must be given (an array, or {'Y': eta_Y, 'Z': eta_Z}) when eta_Y, eta_Z are not")
+    (nY, eta_Y), (nZ, eta_Z) = rate_pairs(eta_Y, eta_Z, lr)
+    names = (nY, nZ)
     for name, v in (("seeds", seeds), ("T", T), ("batch_size", batch_size), ("steps", steps)):
         if v is None:
             raise ValueError(f"{name} must be given")
