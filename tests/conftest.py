@@ -4,18 +4,6 @@ import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-# The default suite is compile-bound (one XLA compile per distinct program, most run for milliseconds), so it
-# compiles at XLA's backend optimisation level 0: the same programs, the same IEEE arithmetic (no fast-math at
-# any level), about 40% less CPU per test file (measured: tests/mean_field/test_flow.py +
-# tests/scan_snap/test_network.py 102 s -> 60 s user). Subprocesses (examples, CLI) inherit it. The library,
-# the examples and the benchmarks run at XLA's default level; tests/test_xla_options.py checks in a fresh
-# process at the default level that representative programs give the results of this level to 1e-12.
-# FLOWS_TEST_XLA_DEFAULT_OPT=1 runs the suite at the default level instead.
-XLA_TEST_FLAG = "--xla_backend_optimization_level=0"
-if os.environ.get("FLOWS_TEST_XLA_DEFAULT_OPT") != "1" and "xla_backend_optimization_level" not in os.environ.get(
-        "XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TEST_FLAG}".strip()
-
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
