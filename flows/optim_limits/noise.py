@@ -201,6 +201,21 @@ def _fields(per_sample_loss):
     return drift, diffusion
 
 
+def _dtype_and_weights(data, n, weights):
+    """(the float dtype of `data`, the sample weights w (n,)): uniform 1/n, or `weights` checked to be n
+    non-negative probabilities summing to 1."""
+    floats = [jnp.result_type(x) for x in jax.tree_util.tree_leaves(data)
+              if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)
+    if weights is None:
+        return dtype, np.full(n, 1.0 / n)
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-9:
+        raise ValueError(f"weights must be {n} non-negative probabilities summing to 1 (one per sample), got "
+                         f"shape {w.shape}, sum {w.sum() if w.size else 0.0}")
+    return dtype, w
+
+
 def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False, noise: bool = True,
             weights=None) -> SGDSDE:
     """The SGD SDE d theta = -grad L dt + sqrt(lr c / B) G dW of SGD(lr, batch_size) on `data` (module
@@ -232,16 +247,8 @@ def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False,
         drift, diffusion = _fields(per_sample_loss)
     except TypeError:  # an unhashable callable: build without the cache
         drift, diffusion = _fields.__wrapped__(per_sample_loss)
-    floats = [jnp.result_type(x) for x in jax.tree_util.tree_leaves(data)
-              if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
-    dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)  # the diffusion casts to theta's
-    if weights is None:
-        w = np.full(n, 1.0 / n)
-    else:
-        w = np.asarray(weights, dtype=float)
-        if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-9:
-            raise ValueError(f"weights must be {n} non-negative probabilities summing to 1 (one per sample), got "
-                             f"shape {w.shape}, sum {w.sum() if w.size else 0.0}")
+    dtype, w = _dtype_and_weights(data, n, weights)  # the diffusion casts to theta's dtype
+    if weights is not None:
         if not replacement:
             raise ValueError("weights (a population) need replacement=True: batches are i.i.d. draws from it")
     args = {"data": data, "scale": jnp.asarray(scale, dtype), "weights": jnp.asarray(w, dtype)}
@@ -459,16 +466,7 @@ def adam_sde(per_sample_loss, data, *, c1, c2, sigma0, eps0, noise: bool = True,
         drift, diffusion = _adam_fields(per_sample_loss)
     except TypeError:
         drift, diffusion = _adam_fields.__wrapped__(per_sample_loss)
-    floats = [jnp.result_type(x) for x in jax.tree_util.tree_leaves(data)
-              if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
-    dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)
-    if weights is None:
-        w = np.full(n, 1.0 / n)
-    else:
-        w = np.asarray(weights, dtype=float)
-        if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-9:
-            raise ValueError(f"weights must be {n} non-negative probabilities summing to 1 (one per sample), got "
-                             f"shape {w.shape}")
+    dtype, w = _dtype_and_weights(data, n, weights)
     args = {"data": data, "weights": jnp.asarray(w, dtype),
             **{k: jnp.asarray(v, dtype) for k, v in (("c1", c1), ("c2", c2), ("sigma0", sigma0), ("eps0", eps0),
                                                       ("noise", 1.0 if noise else 0.0))}}
