@@ -138,3 +138,15 @@ def check_finite_tree(name, tree, *, floating=False):
         if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
             raise ValueError(f"{name} must be finite (no NaN or inf), got {int(np.sum(~np.isfinite(arr)))} "
                              f"non-finite entries in a leaf of shape {arr.shape}")
+
+
+def check_options(name: str, options, allowed, what: str) -> dict:
+    """`options` (None -> {}) as a dict whose keys are all in `allowed` (ValueError naming `name` otherwise);
+    `what` names the setting they belong to in the message (e.g. "optimizer 'adam'")."""
+    options = {} if options is None else options
+    if not isinstance(options, dict):
+        raise ValueError(f"{name} must be a dict, got {type(options).__name__}")
+    unknown = sorted(map(str, set(options) - set(allowed)))
+    if unknown:
+        raise ValueError(f"{name}: unknown keys {unknown} for {what} (allowed: {sorted(allowed)})")
+    return options

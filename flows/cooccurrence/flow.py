@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_bool, check_choice, check_dtype, check_real, real_array
+from .._checks import check_bool, check_choice, check_dtype, check_options, check_real, real_array
 from ..solve import Event, Trajectory, solve
 from . import observables as obs
 from .data import Config
@@ -183,13 +183,7 @@ _LIMIT_T1_EVENT = Event(_limit_margin, direction=True, stop=False, name="T1 (zer
 def _optim_options(optimizer, options):
     allowed = {"gd": (), "momentum": ("lr", "beta"), "sign": ("eps",),
                "adam": ("lr", "b1", "b2", "c1", "c2", "eps")}[optimizer]
-    options = {} if options is None else options
-    if not isinstance(options, dict):
-        raise ValueError(f"optim_args must be a dict, got {type(options).__name__}")
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ValueError(f"optim_args: unknown keys {unknown} for optimizer {optimizer!r} (allowed: "
-                         f"{list(allowed)})")
+    options = check_options("optim_args", options, allowed, f"optimizer {optimizer!r}")
     if optimizer == "momentum":
         missing = [k for k in ("lr", "beta") if k not in options]
         if missing:

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_bool, check_choice, check_int, check_real, real_array
+from .._checks import check_bool, check_choice, check_int, check_options, check_real, real_array
 from ..solve import FlowError, Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
@@ -289,13 +289,7 @@ def _optim_args(optimizer, options, eta_Y, eta_Z):
     """The validated `optim_args` of `solve_flow(optimizer=...)` with their defaults."""
     allowed = {"gd": {}, "momentum": {"beta": None}, "sign": {"eps": 1e-3},
                "adam": {"b1": 0.9, "b2": 0.999, "c1": None, "c2": None, "eps": 1e-8}}[optimizer]
-    options = {} if options is None else options
-    if not isinstance(options, dict):
-        raise ValueError(f"optim_args must be a dict, got {type(options).__name__}")
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ValueError(f"optim_args: unknown keys {unknown} for optimizer {optimizer!r} (allowed: "
-                         f"{sorted(allowed)})")
+    options = check_options("optim_args", options, allowed, f"optimizer {optimizer!r}")
     if optimizer == "momentum":
         if "beta" not in options:
             raise ValueError("optim_args must give beta (the momentum) for optimizer='momentum'")
