@@ -32,9 +32,10 @@ def summary(table):
             for lr, row in table.items() for k, v in row.items()}
 
 
-def check_weak_order(ladder, table, name, strict=True):
+def check_weak_order(ladder, table, name, strict=True, moment="mean"):
     """Weak order 1 of the mean of observable `name` over `ladder`, rates a factor 4 apart, largest first
-    (`table[lr][name]` = `mismatch`):
+    (`table[lr][name]` = `mismatch`). `moment="var"`: of its variance instead, whose difference d is
+    O(lr^2) (the variance itself is O(lr), its relative error O(lr)): d / lr^2 replaces d / lr in 2.
 
     1. at the largest rate the mismatch d is resolved: |d| >= 3 SE;
     2. d / lr is the same at every rung within 3 SE of the difference (order 1; a constant mismatch would give
@@ -44,11 +45,14 @@ def check_weak_order(ladder, table, name, strict=True):
 
     Returns (r, its SE) (None without `strict`).
     """
-    (d0, s0, *_), (d1, s1, *_) = table[ladder[0]][name], table[ladder[1]][name]
-    assert abs(d0) >= 3 * s0, (name, d0, s0)
+    at, p = {"mean": (0, 1), "var": (2, 2)}[moment]
+    (d0, s0), (d1, s1) = (table[lr][name][at:at + 2] for lr in ladder[:2])
+    assert abs(d0) >= 3 * s0, (name, moment, d0, s0)
+    h0 = ladder[0] ** p
     for lr in ladder[1:]:
-        d, s = table[lr][name][:2]
-        assert abs(d / lr - d0 / ladder[0]) <= 3 * np.hypot(s / lr, s0 / ladder[0]), (name, lr, d / lr, d0 / ladder[0])
+        d, s = table[lr][name][at:at + 2]
+        h = lr**p
+        assert abs(d / h - d0 / h0) <= 3 * np.hypot(s / h, s0 / h0), (name, moment, lr, d / h, d0 / h0)
     if not strict:
         return None
     assert abs(d0 - d1) > 3 * np.hypot(s0, s1), (name, d0, d1)
