@@ -124,11 +124,12 @@ def test_sde_mismatch_is_first_order_in_lr(args):
     2048, 1024, 512 SDE paths (dt = lr / 4) and as many SGD runs, at the same t = 0.5 (10, 40, 160 steps).
     The mean training-loss mismatch d (SDE - SGD) is resolved at lr = 0.05, d / lr is the same at the three
     rungs within 3 SE (weak order 1) and a constant d is rejected (`check_weak_order`); the logit
-    A[mu_1, mu_3]: resolved at lr = 0.05 and d / lr constant; at the smallest rate the means and variances
-    of both match within 3 SE. At every rung d of both observables equals, within 3 SE, the noise-free bias
-    (`train(CFG, "gd")` at lr / 4 minus at lr: d / lr = 0.099, 0.102, 0.103 for the loss, -1.34e-3,
-    -1.24e-3, -1.22e-3 for the logit): the resolved O(lr) mismatch of the means is GD's discretisation bias,
-    which the first-order SDE does not model; the noise's own share is not resolved.
+    A[mu_1, mu_3]: resolved at lr = 0.05 and d / lr constant; at the two smaller rates the means and
+    variances of both match within 3 SE (1024 and 512 paths). At every rung d of both observables equals,
+    within 3 SE, the noise-free bias (`train(CFG, "gd")` at lr / 4 minus at lr: d / lr = 0.099, 0.102, 0.103
+    for the loss, -1.34e-3, -1.24e-3, -1.22e-3 for the logit): the resolved O(lr) mismatch of the means is
+    GD's discretisation bias, which the first-order SDE does not model; the noise's own share of the means
+    is not resolved (that of the logit's variance is, below).
     Measured (z of d; d / lr +- SE; z of the variance difference):
     loss  lr 0.05: 6.75, 0.105 +- 0.016, 0.59;  0.0125: 2.31, 0.085 +- 0.037, 0.04;  0.003125: 1.32,
     0.129 +- 0.098, -1.50 (fall per 4x lr r = 4.9 +- 2.3);  logit  0.05: -4.31, -1.45e-3 +- 3.4e-4, -3.55
@@ -154,8 +155,9 @@ def test_sde_mismatch_is_first_order_in_lr(args):
     # a noise-only quantity: the logit's variance, 10% below SGD's at lr = 0.05 (resolved), its difference
     # / lr^2 the same at the three rungs within 3 SE (an O(lr) relative error of the O(lr) variance)
     check_weak_order(LADDER, table, "logit", strict=False, moment="var")
-    small = table[LADDER[-1]]
-    assert all(abs(v[0]) < 3 * v[1] and abs(v[2]) < 3 * v[3] for v in small.values()), measured
+    # at the two smaller rates SDE and SGD match: means and variances of both observables within 3 SE
+    assert all(abs(v[0]) < 3 * v[1] and abs(v[2]) < 3 * v[3] for lr in LADDER[1:] for v in table[lr].values()), \
+        measured
 
 
 def test_zero_noise_is_gradient_descent_at_the_sde_step(args):

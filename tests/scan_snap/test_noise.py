@@ -175,11 +175,12 @@ def test_sde_mismatch_is_first_order_in_lr():
     1024, 512 SDE paths (dt = half an SGD step) and as many `train_sweep` runs, at the same s = 5 (10, 40,
     160 steps). The mean population-loss mismatch d (SDE - SGD) is resolved at lr = 0.5, d / lr is the same
     at the three rungs within 3 SE (weak order 1) and a constant d is rejected
-    (tests/optim_limits/_moments.check_weak_order); at the smallest rate the means and variances of the loss
-    and of the attention c_0[2] match within 3 SE. At every rung d of both observables equals, within 3 SE,
-    the noise-free bias (Euler of the finite-T flow at the SDE's step minus GD at lr, d / lr = 0.0127,
-    0.0125, 0.0125 for the loss, 0.0021 for the attention): the resolved O(lr) mismatch is GD's
-    discretisation bias, which the first-order SDE does not model; the noise's own share is not resolved.
+    (tests/optim_limits/_moments.check_weak_order); at the two smaller rates the means and variances of the
+    loss and of the attention c_0[2] match within 3 SE (1024 and 512 paths). At every rung d of both
+    observables equals, within 3 SE, the noise-free bias (Euler of the finite-T flow at the SDE's step minus
+    GD at lr, d / lr = 0.0127, 0.0125, 0.0125 for the loss, 0.0021 for the attention): the resolved O(lr)
+    mismatch is GD's discretisation bias, which the first-order SDE does not model; the noise's own share
+    is not resolved.
     Measured (z of d; d / lr +- SE; z of the variance difference):
     loss       lr 0.5: 6.20, 0.0121 +- 0.0019, 0.52;  0.125: 2.29, 0.0111 +- 0.0049, 0.10;
                0.03125: 0.85, 0.0109 +- 0.013, 0.38  (fall per 4x lr r = 4.4 +- 2.1);
@@ -191,5 +192,6 @@ def test_sde_mismatch_is_first_order_in_lr():
           "noise-free bias / lr:", {(lr, k): f"{v[4] / lr:.3g}" for lr, row in table.items() for k, v in row.items()})
     # the O(lr) mean mismatch is the deterministic bias of GD against the flow: the noise's share is unresolved
     assert all(abs(v[0] - v[4]) <= 3 * v[1] for row in table.values() for v in row.values()), measured
-    small = table[LADDER[-1]]
-    assert all(abs(v[0]) < 3 * v[1] and abs(v[2]) < 3 * v[3] for v in small.values()), measured
+    # at the two smaller rates SDE and SGD match: means and variances of both observables within 3 SE
+    assert all(abs(v[0]) < 3 * v[1] and abs(v[2]) < 3 * v[3] for lr in LADDER[1:] for v in table[lr].values()), \
+        measured
