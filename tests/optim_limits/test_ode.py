@@ -215,21 +215,30 @@ def test_sqrt_sign_flow_against_smoothed_sign_sgd():
     assert 5.0 <= gaps[0] / gaps[1] <= 20.0, gaps
 
 
+# optax.sign_sgd against the sign flow with the smoothing tied to the learning rate, eps = SIGN_KAPPA lr. In the
+# optax run both w components change sign (49 and 37 times at lr 1e-2, 491 and 365 at 1e-3: they chatter with
+# amplitude lr around a sliding surface), b never does. The smoothed flow sits where sign_eps(g) is the Filippov
+# sliding velocity, |g| = O(eps), O(eps / H) off the surface in theta: SIGN_KAPPA = 0.3, at the curvature
+# scale H ~ 0.1-0.4 of this loss, keeps that offset at the chatter amplitude, so the gap is O(lr) (a fixed
+# eps = 1e-3 floored it: 5.4x; measured: SIGN_KAPPA 1 gives 9.4x, 0.03 15.5x).
+SIGN_KAPPA = 0.3
+
+
 @pytest.mark.slow
 def test_sign_descent_against_optax_sign_sgd():
-    """optax.sign_sgd(lr) (the true sign, chattering once a gradient component changes sign) against the
-    sign flow with eps = 1e-3 (implicit solver): the gap falls with lr, 1e-2 -> 1e-3 at least 4x (measured
-    5.4x; the eps = 1e-3 smoothing keeps a floor)."""
+    """optax.sign_sgd(lr) (the true sign, chattering once a gradient component changes sign) against the sign
+    flow with eps = 0.3 lr (kvaerno5: the field's Jacobian is ~H / eps): lr 1e-2 -> 1e-3 shrinks the sup gap
+    5-20x (measured 1.08e-2 -> 1.07e-3, 10.2x)."""
     sign = ol.sign_descent(loss)
-    flow = ol.solve_limit(sign, THETA0, sign.make_args(BATCH, eps=1e-3), TS, solver="kvaerno5", max_steps=20_000,
-                          **TOL)
     gaps = []
     for lr in (1e-2, 1e-3):
+        flow = ol.solve_limit(sign, THETA0, sign.make_args(BATCH, eps=SIGN_KAPPA * lr), TS, solver="kvaerno5",
+                              max_steps=20_000, **TOL)
         steps = round(T / lr)
         disc = ol.run_optax(loss, THETA0, BATCH, optax.sign_sgd(lr), steps, steps // 10)
         gaps.append(sup_gap(sign.params(flow.ys), disc["params"]))
-    assert gaps[0] / gaps[1] >= 4.0, gaps
-    assert gaps[1] < 5e-3
+    assert 5.0 <= gaps[0] / gaps[1] <= 20.0, gaps
+    assert sup_gap(jax.tree_util.tree_map(lambda x: x[-1], sign.params(flow.ys)), THETA0) > 0.5  # it moved
 
 
 def test_clocks_and_rates():
