@@ -221,9 +221,9 @@ def test_momentum_and_sign_limits_against_optax_first_order(optimizer):
 
 
 # optax.sign_sgd (the true sign) against the sign limit: the smoothing tied to the learning rate, eps = KAPPA lr.
-# In the optax run 40 of the 1224 gradient components change sign (696 and 7084 changes at lr 1e-2, 1e-3 over
-# two flow-time units, from the first step: they chatter around a sliding surface with amplitude eta_g) and 164
-# are exactly 0 throughout (sign 0 = sign_eps 0: they agree). The smoothed flow sits where sign_eps(g) is the
+# In the optax run 40 of the 1224 gradient components change sign (222 and 1750 changes at lr 1e-2, 1e-3 over
+# the horizon, from the first step: they chatter around a sliding surface with amplitude eta_g) and 164 are
+# exactly 0 throughout (sign 0 = sign_eps 0: they agree). The smoothed flow sits where sign_eps(g) is the
 # Filippov sliding velocity, |g| = O(eps), i.e. O(eps / H) from the surface in theta; with KAPPA = 1e-3 below
 # the curvature scale |dg| / lr of one sign step (~1e-3-1e-2 here) that offset is below the chatter amplitude,
 # so the gap is O(lr). The horizon is 0.5 (the gradients fall to ~1e-8 by t = 2, below eps: the smoothed flow
