@@ -14,10 +14,10 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
 from ._xla import compile_lowered
+from .events import BracketBisection
 from .trajectory import DIVERGED, DT_MIN, EVENT, MAX_STEPS, NONFINITE, OK, OTHER
 
 __all__ = ["SOLVERS", "all_finite", "build", "compiled", "max_abs", "signature"]
@@ -32,8 +32,9 @@ SOLVERS: dict[str, type[diffrax.AbstractSolver]] = {
 }
 #: Solvers without an embedded error estimate: they need `constant_step=True`.
 FIXED_STEP_ONLY = ("euler",)
-#: tolerances of the root finder that locates an event time on the step's dense interpolant
-EVENT_RTOL, EVENT_ATOL = 1e-12, 1e-12
+#: tolerances of the bisection that locates an event time on the step's dense interpolant: it stops when the
+#: bracket is narrower than atol + rtol |t| (about 45 halvings of a step of length 1)
+EVENT_RTOL, EVENT_ATOL = 1e-14, 1e-14
 
 
 def max_abs(y):
@@ -156,7 +157,7 @@ def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save
                      for k, f in conds.items()}
             dx_event = diffrax.Event(
                 bound,
-                root_finder=optx.Newton(rtol=EVENT_RTOL, atol=EVENT_ATOL) if event is not None else None,
+                root_finder=BracketBisection(rtol=EVENT_RTOL, atol=EVENT_ATOL) if event is not None else None,
                 direction=directions,
             )
         sol = diffrax.diffeqsolve(
