@@ -241,7 +241,14 @@ def sign_descent(loss, form: str = "sqrt") -> Limit:
     one sign step, and the gap is O(lr) (the tests: kappa 0.3 on their toy loss, 1e-3 on Scan and Snap and mean
     field, with tsit5 there and kvaerno5 on the toy: the field's Jacobian is ~H / eps). Gradients that
     are exactly 0 agree (sign(0) = sign_eps(0) = 0); the flow stalls where |g| << eps for another reason (a
-    loss driven to 0), so keep the horizon before that."""
+    loss driven to 0), so keep the horizon before that.
+
+    Where the smoothing is not sign_sgd's limit: when several components of g vanish together on one sliding
+    surface (g = c(theta) u on a block, as the co-occurrence value matrix's columns, grad_{W_V} = u c_x), the
+    Filippov solution is not unique; sign_sgd chatters along sign(u) while the smoothed flow slides along u,
+    whatever eps. Measured on co-occurrence (tests/cooccurrence/test_optim.py): with the attention at the full
+    rate the gap stops shrinking with lr; the first-order check there holds W and W_V with the attention nearly
+    frozen (rate 1e-3 lr)."""
     return _sign_descent(loss, check_choice("form", form, SIGN_FORMS))
 
 
