@@ -8,6 +8,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import compiler  # the compile options JAX hands XLA (a check of the flag)
 
 import flows
 from flows import _xla
@@ -35,3 +36,58 @@ def test_env_switch_restores_xla_defaults():
     env = {**os.environ, "FLOWS_XLA_DEFAULTS": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "None"
+
+
+def _at_both_levels(fn, *call):
+    """`fn(*call)` compiled at the suite's level (jax_disable_most_optimizations, tests/conftest.py) and at
+    XLA's default level, from the same lowering."""
+    lowered = jax.jit(fn).lower(*call)
+    before = jax.config.read("jax_disable_most_optimizations")
+    try:
+        outs = []
+        for flag, level in ((True, 0), (False, 3)):
+            jax.config.update("jax_disable_most_optimizations", flag)
+            debug = compiler.get_compile_options(num_replicas=1, num_partitions=1).executable_build_options
+            assert debug.debug_options.xla_backend_optimization_level == level  # the flag reaches XLA
+            outs.append(_xla.compile_lowered(lowered)(*call))
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+    return outs
+
+
+def _assert_trees_close(a, b, rtol=1e-12):
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=1e-14)
+
+
+def test_suite_optimisation_level_gives_the_default_results():
+    """The default suite compiles with `jax_disable_most_optimizations` (tests/conftest.py, for compile time):
+    representative programs give XLA's default level's numbers to 1e-12: a flows.solve program with
+    observables, an event and the blow-up guard; mean-field GD steps with every summary observable (a depth
+    scan, autodiff, optax); the mean-field adjoint velocity."""
+    from flows.mean_field import network as mf_net
+    from flows.mean_field import observables as mf_obs
+
+    half = flows.Event(lambda t, y, a: y[0] - 0.5)
+    run = build(lambda t, y, a: -a * jnp.tanh(y) * y, solver="tsit5", rtol=1e-10, atol=1e-12, dt0=None,
+                max_steps=10_000, observables={"s": lambda t, y, a: jnp.sum(jnp.sin(y))}, save_states=True,
+                event=half, blowup=1e10, progress=False)
+    call = (jnp.array([1.0, 2.0]), jnp.asarray(1.3), jnp.asarray(0.0), jnp.asarray(5.0),
+            jnp.linspace(0.0, 5.0, 9), jnp.asarray(True))
+    low, default = _at_both_levels(run, *call)
+    assert int(low["code"]) == int(default["code"]) and int(low["num_steps"]) == int(default["num_steps"])
+    _assert_trees_close(low, default)
+
+    cfg = flows.mean_field.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, seed=1)
+    particles = mf_net.init_particles(cfg)
+    args = mf_obs.make_args(cfg, mf_net.training_set(cfg), mf_net.held_out_set(cfg))
+    template = mf_net._optimizer(0.1 * cfg.M * cfg.L, 0.1 * cfg.M_mlp * cfg.L)
+    opt_state = template.init(particles)
+    gd = mf_net._gd_program(False, template)
+    low, default = _at_both_levels(gd, particles, opt_state, jnp.asarray([5, 5], jnp.int32), args)
+    _assert_trees_close(low, default)
+    data = mf_net.training_set(cfg)
+    consts = mf_net._traced_constants(cfg, data.Z0.dtype)
+    low, default = _at_both_levels(lambda p: mf_net._VELOCITY_METHODS["adjoint"](p, data.Z0, data.y, *consts),
+                                   particles)
+    _assert_trees_close(low, default)

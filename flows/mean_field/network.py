@@ -578,9 +578,9 @@ def _gd_program(basic: bool, template=_GD_TEMPLATE):
             carry = jax.lax.fori_loop(0, num, one_step, carry)
             return carry, observe(carry[0])
 
-        first = observe(particles)
-        (p, _), rest = jax.lax.scan(segment, (particles, opt_state), increments)
-        series = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+        # the first save is a segment of 0 steps: the observables appear once in the program (compiled once)
+        zero = jnp.zeros((1,), increments.dtype)
+        (p, _), series = jax.lax.scan(segment, (particles, opt_state), jnp.concatenate([zero, increments]))
         return p, series
 
     return run

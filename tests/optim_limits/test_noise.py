@@ -39,6 +39,9 @@ from tests.optim_limits._linreg import (
     summary,
 )
 
+# Monte Carlo over many paths: its cost is running, so it compiles at XLA's default level (tests/conftest.py)
+pytestmark = pytest.mark.run_bound
+
 B, T = 4, 2.0
 LRS = (0.02, 0.005)
 PATHS = 400

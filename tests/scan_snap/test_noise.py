@@ -96,6 +96,7 @@ def _euler_flow(dt, steps, save_steps):
                        observables=_flow_observables)
 
 
+@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_zero_noise_is_the_finite_T_gradient_flow():
     """noise=False: the SDE paths are flows.solve's constant-step Euler (step lr / 2) of gradient_flow of the
     enumerated population loss sum_j w_j l_j, to 1e-10 (the SDE program of the default comparison)."""
@@ -117,6 +118,7 @@ def _compare(lr, steps, **opts):
                    sde[name].mean() - run[name].mean(), sde[name].var() / run[name].var() - 1) for name in sde}
 
 
+@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_sde_paths_and_sgd_runs_agree_at_flow_time_5():
     """The default-run comparison: 256 SDE paths (dt = half an SGD step) vs 256 `train_sweep` runs at
     lr = 0.03125, 160 steps (s = 5): mean and variance of the population loss and of the attention c_0[2]
