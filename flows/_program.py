@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ._xla import compile_lowered
+from ._xla import compile_lowered, options_key
 from .events import BracketBisection
 from .trajectory import DIVERGED, DT_MIN, EVENT, MAX_STEPS, NONFINITE, OK, OTHER
 
@@ -218,6 +218,7 @@ def signature(tree):
 
 def compiled(key, build, example_args):
     """Compile `build()` ahead of time for `example_args`; cached on `key`. Returns (fn, compile_s)."""
+    key = (key, options_key())
     hit = _COMPILED.get(key)
     if hit is not None:
         return hit, 0.0

@@ -18,7 +18,7 @@ import os
 
 import jax
 
-__all__ = ["COMPILER_OPTIONS", "jit"]
+__all__ = ["COMPILER_OPTIONS", "compile_lowered", "jit", "options_key"]
 
 COMPILER_OPTIONS: dict | None = (None if os.environ.get("FLOWS_XLA_DEFAULTS") == "1"
                                  else {"xla_cpu_use_fusion_emitters": False})
@@ -63,3 +63,11 @@ def jit(fun=None, **kwargs):
 def compile_lowered(lowered):
     """`lowered.compile()` with the library's compile options."""
     return lowered.compile(compiler_options=COMPILER_OPTIONS)
+
+
+def options_key():
+    """The JAX settings besides the program that decide its compiled code, for the keys of the library's own
+    caches of compiled programs: `jax_disable_most_optimizations` (XLA backend level 0, a runtime flag; the
+    test suite compiles its compile-bound tests with it). A program compiled under one value is not reused
+    under the other."""
+    return bool(jax.config.read("jax_disable_most_optimizations"))

@@ -48,7 +48,7 @@ import numpy as np
 import optax
 
 from .._checks import check_choice, check_finite_tree, check_int, check_real
-from .._xla import compile_lowered
+from .._xla import compile_lowered, options_key
 from .._xla import jit as xla_jit
 from .data import Config, Prompts, held_out_set, training_set
 
@@ -604,7 +604,7 @@ def compile_cached(cache: dict, jitted, call: tuple, size: int = 16):
     Returns (compiled, compile_s), compile_s = 0 for a cache hit."""
     from ..solve import _signature
 
-    key = _signature(call)
+    key = (_signature(call), options_key())
     compiled = cache.get(key)
     if compiled is not None:
         return compiled, 0.0

@@ -86,6 +86,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._checks import INT_MAX, check_bool, check_int, check_real
+from .._xla import options_key
 
 __all__ = ["AdamSDE", "SGDSDE", "adam_sde", "adam_sde_hyper", "batch_covariance_factor", "gradient_covariance",
            "noise_factor", "per_sample_grads",
@@ -317,9 +318,10 @@ def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: i
     obs_items = observables if callable(observables) else tuple(sorted(observables.items(), key=lambda kv: kv[0]))
     saved = np.arange(0, steps + 1, save_every)
     try:
-        program = _sgd_program(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items)
+        program = _sgd_program(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items, options_key())
     except TypeError:  # unhashable callables: build without the cache
-        program = _sgd_program.__wrapped__(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items)
+        program = _sgd_program.__wrapped__(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items,
+                                            options_key())
     theta0 = _tmap(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0))
     out = program(theta0, keys, data, jnp.asarray(lr, dtype), jnp.asarray(save_every, jnp.int32), extra_args)
@@ -329,10 +331,11 @@ def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: i
 
 
 @functools.lru_cache(maxsize=32)
-def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items):
+def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items, options=None):
     """The vmapped SGD program of `run_sgd` for one structure; lr, the steps per save, theta0, data and the
     keys are arguments (optax.inject_hyperparams keeps lr in the optimiser state), so a new lr or horizon
-    with the same number of saves compiles nothing."""
+    with the same number of saves compiles nothing. `options` (`flows._xla.options_key()`) keeps programs
+    compiled under other XLA settings apart."""
     import optax
 
     grad = jax.grad(lambda th, batch: jnp.mean(jax.vmap(per_sample_loss, in_axes=(None, 0))(th, batch)))
