@@ -130,6 +130,7 @@ def test_sde_paths_and_sgd_runs_agree_at_flow_time_5():
 
 
 @pytest.mark.slow
+@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_sde_paths_and_sgd_runs_agree_within_standard_errors():
     """256 SDE paths (dt = half an SGD step) vs 256 `train_sweep` runs (fresh i.i.d. batches of B = 4) at
     flow time s = lr * steps = 10, lr = 0.0625 and 0.03125: mean and variance of the population loss and of
@@ -172,6 +173,7 @@ def _ladder_rung(i):
 
 
 @pytest.mark.slow
+@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_sde_mismatch_is_first_order_in_lr():
     """The SGD SDE's weak error, resolved above the Monte Carlo noise: lr = 0.5, 0.125, 0.03125 with 2048,
     1024, 512 SDE paths (dt = half an SGD step) and as many `train_sweep` runs, at the same s = 5 (10, 40,
