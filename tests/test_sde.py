@@ -58,7 +58,7 @@ def test_ou_mean_and_variance_match_closed_forms(ou_paths):
     assert ou_paths.ts.shape == (2000, 3) and int(ou_paths.num_steps[0]) == 64
 
 
-@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
+@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_euler_maruyama_strong_and_weak_order_one_for_additive_noise(ou_paths):
     """Nonlinear drift, sigma = 0.8: RMS error at t = 0.25, 0.5, 1 against dt = 2^-8 on the SAME Brownian
     paths (2000 keys, one VirtualBrownianTree tol) for dt = 2^-3 .. 2^-5; the fitted slope of log error vs

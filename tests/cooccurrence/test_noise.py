@@ -84,7 +84,7 @@ def test_sde_paths_and_sgd_runs_agree_within_standard_errors(args):
 
 
 @pytest.mark.slow
-@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
+@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_sde_paths_and_sgd_runs_agree_at_two_rates(args):
     """As above at lr = 0.0125 and 0.003125, one SDE program and one SGD program for both rates. Measured z
     (mean / variance): lr = 0.0125 loss -0.14 / -1.56, logit 0.88 / -1.52; lr = 0.003125 loss 0.58 / -0.85,
@@ -120,7 +120,7 @@ def _pooled(lr, calls, args):
 
 
 @pytest.mark.slow
-@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
+@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_sde_mismatch_is_first_order_in_lr(args):
     """The SGD SDE's weak error, resolved above the Monte Carlo noise: lr = 0.05, 0.0125, 0.003125 with
     2048, 1024, 512 SDE paths (dt = lr / 4) and as many SGD runs, at the same t = 0.5 (10, 40, 160 steps).

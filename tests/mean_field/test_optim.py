@@ -90,6 +90,7 @@ def test_adam_limit_field_at_t0_is_the_first_adam_step():
 
 
 @pytest.mark.slow
+@pytest.mark.xla_default  # two programs, equal to 1e-10 at XLA's default level (0 measured; 2.9e-10 at level 0)
 def test_gd_limit_equals_the_particle_flow():
     """optimizer="gd" (gradient flow of Q with the clocks M L, M_mlp L) is `solve_particles` to 1e-10."""
     ts = np.linspace(0.0, 2.0, 5)

@@ -170,7 +170,7 @@ def _z(a, b):
 
 
 @pytest.mark.slow
-@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
+@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_adam_sde_against_optax_adam_at_square_root_scalings():
     """512 SDE paths (Euler-Maruyama, dt = 0.1^2 / 4) against 512 optax Adam runs at lr = 0.4, 0.2, 0.1 with
     the square-root-scaled settings (b = 1 - c lr^2, eps = eps0 / lr, noise sigma0 / lr; t = lr^2 * step):

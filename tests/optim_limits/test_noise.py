@@ -40,7 +40,7 @@ from tests.optim_limits._linreg import (
 )
 
 # Monte Carlo over many paths: its cost is running, so it compiles at XLA's default level (tests/conftest.py)
-pytestmark = pytest.mark.run_bound
+pytestmark = pytest.mark.xla_default
 
 B, T = 4, 2.0
 LRS = (0.02, 0.005)

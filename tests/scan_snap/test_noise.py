@@ -96,7 +96,7 @@ def _euler_flow(dt, steps, save_steps):
                        observables=_flow_observables)
 
 
-@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
+@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_zero_noise_is_the_finite_T_gradient_flow():
     """noise=False: the SDE paths are flows.solve's constant-step Euler (step lr / 2) of gradient_flow of the
     enumerated population loss sum_j w_j l_j, to 1e-10 (the SDE program of the default comparison)."""
@@ -118,7 +118,7 @@ def _compare(lr, steps, **opts):
                    sde[name].mean() - run[name].mean(), sde[name].var() / run[name].var() - 1) for name in sde}
 
 
-@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
+@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_sde_paths_and_sgd_runs_agree_at_flow_time_5():
     """The default-run comparison: 256 SDE paths (dt = half an SGD step) vs 256 `train_sweep` runs at
     lr = 0.03125, 160 steps (s = 5): mean and variance of the population loss and of the attention c_0[2]
@@ -130,7 +130,7 @@ def test_sde_paths_and_sgd_runs_agree_at_flow_time_5():
 
 
 @pytest.mark.slow
-@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
+@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_sde_paths_and_sgd_runs_agree_within_standard_errors():
     """256 SDE paths (dt = half an SGD step) vs 256 `train_sweep` runs (fresh i.i.d. batches of B = 4) at
     flow time s = lr * steps = 10, lr = 0.0625 and 0.03125: mean and variance of the population loss and of
@@ -173,7 +173,7 @@ def _ladder_rung(i):
 
 
 @pytest.mark.slow
-@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
+@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_sde_mismatch_is_first_order_in_lr():
     """The SGD SDE's weak error, resolved above the Monte Carlo noise: lr = 0.5, 0.125, 0.03125 with 2048,
     1024, 512 SDE paths (dt = half an SGD step) and as many `train_sweep` runs, at the same s = 5 (10, 40,

@@ -36,7 +36,7 @@ def classes():
     return SequenceClasses.from_weights(w, [C + K * D + n for n in range(K)], [C + K * D + K + n for n in range(K)])
 
 
-@pytest.mark.run_bound  # Monte Carlo: its cost is running (tests/conftest.py)
+@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_momentum_sgd_tracks_the_flow_on_the_documented_clock():
     """One test (one training compile; under pytest-xdist a shared fixture would be built on every worker)."""
     record = train(classes(), "sgd", ETA, ETA, T, BATCH, STEPS, momentum=BETA, seed=4)
