@@ -15,14 +15,20 @@ from flows import _xla
 from flows._program import build
 
 
-def test_options_change_compile_not_results():
-    assert _xla.COMPILER_OPTIONS == {"xla_cpu_use_fusion_emitters": False}
+def _event_program():
+    """A flows.solve program with observables, an event and the blow-up guard, and its call."""
     half = flows.Event(lambda t, y, a: y[0] - 0.5)
     run = build(lambda t, y, a: -a * jnp.tanh(y) * y, solver="tsit5", rtol=1e-10, atol=1e-12, dt0=None,
                 max_steps=10_000, observables={"s": lambda t, y, a: jnp.sum(jnp.sin(y))}, save_states=True,
                 event=half, blowup=1e10, progress=False)
     call = (jnp.array([1.0, 2.0]), jnp.asarray(1.3), jnp.asarray(0.0), jnp.asarray(5.0),
             jnp.linspace(0.0, 5.0, 9), jnp.asarray(True))
+    return run, call
+
+
+def test_options_change_compile_not_results():
+    assert _xla.COMPILER_OPTIONS == {"xla_cpu_use_fusion_emitters": False}
+    run, call = _event_program()
     lowered = jax.jit(run).lower(*call)
     ours, default = _xla.compile_lowered(lowered)(*call), lowered.compile()(*call)
     assert int(ours["code"]) == int(default["code"])
@@ -68,12 +74,7 @@ def test_suite_optimisation_level_gives_the_default_results():
     from flows.mean_field import network as mf_net
     from flows.mean_field import observables as mf_obs
 
-    half = flows.Event(lambda t, y, a: y[0] - 0.5)
-    run = build(lambda t, y, a: -a * jnp.tanh(y) * y, solver="tsit5", rtol=1e-10, atol=1e-12, dt0=None,
-                max_steps=10_000, observables={"s": lambda t, y, a: jnp.sum(jnp.sin(y))}, save_states=True,
-                event=half, blowup=1e10, progress=False)
-    call = (jnp.array([1.0, 2.0]), jnp.asarray(1.3), jnp.asarray(0.0), jnp.asarray(5.0),
-            jnp.linspace(0.0, 5.0, 9), jnp.asarray(True))
+    run, call = _event_program()
     low, default = _at_both_levels(run, *call)
     assert int(low["code"]) == int(default["code"]) and int(low["num_steps"]) == int(default["num_steps"])
     _assert_trees_close(low, default)

@@ -16,6 +16,7 @@ from flows import optim_limits as ol
 from flows import solve
 from flows.cooccurrence import observables as obs
 from flows.cooccurrence.flow import limit_loss, limit_problem, vector_field
+from tests.optim_limits._wiring import wiring_gaps
 
 CFG = co.Config(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8, seed=1)
 ARGS = co.data_args(CFG, num_test=24)
@@ -71,26 +72,9 @@ def test_adam_parameter_field_at_t0_is_the_first_adam_step():
     opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
     heavy = optax.sgd(lr, momentum=beta)
     h = lr / (1.0 - beta)
-    grad = jax.grad(limit_loss)
-    tmap = jax.tree_util.tree_map
-
-    @jax.jit
-    def both(params):
-        field = limit.vector_field(0.0, limit.initial_state(params), args)["theta"]
-        with jax.numpy_dtype_promotion("standard"):
-            updates, _ = opt.update(grad(params, args["batch"]), opt.init(params), params)
-        sign_gap = tmap(lambda f, g: f + ol.sign_eps(g, eps_sign), sign.vector_field(0.0, params, sargs),
-                        grad(params, sargs["batch"]))
-        theta, state, y = params, heavy.init(params), mom.initial_state(params)
-        for _ in range(2):
-            step, state = heavy.update(grad(theta, margs["batch"]), state, theta)
-            theta = optax.apply_updates(theta, step)
-            v = tmap(lambda a, b: a + h * b, y["v"], mom.vector_field(0.0, y, margs)["v"])
-            y = {"theta": tmap(lambda a, b: a + h * b, y["theta"],
-                               mom.vector_field(0.0, {"theta": y["theta"], "v": v}, margs)["theta"]), "v": v}
-        return field, updates, sign_gap, tmap(lambda a, b: a - b, theta, y["theta"])
-
-    field, updates, sign_gap, heavy_gap = both(params0)
+    out = wiring_gaps(jax.grad(limit_loss), (limit, args), opt, (sign, sargs), eps_sign, (mom, margs), heavy,
+                      h)(params0)
+    field, updates, sign_gap, heavy_gap = out["field"], out["updates"], out["sign_gap"], out["heavy_gap"]
     for name in field:
         assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
         assert float(jnp.max(jnp.abs(sign_gap[name]))) < 1e-12, name

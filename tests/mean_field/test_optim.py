@@ -13,6 +13,7 @@ from flows import optim_limits as ol
 from flows.mean_field import observables as obs
 from flows.mean_field.flow import _vector_field_rev
 from flows.mean_field.optim import limit_loss, limit_problem, solve_optim
+from tests.optim_limits._wiring import wiring_gaps
 
 CFG = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
 TIGHT = dict(rtol=1e-12, atol=1e-14)
@@ -63,26 +64,10 @@ def test_adam_limit_field_at_t0_is_the_first_adam_step():
                                    "mlp": optax.sgd(lr * mlp, momentum=beta)},
                                   {"V": "att", "W": "att", "W1": "mlp", "W2": "mlp"})
     h = lr / (1.0 - beta)
-    grad = jax.grad(limit_loss)
-    tmap = jax.tree_util.tree_map
-
-    @jax.jit
-    def both(p):
-        field = limit.vector_field(0.0, limit.initial_state(p), args)["theta"]
-        with jax.numpy_dtype_promotion("standard"):
-            updates, _ = opt.update(grad(p, args["batch"]), opt.init(p), p)
-        sign_gap = tmap(lambda f, g: f + ol.sign_eps(g, eps_sign), sign.vector_field(0.0, p, sargs),
-                        grad(p, sargs["batch"]))
-        theta, state, y = p, heavy.init(p), mom.initial_state(p)
-        for _ in range(2):
-            step, state = heavy.update(grad(theta, margs["batch"]), state, theta)
-            theta = optax.apply_updates(theta, step)
-            v = tmap(lambda a, b: a + h * b, y["v"], mom.vector_field(0.0, y, margs)["v"])
-            y = {"theta": tmap(lambda a, b: a + h * b, y["theta"],
-                               mom.vector_field(0.0, {"theta": y["theta"], "v": v}, margs)["theta"]), "v": v}
-        return field, updates, sign_gap, tmap(lambda a, b: a - b, theta, y["theta"]), tmap(lambda a, b: a - b, theta, p)
-
-    field, updates, sign_gap, heavy_gap, moved = both(particles)
+    out = wiring_gaps(jax.grad(limit_loss), (limit, args), opt, (sign, sargs), eps_sign, (mom, margs), heavy,
+                      h)(particles)
+    field, updates, sign_gap, heavy_gap, moved = (out[k] for k in ("field", "updates", "sign_gap", "heavy_gap",
+                                                                   "moved"))
     for name in field:
         assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
         assert float(jnp.max(jnp.abs(sign_gap[name]))) < 1e-12, name
