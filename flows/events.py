@@ -3,9 +3,10 @@
 A stopping event is a `diffrax.Event` inside the compiled solve; its crossing is located on the solver's
 dense interpolant of the step where it triggered, by bisection on that step (`BracketBisection`, an
 `optimistix.Bisection` that also works under vmap). Bisection, not Newton: the root is bracketed by the
-step by construction, and Newton's derivative of the interpolant and its linear solve double the cost of
-compiling the whole solve (measured on y' = -a y with one event, trace + compile: Newton 22.2 s, bisection
-12.0 s, no event 9.7 s, on the 2-core machine under load; issue 9: a located event must cost at most 2x).
+step by construction; Newton could not converge below one float32 ulp (a float32 `co.solve_flow` reported
+"solver failed" at its T1), and its derivative of the interpolant and its linear solve cost compile time
+(first call of y' = -a y with one event, alone on 2 cores: Newton 3.7-4.3 s, bisection 3.4 s, no event
+2.2 s; under load 22.2 s, 12.0 s, 9.7 s).
 A non-stopping event reruns the **same** compiled program from the event state with the event switched
 off; the two runs are merged on the host with numpy (eager JAX operations here would each compile a
 program of their own on first use).
