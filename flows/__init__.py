@@ -16,27 +16,25 @@ The public surface (explicit re-exports; nothing is defined here):
 - `event_time`, `TrainingError` (`flows.network_records`): the first crossing of an observable on a network
   record or a `Trajectory` (T1, a knee), and the error a training run raises when it goes non-finite.
 
-Subpackages are imported on first use.
+Everything is imported on first use (`import flows` alone imports neither jax nor diffrax).
 """
 
-from .solve import SOLVERS as SOLVERS
-from .solve import Event as Event
-from .solve import FlowError as FlowError
-from .solve import Trajectory as Trajectory
-from .solve import batch_mesh as batch_mesh
-from .solve import linear_grid as linear_grid
-from .solve import log_grid as log_grid
-from .solve import solve as solve
-from .solve import solve_batch as solve_batch
+import sys as _sys
+import types as _types
 
 __version__ = "0.1.0"
 
-# The subpackages and flows.sde are imported on first use (`flows.scan_snap`, `from flows import fitting`):
-# a script that needs one system does not pay for the others, nor for scipy.stats (flows.fitting), at import
-# (issue 9: the first call counts; `import flows` took about 1.5 s of imports it did not use).
+# Everything is imported on first use (`flows.solve(...)`, `flows.scan_snap`, `from flows import fitting`): a
+# script that needs one system does not pay for the others, nor for scipy.stats (flows.fitting), at import, and
+# `import flows.records` (the CLI's main job, a records-only script) does not import diffrax (about 1 s of the
+# 2.5 s of `import flows` on 2 cores; issue 9: the first call counts).
 _SUBMODULES = ("compile_cache", "cooccurrence", "fitting", "mean_field", "network_records", "optim_limits", "plotting",
                "records", "scan_snap", "sde")
-_LAZY_NAMES = {"solve_sde": "sde", "event_time": "network_records", "TrainingError": "network_records"}
+_LAZY_NAMES = {
+    **dict.fromkeys(("SOLVERS", "Event", "FlowError", "Trajectory", "batch_mesh", "linear_grid", "log_grid",
+                     "solve", "solve_batch"), "solve"),
+    "solve_sde": "sde", "event_time": "network_records", "TrainingError": "network_records",
+}
 
 
 def __getattr__(name):
@@ -47,6 +45,20 @@ def __getattr__(name):
     if name in _LAZY_NAMES:
         return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
     raise AttributeError(f"module 'flows' has no attribute {name!r}")
+
+
+class _Package(_types.ModuleType):
+    """`flows.solve` is the function, as the public surface says, also after the submodule `flows.solve` is
+    imported (which sets the package attribute to the module): the module stays in `sys.modules`, so
+    `from flows.solve import Trajectory` works as before."""
+
+    def __setattr__(self, name, value):
+        if name == "solve" and isinstance(value, _types.ModuleType):
+            value = value.solve
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
 
 
 def __dir__():

@@ -70,9 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    _enable_x64()
     if args.command == "derive":
+        _enable_x64()
         return _derive(args)
+    # The main job of `reproduce` only runs the examples (each in a process of its own, which sets its own
+    # precision) and writes the report: it imports neither jax nor diffrax.
     from flows._cli_reproduce import reproduce
 
     return reproduce(args, argv)

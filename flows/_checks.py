@@ -11,9 +11,9 @@ real arrays (never `bool` or complex). Flags are `True` or `False` (or a numpy b
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 
-import jax
 import numpy as np
 
 __all__ = ["INT_MAX", "SEED_MAX", "check_bool", "check_choice", "check_dtype", "check_finite_tree", "check_int",
@@ -34,6 +34,22 @@ def check_int(name, value, low, high=INT_MAX, *, integral_float=False) -> int:
     return int(value)
 
 
+def _jax():
+    """jax if it is imported, else None: a value can be a jax array or tracer only once jax is imported, and a
+    records-only script (the CLI's main job) need not import it for its checks."""
+    return sys.modules.get("jax")
+
+
+def _is_jax_array(value) -> bool:
+    jax = _jax()
+    return jax is not None and isinstance(value, jax.Array)
+
+
+def _is_tracer(value) -> bool:
+    jax = _jax()
+    return jax is not None and isinstance(value, jax.core.Tracer)
+
+
 def _real_scalar(value):
     """`float(value)` for a real scalar (Python/numpy int or float, 0-d real array), else None."""
     if isinstance(value, (bool, np.bool_)):
@@ -43,7 +59,7 @@ def _real_scalar(value):
             return float(value)
         except OverflowError:  # an int too large for a float
             return None
-    if isinstance(value, (np.ndarray, jax.Array)) and not isinstance(value, jax.core.Tracer) \
+    if (isinstance(value, np.ndarray) or _is_jax_array(value)) and not _is_tracer(value) \
             and np.ndim(value) == 0 and np.asarray(value).dtype.kind in "iuf":
         return float(np.asarray(value))
     return None
@@ -105,16 +121,16 @@ def check_dtype(name, dtype):
         out = np.dtype(dtype)
     except (TypeError, ValueError):
         out = None
-    if out is None or out.kind != "f" or isinstance(dtype, (np.ndarray, jax.Array)):
+    if out is None or out.kind != "f" or isinstance(dtype, np.ndarray) or _is_jax_array(dtype):
         raise ValueError(f"{name} must be a floating dtype (e.g. jnp.float64) or None, got {dtype!r}")
     return out
 
 
 def _host(leaf):
     """A numpy view of a concrete leaf, None for a tracer or an array other processes hold part of."""
-    if isinstance(leaf, jax.core.Tracer):
+    if _is_tracer(leaf):
         return None
-    if isinstance(leaf, jax.Array):
+    if _is_jax_array(leaf):
         return np.asarray(leaf) if leaf.is_fully_addressable else None
     if isinstance(leaf, int) and not isinstance(leaf, bool) and not -2**63 <= leaf < 2**63:
         return np.asarray(leaf, dtype=object)  # overflows int64: rejected below
@@ -127,6 +143,8 @@ def _host(leaf):
 def check_finite_tree(name, tree, *, floating=False):
     """Every leaf of `tree` is a numeric array or scalar (floating point with `floating`) whose entries are
     all finite; else a `ValueError` naming `name`. Tracers are passed unchecked (their values are unknown)."""
+    import jax
+
     for leaf in jax.tree_util.tree_leaves(tree):
         arr = _host(leaf)
         if arr is None:

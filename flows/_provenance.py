@@ -50,15 +50,17 @@ def versions() -> dict:
     }
     for name in _PACKAGES:
         info[name] = _dist_version(name)
+    # The backend of a run that used jax; a records-only script (no jax imported) records None rather than
+    # importing jax (about 1 s) to describe a backend it never ran on.
     info.update(jax_backend=None, jax_devices=None, jax_enable_x64=None)
-    try:
-        import jax
-
-        info["jax_backend"] = jax.default_backend()
-        info["jax_devices"] = [str(d) for d in jax.devices()]
-        info["jax_enable_x64"] = bool(jax.config.read("jax_enable_x64"))
-    except Exception:  # noqa: BLE001 - versions() must never fail a run
-        logger.debug("could not query jax", exc_info=True)
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            info["jax_backend"] = jax.default_backend()
+            info["jax_devices"] = [str(d) for d in jax.devices()]
+            info["jax_enable_x64"] = bool(jax.config.read("jax_enable_x64"))
+        except Exception:  # noqa: BLE001 - versions() must never fail a run
+            logger.debug("could not query jax", exc_info=True)
     info["git_sha"] = _git("rev-parse", "HEAD")
     status = _git("status", "--porcelain", "--untracked-files=no") if info["git_sha"] else None
     info["git_dirty"] = None if status is None else bool(status)
