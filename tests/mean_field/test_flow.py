@@ -92,6 +92,20 @@ def test_observables_all_and_basic_are_summary_and_basic():
         assert info.value.inputs["options"]["observables"] is want, name
 
 
+def test_train_gd_basic_observables():
+    """`observables="basic"` records the Q and R of every observable, and the same particles (bitwise), on
+    the shapes and saves of the GD program of the tests above (here, where that program is compiled anyway:
+    moved from test_network.py, which compiled it a second time)."""
+    rec = mf.train_gd(CFG, 0.1, 20, save_every=5, observables="basic")
+    full = mf.train_gd(CFG, 0.1, 20, save_every=5)
+    assert set(rec.observables) == {"Q", "R"}
+    for name in ("Q", "R"):
+        np.testing.assert_allclose(rec.observables[name], full.observables[name], rtol=1e-13)
+    assert all(np.array_equal(np.asarray(rec.particles[k]), np.asarray(full.particles[k])) for k in rec.particles)
+    with pytest.raises(ValueError, match="observables"):
+        mf.train_gd(CFG, 0.1, 3, observables="none")
+
+
 def test_sharded_equals_unsharded():
     assert jax.device_count() >= 2, "the conftest provides two CPU devices"
     mesh = mf.particle_mesh(2)

@@ -258,17 +258,3 @@ def test_gd_velocity_paths_agree(setup):
         np.testing.assert_allclose(a[k], b[k], rtol=1e-12, atol=1e-14)
     assert flow._field_for("kvaerno5") is flow.vector_field
     assert flow._field_for("tsit5") is flow._vector_field_rev
-
-
-def test_train_gd_basic_observables():
-    """On the shapes and saves of tests/mean_field/test_flow.py (the GD programs of its tests: every observable
-    unsharded, Q and R only sharded and, here, unsharded)."""
-    cfg = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
-    rec = mf.train_gd(cfg, 0.1, 20, save_every=5, observables="basic")
-    full = mf.train_gd(cfg, 0.1, 20, save_every=5)
-    assert set(rec.observables) == {"Q", "R"}
-    for name in ("Q", "R"):
-        np.testing.assert_allclose(rec.observables[name], full.observables[name], rtol=1e-13)
-    assert all(np.array_equal(np.asarray(rec.particles[k]), np.asarray(full.particles[k])) for k in rec.particles)
-    with pytest.raises(ValueError, match="observables"):
-        mf.train_gd(cfg, 0.1, 3, observables="none")
