@@ -3,7 +3,6 @@ and against optax Adam on the network's particles. The solves are `-m slow`; the
 wiring on the vector fields."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
@@ -27,51 +26,62 @@ def _sup(a, b):
 C1, C2, EPS = 2.0, 5.0, 1e-8
 
 
-def test_gd_limit_field_is_the_particle_velocity():
-    """The "gd" limit's field (gradient of Q on the clocks M L, M_mlp L) is the field solve_particles
-    integrates (explicit solvers), to 1e-12 relative. The exact reduction of the momentum limit (one program
-    with it): on its slow manifold v = dQ/dtheta (any eta_tau, beta) dtheta/dtau is that velocity too, to
-    1e-12 relative, and dv/dtau = 0."""
+@pytest.fixture(scope="module")
+def fields():
+    """The fields of both tests below in one compiled program (the gradient of Q at the particles, which both
+    evaluate, is computed once): the "gd" limit's field, the particle velocity, the momentum limit on its
+    slow manifold, and the wiring of the Adam, sign and momentum limits against optax (`wiring_gaps`)."""
+    lr, beta, eps_sign = 1e-3, 0.5, 0.1
     limit, args, particles = limit_problem(CFG, "gd")
     mom, margs, _ = limit_problem(CFG, "momentum", {"eta_tau": 0.1, "beta": 0.5})
-
-    @jax.jit
-    def fields(p):
-        on_manifold = mom.vector_field(0.0, {"theta": p, "v": jax.grad(limit_loss)(p, margs["batch"])}, margs)
-        return limit.vector_field(0.0, p, args), _vector_field_rev(0.0, p, args["batch"]), on_manifold
-
-    got, want, on_manifold = fields(particles)
-    for name in want:
-        scale = float(jnp.max(jnp.abs(want[name])))
-        assert float(jnp.max(jnp.abs(got[name] - want[name]))) < 1e-12 * scale, name
-        assert float(jnp.max(jnp.abs(on_manifold["theta"][name] - want[name]))) < 1e-12 * scale, name
-        assert float(jnp.max(jnp.abs(on_manifold["v"][name]))) == 0.0, name
-
-
-def test_adam_limit_field_at_t0_is_the_first_adam_step():
-    """At t = 0 the Adam limit's field on the particles is the first optax Adam update / lr. In the same
-    program, the wiring of the other two limits: the sign field is -sign_eps(dQ/dtheta) (eps 0.1, sqrt form,
-    one lr, no M L clocks), and two semi-implicit Euler steps of size h = eta_tau / (1 - beta) of the momentum
-    field are two optax.sgd steps at lr eta_tau M L (attention) / eta_tau M_mlp L (MLP), momentum beta
-    (friction (1 - beta)^2 / (eta_tau scale) on the clocks M L, M_mlp L), to 1e-12 relative."""
-    lr, beta, eps_sign = 1e-3, 0.5, 0.1
-    limit, args, particles = limit_problem(CFG, "adam", {"c1": C1, "c2": C2, "eps": EPS})
+    adam, aargs, _ = limit_problem(CFG, "adam", {"c1": C1, "c2": C2, "eps": EPS})
     sign, sargs, _ = limit_problem(CFG, "sign", {"eps": eps_sign})
-    mom, margs, _ = limit_problem(CFG, "momentum", {"eta_tau": lr, "beta": beta})
+    mom_w, mwargs, _ = limit_problem(CFG, "momentum", {"eta_tau": lr, "beta": beta})
     opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
     att, mlp = CFG.M * CFG.L, CFG.M_mlp * CFG.L
     heavy = optax.multi_transform({"att": optax.sgd(lr * att, momentum=beta),
                                    "mlp": optax.sgd(lr * mlp, momentum=beta)},
                                   {"V": "att", "W": "att", "W1": "mlp", "W2": "mlp"})
     h = lr / (1.0 - beta)
-    out = wiring_gaps(jax.grad(limit_loss), (limit, args), opt, (sign, sargs), eps_sign, (mom, margs), heavy,
-                      h)(particles)
+    wiring = wiring_gaps(jax.grad(limit_loss), (adam, aargs), opt, (sign, sargs), eps_sign, (mom_w, mwargs), heavy,
+                         h)
+
+    @jax.jit
+    def program(p):
+        on_manifold = mom.vector_field(0.0, {"theta": p, "v": jax.grad(limit_loss)(p, margs["batch"])}, margs)
+        gd = (limit.vector_field(0.0, p, args), _vector_field_rev(0.0, p, args["batch"]), on_manifold)
+        return gd, wiring(p)
+
+    gd, out = jax.tree_util.tree_map(np.asarray, program(particles))  # host checks: no eager programs
+    return {"gd": gd, "wiring": out, "lr": lr}
+
+
+def test_gd_limit_field_is_the_particle_velocity(fields):
+    """The "gd" limit's field (gradient of Q on the clocks M L, M_mlp L) is the field solve_particles
+    integrates (explicit solvers), to 1e-12 relative. The exact reduction of the momentum limit (one program
+    with it): on its slow manifold v = dQ/dtheta (any eta_tau, beta) dtheta/dtau is that velocity too, to
+    1e-12 relative, and dv/dtau = 0."""
+    got, want, on_manifold = fields["gd"]
+    for name in want:
+        scale = float(np.max(np.abs(want[name])))
+        assert float(np.max(np.abs(got[name] - want[name]))) < 1e-12 * scale, name
+        assert float(np.max(np.abs(on_manifold["theta"][name] - want[name]))) < 1e-12 * scale, name
+        assert float(np.max(np.abs(on_manifold["v"][name]))) == 0.0, name
+
+
+def test_adam_limit_field_at_t0_is_the_first_adam_step(fields):
+    """At t = 0 the Adam limit's field on the particles is the first optax Adam update / lr. In the same
+    program, the wiring of the other two limits: the sign field is -sign_eps(dQ/dtheta) (eps 0.1, sqrt form,
+    one lr, no M L clocks), and two semi-implicit Euler steps of size h = eta_tau / (1 - beta) of the momentum
+    field are two optax.sgd steps at lr eta_tau M L (attention) / eta_tau M_mlp L (MLP), momentum beta
+    (friction (1 - beta)^2 / (eta_tau scale) on the clocks M L, M_mlp L), to 1e-12 relative."""
+    out, lr = fields["wiring"], fields["lr"]
     field, updates, sign_gap, heavy_gap, moved = (out[k] for k in ("field", "updates", "sign_gap", "heavy_gap",
                                                                    "moved"))
     for name in field:
-        assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
-        assert float(jnp.max(jnp.abs(sign_gap[name]))) < 1e-12, name
-        assert float(jnp.max(jnp.abs(heavy_gap[name]))) < 1e-12 * float(jnp.max(jnp.abs(moved[name]))), name
+        assert float(np.max(np.abs(field[name] - updates[name] / lr))) < 1e-9, name
+        assert float(np.max(np.abs(sign_gap[name]))) < 1e-12, name
+        assert float(np.max(np.abs(heavy_gap[name]))) < 1e-12 * float(np.max(np.abs(moved[name]))), name
 
 
 @pytest.mark.slow
