@@ -1,8 +1,6 @@
 """flows.solve_sde: additive-noise SDEs with diffrax (OU moments over many paths, strong order on a shared
 Brownian path, sigma = 0 is the ODE solve, reproducible keys, failures and bad arguments)."""
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +8,7 @@ import pytest
 
 import flows
 from flows.sde import STRONG_ORDER, solve_sde
+from tests._xla_level import default_level
 
 A, S, Y0 = 1.5, 0.7, 1.0
 TS = (0.25, 0.5, 1.0)
@@ -37,25 +36,13 @@ ARGS_NL = {"a": jnp.asarray(0.0), "b": jnp.asarray(1.0)}
 KEYS = jax.random.split(jax.random.key(3), 2000)
 
 
-@contextlib.contextmanager
-def _xla_default_level():
-    """XLA's default optimisation level for one block (what tests/conftest.py does for `xla_default` tests;
-    a module fixture is built before the function-level switch, so it does it itself)."""
-    level0 = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", level0)
-
-
 @pytest.fixture(scope="module")
 def ou_paths():
     """2000 independent Euler-Maruyama paths of the OU process at dt = 2^-6 (one vmapped program), compiled
     at XLA's default level: the program of the Monte Carlo strong-order test (marked xla_default), which
     then compiles nothing (at level 0 here, that test compiled the program a second time: 7.6 s, and these
     paths ran 3.4 s instead of 0.6 s)."""
-    with _xla_default_level():
+    with default_level():  # a module fixture: built before conftest's per-test switch (tests/_xla_level.py)
         return solve_sde(scalar_drift, jnp.array([Y0]), args=ARGS_OU, sigma=S, dt=2.0**-6, key=KEYS, **BATCH)
 
 

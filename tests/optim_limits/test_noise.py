@@ -25,6 +25,7 @@ from flows.optim_limits.noise import (
     sgd_sde,
     solve_sgd_sde,
 )
+from tests._xla_level import default_level
 from tests.optim_limits._linreg import (
     DATA,
     OBS,
@@ -38,9 +39,6 @@ from tests.optim_limits._linreg import (
     sgd_moments,
     summary,
 )
-
-# Monte Carlo over many paths: its cost is running, so it compiles at XLA's default level (tests/conftest.py)
-pytestmark = pytest.mark.xla_default
 
 B, T = 4, 2.0
 LRS = (0.02, 0.005)
@@ -154,7 +152,8 @@ def runs():
     out = {}
     for lr in LRS:
         sde = sgd_sde(per_sample_loss, DATA, B, lr)
-        tr = solve_sgd_sde(sde, THETA0, (1.0, T), dt=lr / 4, seed=1, **SDE_OPTS)
+        with default_level():  # the SDE paths' cost is running (the rest compiles at level 0: tests/_xla_level.py)
+            tr = solve_sgd_sde(sde, THETA0, (1.0, T), dt=lr / 4, seed=1, **SDE_OPTS)
         sgd = run_sgd(per_sample_loss, THETA0, DATA, B, lr, int(round(T / lr)), num_runs=PATHS, seed=2,
                       save_every=int(round(1 / lr)), observables=OBS)
         assert np.allclose(sgd["ts"], [0.0, 1.0, T])
@@ -212,7 +211,8 @@ def test_zero_noise_is_gradient_flow():
     assert int(ode.num_steps) == 160
     for sde in (sgd_sde(per_sample_loss, DATA, B, LRS[0], noise=False), sgd_sde(per_sample_loss, DATA, None, 0.1)):
         assert float(sde.args["scale"]) == 0.0
-        tr = solve_sgd_sde(sde, THETA0, ts, dt=dt, seed=1, **SDE_OPTS)
+        with default_level():  # the runs fixture's program
+            tr = solve_sgd_sde(sde, THETA0, ts, dt=dt, seed=1, **SDE_OPTS)
         for name in OBS:
             assert np.max(np.abs(np.asarray(tr.observables[name]) - np.asarray(ode.observables[name])[None])) \
                 <= 1e-10, name

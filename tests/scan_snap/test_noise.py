@@ -18,6 +18,7 @@ from flows import scan_snap as ss
 from flows.optim_limits import gradient_flow
 from flows.scan_snap import noise as ssn
 from flows.scan_snap.network import count_loss
+from tests._xla_level import default_level
 from tests.optim_limits._moments import check_weak_order, mismatch, summary, z_mean, z_var
 
 CLASSES = ss.zipfian(num_queries=2, next_per_query=1, num_distinct=2, num_common=1)
@@ -99,14 +100,14 @@ def _euler_flow(dt, steps, save_steps):
 ZERO_STEPS = 16  # the zero-noise check: 32 SDE steps of the default comparison's program (its horizon is traced)
 
 
-@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_zero_noise_is_the_finite_T_gradient_flow():
     """noise=False: the SDE paths are flows.solve's constant-step Euler (step lr / 2) of gradient_flow of the
     enumerated population loss sum_j w_j l_j, to 1e-10 (the SDE program of the default comparison, run for
     16 SGD steps: the horizon is an argument of that program, and every path is the same, so the check
     does not need its 160 steps, which cost 8 s of running)."""
     lr, steps = DEFAULT_LR, ZERO_STEPS
-    tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps // 2, steps), PATHS, noise=False, **SDE_OPTS)
+    with default_level():  # the SDE program's cost is running; the reference compiles at level 0
+        tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps // 2, steps), PATHS, noise=False, **SDE_OPTS)
     ode = _euler_flow(lr / 2, 2 * steps, (0, steps, 2 * steps))
     assert np.allclose(np.asarray(tr.ts[0]), [0.0, steps // 2, steps]) and int(tr.num_steps[0]) == 2 * steps
     loss = np.asarray(ode.observables["loss"])
@@ -116,7 +117,8 @@ def test_zero_noise_is_the_finite_T_gradient_flow():
 
 def _compare(lr, steps, **opts):
     """{name: (z of the means, z of the variances, mean difference, variance ratio - 1)} at the last step."""
-    tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps // 2, steps), PATHS, seed=1, **opts)
+    with default_level():  # the SDE paths' cost is running; the vmapped SGD runs compile at level 0
+        tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps // 2, steps), PATHS, seed=1, **opts)
     sgd = ssn.sgd_runs(CLASSES, T_CTX, B, lr, steps, np.arange(PATHS))
     sde = {"loss": np.asarray(tr.observables["loss"])[:, -1],
            "att": np.asarray(tr.observables["attention"])[:, -1, LOGIT[0], LOGIT[1]]}
@@ -125,7 +127,6 @@ def _compare(lr, steps, **opts):
                    sde[name].mean() - run[name].mean(), sde[name].var() / run[name].var() - 1) for name in sde}
 
 
-@pytest.mark.xla_default  # Monte Carlo: its cost is running (tests/conftest.py)
 def test_sde_paths_and_sgd_runs_agree_at_flow_time_5():
     """The default-run comparison: 256 SDE paths (dt = half an SGD step) vs 256 `train_sweep` runs at
     lr = 0.03125, 160 steps (s = 5): mean and variance of the population loss and of the attention c_0[2]
