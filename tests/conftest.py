@@ -11,7 +11,9 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # optimisation level 0, no expensive LLVM passes): the same programs, results equal to rounding, about 60%
 # less compile time and slower runs (measured: the mean-field summary observables compile 1.2 -> 0.48 s, run
 # 3.5x slower). Subprocesses (examples, CLI) inherit it through the environment. Tests whose cost is running
-# (Monte Carlo over many paths) are marked `xla_default` and compile at XLA's default level (the fixture below),
+# (Monte Carlo over many paths) are marked `xla_default` and compile at XLA's default level (the fixture below;
+# or, where a test has one run-bound program beside compile-bound ones, only that program, in
+# `tests/_xla_level.default_level()`),
 # as are agreements of two different programs stated to 1e-10 at the default level (level 0 rounds differently).
 # The library, the examples and the benchmarks run at the default level; tests/test_xla_options.py checks
 # that representative programs give the same numbers at both levels (1e-12, one lowering compiled twice).
