@@ -94,8 +94,10 @@ def plot(rows: list[dict], out: Path) -> Path:
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.legend(fontsize=7)
     machine = next((r.get("machine") for r in rows if r.get("machine")), None) or {}
+    dates = sorted({(r.get("machine") or {}).get("date") for r in rows} - {None})
+    when = dates[0] if len(dates) == 1 else (f"{dates[0]} to {dates[-1]}" if dates else "")
     fig.suptitle(f"Scaling after compile ({machine.get('cores', '?')} cores, {machine.get('cpu', '')}, "
-                 f"{machine.get('date', '')})", fontsize=9)
+                 f"{when})", fontsize=9)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
