@@ -1,7 +1,10 @@
 """Test configuration: float64, strict promotion, two CPU devices (see docs/DESIGN.md, Tests)."""
 
+import atexit
 import contextlib
+import gc
 import os
+import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -111,3 +114,22 @@ def pytest_configure(config):
             os.environ["XLA_FLAGS"] = flags
         else:
             os.environ.pop("XLA_FLAGS", None)
+
+
+def _exit_worker_now():
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """After the last test, skip the clean-up of a heap that holds thousands of compiled programs (measured: the
+    ~10 s between the last test and the summary of a whole-suite run, and 5.4 s after a 36 s single-file run).
+    `gc.freeze()` makes pytest's final garbage collections (its unraisable-exception check collects several
+    times) cheap; an xdist worker, whose results have all been sent by the time its interpreter exits, then
+    exits without tearing down the XLA client and every executable one by one. The controller process (and
+    a run without xdist) exits normally, with pytest's exit status."""
+    gc.freeze()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        atexit.register(_exit_worker_now)  # registered last: runs first
