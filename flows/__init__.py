@@ -1,6 +1,6 @@
 """transformer-flows: continuous-time limits of transformer training, solved and held against networks.
 
-The public surface (explicit re-exports; nothing is defined here):
+The public surface (names re-exported from the submodules, each imported on first use):
 
 - `solve`, `solve_batch`, `Trajectory`, `Event`, `FlowError`, `linear_grid`, `log_grid`: the one
   diffrax wrapper every flow goes through (`flows.solve`); `batch_mesh` splits a `solve_batch` sweep over
