@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rerun examples that are complete")
     p.add_argument("--examples-dir", default=None,
                    help="folder of example scripts (default ./examples, else the checkout's)")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="examples run at once, each in its own process (default: the CPUs, at most 4)")
     p.add_argument("--no-compile-cache", action="store_true",
                    help="run the examples without the persistent compilation cache (flows.compile_cache)")
     return parser

@@ -86,35 +86,82 @@ def _log_footer(log_path: Path, text: str) -> None:
         log.write(f"{_FOOTER}{text}\n")
 
 
-def _run_one(script: Path, rec_dir: Path, *, quick: bool, cwd: Path, tag: str, cache: bool = True) -> Outcome:
-    stem = script.stem
+@dataclass
+class _Running:
+    """An example's process while it runs."""
+
+    index: int
+    stem: str
+    rec_dir: Path
+    log_path: Path
+    proc: subprocess.Popen
+    t0: float
+    tag: str
+
+
+def _start(index: int, script: Path, rec_dir: Path, *, quick: bool, cwd: Path, tag: str,
+           cache: bool = True) -> _Running:
     rec_dir.mkdir(parents=True, exist_ok=True)
     log_path = rec_dir / "run.log"
     cmd = [sys.executable, str(script.resolve()), "--out", str(rec_dir.resolve())]
     cmd += ["--quick"] if quick else []
     cmd += [] if cache else ["--no-compile-cache"]
-    print(f"{tag} {stem}: running ...", flush=True)
-    t0 = time.perf_counter()
+    print(f"{tag} {script.stem}: running ...", flush=True)
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
         log.flush()
         proc = subprocess.Popen(cmd, cwd=cwd, env=_child_env(), stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            rc = proc.wait()
-        except BaseException:
-            _terminate(proc)
-            _log_footer(log_path, f"interrupted after {time.perf_counter() - t0:.1f} s")
-            raise
-    wall = time.perf_counter() - t0
-    _log_footer(log_path, f"exit code {rc} after {wall:.1f} s")
-    if rc == 0 and records.is_complete(rec_dir):
-        print(f"{tag} {stem}: done in {wall:.1f} s ({_holding(rec_dir)})",
-              flush=True)
-        return Outcome(stem, "ok", wall, rc)
+    return _Running(index, script.stem, rec_dir, log_path, proc, time.perf_counter(), tag)
+
+
+def _finish(run: _Running, rc: int) -> Outcome:
+    wall = time.perf_counter() - run.t0
+    _log_footer(run.log_path, f"exit code {rc} after {wall:.1f} s")
+    if rc == 0 and records.is_complete(run.rec_dir):
+        print(f"{run.tag} {run.stem}: done in {wall:.1f} s ({_holding(run.rec_dir)})", flush=True)
+        return Outcome(run.stem, "ok", wall, rc)
     note = f"exit code {rc}" if rc != 0 else "exit code 0 but the record is incomplete"
-    print(f"{tag} {stem}: FAILED ({note}), see {log_path}", flush=True)
-    return Outcome(stem, "failed", wall, rc, note)
+    print(f"{run.tag} {run.stem}: FAILED ({note}), see {run.log_path}", flush=True)
+    return Outcome(run.stem, "failed", wall, rc, note)
+
+
+def default_jobs() -> int:
+    """Examples run at once by default: the CPUs this process may use, at most 4 (each example's XLA
+    program uses every core while it runs, but compiling and tracing, most of a quick run, use one)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
+def _run_all(pending: list[tuple[int, Path, Path, str]], outcomes: list[Outcome], *, jobs: int, quick: bool,
+             cwd: Path, cache: bool) -> None:
+    """Run `pending` (index, script, record folder, tag) with at most `jobs` at once, in order of start;
+    fills `outcomes[index]`. On KeyboardInterrupt every running example is terminated (its log says so,
+    its outcome stays "interrupted") and the interrupt propagates."""
+    queue = list(pending)
+    running: list[_Running] = []
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                index, script, rec_dir, tag = queue.pop(0)
+                (rec_dir / records.META_FILE).unlink(missing_ok=True)
+                outcomes[index] = Outcome(script.stem, "interrupted")
+                running.append(_start(index, script, rec_dir, quick=quick, cwd=cwd, tag=tag, cache=cache))
+            if len(running) == 1 and not queue:
+                running[0].proc.wait()
+            else:
+                time.sleep(0.05)
+            for run in [r for r in running if r.proc.poll() is not None]:
+                running.remove(run)
+                outcomes[run.index] = _finish(run, run.proc.returncode)
+    except BaseException:
+        for run in running:
+            _terminate(run.proc)
+            _log_footer(run.log_path, f"interrupted after {time.perf_counter() - run.t0:.1f} s")
+        raise
 
 
 def reproduce(args, argv: list[str]) -> int:
@@ -141,25 +188,34 @@ def reproduce(args, argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cwd = examples_dir.resolve().parent
 
+    jobs = getattr(args, "jobs", None)
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        print(f"error: --jobs must be >= 1, got {jobs}", file=sys.stderr)
+        return 2
     n = len(scripts)
     outcomes = [Outcome(s.stem, "not run") for s in scripts]
+    pending = []
+    for i, script in enumerate(scripts):
+        tag, rec_dir = f"[{i + 1}/{n}]", out / script.stem
+        if records.is_complete(rec_dir) and not args.force:
+            print(f"{tag} {script.stem}: complete, skipped", flush=True)
+            outcomes[i] = Outcome(script.stem, "skipped")
+        else:
+            pending.append((i, script, rec_dir, tag))
     interrupted = False
+    t0 = time.perf_counter()
     try:
-        for i, script in enumerate(scripts):
-            tag, rec_dir = f"[{i + 1}/{n}]", out / script.stem
-            if records.is_complete(rec_dir) and not args.force:
-                print(f"{tag} {script.stem}: complete, skipped", flush=True)
-                outcomes[i] = Outcome(script.stem, "skipped")
-                continue
-            (rec_dir / records.META_FILE).unlink(missing_ok=True)
-            outcomes[i] = Outcome(script.stem, "interrupted")
-            outcomes[i] = _run_one(script, rec_dir, quick=args.quick, cwd=cwd, tag=tag,
-                                   cache=not getattr(args, "no_compile_cache", False))
+        _run_all(pending, outcomes, jobs=jobs, quick=args.quick, cwd=cwd,
+                 cache=not getattr(args, "no_compile_cache", False))
     except KeyboardInterrupt:
         interrupted = True
-        current = next((o.stem for o in outcomes if o.status == "interrupted"), None)
-        where = f" while running {current}" if current else ""
+        current = [o.stem for o in outcomes if o.status == "interrupted"]
+        where = f" while running {', '.join(current)}" if current else ""
         print(f"\ninterrupted{where}; rerun the same command to resume", flush=True)
+    if pending and not interrupted:
+        print(f"{len(pending)} example(s) in {time.perf_counter() - t0:.1f} s ({min(jobs, len(pending))} at once)",
+              flush=True)
 
     report = out / "REPORT.md"
     records.atomic_write_text(report, render_report(outcomes, out, argv, quick=args.quick))

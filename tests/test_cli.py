@@ -67,10 +67,11 @@ def examples(tmp_path):
 
 def test_reproduce_run_skip_resume(examples, tmp_path, capsys):
     out = tmp_path / "out"
-    args = ["reproduce", "--quick", "--examples-dir", str(examples), "--out", str(out)]
+    args = ["reproduce", "--quick", "--examples-dir", str(examples), "--out", str(out), "--jobs", "1"]
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "[1/2] alpha: running ..." in text and "[2/2] beta: done in" in text
+    assert text.index("alpha: done in") < text.index("beta: running")  # one at a time
     assert "(1/2 predictions hold, 1 not tested at this size)" in text
     assert "(0/2 predictions hold, 1 not tested at this size)" in text
     assert records.is_complete(out / "alpha") and records.is_complete(out / "beta")
@@ -136,7 +137,7 @@ def test_reproduce_interrupt(tmp_path, capsys):
     _write_script(d, "b_hangs", body=body)
     _write_script(d, "c_never")
     out = tmp_path / "out"
-    assert main(["reproduce", "--examples-dir", str(d), "--out", str(out)]) == 130
+    assert main(["reproduce", "--examples-dir", str(d), "--out", str(out), "--jobs", "1"]) == 130
     text = capsys.readouterr().out
     assert "interrupted while running b_hangs" in text
     assert records.is_complete(out / "a_first") and not records.is_complete(out / "b_hangs")
@@ -146,6 +147,29 @@ def test_reproduce_interrupt(tmp_path, capsys):
     assert "**not run**" in report
 
 
+def test_reproduce_parallel_jobs(tmp_path, capsys):
+    """--jobs 2 runs two examples at once (each waits for the other to start), a failure among them is
+    reported as in a serial run, and the report keeps the examples' order."""
+    d = tmp_path / "examples"
+    d.mkdir()
+    wait = ("import time; me = Path(__file__); other = me.with_name('{other}.started'); "
+            "me.with_suffix('.started').write_text('1'); deadline = time.time() + 60\n"
+            "    while not other.exists() and time.time() < deadline: time.sleep(0.02)\n"
+            "    assert other.exists(), 'ran alone'")
+    _write_script(d, "p_one", body=wait.format(other="p_two"))
+    _write_script(d, "p_two", body=wait.format(other="p_one"))
+    _write_script(d, "p_three", body="raise RuntimeError('deliberate failure')")
+    out = tmp_path / "out"
+    assert main(["reproduce", "--examples-dir", str(d), "--out", str(out), "--jobs", "2"]) == 1
+    text = capsys.readouterr().out
+    assert "p_one: done in" in text and "p_two: done in" in text, text
+    assert "p_three: FAILED (exit code 1)" in text
+    assert "3 example(s) in" in text and "(2 at once)" in text
+    report = (out / "REPORT.md").read_text()
+    assert report.index("## p_one") < report.index("## p_three") < report.index("## p_two")
+    assert records.is_complete(out / "p_one") and records.is_complete(out / "p_two")
+
+
 def test_reproduce_bad_arguments(examples, tmp_path, capsys):
     out = str(tmp_path / "out")
     assert main(["reproduce", "--examples-dir", str(examples), "--out", out,
@@ -153,6 +177,8 @@ def test_reproduce_bad_arguments(examples, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "nope" in err and "alpha" in err and "beta" in err and "_helper" not in err
     assert main(["reproduce", "--examples-dir", str(tmp_path / "missing")]) == 2
+    assert main(["reproduce", "--examples-dir", str(examples), "--out", out, "--jobs", "0"]) == 2
+    assert "--jobs must be >= 1" in capsys.readouterr().err
     assert main([]) == 2
     assert main(["--help"]) == 0
 
