@@ -20,7 +20,7 @@ from ._xla import compile_lowered, options_key
 from .events import BracketBisection
 from .trajectory import DIVERGED, DT_MIN, EVENT, MAX_STEPS, NONFINITE, OK, OTHER
 
-__all__ = ["SOLVERS", "all_finite", "build", "compiled", "max_abs", "signature"]
+__all__ = ["SOLVERS", "all_finite", "build", "compiled", "is_compiled", "max_abs", "signature"]
 
 SOLVERS: dict[str, type[diffrax.AbstractSolver]] = {
     "tsit5": diffrax.Tsit5,
@@ -214,6 +214,11 @@ def signature(tree):
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     # the sharding is part of the program: a mesh-sharded y0 must not reuse a single-device compilation
     return treedef, tuple((np.shape(x), jnp.result_type(x).name, getattr(x, "sharding", None)) for x in leaves)
+
+
+def is_compiled(key) -> bool:
+    """Is the program of `key` (as passed to `compiled`) in the cache under the current XLA options?"""
+    return (key, options_key()) in _COMPILED
 
 
 def compiled(key, build, example_args):

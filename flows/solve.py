@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._checks import check_bool, check_choice, check_finite_tree, check_int, check_real, real_array
-from ._program import _COMPILED, FIXED_STEP_ONLY, SOLVERS, all_finite, build, compiled, max_abs, signature
+from ._program import _COMPILED, FIXED_STEP_ONLY, SOLVERS, all_finite, build, compiled, is_compiled, max_abs, signature
 from ._xla import jit as xla_jit
 from .events import Event, continue_after_event
 from .grids import check_horizon, linear_grid, log_grid
@@ -210,7 +210,7 @@ def _execute(vector_field, options, key_opts, call_args, *, in_axes, place=None)
         run = build(vector_field, **options)
         return jax.vmap(run, in_axes=in_axes) if batched else run
 
-    if key not in _COMPILED:  # a new program: check the vector field's output before tracing the solve
+    if not is_compiled(key):  # a new program: check the vector field's output before tracing the solve
         member = (lambda tree, ax: jax.tree_util.tree_map(lambda a: a[0], tree) if ax == 0 else tree) if batched \
             else (lambda tree, ax: tree)
         _check_field(vector_field, member(example[2], 0), member(y0, 0),

@@ -158,6 +158,30 @@ def test_vmapped_sweep_compiles_once():
     assert member.status == "ok" and member.ys.shape == (5, 1)
 
 
+def test_cached_call_skips_the_field_check(monkeypatch):
+    """A call that reuses a compiled program does not check the vector field again: the check (an abstract
+    trace through jax.eval_shape) cost more than the run of a small solve."""
+    import sys
+
+    solve_module = sys.modules["flows.solve"]  # the module (the package's `flows.solve` is the function)
+    checks = []
+    real = solve_module._check_field
+    monkeypatch.setattr(solve_module, "_check_field", lambda *a: (checks.append(1), real(*a))[1])
+
+    def field(t, y, args):
+        return -args * y
+
+    solve(field, jnp.ones(3), t1=1.0, args=jnp.array(0.5))
+    assert checks == [1]
+    again = solve(field, jnp.ones(3), t1=1.0, args=jnp.array(0.7))
+    assert again.compile_s == 0.0 and checks == [1]
+    np.testing.assert_allclose(np.asarray(again.ys[-1]), np.exp(-0.7) * np.ones(3), rtol=1e-7)
+    solve_batch(field, jnp.ones(3), t1=1.0, args=jnp.array([0.5, 0.7]))
+    assert checks == [1, 1]
+    solve_batch(field, jnp.ones(3), t1=1.0, args=jnp.array([0.1, 0.2]))
+    assert checks == [1, 1]
+
+
 def test_batch_reports_failed_members():
     ys0 = jnp.array([[0.5], [1.0]])
     batch = solve_batch(square, ys0, t1=1.5, batch_y0=True, batch_args=False, max_steps=4096)
