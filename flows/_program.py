@@ -213,7 +213,12 @@ _CACHE_SIZE = 64
 def signature(tree):
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     # the sharding is part of the program: a mesh-sharded y0 must not reuse a single-device compilation
-    return treedef, tuple((np.shape(x), jnp.result_type(x).name, getattr(x, "sharding", None)) for x in leaves)
+    return treedef, tuple((np.shape(x), _dtype_name(x), getattr(x, "sharding", None)) for x in leaves)
+
+
+def _dtype_name(x) -> str:
+    dtype = getattr(x, "dtype", None)  # numpy and jax arrays; jnp.result_type (slower) for Python scalars
+    return dtype.name if isinstance(dtype, np.dtype) else jnp.result_type(x).name
 
 
 def is_compiled(key) -> bool:

@@ -156,9 +156,10 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
         raise ValueError("event must be a flows.Event")
     dtype = _check_state(y0)
     check_finite_tree("args", args)
-    ts_arr = jnp.asarray(ts, dtype=dtype)
-    t0_arr = jnp.asarray(t0, dtype=dtype)
-    t1_arr = jnp.asarray(t1, dtype=dtype)
+    # host arrays: the compiled program takes them as they are (a jnp.asarray is a dispatch each)
+    ts_arr = np.asarray(ts, dtype=dtype)
+    t0_arr = np.asarray(t0, dtype=dtype)
+    t1_arr = np.asarray(t1, dtype=dtype)
     options = dict(
         solver=solver, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
         observables=observables, save_states=save_states, event=event, blowup=blowup,
@@ -372,7 +373,7 @@ def solve(
         vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
         save_states, event, blowup, progress, constant_step,
     )
-    call_args = (y0, args, t0_arr, t1_arr, ts_arr, jnp.asarray(True))
+    call_args = (y0, args, t0_arr, t1_arr, ts_arr, np.asarray(True))
     traj = _execute(vector_field, options, key_opts, call_args, in_axes=None)
     if throw and not traj.ok:
         raise FlowError(f"flow failed: {traj.message}", traj)
