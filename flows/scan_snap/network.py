@@ -36,6 +36,7 @@ import numpy as np
 import optax
 
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
+from .._prng import fused
 from .._xla import jit as xla_jit
 from ..network_records import TrainingError, first_nonfinite_step
 from . import observables as obs
@@ -103,7 +104,7 @@ def init_embedding(M: int, d: int, key, init_scale: float = 1.0, dtype=None):
     nonzero, since W_Q = W_K = 0 is a saddle where Z never moves). Returns {"U": (M, d), "W_Q", "W_K", "W_V":
     (d, d)}."""
     dtype = dtype or jnp.result_type(float)
-    kU, kQ, kK = jax.random.split(key, 3)
+    kU, kQ, kK = jax.random.split(fused(key), 3)
     s = init_scale / math.sqrt(d)
     return {"U": jax.random.normal(kU, (M, d), dtype) / math.sqrt(d),
             "W_Q": s * jax.random.normal(kQ, (d, d), dtype), "W_K": s * jax.random.normal(kK, (d, d), dtype),
@@ -117,7 +118,7 @@ def init_params(M: int, init: str, key, dtype=None):
         return {"Y": jnp.zeros((M, M), dtype), "Z": jnp.zeros((M, M), dtype)}
     if init != "random":
         raise ValueError(f"init must be one of {INITS}, got {init!r}")
-    kY, kZ = jax.random.split(key)
+    kY, kZ = jax.random.split(fused(key))
     bound = 1.0 / math.sqrt(M)
     return {"Y": jax.random.uniform(kY, (M, M), dtype, -bound, bound),
             "Z": jax.random.uniform(kZ, (M, M), dtype, -bound, bound)}
@@ -170,7 +171,7 @@ def _run(arrays, key, eta_Y, eta_Z, params0, *, optimizer, momentum, T, batch_si
         carry, losses = jax.lax.scan(step, carry, ks)
         return carry, (losses, carry[0] if history else None, observe(carry[0], arrays))
 
-    keys = jax.random.split(key, steps)
+    keys = jax.random.split(fused(key), steps)
     n_seg, rem = divmod(steps, save_every)
     carry = (params0, opt_Y.init(params0["Y"]), opt_Z.init(params0["Z"]), jnp.asarray(0, jnp.int32),
              jnp.asarray(-1, jnp.int32))
@@ -264,7 +265,7 @@ def _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, 
                                    "init", "M", "save_every"))
 def _train_jit(arrays, seed, eta_Y, eta_Z, *, optimizer, momentum, T, batch_size, steps, form, history,
                init, M, save_every=1):
-    k_init, k_data = jax.random.split(jax.random.PRNGKey(seed))
+    k_init, k_data = jax.random.split(fused(jax.random.PRNGKey(seed)))
     params0 = init_params(M, init, k_init, arrays.cond.dtype)
     losses, final, hist, series, bad = _run(arrays, k_data, eta_Y, eta_Z, params0, optimizer=optimizer,
                                             momentum=momentum, T=T, batch_size=batch_size, steps=steps,
@@ -414,7 +415,7 @@ def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y=None, eta_Z=None
 @partial(xla_jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "history", "M", "d"))
 def _train_embedding_jit(arrays, seed, lrs, init_scale, *, optimizer, momentum, T, batch_size, steps, history,
                          M, d):
-    k_init, k_data = jax.random.split(jax.random.PRNGKey(seed))
+    k_init, k_data = jax.random.split(fused(jax.random.PRNGKey(seed)))
     emb0 = init_embedding(M, d, k_init, 1.0, arrays.cond.dtype)
     emb0 = dict(emb0, W_Q=emb0["W_Q"] * init_scale, W_K=emb0["W_K"] * init_scale)
     opts = {k: _optimizer(optimizer, lrs[k], momentum) for k in EMBEDDING_PARAMS}
