@@ -37,7 +37,9 @@ leaf, the same law (independent coordinates), and a much shorter compilation.
 
 The Brownian motion is reproducible: one `key` (or an integer seed) gives one path, whatever `dt`; a path
 refined at a smaller `dt` with the same key and the same `tol` is the SAME path, which is what strong-error
-(pathwise) convergence checks need. Many independent paths are one `jax.vmap` over split keys.
+(pathwise) convergence checks need. Many independent paths are one `jax.vmap` over split keys. Inside the
+compiled program the key is rewrapped by `flows._prng.fused` (JAX's threefry2x32 with the hash unrolled):
+diffrax draws the same path as on the caller's key (tests), and the CPU program compiles and runs faster.
 
 **General noise** (`diffusion=`, `noise_shape=`). The Itô SDE
 
@@ -83,6 +85,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from ._checks import INT_MAX, SEED_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real, real_array
+from ._prng import fused
 from .solve import (
     _STATUS_NAMES,
     FlowError,
@@ -222,6 +225,7 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
     obs = observables if callable(observables) else dict(observables or {})
 
     def run(y0, args, sigma, key, t0, t1, ts, dt):
+        key = fused(key)  # the same Brownian draws, the threefry hash unrolled (flows._prng; issue 9)
         leaves = jax.tree_util.tree_leaves(y0)
         if diffusion is not None:
             # general noise: one flat state (D,), a flat Brownian motion (m,), the factor as a D x m matrix

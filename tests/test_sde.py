@@ -137,6 +137,39 @@ def test_zero_noise_is_a_deterministic_solve(solver):
         assert np.max(np.abs(np.asarray(sde.ys[k]) - np.asarray(ode.ys[k]))) <= tol, k
 
 
+@pytest.mark.parametrize("brownian", ["tree", "increments"])
+def test_brownian_paths_are_diffrax_on_the_callers_key(brownian):
+    """dy = dW (zero drift, Euler): y(t) is the sum of the Brownian increments, so it is W(t) of the diffrax
+    Brownian motion built on the caller's plain threefry key (solve_sde draws through flows._prng.fused):
+    `VirtualBrownianTree(0, 1, tol=dt / 8).evaluate(0, t)`, or the sum of `UnsafeBrownianPath.evaluate` over
+    the steps, to 1e-12, for two keys of a batch and for the single key."""
+    import diffrax
+
+    dt, ts = 2.0**-4, (0.5, 1.0)
+    keys = jax.random.split(jax.random.key(11), 2)
+    zero = lambda t, y, a: jnp.zeros_like(y)  # noqa: E731
+    shape = jax.ShapeDtypeStruct((3,), jnp.float64)
+
+    def brownian_at(key, t):
+        if brownian == "tree":
+            bm = diffrax.VirtualBrownianTree(0.0, 1.0, tol=dt / 8, shape=shape, key=key,
+                                             levy_area=diffrax.BrownianIncrement)
+            return np.asarray(bm.evaluate(0.0, t))
+        bm = diffrax.UnsafeBrownianPath(shape=shape, key=key, levy_area=diffrax.BrownianIncrement)
+        grid = np.arange(int(round(t / dt)) + 1) * dt
+        return sum(np.asarray(bm.evaluate(a, b)) for a, b in zip(grid[:-1], grid[1:], strict=True))
+
+    batch = solve_sde(zero, jnp.zeros(3), sigma=1.0, t1=1.0, ts=ts, dt=dt, key=keys, brownian=brownian,
+                      save_states=True)
+    one = solve_sde(zero, jnp.zeros(3), sigma=1.0, t1=1.0, ts=ts, dt=dt, key=keys[1], brownian=brownian,
+                    save_states=True)
+    for p, key in enumerate(keys):
+        want = np.stack([brownian_at(key, t) for t in ts])
+        assert np.max(np.abs(np.asarray(batch.ys)[p] - want)) <= 1e-12, p
+        assert np.max(np.abs(want)) > 0.1  # a non-trivial path
+    assert np.max(np.abs(np.asarray(one.ys) - np.asarray(batch.ys)[1])) <= 1e-12
+
+
 def test_keys_reproducible_and_sigma_pytree():
     """Same seed (or the same key) -> the same path; another seed -> another; sigma per coordinate (a zero
     entry leaves its coordinate deterministic). Reuses the program of test_zero_noise_is_the_ode_solve."""

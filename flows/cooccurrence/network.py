@@ -26,6 +26,7 @@ import optax
 
 from .. import _program
 from .._checks import check_choice, check_dtype, check_int, check_real, real_array
+from .._prng import fused
 from ..network_records import TrainingError, first_nonfinite_step, flow_time
 from . import observables as obs
 from .data import Config, Dataset, generator, sample_test, training_set
@@ -231,7 +232,8 @@ def _train_program(optimizer: str, batch_size, has_momentum: bool, per_group: bo
             return carry, _observe(carry[0], a, args)
 
         first = _observe(params, a, args)
-        start = (params, opt_state, key, jnp.asarray(0, jnp.int32), jnp.asarray(-1, jnp.int32))
+        # the same minibatches, drawn with the threefry hash unrolled (flows._prng; issue 9)
+        start = (params, opt_state, fused(key), jnp.asarray(0, jnp.int32), jnp.asarray(-1, jnp.int32))
         carry, rest = jax.lax.scan(segment, start, increments)
         series = jax.tree_util.tree_map(lambda x, y: jnp.concatenate([x[None], y]), first, rest)
         return carry[0], series, carry[4]

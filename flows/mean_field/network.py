@@ -49,6 +49,7 @@ import numpy as np
 import optax
 
 from .._checks import check_choice, check_finite_tree, check_int, check_real
+from .._prng import fused
 from .._xla import compile_lowered, options_key
 from .._xla import jit as xla_jit
 from .data import Config, Prompts, held_out_set, training_set
@@ -234,10 +235,12 @@ def _uniform(key, shape, radius, dtype):
     The same values: the (default, partitionable) threefry generator makes each entry a function of the key
     and its flat index only (tests). But a flat draw is one small compiled program per size, where a draw
     of rank 3 or 4 compiles several times slower on CPU (seconds per shape; the radius is traced either way).
+    The key is rewrapped by `flows._prng.fused` (the threefry hash unrolled: the same bits, about half the
+    compile of the draw on CPU).
     """
     if not jax.config.jax_threefry_partitionable:
         return jax.random.uniform(key, shape, dtype, -radius, radius)
-    flat = jax.random.uniform(key, (math.prod(shape),), dtype, -radius, radius)
+    flat = jax.random.uniform(fused(key), (math.prod(shape),), dtype, -radius, radius)
     return jnp.asarray(np.asarray(flat).reshape(shape))
 
 

@@ -86,6 +86,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._checks import INT_MAX, check_bool, check_int, check_real
+from .._prng import fused
 from .._xla import options_key
 
 __all__ = ["AdamSDE", "SGDSDE", "adam_sde", "adam_sde_hyper", "batch_covariance_factor", "gradient_covariance",
@@ -366,7 +367,9 @@ def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items
             return carry, observe((i + 1) * every, carry[0])
 
         first = observe(jnp.asarray(0, jnp.int32), theta0)
-        _, rest = jax.lax.scan(chunk, (theta0, opt.init(theta0), key), jnp.arange(num_chunks, dtype=jnp.int32))
+        # fused: the same batches, drawn with the threefry hash unrolled (flows._prng; issue 9)
+        _, rest = jax.lax.scan(chunk, (theta0, opt.init(theta0), fused(key)),
+                               jnp.arange(num_chunks, dtype=jnp.int32))
         return _tmap(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
     return jax.jit(jax.vmap(one_run, in_axes=(None, 0, None, None, None, None)))

@@ -141,6 +141,19 @@ def test_initial_law_bounded_iid_tied_smooth():
     assert all(np.array_equal(again[k], p[k]) for k in p)
 
 
+def test_iid_particles_are_jax_random_uniform_on_the_config_key():
+    """The iid initial particles are `jax.random.uniform(k, shape, dtype, -a, a)` on the plain split keys
+    of `config.keys()[1]`, bit for bit (np.array_equal): the flat draw reshaped and the unrolled threefry
+    hash of flows._prng.fused draw the same values."""
+    cfg = mf.Config(d=2, D=4, N=2, L=2, M=3, M_mlp=2, init_scale=1.5)
+    a = cfg.init_radius
+    p = mf.init_particles(cfg)
+    keys = jax.random.split(cfg.keys()[1], 4)
+    for name, k in zip(("V", "W", "W1", "W2"), keys, strict=True):
+        want = jax.random.uniform(k, p[name].shape, p[name].dtype, -a, a)
+        assert np.array_equal(np.asarray(p[name]), np.asarray(want)), name
+
+
 def test_prompts_embedding_and_bounded_support():
     """On CFG's prompt shapes (d = 2, D = 4: one padding row; N = 3): the sampler program of the fixture (the
     noise level is traced)."""
