@@ -176,10 +176,6 @@ def test_cached_call_skips_the_field_check(monkeypatch):
     again = solve(field, jnp.ones(3), t1=1.0, args=jnp.array(0.7))
     assert again.compile_s == 0.0 and checks == [1]
     np.testing.assert_allclose(np.asarray(again.ys[-1]), np.exp(-0.7) * np.ones(3), rtol=1e-7)
-    solve_batch(field, jnp.ones(3), t1=1.0, args=jnp.array([0.5, 0.7]))
-    assert checks == [1, 1]
-    solve_batch(field, jnp.ones(3), t1=1.0, args=jnp.array([0.1, 0.2]))
-    assert checks == [1, 1]
 
 
 def test_batch_reports_failed_members():
