@@ -137,7 +137,7 @@ def test_zero_noise_is_a_deterministic_solve(solver):
         assert np.max(np.abs(np.asarray(sde.ys[k]) - np.asarray(ode.ys[k]))) <= tol, k
 
 
-@pytest.mark.parametrize("brownian", ["tree", "increments"])
+@pytest.mark.parametrize("brownian", [pytest.param("tree", marks=pytest.mark.slow), "increments"])
 def test_brownian_paths_are_diffrax_on_the_callers_key(brownian):
     """dy = dW (zero drift, Euler): y(t) is the sum of the Brownian increments, so it is W(t) of the diffrax
     Brownian motion built on the caller's plain threefry key (solve_sde draws through flows._prng.fused):
