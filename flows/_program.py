@@ -217,8 +217,10 @@ def signature(tree):
 
 
 def _dtype_name(x) -> str:
-    dtype = getattr(x, "dtype", None)  # numpy and jax arrays; jnp.result_type (slower) for Python scalars
-    return dtype.name if isinstance(dtype, np.dtype) else jnp.result_type(x).name
+    """The dtype the compiled program sees for leaf `x`: an array's dtype canonicalised as JAX does (a numpy
+    float64 is float32 without x64), `jnp.result_type` (slower) for Python scalars."""
+    dtype = getattr(x, "dtype", None)
+    return jax.dtypes.canonicalize_dtype(dtype).name if isinstance(dtype, np.dtype) else jnp.result_type(x).name
 
 
 def is_compiled(key) -> bool:
