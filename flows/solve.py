@@ -175,8 +175,8 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
 
 
 #: Save points per call of the compiled program. A grid of n save times runs as ceil(n / SAVE_CHUNK) calls of
-#: one program (each from where the last stopped, the last one to t1; a shorter piece is padded with its last
-#: time), so a new number of save points never recompiles (issue 11). A grid longer than one chunk restarts
+#: one program (each from where the last stopped, the last one to t1; a shorter piece is padded with NaN
+#: times, never reached), so a new number of save points never recompiles (issue 11). A grid longer than one chunk restarts
 #: the step-size controller at each chunk's last save time: results agree with one long solve to the
 #: tolerances, not bit for bit.
 SAVE_CHUNK = 64
@@ -198,7 +198,10 @@ def _execute(vector_field, options, key_opts, call_args, *, in_axes, place=None)
 
     def chunk_call(y, start, piece, end, on):
         start = np.asarray(start, grid.dtype)
-        padded = np.concatenate([piece, np.full(SAVE_CHUNK - piece.shape[0], piece[-1], grid.dtype)])
+        # the slots after a short piece get NaN times: diffrax's save loop (`ts[i] <= t_next`) and its checks
+        # (increasing, within [t0, t1]) are false for NaN, so those slots are never reached and their
+        # observables never run (they ran once per slot with the last time repeated); _merge_chunk drops them
+        padded = np.concatenate([piece, np.full(SAVE_CHUNK - piece.shape[0], np.nan, grid.dtype)])
         ts_c = np.clip(np.broadcast_to(padded, (size, SAVE_CHUNK)), start[:, None], end) if batched else padded
         return (place(y, 0 if batched else None), args_placed, place(start, 0 if batched else None),
                 t1_placed if end is None else place(np.asarray(end, grid.dtype), None),
