@@ -176,9 +176,9 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
 
 #: Save points per call of the compiled program. A grid of n save times runs as ceil(n / SAVE_CHUNK) calls of
 #: one program (each from where the last stopped, the last one to t1; a shorter piece is padded with NaN
-#: times, never reached), so a new number of save points never recompiles (issue 11). A grid longer than one chunk restarts
-#: the step-size controller at each chunk's last save time: results agree with one long solve to the
-#: tolerances, not bit for bit.
+#: times, never reached), so a new number of save points never recompiles (issue 11). A grid longer than one
+#: chunk restarts the step-size controller at each chunk's last save time: results agree with one long solve
+#: to the tolerances, not bit for bit.
 SAVE_CHUNK = 64
 
 
