@@ -8,7 +8,8 @@ Rows (`benchmarks._harness.row`):
   compile_s, run_s_min, steps (accepted + rejected), error = |Q(tau)| relative gap to dopri8 at rtol 1e-10
   (full run only).
 - `mean_field/vector_field_compile`: cold compile of the particle vector field (the velocity of every
-  particle, what the explicit solvers call) in a fresh process with the compile cache off, and of the
+  particle, what the explicit solvers call) in a fresh process with the compile cache off, with the compile
+  options the library's programs use (`flows._xla.COMPILER_OPTIONS`), and of the
   whole solve in the same process (`solve_compile_s`); ratio = budget 1.5 s / vector-field compile.
 - `mean_field/gd` and `mean_field/gd_torch_eager`: full-batch GD steps (same forward, same loss with weight
   decay, same learning rates) by `mf.train_gd` (recording Q and R only) and by the same network written
@@ -111,13 +112,14 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np
 from flows import mean_field as mf
 from flows.mean_field import flow, observables as obs
+from flows import _xla
 t_import = time.perf_counter() - t0
 cfg = mf.Config(**{shape}, lam=1e-3, init_scale=2.0, seed=0)
 p = mf.init_particles(cfg)
 args = obs.make_args(cfg, mf.training_set(cfg), mf.held_out_set(cfg))
 jitted = jax.jit(lambda p, a: flow._vector_field_rev(0.0, p, a))
 t = time.perf_counter(); lowered = jitted.lower(p, args); trace_s = time.perf_counter() - t
-t = time.perf_counter(); compiled = lowered.compile(); vf_compile_s = time.perf_counter() - t
+t = time.perf_counter(); compiled = _xla.compile_lowered(lowered); vf_compile_s = time.perf_counter() - t
 jax.block_until_ready(compiled(p, args))
 traj = mf.solve_particles(cfg, np.array([0.0, 0.5]), observables="basic", rtol=1e-6, atol=1e-8)
 print(json.dumps({{"import_s": t_import, "trace_s": trace_s, "vf_compile_s": vf_compile_s,

@@ -12,7 +12,8 @@ Rows (`benchmarks._harness.row`):
   steps / (1 - 0.9) vs imports, data, init, compile and training. `error` is ||Z_SGD - Z_flow||_F /
   ||Z_flow||_F at the final time. Targets: 10 at the Fig. 4 size (100 steps), 2 at the quick size (30).
 - `scan_snap/vector_field_compile(...)`: for the full (Y, Z) flow, the reduced Z-flow and the decoder h-flow,
-  the compile of the jitted vector field alone (`compile_s`, target 1.5 s) and of its whole `flows.solve`
+  the compile of the jitted vector field alone (`compile_s`, target 1.5 s; with the compile options the
+  library's programs use, `flows._xla.COMPILER_OPTIONS`) and of its whole `flows.solve`
   program (`solve_compile_s`), in a fresh process.
 - `scan_snap/flow_scaling(M=...)` and `scan_snap/flow_scaling_fit`: wall time per unit flow time of the full
   (Y, Z) flow (tsit5, rtol 1e-8) on K = 2 Zipfian classes against the vocabulary M (64 ... 4096), and the
@@ -162,6 +163,7 @@ import jax.numpy as jnp
 import numpy as np
 from flows.scan_snap import decoder, solve_decoder, solve_flow, syn_small
 from flows.scan_snap import flow
+from flows import _xla
 t_import = time.perf_counter() - t0
 jax.block_until_ready(jax.jit(lambda x: x + 1.0)(1.0))  # the backend's own start-up is not a field's compile
 classes = syn_small()
@@ -180,7 +182,7 @@ out = {{"import_s": t_import}}
 for name, (vf, y, a, solve_it) in fields.items():
     jitted = jax.jit(lambda y, a, vf=vf: vf(0.0, y, a))
     t = time.perf_counter(); lowered = jitted.lower(y, a); trace_s = time.perf_counter() - t
-    t = time.perf_counter(); compiled = lowered.compile(); vf_compile_s = time.perf_counter() - t
+    t = time.perf_counter(); compiled = _xla.compile_lowered(lowered); vf_compile_s = time.perf_counter() - t
     jax.block_until_ready(compiled(y, a))
     t = time.perf_counter(); tr = solve_it(); solve_first_s = time.perf_counter() - t
     out[name] = {{"trace_s": trace_s, "vf_compile_s": vf_compile_s, "solve_compile_s": tr.compile_s,

@@ -149,6 +149,10 @@ def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save
     def run(y0, args, t0, t1, ts, event_on):
         """One diffeqsolve; `event_on` (traced) switches the user event off for continuations."""
         field, y0_flat, unravel = _flat_state(vector_field, y0)
+        # jitted once here, the vector field and the saved outputs are traced once and reused at every call
+        # site diffrax traces (initial step, RK stages, buffer shapes): the mean-field particle solve traced its
+        # field 6 times and its observables 12 times, compile 4.9-6.5 s -> 4.1-4.9 s
+        field = jax.jit(field)
         on_state = lambda f: lambda t, y, args, **kw: f(t, unravel(y), args, **kw)  # noqa: E731
         pack, unpack = _packing(jax.eval_shape(save_fn, t0, y0, args))
         dx_event = None
@@ -169,7 +173,7 @@ def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save
             y0=y0_flat,
             args=args,
             saveat=diffrax.SaveAt(
-                subs=[diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: pack(save_fn(t, unravel(y), args))),
+                subs=[diffrax.SubSaveAt(ts=ts, fn=jax.jit(lambda t, y, args: pack(save_fn(t, unravel(y), args)))),
                       diffrax.SubSaveAt(t1=True, fn=final_fn)]
             ),
             stepsize_controller=controller,
