@@ -13,6 +13,14 @@ nothing. The entry points turn it on with :func:`enable`; the library itself nev
 - Programs that compile in under ``FLOWS_CACHE_MIN_COMPILE_S`` seconds (default 0.2) are not stored: they
   cost less to compile than to read.
 
+- diffrax's checks of the save times (``eqx.error_if``: increasing, within [t0, t1]) are host callbacks at
+  equinox's default ``EQX_ON_ERROR=raise``, and JAX does not store a program with host callbacks: no
+  ``flows.solve`` program was ever written to the cache. :func:`enable` therefore switches equinox's runtime
+  checks to ``EQX_ON_ERROR=nan`` for the process (a failed check yields NaN instead of raising, which
+  ``flows.solve`` reports as ``status="nonfinite"``; ``flows.solve`` checks its save times on the host
+  before diffrax sees them). An ``EQX_ON_ERROR`` the user set is kept (and the solve programs are then not
+  cached); the opt-outs above leave equinox alone.
+
 Stale entries are harmless (a new jax version or a changed program has another key); delete the folder to
 reclaim the space.
 """
@@ -80,11 +88,25 @@ def enable(path=None, *, opt_out: bool = False) -> Path | None:
     min_s = _min_compile_s()
     import jax
 
+    _equinox_checks_without_callbacks()
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", min_s)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     _enabled = folder
     return folder
+
+
+def _equinox_checks_without_callbacks() -> None:
+    """``EQX_ON_ERROR=nan`` for this process unless the user set ``EQX_ON_ERROR`` (module docstring): in the
+    environment before equinox is imported; in equinox's modules when it is (equinox reads the variable at
+    import into `equinox._config` and `equinox._errors`, and `_errors` reads its copy at trace time)."""
+    if "EQX_ON_ERROR" in os.environ:
+        return
+    os.environ["EQX_ON_ERROR"] = "nan"
+    for name in ("equinox._config", "equinox._errors"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "EQX_ON_ERROR"):
+            module.EQX_ON_ERROR = "nan"
 
 
 def enabled_dir() -> Path | None:

@@ -24,9 +24,22 @@ print("CACHE", compile_cache.enabled_dir())
 """
 
 
-def _run(tmp_path, *args, **env):
+# An "example" with one flows.solve: diffrax's checks of the save times are equinox runtime errors, host
+# callbacks under EQX_ON_ERROR=raise, and JAX never stores a program with host callbacks.
+SOLVE_SCRIPT = """
+import sys
+import numpy as np
+from flows import compile_cache, records, solve
+ns = records.example_parser("cachetest", "doc").parse_args(sys.argv[1:])
+traj = solve(lambda t, y, a: -y, np.ones(3), t1=1.0, ts=np.linspace(0.0, 1.0, 5))
+assert np.allclose(traj.ys[-1], np.exp(-1.0), rtol=1e-6)
+print("CACHE", compile_cache.enabled_dir())
+"""
+
+
+def _run(tmp_path, *args, script_text=SCRIPT, **env):
     script = tmp_path / "ex.py"
-    script.write_text(SCRIPT)
+    script.write_text(script_text)
     full_env = {k: v for k, v in os.environ.items() if k != compile_cache.ENV_OFF}
     full_env.update({"FLOWS_CACHE_DIR": str(tmp_path / "cache"), compile_cache.ENV_MIN: "0", **env})
     out = subprocess.run([sys.executable, str(script), "--out", str(tmp_path / "o"), *args], cwd=ROOT,
@@ -48,6 +61,21 @@ def test_second_process_reads_the_cache(tmp_path):
     _run(tmp_path)
     assert _entries(tmp_path) == first  # every program was found: nothing new written
     assert {n: (tmp_path / "cache" / n).stat().st_mtime_ns for n in first} == stamps
+
+
+def test_a_solve_program_is_stored_and_read_back(tmp_path):
+    """The solve's program ("jit_run") is written by the first process and found by the second (before the
+    EQX_ON_ERROR switch in compile_cache.enable, JAX refused it: "uses host callbacks")."""
+    _run(tmp_path, script_text=SOLVE_SCRIPT)
+    first = _entries(tmp_path)
+    assert any(name.startswith("jit_run") for name in first), first
+    _run(tmp_path, script_text=SOLVE_SCRIPT)
+    assert _entries(tmp_path) == first
+
+
+def test_a_users_eqx_on_error_is_kept(tmp_path):
+    _run(tmp_path, script_text=SOLVE_SCRIPT, EQX_ON_ERROR="raise")
+    assert not any(name.startswith("jit_run") for name in _entries(tmp_path))
 
 
 def test_opt_out_by_flag_and_by_environment(tmp_path):
