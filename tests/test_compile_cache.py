@@ -73,9 +73,13 @@ def test_a_solve_program_is_stored_and_read_back(tmp_path):
     assert _entries(tmp_path) == first
 
 
-def test_a_users_eqx_on_error_is_kept(tmp_path):
-    _run(tmp_path, script_text=SOLVE_SCRIPT, EQX_ON_ERROR="raise")
-    assert not any(name.startswith("jit_run") for name in _entries(tmp_path))
+def test_a_users_eqx_on_error_is_kept(tmp_path, monkeypatch):
+    import equinox._errors
+
+    monkeypatch.setenv("EQX_ON_ERROR", "breakpoint")
+    before = equinox._errors.EQX_ON_ERROR
+    compile_cache._equinox_checks_without_callbacks()
+    assert os.environ["EQX_ON_ERROR"] == "breakpoint" and equinox._errors.EQX_ON_ERROR == before
 
 
 def test_opt_out_by_flag_and_by_environment(tmp_path):
