@@ -24,8 +24,8 @@ print("CACHE", compile_cache.enabled_dir())
 """
 
 
-# An "example" with one flows.solve: diffrax's checks of the save times are equinox runtime errors, host
-# callbacks under EQX_ON_ERROR=raise, and JAX never stores a program with host callbacks.
+# An "example" with one jitted program and one flows.solve: diffrax's checks of the save times are equinox
+# runtime errors, host callbacks under EQX_ON_ERROR=raise, and JAX never stores a program with host callbacks.
 SOLVE_SCRIPT = """
 import sys
 import numpy as np
