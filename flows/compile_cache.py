@@ -16,10 +16,11 @@ nothing. The entry points turn it on with :func:`enable`; the library itself nev
 - diffrax's checks of the save times (``eqx.error_if``: increasing, within [t0, t1]) are host callbacks at
   equinox's default ``EQX_ON_ERROR=raise``, and JAX does not store a program with host callbacks: no
   ``flows.solve`` program was ever written to the cache. :func:`enable` therefore switches equinox's runtime
-  checks to ``EQX_ON_ERROR=nan`` for the process (a failed check yields NaN instead of raising, which
-  ``flows.solve`` reports as ``status="nonfinite"``; ``flows.solve`` checks its save times on the host
-  before diffrax sees them). An ``EQX_ON_ERROR`` the user set is kept (and the solve programs are then not
-  cached); the opt-outs above leave equinox alone.
+  checks to ``EQX_ON_ERROR=nan`` for the process: a failed check yields NaN instead of raising. In a
+  ``flows.solve`` program those two are the only equinox checks (counted on the co-occurrence flow), and they
+  cannot fail there: ``flows.solve`` checks its save times on the host before diffrax sees them. An
+  ``EQX_ON_ERROR`` the user set is kept (and the solve programs are then not cached); the opt-outs above
+  leave equinox alone.
 
 Stale entries are harmless (a new jax version or a changed program has another key); delete the folder to
 reclaim the space.
