@@ -94,3 +94,28 @@ def test_suite_optimisation_level_gives_the_default_results():
     low, default = _at_both_levels(lambda p: mf_net._VELOCITY_METHODS["adjoint"](p, data.Z0, data.y, *consts),
                                    particles)
     _assert_trees_close(low, default)
+
+
+def test_one_shot_programs_compile_at_level_zero():
+    """`jit(..., one_shot=True)` (the data samplers) compiles at XLA backend level 0 and draws what the library's
+    default options draw, to the last bit (level 0 fuses no multiply-adds: here some entries differ by 1 ulp,
+    so the bitwise check below tells the two levels apart)."""
+    from flows.mean_field import data as mf_data
+
+    assert _xla.ONE_SHOT_OPTIONS == {**_xla.COMPILER_OPTIONS, "xla_backend_optimization_level": 0}
+    cfg = flows.mean_field.Config(d=3, D=4, N=8, L=2, M=4, n_train=64, seed=0)
+    key = cfg.keys()[0]
+    static = (64, cfg.d, cfg.D, cfg.N)
+    before = jax.config.read("jax_disable_most_optimizations")
+    try:  # XLA's default level for everything else (the suite compiles at level 0, tests/conftest.py)
+        jax.config.update("jax_disable_most_optimizations", False)
+        lowered = jax.jit(mf_data._sample, static_argnums=(1, 2, 3, 4, 6)).lower(key, *static, cfg.label_noise,
+                                                                                   jnp.dtype("float64"))
+        level0 = lowered.compile(compiler_options=_xla.ONE_SHOT_OPTIONS)(key, cfg.label_noise)
+        default = _xla.compile_lowered(lowered)(key, cfg.label_noise)
+        got = mf_data._sample_jit(key, *static, cfg.label_noise, jnp.dtype("float64"))
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+    for a, b in zip(got, level0, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    _assert_trees_close(got, default, rtol=1e-14)

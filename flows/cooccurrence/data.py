@@ -25,6 +25,7 @@ uniform over R) with an independent key.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -154,7 +155,7 @@ class Config:
 _STREAMS = ("data", "init", "test")
 
 
-@xla_jit
+@functools.partial(xla_jit, one_shot=True)
 def _split_seed(seed):
     return jax.random.split(jax.random.PRNGKey(seed), 3)
 

@@ -18,6 +18,7 @@ streams for the training set, the initial particles and fresh test prompts (`Con
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import NamedTuple
 
@@ -129,7 +130,7 @@ class Config:
         return tuple(jax.random.split(jax.random.PRNGKey(self.seed), 3))
 
 
-@xla_jit
+@functools.partial(xla_jit, one_shot=True)
 def _split_seed(seed):
     """`tuple(jax.random.split(jax.random.PRNGKey(seed), 3))` as one compiled program (eagerly, the seeding,
     the split and the unstacking compile one program each)."""
@@ -166,7 +167,8 @@ def _sample(key, n, d, D, N, noise, dtype):
     return Z0, labels[:, N]
 
 
-_sample_jit = xla_jit(_sample, static_argnums=(1, 2, 3, 4, 6))
+# one draw per data set, microseconds long: compiled for compile time (`one_shot`, 0.85 s -> 0.43 s)
+_sample_jit = xla_jit(_sample, one_shot=True, static_argnums=(1, 2, 3, 4, 6))
 
 
 def sample_prompts(config: Config, key, n: int, dtype=None) -> Prompts:

@@ -144,7 +144,9 @@ def test_initial_law_bounded_iid_tied_smooth():
 def test_iid_particles_are_jax_random_uniform_on_the_config_key():
     """The iid initial particles are `jax.random.uniform(k, shape, dtype, -a, a)` on the plain split keys
     of `config.keys()[1]`, bit for bit (np.array_equal): the flat draw reshaped and the unrolled threefry
-    hash of flows._prng.fused draw the same values."""
+    hash of flows._prng.fused draw the same values. Both sides compile at the suite's level 0 (the particles'
+    one-shot program always does, network._draw_particles; at XLA's default level the eager draw may fuse a
+    multiply-add and differ by 1 ulp)."""
     cfg = mf.Config(d=2, D=4, N=2, L=2, M=3, M_mlp=2, init_scale=1.5)
     a = cfg.init_radius
     p = mf.init_particles(cfg)
