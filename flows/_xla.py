@@ -12,6 +12,10 @@ setting changes. It is a `DebugOptions` field of every backend, and backends oth
 draws of a data set): they also get `xla_backend_optimization_level=0`, which halves their compile (the
 mean-field prompt sampler: 0.85 s -> 0.43 s) and may change a value in its last bit (no fused multiply-adds).
 
+`device_array(x, dtype)` moves host data (numpy arrays, Python scalars with a dtype) to the device without a
+compiled program: `jnp.asarray` of a numpy array runs a small jitted identity (`lax.stage`), and a dtype
+conversion a jitted `convert_element_type`, each about 20 ms of compile per new shape on a first call here.
+
 `FLOWS_XLA_DEFAULTS=1` in the environment compiles with XLA's defaults instead (read at import).
 """
 
@@ -21,8 +25,10 @@ import functools
 import os
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["COMPILER_OPTIONS", "ONE_SHOT_OPTIONS", "compile_lowered", "jit", "options_key"]
+__all__ = ["COMPILER_OPTIONS", "ONE_SHOT_OPTIONS", "compile_lowered", "device_array", "jit", "options_key"]
 
 COMPILER_OPTIONS: dict | None = (None if os.environ.get("FLOWS_XLA_DEFAULTS") == "1"
                                  else {"xla_cpu_use_fusion_emitters": False})
@@ -80,3 +86,14 @@ def options_key():
     test suite compiles its compile-bound tests with it). A program compiled under one value is not reused
     under the other."""
     return bool(jax.config.read("jax_disable_most_optimizations"))
+
+
+def device_array(x, dtype=None):
+    """`jnp.asarray(x, dtype)` for host data, converted on the host and moved by `jax.device_put` (module
+    docstring): the same values and dtype (JAX's canonical one: float64 is float32 without x64), not weakly
+    typed. JAX arrays, tracers and Python scalars without a dtype go to `jnp.asarray`."""
+    if isinstance(x, (jax.Array, jax.core.Tracer)) or (dtype is None and not isinstance(x, np.ndarray)):
+        return jnp.asarray(x, dtype)
+    host = np.asarray(x)
+    target = jax.dtypes.canonicalize_dtype(host.dtype if dtype is None else dtype)
+    return jax.device_put(host.astype(target, copy=False))

@@ -119,3 +119,36 @@ def test_one_shot_programs_compile_at_level_zero():
     for a, b in zip(got, level0, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     _assert_trees_close(got, default, rtol=1e-14)
+
+
+def _backend_compiles(fn):
+    """(result of fn(), number of XLA backend compiles it ran)."""
+    events = []
+
+    def listen(name, duration, **kw):
+        if name == "/jax/core/compile/backend_compile_duration":
+            events.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        out = jax.block_until_ready(fn())
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return out, len(events)
+
+
+def test_device_array_is_jnp_asarray_without_a_compile():
+    """`_xla.device_array` gives `jnp.asarray`'s values, dtype and (strong) type for host data, and compiles
+    nothing where `jnp.asarray` compiles a program per new shape (checked on shapes used nowhere else)."""
+    cases = [(np.arange(37.0).reshape(37, 1) / 7, None), (np.arange(23), jnp.int32), (np.ones(19, np.float32),
+             jnp.float64), (2.5, jnp.float64), (3, jnp.uint32), (np.array([True, False, True, True, False]), None)]
+    for x, dtype in cases:
+        ours, compiles = _backend_compiles(lambda x=x, dtype=dtype: _xla.device_array(x, dtype))
+        want = jnp.asarray(x, dtype)
+        assert compiles == 0, (x, dtype)
+        assert ours.dtype == want.dtype and ours.shape == want.shape and ours.weak_type == want.weak_type
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(want))
+    _, compiles = _backend_compiles(lambda: jnp.asarray(np.zeros((29, 3))))  # what device_array avoids
+    assert compiles >= 1
+    traced = jax.jit(lambda y: _xla.device_array(y, jnp.float64) * 2)(jnp.ones(3))  # tracers pass through
+    np.testing.assert_array_equal(np.asarray(traced), 2.0)

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import INT_MAX, SEED_MAX, check_choice, check_real
+from .._xla import device_array
 from .._xla import jit as xla_jit
 
 __all__ = ["Config", "Dataset", "GROUP_PROBS", "NUM_GROUPS", "generator", "num_random_slots", "sample_test",
@@ -200,7 +201,7 @@ class Dataset:
     def group_onehot(self, dtype=None) -> jax.Array:
         """`(n, 4)` indicator of the group of each sample."""
         dtype = dtype or jnp.result_type(float)
-        return jnp.asarray(np.eye(NUM_GROUPS, dtype=dtype)[np.asarray(self.groups)])
+        return device_array(np.eye(NUM_GROUPS, dtype=dtype)[np.asarray(self.groups)])
 
 
 def _assemble(rng: np.random.Generator, groups: np.ndarray, L: int, random_tokens) -> np.ndarray:
@@ -237,7 +238,7 @@ def training_set(config: Config, key=None) -> Dataset:
 
     tokens = _assemble(rng, groups, config.L, random_tokens)
     labels = np.asarray(GROUP_LABELS)[groups].astype(jnp.result_type(float))
-    return Dataset(tokens=jnp.asarray(tokens), labels=jnp.asarray(labels), groups=jnp.asarray(groups))
+    return Dataset(tokens=device_array(tokens), labels=device_array(labels), groups=device_array(groups))
 
 
 def sample_test(config: Config, num: int, key=None) -> Dataset:
@@ -250,4 +251,4 @@ def sample_test(config: Config, num: int, key=None) -> Dataset:
     tokens = _assemble(rng, groups, config.L, lambda is_random: rng.integers(3, d, is_random.shape,
                                                                              dtype=np.int32))
     labels = np.asarray(GROUP_LABELS)[groups].astype(jnp.result_type(float))
-    return Dataset(tokens=jnp.asarray(tokens), labels=jnp.asarray(labels), groups=jnp.asarray(groups))
+    return Dataset(tokens=device_array(tokens), labels=device_array(labels), groups=device_array(groups))

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_bool, check_choice, check_dtype, check_options, check_real, real_array
+from .._xla import device_array
 from ..solve import Event, Trajectory, solve
 from . import observables as obs
 from .data import Config
@@ -82,7 +83,7 @@ def initial_state(config: Config, dtype=None):
     if not all(np.all(np.isfinite(v)) for v in host.values()):
         raise ValueError(f"the initial Grams overflow: init stds sigma0 = {config.init_stds[0]:.3g}, sigma1 = "
                          f"{config.init_stds[1]:.3g} are too large for dtype {params['W'].dtype}")
-    return {k: jnp.asarray(v) for k, v in host.items()}
+    return {k: device_array(v) for k, v in host.items()}
 
 
 def _t1_condition(t, state, args):

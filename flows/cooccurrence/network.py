@@ -27,6 +27,7 @@ import optax
 from .. import _program
 from .._checks import check_choice, check_dtype, check_int, check_real, real_array
 from .._prng import fused
+from .._xla import device_array
 from ..network_records import TrainingError, first_nonfinite_step, flow_time
 from . import observables as obs
 from .data import Config, Dataset, generator, sample_test, training_set
@@ -56,7 +57,7 @@ def init_params(config: Config, key=None, dtype=None):
         "W_K": std0 * rng.standard_normal((m, d)),
         "W_Q": std0 * rng.standard_normal((m, d)),
     }
-    return {k: jnp.asarray(v.astype(dtype)) for k, v in params.items()}, jnp.asarray(a.astype(dtype))
+    return {k: device_array(v, dtype) for k, v in params.items()}, device_array(a, dtype)
 
 
 def forward(params, a, tokens):
@@ -89,15 +90,15 @@ def data_args(config: Config, train: Dataset | None = None, test: Dataset | None
                              f"{type(value).__name__}")
     train = training_set(config) if train is None else train
     test = sample_test(config, num_test) if test is None else test
-    host = lambda x: jnp.asarray(np.asarray(x).astype(dtype))  # noqa: E731 - host casts compile nothing
+    host = lambda x: device_array(x, dtype)  # noqa: E731 - host casts compile nothing
     return {
         "tokens": train.tokens,
         "labels": host(train.labels),
         "group_onehot": train.group_onehot(dtype),
         "test_tokens": test.tokens,
         "test_labels": host(test.labels),
-        "sqrt_m": jnp.asarray(math.sqrt(config.m), dtype),
-        "m1": jnp.asarray(float(config.m1), dtype),
+        "sqrt_m": device_array(math.sqrt(config.m), dtype),
+        "m1": device_array(float(config.m1), dtype),
     }
 
 
@@ -296,7 +297,7 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps:
     opt_state = _optimizer(optimizer, lr, momentum).init(params)
     key = (jax.random.fold_in(config.keys()[1], 1) if batch_seed is None
            else jax.random.PRNGKey(int(batch_seed)))
-    increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
+    increments = device_array(np.diff(save), jnp.int32)
     call = (params, opt_state, key, increments, a, {k: args[k] for k in ARGS_KEYS})
     structure = (optimizer, batch_size, momentum is not None, isinstance(lr, dict))
     compiled, compile_s = _program.compiled(("cooccurrence.train", structure, _program.signature(call)),

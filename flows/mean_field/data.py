@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import INT_MAX, SEED_MAX, check_choice, check_real
+from .._xla import device_array
 from .._xla import jit as xla_jit
 
 __all__ = ["INITS", "Config", "Prompts", "held_out_set", "sample_prompts", "training_set"]
@@ -126,7 +127,7 @@ class Config:
     def keys(self):
         """(data key, init key, test key): independent streams split off `seed`."""
         if jax.config.jax_enable_x64:  # (seeds up to 2**63 - 1 fit an int64)
-            return _split_seed(jnp.asarray(self.seed, jnp.int64))
+            return _split_seed(device_array(self.seed, jnp.int64))
         return tuple(jax.random.split(jax.random.PRNGKey(self.seed), 3))
 
 

@@ -50,7 +50,7 @@ import optax
 
 from .._checks import check_choice, check_finite_tree, check_int, check_real
 from .._prng import fused
-from .._xla import compile_lowered, options_key
+from .._xla import compile_lowered, device_array, options_key
 from .._xla import jit as xla_jit
 from .data import Config, Prompts, held_out_set, training_set
 
@@ -764,7 +764,7 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.1, steps: 
     opt_state = gd_optimizer(config, lr, beta if heavy else None).init(particles)
     opt_state = jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(
         jnp.result_type(x), jnp.floating) else x, opt_state)
-    increments = jnp.asarray(np.diff(save), dtype=jnp.int32)
+    increments = device_array(np.diff(save), jnp.int32)
     call = (particles, opt_state, increments, args)
     jitted, cache = _GD_PROGRAMS[(observables == "basic", heavy)]
     compiled, compile_s = compile_cached(cache, jitted, call)

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from .._xla import device_array
 from .._xla import jit as xla_jit
 from .data import Config, Prompts
 from .network import (
@@ -58,8 +59,8 @@ def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=
     dtype = jnp.dtype(dtype or jnp.result_type(data.Z0))
     return {
         "Z0": data.Z0, "y": data.y, "Z0_test": test.Z0, "y_test": test.y,
-        "lam": jnp.asarray(config.lam, dtype), "threshold": jnp.asarray(config.threshold, dtype),
-        "d": jnp.asarray(config.d, jnp.int32),
+        "lam": device_array(config.lam, dtype), "threshold": device_array(config.threshold, dtype),
+        "d": device_array(config.d, jnp.int32),
     }
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._checks import check_int, check_real, real_array
 from .._prng import fused
+from .._xla import device_array
 
 __all__ = ["ClassArrays", "SequenceClasses", "sample_counts", "sample_tokens", "syn_medium", "syn_small",
            "zipfian"]
@@ -162,12 +163,12 @@ class SequenceClasses:
             c[-1] = 1.0
             cdf[n, : sup.size] = c
         return ClassArrays(
-            cond=jnp.asarray(self.cond_probs, dtype),
-            query=jnp.asarray(self.query, jnp.int32),
-            next_token=jnp.asarray(self.next_token, jnp.int32),
-            class_probs=jnp.asarray(self.class_probs, dtype),
-            support_index=jnp.asarray(idx),
-            support_cdf=jnp.asarray(cdf, dtype),
+            cond=device_array(self.cond_probs, dtype),
+            query=device_array(self.query, jnp.int32),
+            next_token=device_array(self.next_token, jnp.int32),
+            class_probs=device_array(self.class_probs, dtype),
+            support_index=device_array(idx),
+            support_cdf=device_array(cdf, dtype),
         )
 
 

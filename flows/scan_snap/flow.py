@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_bool, check_choice, check_int, check_options, check_real, real_array
+from .._xla import device_array
 from ..solve import FlowError, Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
@@ -64,7 +65,7 @@ def flow_args(classes: SequenceClasses, eta_Y, eta_Z, *, paper_time=True, exact_
     E[np.arange(K), classes.next_token] = 1.0
     p = np.asarray(classes.class_probs)
     weights = p if (exact_slaving or not paper_time) else K * p
-    a = lambda x: jnp.asarray(x, dtype)  # noqa: E731
+    a = lambda x: device_array(x, dtype)  # noqa: E731
     return {
         "cond": a(classes.cond_probs), "Q": a(Q), "E": a(E), "p": a(p), "w": a(weights),
         "eta_Y": a(eta_Y), "eta_Z": a(eta_Z), "K": a(K), "Md": a(Md),

@@ -37,6 +37,7 @@ import optax
 
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from .._prng import fused
+from .._xla import device_array
 from .._xla import jit as xla_jit
 from ..network_records import TrainingError, first_nonfinite_step
 from . import observables as obs
@@ -350,7 +351,7 @@ def train(classes: SequenceClasses, optimizer: str, eta_Y: float | None = None, 
     save_every = check_int("save_every", save_every, 1)
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
-    call = (arrays, jnp.asarray(seed, jnp.uint32), jnp.asarray(eta_Y, dtype), jnp.asarray(eta_Z, dtype))
+    call = (arrays, device_array(seed, jnp.uint32), device_array(eta_Y, dtype), device_array(eta_Z, dtype))
     static = dict(optimizer=optimizer, momentum=float(momentum), T=int(T), batch_size=int(batch_size),
                   steps=int(steps), form=form, history=history, init=init, M=classes.vocab_size,
                   save_every=min(int(save_every), int(steps)))
