@@ -299,9 +299,9 @@ def init_particles(config: Config, key=None, dtype=None) -> dict:
 def _draw_particles(key, shapes, dtype, radius):
     """The draws of `_uniform` for the groups of `_GROUPS` (subkeys split off `key` in that order) as one
     program compiled for compile time (`flows._xla`, one_shot: XLA backend level 0), 0.6-0.7 s -> 0.2-0.3 s
-    for L = 4, M = 64 on a first call. The values are `jax.random.uniform`'s to the last bit: level 0 fuses
-    no multiply-add in its `u (b - a) + a`, so an entry may differ by 1 ulp from an eager draw compiled at
-    XLA's default level (tests: bit for bit at equal levels)."""
+    for L = 4, M = 64 on a first call. The values are `jax.random.uniform`'s except perhaps in the last bit:
+    level 0 fuses no multiply-add in its `u (b - a) + a`, so an entry may differ by 1 ulp from an eager draw
+    compiled at XLA's default level (tests: bit for bit at equal levels)."""
     keys = jax.random.split(key, len(shapes))
     return tuple(jax.random.uniform(fused(k), (math.prod(shape),), dtype, -radius, radius).reshape(shape)
                  for k, shape in zip(keys, shapes, strict=True))
