@@ -91,9 +91,12 @@ def options_key():
 def device_array(x, dtype=None):
     """`jnp.asarray(x, dtype)` for host data, converted on the host and moved by `jax.device_put` (module
     docstring): the same values and dtype (JAX's canonical one: float64 is float32 without x64), not weakly
-    typed. JAX arrays, tracers and Python scalars without a dtype go to `jnp.asarray`."""
+    typed. JAX arrays, tracers, Python scalars without a dtype and non-numeric data (None, strings: its error)
+    go to `jnp.asarray`."""
     if isinstance(x, (jax.Array, jax.core.Tracer)) or (dtype is None and not isinstance(x, np.ndarray)):
         return jnp.asarray(x, dtype)
     host = np.asarray(x)
+    if host.dtype.kind not in "biufc":  # None, strings, objects: jnp.asarray's own error
+        return jnp.asarray(x, dtype)
     target = jax.dtypes.canonicalize_dtype(host.dtype if dtype is None else dtype)
     return jax.device_put(host.astype(target, copy=False))

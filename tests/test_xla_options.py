@@ -8,6 +8,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax._src import compiler  # the compile options JAX hands XLA (a check of the flag)
 
 import flows
@@ -152,3 +153,9 @@ def test_device_array_is_jnp_asarray_without_a_compile():
     assert compiles >= 1
     traced = jax.jit(lambda y: _xla.device_array(y, jnp.float64) * 2)(jnp.ones(3))  # tracers pass through
     np.testing.assert_array_equal(np.asarray(traced), 2.0)
+    for bad in (None, "abc", [1.0, None]):  # no silent NaN: jnp.asarray's own error
+        with pytest.raises((TypeError, ValueError)) as ours:
+            _xla.device_array(bad, jnp.float64)
+        with pytest.raises((TypeError, ValueError)) as want:
+            jnp.asarray(bad, jnp.float64)
+        assert type(ours.value) is type(want.value) and str(ours.value) == str(want.value)
