@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from .._optional import require
 from .._xla import device_array
 from .._xla import jit as xla_jit
 from .data import Config, Prompts
@@ -168,7 +169,7 @@ def _clouds(particles):
 
 
 def _w2_exact(x, y):
-    import ot  # POT, the exact network-simplex oracle
+    ot = require("ot", "ot", purpose="w2_per_slice(method='exact')")  # POT, the exact network-simplex oracle
 
     x, y = np.asarray(x, float), np.asarray(y, float)
     a = np.full(x.shape[0], 1.0 / x.shape[0])
@@ -178,7 +179,7 @@ def _w2_exact(x, y):
 
 
 def _w2_sinkhorn(x, y, epsilon):
-    from ott.tools.sinkhorn_divergence import sinkdiv
+    sinkdiv = require("ott.tools.sinkhorn_divergence", "ot", purpose="w2_per_slice(method='sinkhorn')").sinkdiv
 
     # ott-jax broadcasts implicitly and mixes dtypes: allow that locally under strict user settings
     with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
