@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
+from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,10 +21,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME", help="derivation name, e.g. scan_snap-decoder")
     p.add_argument("--latex", action="store_true", help="print LaTeX instead of plain text")
 
-    p = sub.add_parser("reproduce", help="run the example scripts and write REPORT.md")
+    p = sub.add_parser("reproduce", help="run the example scripts and write REPORT.md",
+                       epilog=_examples_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="pass --quick to every example")
     p.add_argument("--only", nargs="+", action="extend", metavar="NAME",
-                   help="run only these examples (script stems)")
+                   help="run only these examples (script stems, listed below)")
     p.add_argument("--out", default=None,
                    help="output folder (default out/reproduce, or out/reproduce-quick)")
     p.add_argument("--force", action="store_true", help="rerun examples that are complete")
@@ -33,6 +36,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-compile-cache", action="store_true",
                    help="run the examples without the persistent compilation cache (flows.compile_cache)")
     return parser
+
+
+def _examples_epilog() -> str:
+    """The example names ``--only`` accepts (of the default examples folder), for ``reproduce --help``."""
+    from flows._cli_reproduce import find_examples_dir, list_scripts
+
+    try:
+        examples_dir = find_examples_dir(None)
+    except ValueError as err:
+        return f"examples: {err}"
+    names = [s.stem for s in list_scripts(examples_dir)]
+    if not names:
+        return f"examples: none in {examples_dir}"
+    try:
+        examples_dir = examples_dir.relative_to(Path.cwd())
+    except ValueError:  # not under the working directory: shown in full
+        pass
+    listing = textwrap.fill(" ".join(names), width=100, initial_indent="  ", subsequent_indent="  ",
+                            break_on_hyphens=False)
+    return f"examples that --only accepts ({len(names)}, in {examples_dir}):\n{listing}"
 
 
 def _enable_x64() -> None:

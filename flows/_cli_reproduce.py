@@ -5,10 +5,15 @@ rendered by :mod:`flows._report`.
 Each example ``examples/<stem>.py`` is run as ``python <script> --out OUT/<stem> [--quick]``
 and writes a run record there (:mod:`flows.records`).  An example whose record is already
 complete is skipped unless ``--force``, so an interrupted ``reproduce`` resumes where it stopped.
+At its start it says how many examples will run and, for ``--quick``, about how long they take, from the
+measured times in ``benchmarks/results/reproduce_quick.json`` of the checkout (written from a finished run's
+logs by ``python -m benchmarks.reproduce_times OUT``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shlex
 import site
@@ -66,6 +71,80 @@ def _child_env() -> dict:
         parts = [str(_PACKAGE_PARENT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     return env
+
+
+#: the measured ``--quick`` wall times, relative to the folder that holds ``examples/`` (a checkout)
+QUICK_TIMES = Path("benchmarks") / "results" / "reproduce_quick.json"
+
+
+def load_quick_times(root: Path) -> dict | None:
+    """The measured ``--quick`` times under `root` (:data:`QUICK_TIMES`), or None where there are none.
+
+    The file holds ``examples`` (stem -> wall time in s of that example in one ``--quick`` run, from its
+    run.log footer), ``jobs`` (examples at once in that run), ``cpus`` and optionally ``total_wall_s`` (the
+    whole run). A file that does not hold these is ignored with a warning on stderr: the banner is a hint,
+    never a reason to stop.
+    """
+    path = root / QUICK_TIMES
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        walls = data["examples"]
+        ok = (isinstance(walls, dict) and walls
+              and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+                      for v in walls.values())
+              and _positive_int(data.get("jobs")) and _positive_int(data.get("cpus"))
+              and (data.get("total_wall_s") is None or (isinstance(data["total_wall_s"], (int, float))
+                                                        and math.isfinite(data["total_wall_s"])
+                                                        and data["total_wall_s"] > 0)))
+    except (OSError, ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        print(f"warning: {path} is not a file of measured times (examples, jobs, cpus); no estimate",
+              file=sys.stderr)
+        return None
+    return data
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def estimate_s(stems: list[str], times: dict) -> float | None:
+    """About how long the examples `stems` take in one ``--quick`` run, from the measured `times`.
+
+    Each example's measured wall time already includes its share of the CPUs with the others that ran
+    beside it, so the sum over `stems` is scaled by the measured run's total over its sum (``1 / jobs``
+    where the total was not recorded). None where an example has no measured time.
+    """
+    walls = times["examples"]
+    if not stems or any(s not in walls for s in stems):
+        return None
+    total = times.get("total_wall_s")
+    scale = total / sum(walls.values()) if total else 1.0 / times["jobs"]
+    return scale * sum(walls[s] for s in stems)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    return f"{round(seconds / 60)} min"
+
+
+def banner(n: int, pending: list[str], *, quick: bool, times: dict | None) -> str:
+    """The first line of ``reproduce``: how many examples, how many run, and about how long (measured)."""
+    plural = "example" if n == 1 else "examples"
+    text = f"[reproduce] {n} {plural}" + (" (--quick)" if quick else "")
+    if len(pending) < n:
+        text += f": {n - len(pending)} complete (skipped), {len(pending)} to run"
+    if not pending:
+        return text
+    eta = estimate_s(pending, times) if (quick and times) else None
+    if eta is not None:
+        text += (f", about {_duration(eta)} (measured on {times['cpus']} CPU cores, "
+                 f"{times['jobs']} at once)")
+    return text
 
 
 # --------------------------------------------------------------------------- running
@@ -195,14 +274,18 @@ def reproduce(args, argv: list[str]) -> int:
         return 2
     n = len(scripts)
     outcomes = [Outcome(s.stem, "not run") for s in scripts]
-    pending = []
+    pending, skipped = [], []
     for i, script in enumerate(scripts):
         tag, rec_dir = f"[{i + 1}/{n}]", out / script.stem
         if records.is_complete(rec_dir) and not args.force:
-            print(f"{tag} {script.stem}: complete, skipped", flush=True)
+            skipped.append(f"{tag} {script.stem}: complete, skipped")
             outcomes[i] = Outcome(script.stem, "skipped")
         else:
             pending.append((i, script, rec_dir, tag))
+    times = load_quick_times(cwd) if args.quick else None
+    print(banner(n, [p[1].stem for p in pending], quick=args.quick, times=times), flush=True)
+    for line in skipped:
+        print(line, flush=True)
     interrupted = False
     t0 = time.perf_counter()
     try:

@@ -82,3 +82,217 @@ def test_w2_per_slice_with_its_packages_still_runs():
     w = obs.w2_per_slice(a, a, method="exact")
     np.testing.assert_allclose(w["attention"], 0.0, atol=1e-12)
     np.testing.assert_allclose(w["mlp"], 0.0, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- the start banner
+
+_EXAMPLE = '''\
+"""Tiny example for the banner tests."""
+import argparse
+import sys
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    from flows.records import RunRecord
+
+    with RunRecord(args.out, name="{name}", config={{"quick": args.quick}}, seed=0, quick=args.quick) as rec:
+        rec.add_metric("answer", 42.0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A checkout-like folder: examples/ with three tiny examples; benchmarks/results/ left to each test."""
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    for stem in ("alpha", "beta", "gamma"):
+        (examples / f"{stem}.py").write_text(_EXAMPLE.format(name=stem))
+    return tmp_path
+
+
+def _write_times(root, examples, *, jobs=2, cpus=2, total=None):
+    import json
+
+    from flows._cli_reproduce import QUICK_TIMES
+
+    path = root / QUICK_TIMES
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"examples": examples, "jobs": jobs, "cpus": cpus}
+    if total is not None:
+        data["total_wall_s"] = total
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_estimate_scales_the_measured_sum_by_the_run_s_packing():
+    from flows._cli_reproduce import estimate_s
+
+    times = {"examples": {"a": 100.0, "b": 60.0, "c": 40.0}, "jobs": 2, "cpus": 2, "total_wall_s": 120.0}
+    assert estimate_s(["a", "b", "c"], times) == pytest.approx(120.0, rel=1e-12)  # the whole measured run
+    assert estimate_s(["a"], times) == pytest.approx(60.0, rel=1e-12)  # its share: 100 * 120 / 200
+    del times["total_wall_s"]
+    assert estimate_s(["a", "b", "c"], times) == pytest.approx(100.0, rel=1e-12)  # 200 s over 2 at once
+    assert estimate_s(["a", "new"], times) is None  # an example never measured: no invented number
+    assert estimate_s([], times) is None
+
+
+def test_banner_counts_and_measured_minutes():
+    from flows._cli_reproduce import banner
+
+    stems = [f"e{i}" for i in range(18)]
+    times = {"examples": dict.fromkeys(stems, 60.0), "jobs": 2, "cpus": 2, "total_wall_s": 540.0}
+    assert banner(18, stems, quick=True, times=times) == \
+        "[reproduce] 18 examples (--quick), about 9 min (measured on 2 CPU cores, 2 at once)"
+    assert banner(18, stems[:1], quick=True, times=times) == \
+        "[reproduce] 18 examples (--quick): 17 complete (skipped), 1 to run, about 30 s " \
+        "(measured on 2 CPU cores, 2 at once)"
+    assert banner(18, [], quick=True, times=times) == \
+        "[reproduce] 18 examples (--quick): 18 complete (skipped), 0 to run"
+    # no measured times, or not --quick (the times are of --quick runs): the count alone
+    assert banner(18, stems, quick=True, times=None) == "[reproduce] 18 examples (--quick)"
+    assert banner(18, stems, quick=False, times=times) == "[reproduce] 18 examples"
+    assert banner(1, ["x"], quick=True, times=times) == "[reproduce] 1 example (--quick)"
+
+
+def test_reproduce_prints_the_banner_first(checkout, capsys):
+    from flows.__main__ import main
+
+    _write_times(checkout, {"alpha": 30.0, "beta": 30.0, "gamma": 60.0}, total=100.0)
+    args = ["reproduce", "--quick", "--examples-dir", str(checkout / "examples"), "--out", str(checkout / "out"),
+            "--jobs", "2", "--only", "alpha", "gamma"]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # (30 + 60) s of the 120 s summed, in a run of 100 s
+    assert lines[0] == "[reproduce] 2 examples (--quick), about 75 s (measured on 2 CPU cores, 2 at once)"
+    assert main(args) == 0  # resumed: both complete
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "[reproduce] 2 examples (--quick): 2 complete (skipped), 0 to run"
+    assert lines[1] == "[1/2] alpha: complete, skipped"
+
+
+def test_reproduce_banner_without_measured_times(checkout, capsys):
+    from flows.__main__ import main
+
+    out = str(checkout / "out")
+    assert main(["reproduce", "--quick", "--examples-dir", str(checkout / "examples"), "--out", out,
+                 "--only", "beta"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "[reproduce] 1 example (--quick)"
+
+
+@pytest.mark.parametrize("content", ['{"examples": {"a": -1.0}, "jobs": 2, "cpus": 2}',
+                                     '{"examples": {"a": 1.0}, "jobs": 0, "cpus": 2}',
+                                     '{"examples": {}, "jobs": 2, "cpus": 2}',
+                                     '{"examples": {"a": 1.0}, "jobs": 2, "cpus": 2, "total_wall_s": "x"}',
+                                     '[1, 2]', "not json"])
+def test_load_quick_times_ignores_a_malformed_file(tmp_path, capsys, content):
+    from flows._cli_reproduce import QUICK_TIMES, load_quick_times
+
+    path = tmp_path / QUICK_TIMES
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    assert load_quick_times(tmp_path) is None
+    assert "not a file of measured times" in capsys.readouterr().err
+
+
+def test_load_quick_times_absent_and_valid(tmp_path):
+    from flows._cli_reproduce import load_quick_times
+
+    assert load_quick_times(tmp_path) is None
+    _write_times(tmp_path, {"a": 12.5}, jobs=1, cpus=2)
+    assert load_quick_times(tmp_path) == {"examples": {"a": 12.5}, "jobs": 1, "cpus": 2}
+
+
+def test_committed_quick_times_cover_every_example_if_present():
+    """The committed measurements, where there are any, are of exactly the examples the main job runs."""
+    from pathlib import Path
+
+    from flows._cli_reproduce import QUICK_TIMES, list_scripts, load_quick_times
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / QUICK_TIMES).exists():
+        pytest.skip("no measured --quick times committed (the banner shows the count alone)")
+    times = load_quick_times(root)
+    assert times is not None
+    assert sorted(times["examples"]) == [s.stem for s in list_scripts(root / "examples")]
+
+
+# --------------------------------------------------------------------------- regenerating the measured times
+
+
+def test_reproduce_times_from_a_finished_run(checkout, capsys):
+    import json
+
+    from benchmarks import reproduce_times
+    from flows.__main__ import main
+
+    out = checkout / "out"
+    assert main(["reproduce", "--quick", "--examples-dir", str(checkout / "examples"), "--out", str(out),
+                 "--jobs", "1"]) == 0
+    target = checkout / "times.json"
+    assert reproduce_times.main([str(out), "--output", str(target)]) == 0
+    data = json.loads(target.read_text())
+    assert sorted(data["examples"]) == ["alpha", "beta", "gamma"]
+    assert data["jobs"] == 1  # from the report's command line
+    walls = data["examples"].values()
+    assert all(w > 0 for w in walls)
+    # one at a time: the run spans at least the longest example and at most their sum, up to the
+    # rounding to 0.1 s and the time between one example's end and the next one's start
+    assert max(walls) - 0.1 <= data["total_wall_s"] <= sum(walls) + 0.15 + 2.0
+    from flows._cli_reproduce import load_quick_times
+
+    _write_times(checkout, data["examples"], jobs=data["jobs"], cpus=data["cpus"], total=data["total_wall_s"])
+    assert load_quick_times(checkout)["examples"] == data["examples"]
+
+
+def test_reproduce_times_refuses_a_folder_without_a_quick_run(tmp_path, capsys):
+    from benchmarks import reproduce_times
+
+    assert reproduce_times.main([str(tmp_path), "--output", str(tmp_path / "t.json")]) == 2
+    assert "no REPORT.md" in capsys.readouterr().err
+    (tmp_path / "REPORT.md").write_text("# Reproduction report\n")
+    assert reproduce_times.main([str(tmp_path), "--output", str(tmp_path / "t.json")]) == 2
+    assert "not the report of a --quick run" in capsys.readouterr().err
+    (tmp_path / "REPORT.md").write_text("# Reproduction report (quick)\n")
+    assert reproduce_times.main([str(tmp_path), "--output", str(tmp_path / "t.json")]) == 2
+    assert "exit code 0 after X s" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+
+
+# --------------------------------------------------------------------------- --help and --only
+
+
+def test_help_lists_the_names_only_accepts():
+    import subprocess
+    from pathlib import Path
+
+    from flows._cli_reproduce import list_scripts
+
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-m", "flows", "reproduce", "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=root)
+    assert res.returncode == 0, res.stderr
+    names = [s.stem for s in list_scripts(root / "examples")]
+    assert len(names) >= 18
+    listed = res.stdout.split("examples that --only accepts", 1)[1].split()
+    for name in names:
+        assert name in listed, f"{name} missing from reproduce --help"
+    assert "mean_field_w2" in listed and "_" not in [n[0] for n in listed]
+
+
+def test_unknown_only_name_lists_the_valid_ones(checkout, capsys):
+    from flows.__main__ import main
+
+    assert main(["reproduce", "--examples-dir", str(checkout / "examples"), "--out", str(checkout / "out"),
+                 "--only", "alpha", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown example(s) nope" in err and "available: alpha, beta, gamma" in err
+    assert not (checkout / "out" / "alpha").exists()  # nothing ran
