@@ -121,7 +121,7 @@ def main(argv=None) -> int:
                     name = f"{tag}_{moment}_sde_matches_sgd"
                     rec.add_prediction(name, z, f"|z| < {Z_TOL:g}: the {moment} of {at} over {paths} SDE paths "
                                        f"and {paths} SGD runs agree within {Z_TOL:g} standard errors of their "
-                                       f"difference" + findings.expected_note(NAME, name), bool(abs(z) < Z_TOL),
+                                       f"difference", bool(abs(z) < Z_TOL), known_finding=findings.known(NAME, name),
                                        tolerance=Z_TOL, sde=float(a.mean() if moment == "mean" else a.var(ddof=1)),
                                        sgd=float(b.mean() if moment == "mean" else b.var(ddof=1)))
             rec.add_metric(f"T1_lr{lr:g}_mean_shift_sgd_vs_flow", float(r["sgd"]["T1"].mean() - T1_flow))
@@ -129,14 +129,16 @@ def main(argv=None) -> int:
         for what, pick in (("T1", lambda x: x["T1"]), ("loss", lambda x: x["loss"][:, -1])):
             name = f"{what}_spread_scales_as_sqrt_lr"
             expected = (f"std at lr {max(lrs):g} / std at lr {max(lrs) / 4:g} in [{lo:g}, {hi:g}] for the SDE and "
-                        f"for SGD (sqrt(4) = 2: the noise is sqrt(lr))" + findings.expected_note(NAME, name))
+                        f"for SGD (sqrt(4) = 2: the noise is sqrt(lr))")
+            known = findings.known(NAME, name)
             if len(lrs) < 2:
-                rec.add_prediction(name, float("nan"), expected, None, tested_at="the full run (two learning rates)")
+                rec.add_prediction(name, float("nan"), expected, None, tested_at="the full run (two learning rates)",
+                                   known_finding=known)
                 continue
             ratios = {who: float(pick(res[lrs[0]][who]).std(ddof=1) / pick(res[lrs[1]][who]).std(ddof=1))
                       for who in ("sde", "sgd")}
             rec.add_prediction(name, ratios["sde"], expected, bool(all(lo <= v <= hi for v in ratios.values())),
-                               sgd=ratios["sgd"])
+                               known_finding=known, sgd=ratios["sgd"])
         plot(rec, ts, flow_loss, T1_flow, res, paths)
     records.log_predictions(rec, logging.getLogger(NAME))
     return 0

@@ -52,7 +52,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from flows import mean_field as mf  # noqa: E402
-from flows import plotting, records  # noqa: E402
+from flows import findings, plotting, records  # noqa: E402
 from flows.mean_field import observables as obs  # noqa: E402
 
 NAME = "mean_field_lambda"
@@ -287,11 +287,13 @@ def main(argv=None) -> int:
                                f"{'; '.join(law[0] for law in stat)}): no descent direction of the first variation "
                                f"(P7). Elsewhere {moving} and the certificate is only recorded (min per lam "
                                f"{np.array2string(cert.min(axis=1), precision=3)}; < 0: not yet a global minimiser)"
-                               + why, not bad, laws=[law[0] for law in stat])
+                               + why, not bad, laws=[law[0] for law in stat],
+                               known_finding=findings.known(NAME, "certificate_at_stationary_laws"))
         else:
             rec.add_prediction("certificate_at_stationary_laws", cert.min(axis=1),
                                f">= 0 for every stationary law (P7); none here: {moving}", None,
-                               tested_at="the full run")
+                               tested_at="the full run",
+                               known_finding=findings.known(NAME, "certificate_at_stationary_laws"))
         worse = Q_end > Q_end.min(axis=1, keepdims=True) * (1 + SPREAD)
         flagged = cert < 0
         rec.add_metric("suboptimal_restarts", int(worse.sum()))

@@ -127,12 +127,12 @@ def run_one(rec, classes, batch, name, lrs, qt):
         rec.add_metric(f"{name}_attention_rel_gap_lr{lr:g}", r)
     rec.add_metric(f"{name}_flow_attention_max_change", move)
     rec.add_metric(f"{name}_flow_final_loss", float(flow.observables["loss"][-1]))
-    p = lambda key: findings.expected_note(NAME, f"{name}_{key}")  # noqa: E731
+    p = lambda key: findings.known(NAME, f"{name}_{key}")  # noqa: E731
 
     # tracking, and the order of the gap in lr
     rec.add_prediction(f"{name}_flow_tracks_network", rel[LR_CHECK],
                        f"sup over t of |c_network - c_flow| / sup |c_flow(t) - c_flow(0)| <= {TRACK_TOL} at lr = "
-                       f"{LR_CHECK}" + p("flow_tracks_network"), bool(rel[LR_CHECK] <= TRACK_TOL),
+                       f"{LR_CHECK}", bool(rel[LR_CHECK] <= TRACK_TOL), known_finding=p("flow_tracks_network"),
                        tolerance=TRACK_TOL, rel_gaps={f"{lr:g}": r for lr, r in rel.items()})
     ratio = rel[0.1] / rel[LR_CHECK]
     lo, hi = ORDER_RANGE
@@ -142,22 +142,22 @@ def run_one(rec, classes, batch, name, lrs, qt):
         extra["log_log_slope"] = slope
         rec.add_metric(f"{name}_gap_lr_slope", slope)
     rec.add_prediction(f"{name}_gap_first_order_in_lr", ratio,
-                       f"gap(lr 0.1) / gap(lr {LR_CHECK}) in [{lo:g}, {hi:g}] (first order: 4)"
-                       + p("gap_first_order_in_lr"), bool(lo <= ratio <= hi), **extra)
+                       f"gap(lr 0.1) / gap(lr {LR_CHECK}) in [{lo:g}, {hi:g}] (first order: 4)",
+                       bool(lo <= ratio <= hi), known_finding=p("gap_first_order_in_lr"), **extra)
 
     # the scan: common-token attention falls, distinct-token logits rise, common-token logits fall
     net = nets[LR_CHECK]["obs"]
     falls = bool(np.all(o_flow["ct"][-1] < o_flow["ct"][0]) and np.all(net["ct"][-1] < net["ct"][0]))
     rec.add_prediction(f"{name}_common_attention_falls", float(np.max(o_flow["ct"][-1])),
                        f"final common-token mass < initial {float(o_flow['ct'][0].max()):.3f}, every class, flow "
-                       f"and network at lr {LR_CHECK} (Theorem 2)" + p("common_attention_falls"), falls,
+                       f"and network at lr {LR_CHECK} (Theorem 2)", falls, known_finding=p("common_attention_falls"),
                        network=float(np.max(net["ct"][-1])))
     rise = float(np.max(np.diff(o_flow["ct"], axis=0)))
     t_min = float(t_fine[int(np.argmin(o_flow["ct"].mean(axis=1)))])
     rec.add_prediction(f"{name}_common_attention_monotone", rise,
                        "the scan is monotone: the common-token mass of the flow never rises (largest rise between "
-                       "saves <= 1e-6; Theorem 2's falling CT logits under gradient flow)"
-                       + p("common_attention_monotone"), bool(rise <= 1e-6), time_of_min=t_min,
+                       "saves <= 1e-6; Theorem 2's falling CT logits under gradient flow)", bool(rise <= 1e-6),
+                       known_finding=p("common_attention_monotone"), time_of_min=t_min,
                        min_common_mass=float(o_flow["ct"].mean(axis=1).min()),
                        final_common_mass=float(o_flow["ct"][-1].mean()))
     dts, cts = _logits(classes, z_flow)
@@ -166,27 +166,28 @@ def run_one(rec, classes, batch, name, lrs, qt):
     frac_net = float(np.mean(np.concatenate([d[-1] > 0 for d in dts_net])))
     key = "distinct_logits_rise_fraction"
     rec.add_prediction(f"{name}_{key}", frac, "1.0: every distinct-token logit of the flow ends above its "
-                       "start 0 (Theorem 2a)" + p(key), bool(frac == 1.0), network=frac_net,
+                       "start 0 (Theorem 2a)", bool(frac == 1.0), known_finding=p(key), network=frac_net,
                        fallen=[int(v) for n_, d in enumerate(dts)
                                for v in np.flatnonzero(np.asarray(classes.distinct_mask[n_]))[d[-1] <= 0]],
                        lowest_dt_logit=float(min(d[-1].min() for d in dts)))
     ct_down = bool(np.all(cts[-1] < 0) and np.all(cts_net[-1] < 0))
     rec.add_prediction(f"{name}_common_logits_fall", float(max(cts[-1].max(), cts_net[-1].max())),
-                       f"every common-token logit ends below 0, flow and network at lr {LR_CHECK} (Theorem 2b)"
-                       + p("common_logits_fall"), ct_down)
+                       f"every common-token logit ends below 0, flow and network at lr {LR_CHECK} (Theorem 2b)",
+                       ct_down, known_finding=p("common_logits_fall"))
 
     # the snap: the growth of Z slows, the attention freezes
     rz = _rate_ratio(t_fine, z_flow)
     rz_net = _rate_ratio(t_net, nets[LR_CHECK]["Zq"][:, rows])
     rec.add_prediction(f"{name}_snap_Z_growth_slows", rz,
                        f"sup |dZ/dt| over the last fifth of t / over the first fifth <= {SLOW_TOL} on the flow "
-                       f"(Theorems 4-5: after the snap Z grows logarithmically)" + p("snap_Z_growth_slows"),
-                       bool(rz <= SLOW_TOL), tolerance=SLOW_TOL, network=rz_net)
+                       f"(Theorems 4-5: after the snap Z grows logarithmically)",
+                       bool(rz <= SLOW_TOL), known_finding=p("snap_Z_growth_slows"), tolerance=SLOW_TOL,
+                       network=rz_net)
     rc = _rate_ratio(t_fine, o_flow["c"])
     rc_net = _rate_ratio(t_net, net["c"])
     rec.add_prediction(f"{name}_attention_freezes", rc,
                        f"sup |dc/dt| over the last fifth of t / over the first fifth <= {SLOW_TOL} on the flow (the "
-                       f"snap: the attention freezes)" + p("attention_freezes"), bool(rc <= SLOW_TOL),
+                       f"snap: the attention freezes)", bool(rc <= SLOW_TOL), known_finding=p("attention_freezes"),
                        tolerance=SLOW_TOL, network=rc_net)
     return {"rows": rows, "t_fine": t_fine, "t_net": t_net, "flow": o_flow, "z_flow": z_flow, "nets": nets,
             "dt_logit": [d.mean(axis=1) for d in dts], "ct_logit": cts.mean(axis=(1, 2))}

@@ -109,18 +109,18 @@ def snap_sweep(rec, quick):
     coef4, *_ = np.linalg.lstsq(X, np.log(t_snap[1]), rcond=None)
     dev = coef[:3] - np.array([1.0, 1.0, -1.0])
     rec.add_prediction("snap_time_exponents_K_lnM_etaY", coef[:3].tolist(),
-                       f"[1, 1, -1] (t0 = 2 K ln M / eta_Y, Theorem 4); each within {EXPONENT_TOL}"
-                       + findings.expected_note(rec.name, "snap_time_exponents_K_lnM_etaY"),
-                       bool(np.all(np.abs(dev) <= EXPONENT_TOL)), deviation=dev.tolist(), tolerance=EXPONENT_TOL,
+                       f"[1, 1, -1] (t0 = 2 K ln M / eta_Y, Theorem 4); each within {EXPONENT_TOL}",
+                       bool(np.all(np.abs(dev) <= EXPONENT_TOL)),
+                       known_finding=findings.known(rec.name, "snap_time_exponents_K_lnM_etaY"),
+                       deviation=dev.tolist(), tolerance=EXPONENT_TOL,
                        measure=f"slowdown_time(z_CT, fraction={SNAP_FRACTION}), eta_Z=1",
                        exponents_at_eta_Z_4=coef4[:3].tolist())
     lr = np.log(t_snap[1] / t_snap[0])
     worst = int(np.argmax(np.abs(lr)))
     rec.add_prediction("snap_time_independent_of_eta_Z", float(np.max(np.abs(lr))),
                        f"max over (K, M, eta_Y) of |ln(t_snap(eta_Z=4) / t_snap(eta_Z=1))| <= {ETA_Z_TOL} "
-                       "(Theorem 4: t0 depends on eta_Y only)"
-                       + findings.expected_note(rec.name, "snap_time_independent_of_eta_Z"),
-                       bool(np.max(np.abs(lr)) <= ETA_Z_TOL),
+                       "(Theorem 4: t0 depends on eta_Y only)", bool(np.max(np.abs(lr)) <= ETA_Z_TOL),
+                       known_finding=findings.known(rec.name, "snap_time_independent_of_eta_Z"),
                        tolerance=ETA_Z_TOL, median_abs_log_ratio=float(np.median(np.abs(lr))),
                        worst_cell=dict(zip(("K", "M", "eta_Y"), cells[worst], strict=True)))
     x = np.asarray([K * np.log(M) / eY for K, M, eY in cells])

@@ -1,4 +1,4 @@
-"""What every example script shares: its argument parser and the three verdicts of a prediction."""
+"""What every example script shares: its argument parser and the four verdicts of a prediction."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("flows.records")
 
-__all__ = ["FAILS", "HOLDS", "NOT_TESTED", "example_parser", "log_predictions", "verdict", "verdict_counts",
+__all__ = ["FAILS", "HOLDS", "KNOWN", "NOT_TESTED", "example_parser", "log_predictions", "verdict", "verdict_counts",
            "verdict_tag"]
 
 
@@ -52,23 +52,40 @@ def example_parser(name: str, description: str, *, seed: int = 0,
 
 
 HOLDS, FAILS, NOT_TESTED = "holds", "fails", "not tested at this size"
+#: a prediction that fails as documented in `flows.findings` (its record carries the ``known_finding`` marker)
+KNOWN = "known finding"
 
 
 def verdict(pred: dict) -> str:
-    """``"holds"``, ``"fails"`` or ``"not tested at this size"`` of a recorded prediction."""
+    """``"holds"``, ``"fails"``, ``"known finding"`` or ``"not tested at this size"`` of a recorded prediction.
+
+    A failure is a known finding only when the prediction carries a ``known_finding`` marker (set by
+    `RunRecord.add_prediction` from `flows.findings.known`); a marked prediction that holds holds, and an
+    unmarked failure fails. Records written before the marker existed have none, so their failures fail.
+    """
     holds = pred.get("holds")
-    return HOLDS if holds is True else NOT_TESTED if holds is None else FAILS
+    if holds is True:
+        return HOLDS
+    if holds is None:
+        return NOT_TESTED
+    return KNOWN if pred.get("known_finding") else FAILS
+
+
+_TAGS = {HOLDS: "PASS", FAILS: "FAIL", KNOWN: "KNOWN FINDING", NOT_TESTED: "NOT TESTED"}
 
 
 def verdict_tag(pred: dict) -> str:
-    """``PASS``, ``FAIL`` or ``NOT TESTED`` for logs and reports."""
-    return {HOLDS: "PASS", FAILS: "FAIL", NOT_TESTED: "NOT TESTED"}[verdict(pred)]
+    """``PASS``, ``FAIL``, ``KNOWN FINDING`` or ``NOT TESTED`` for logs and reports."""
+    return _TAGS[verdict(pred)]
 
 
 def verdict_counts(preds: dict) -> str:
-    """``"3 hold, 1 fails, 2 not tested at this size"`` for a ``{name: prediction}`` mapping."""
+    """``"3 hold, 1 fails, 2 not tested at this size"`` for a ``{name: prediction}`` mapping, with
+    ``", 2 known findings"`` after the failures when there are any."""
     v = [verdict(p) for p in preds.values()]
-    return (f"{v.count(HOLDS)} hold, {v.count(FAILS)} fail{'s' if v.count(FAILS) == 1 else ''}, "
+    n_known = v.count(KNOWN)
+    known = f", {n_known} known finding{'' if n_known == 1 else 's'}" if n_known else ""
+    return (f"{v.count(HOLDS)} hold, {v.count(FAILS)} fail{'s' if v.count(FAILS) == 1 else ''}{known}, "
             f"{v.count(NOT_TESTED)} not tested at this size")
 
 

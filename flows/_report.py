@@ -1,5 +1,7 @@
 """Rendering ``REPORT.md`` of ``python -m flows reproduce``: one section per example with its figures, metrics
-and a PASS / FAIL / NOT TESTED line per prediction, and a summary table counting the three verdicts."""
+and a PASS / FAIL / KNOWN FINDING / NOT TESTED line per prediction, a summary table counting the four verdicts,
+and a last section explaining the known findings the report links to (`flows.findings`). A failed example's
+section states the simple cause (its last exception line, or the signal that killed it) above its log's tail."""
 
 from __future__ import annotations
 
@@ -7,15 +9,16 @@ import datetime as _dt
 import json
 import re
 import shlex
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flows import records
+from flows import findings, records
 
 if TYPE_CHECKING:
     from flows._cli_reproduce import Outcome
 
-__all__ = ["holding", "render_report"]
+__all__ = ["failure_cause", "holding", "render_report"]
 
 _LOG_TAIL = 20
 #: the prefix of the lines `reproduce` appends to each example's run.log
@@ -43,17 +46,58 @@ def holding(rec_dir: Path) -> str:
         return "?/? predictions hold"
     v = [records.verdict(p) for p in preds.values()]
     text = f"{v.count(records.HOLDS)}/{len(preds)} predictions hold"
+    n_known = v.count(records.KNOWN)
+    text += f", {n_known} known finding{'' if n_known == 1 else 's'}" if n_known else ""
     return text + (f", {v.count(records.NOT_TESTED)} not tested at this size" if records.NOT_TESTED in v else "")
 
 
-def _counts(rec_dir: Path) -> tuple[str, str, str]:
-    """("holding/total", "failing", "not tested") of a record, for the summary table."""
+def _counts(rec_dir: Path) -> tuple[str, str, str, str]:
+    """("holding/total", "failing", "not tested", "known findings") of a record, for the summary table (known
+    findings last, so that the other columns keep their places)."""
     try:
         preds = _predictions(records.load_record(rec_dir)["metrics"])
     except (OSError, ValueError):
-        return "?", "?", "?"
+        return "?", "?", "?", "?"
     v = [records.verdict(p) for p in preds.values()]
-    return f"{v.count(records.HOLDS)}/{len(v)}", str(v.count(records.FAILS)), str(v.count(records.NOT_TESTED))
+    return (f"{v.count(records.HOLDS)}/{len(v)}", str(v.count(records.FAILS)), str(v.count(records.NOT_TESTED)),
+            str(v.count(records.KNOWN)))
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def failure_cause(log_path: Path, returncode: int | None = None, note: str = "") -> str:
+    """The simple cause of a failed example, one line of Markdown: the signal that killed it (a negative
+    `returncode`, as `subprocess` reports it), its last exception line from `log_path` (e.g.
+    ``ModuleNotFoundError: No module named 'ot'``), or else `note` (e.g. "exit code 0 but the record is
+    incomplete")."""
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    lines = [line for line in lines if not line.startswith(FOOTER)]
+    exception = None
+    if _TRACEBACK in lines:
+        start = len(lines) - lines[::-1].index(_TRACEBACK)
+        # the exception line is the first unindented line after the last traceback's frames
+        exception = next((line for line in lines[start:] if line.strip() and not line[0].isspace()), None)
+    parts = []
+    if isinstance(returncode, int) and returncode < 0:
+        try:
+            parts.append(f"killed by signal {signal.Signals(-returncode).name}")
+        except ValueError:
+            parts.append(f"killed by signal {-returncode}")
+    if exception:
+        parts.append(_code(exception.strip()))
+    if not parts:
+        parts.append(note or (f"exit code {returncode}" if returncode is not None else "unknown"))
+    return "; ".join(parts)
+
+
+def _code(text: str) -> str:
+    fence = "``" if "`" in text else "`"
+    pad = " " if "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _cell(text) -> str:
@@ -92,11 +136,36 @@ _STATUS = {"ok": "ok", "skipped": "complete (earlier run)", "failed": "FAILED",
            "interrupted": "interrupted", "not run": "not run"}
 
 
+def _finding_link(pred: dict) -> str:
+    """The link of a known finding to its heading in this report's "Known findings" section (a link inside the
+    report holds wherever the report is written); "" for the other verdicts."""
+    if records.verdict(pred) != records.KNOWN:
+        return ""
+    anchor = str(pred["known_finding"])
+    f = findings.by_anchor(anchor)
+    if f is None:  # a record older than the current list of findings
+        return f" -- known finding `{anchor}` (no longer in flows.findings)"
+    return f" -- see [{f.title}](#{anchor})"
+
+
+def _known_anchors(o: Outcome, out: Path) -> list[str]:
+    if o.status not in ("ok", "skipped"):
+        return []
+    try:
+        preds = _predictions(records.load_record(out / o.stem)["metrics"])
+    except (OSError, ValueError):
+        return []
+    return [str(p["known_finding"]) for p in preds.values() if records.verdict(p) == records.KNOWN]
+
+
 def _section(o: Outcome, out: Path) -> list[str]:
     rec_dir = out / o.stem
     lines = [f"## {o.stem}", ""]
     if o.status not in ("ok", "skipped"):
         lines.append(f"**{_STATUS[o.status]}**" + (f" ({o.note})." if o.note else "."))
+        if o.status == "failed":
+            cause = failure_cause(rec_dir / "run.log", o.returncode, o.note)
+            lines += ["", f"Cause: {cause}"]
         if o.status != "not run":
             lines += ["", f"Last {_LOG_TAIL} lines of `{o.stem}/run.log`:", "", "```",
                       _log_tail(rec_dir / "run.log"), "```"]
@@ -117,11 +186,12 @@ def _section(o: Outcome, out: Path) -> list[str]:
     if preds:
         lines += ["Predictions:", ""]
         for name, p in preds.items():
-            extra = {k: v for k, v in p.items() if k not in ("measured", "expected", "holds", "verdict")}
+            extra = {k: v for k, v in p.items()
+                     if k not in ("measured", "expected", "holds", "verdict", "known_finding")}
             more = ", ".join(f"{k} = {_fmt(v)}" for k, v in sorted(extra.items()))
             lines.append(f"- {records.verdict_tag(p)} {name}: measured = "
                          f"{_fmt(p.get('measured'))}, expected {p.get('expected', '?')}"
-                         + (f" ({more})" if more else ""))
+                         + (f" ({more})" if more else "") + _finding_link(p))
         lines.append("")
     if meta.get("solver"):
         lines += ["| Solve | Status | Steps | Compile (s) | Run (s) |", "|---|---|---|---|---|"]
@@ -147,11 +217,13 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
         keys = ("flows", "git_sha", "python", "jax", "diffrax", "jax_backend", "jax_enable_x64")
         lines += ["Versions: " + ", ".join(f"{k} {versions.get(k)}" for k in keys), ""]
     lines += ["## Summary", "",
-              "| Example | Status | Wall time (s) | Predictions holding | Failing | Not tested at this size |",
-              "|---|---|---|---|---|---|"]
-    sections = []
+              "| Example | Status | Wall time (s) | Predictions holding | Failing | Not tested at this size "
+              "| Known findings |",
+              "|---|---|---|---|---|---|---|"]
+    sections: list[str] = []
+    anchors: list[str] = []
     for o in outcomes:
-        wall, counts = o.wall_s, ("-", "-", "-")
+        wall, counts = o.wall_s, ("-", "-", "-", "-")
         if o.status in ("ok", "skipped"):
             counts = _counts(out / o.stem)
             if wall is None:  # skipped: the earlier run's time, else the record's own
@@ -161,4 +233,12 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
         lines.append(f"| [{o.stem}](#{o.stem.lower()}) | {_STATUS[o.status]} | {wall_text} | "
                      + " | ".join(counts) + " |")
         sections += _section(o, out)
+        anchors += _known_anchors(o, out)
+    explained = findings.report_markdown(anchors)
+    if explained:
+        sections += ["## Known findings", "",
+                     "The predictions marked KNOWN FINDING above fail as documented: each is a disagreement with its "
+                     "paper that the full run measures and explains (`flows.findings`; the README section "
+                     "\"Where the papers and the solver disagree\"), not a defect of the library.", "",
+                     explained]
     return "\n".join(lines + [""] + sections).rstrip() + "\n"

@@ -1,24 +1,30 @@
 """The known findings: predictions of the papers that the library measures to fail, each with its reason.
 
-A prediction recorded by an example has one of three verdicts (`flows.records.verdict`): holds, not tested at
-this size, or fails. A failure is a finding about the paper, never an artefact of a small run, and every
-finding is listed here, in this one place:
+A prediction recorded by an example has one of four verdicts (`flows.records.verdict`): holds, not tested at
+this size, known finding, or fails. A failure is a finding about the paper, never an artefact of a small run,
+and every finding is listed here, in this one place:
 
-* the examples append the reason to the prediction's ``expected`` text (:func:`expected_note`);
+* the examples pass ``known_finding=findings.known(example, prediction)`` to
+  `flows.records.RunRecord.add_prediction`, which appends the reason to the prediction's ``expected`` text
+  (:func:`expected_note`) and stores the finding's :attr:`Finding.anchor` as the prediction's
+  ``known_finding`` marker, so that its failure is a known finding and not a failure;
+* ``REPORT.md`` of ``python -m flows reproduce`` links each known finding to its entry in the report's own
+  "Known findings" section (:func:`report_markdown`);
 * the README section "Where the papers and the solver disagree" is :func:`markdown` verbatim;
-* ``tests/test_examples.py`` runs every example at ``--quick`` and fails when a prediction outside this list
-  fails there, and when an entry here that applies at quick size (``at_quick``) stops failing -- so the README
-  section stays true.
+* ``tests/test_examples.py`` runs every example at ``--quick`` and fails when a prediction fails there without
+  the marker, when a prediction listed here lacks it, and when an entry here that applies at quick size
+  (``at_quick``) stops failing -- so the README section stays true.
 
 The numbers in ``measured`` are those of the full runs (``python -m flows reproduce``).
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 
-__all__ = ["KNOWN_FINDINGS", "Finding", "expected_note", "markdown"]
+__all__ = ["KNOWN_FINDINGS", "Finding", "by_anchor", "expected_note", "known", "markdown", "report_markdown"]
 
 _SECTION = "Where the papers and the solver disagree"
 
@@ -36,6 +42,23 @@ class Finding:
     measured: str
     reason: str
     at_quick: bool = True
+
+    @property
+    def anchor(self) -> str:
+        """The finding's id: the anchor a Markdown renderer (GitHub's rule) gives a heading of its title, e.g.
+        ``scan-and-snap-fig-4-the-rarest-distinct-tokens``; stored as a prediction's ``known_finding``."""
+        return _anchor(self.title)
+
+    @property
+    def note(self) -> str:
+        """The text appended to the ``expected`` of a prediction that is this finding."""
+        return f"; known finding: {self.reason} (README, '{_SECTION}')"
+
+
+def _anchor(title: str) -> str:
+    # GitHub's heading ids: lower case, drop what is not a letter, digit, underscore, hyphen or space, then
+    # each space becomes a hyphen (runs are not merged)
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
 
 
 _RAREST_DT = Finding(
@@ -117,11 +140,26 @@ KNOWN_FINDINGS: dict[tuple[str, str], Finding] = {
 }
 
 
+def known(example: str, prediction: str) -> Finding | None:
+    """The finding that prediction `prediction` of example `example` is, or None; pass it as the
+    ``known_finding`` of `flows.records.RunRecord.add_prediction`."""
+    return KNOWN_FINDINGS.get((example, prediction))
+
+
 def expected_note(example: str, prediction: str) -> str:
-    """The text an example appends to a prediction's ``expected`` when the prediction is a known finding
-    (``""`` otherwise)."""
-    f = KNOWN_FINDINGS.get((example, prediction))
-    return "" if f is None else f"; known finding: {f.reason} (README, '{_SECTION}')"
+    """The text appended to a prediction's ``expected`` when the prediction is a known finding (``""``
+    otherwise); `flows.records.RunRecord.add_prediction` appends it for a ``known_finding``."""
+    f = known(example, prediction)
+    return "" if f is None else f.note
+
+
+def by_anchor(anchor: str) -> Finding | None:
+    """The finding whose :attr:`Finding.anchor` is `anchor` (a prediction's ``known_finding`` marker), or None
+    (a record written before the finding was renamed or dropped)."""
+    for f in KNOWN_FINDINGS.values():
+        if f.anchor == anchor:
+            return f
+    return None
 
 
 def markdown() -> str:
@@ -139,3 +177,20 @@ def markdown() -> str:
         lines.append(textwrap.fill(text, width=115, initial_indent="- ", subsequent_indent="  ",
                                    break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines) + "\n"
+
+
+def report_markdown(anchors) -> str:
+    """One ``### <title>`` entry per finding of `anchors` (in the order of `KNOWN_FINDINGS`), with its claim,
+    measurement and reason: the section that ``REPORT.md`` links its known findings to. Anchors that name no
+    current finding are skipped."""
+    wanted = set(anchors)
+    seen: dict[str, Finding] = {}
+    for f in KNOWN_FINDINGS.values():
+        if f.anchor in wanted:
+            seen.setdefault(f.anchor, f)
+    parts = []
+    for f in seen.values():
+        quick = "" if f.at_quick else " Not decided at `--quick` size."
+        parts.append(f"### {f.title}\n\nPaper: {f.claim}.  \nMeasured (full run): {f.measured}.  \n"
+                     f"Why: {f.reason}.{quick}\n")
+    return "\n".join(parts)

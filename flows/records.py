@@ -3,7 +3,8 @@
 A record folder holds
 
 * ``metrics.json`` -- scalar metrics and every checked prediction, the latter as
-  ``{"name": {"measured": x, "expected": "...", "holds": true, ...}}``;
+  ``{"name": {"measured": x, "expected": "...", "holds": true, ...}}`` (a prediction that is a known finding
+  of `flows.findings` also has ``"known_finding": "<the finding's anchor>"``);
 * ``series.npz`` -- named arrays (only if any were added);
 * one or more PNG figures;
 * ``meta.json`` -- config, seed, versions, solver stats, timings, figure list and
@@ -38,6 +39,7 @@ from ._checks import check_real
 from ._examples import (
     FAILS,
     HOLDS,
+    KNOWN,
     NOT_TESTED,
     example_parser,
     log_predictions,
@@ -46,6 +48,7 @@ from ._examples import (
     verdict_tag,
 )
 from ._examples import check_name as _check_name
+from .findings import Finding
 from ._provenance import versions
 
 __all__ = [
@@ -66,7 +69,7 @@ META_FILE = "meta.json"
 
 # the parts live by concern: _atomic (atomic files, strict JSON), _provenance (versions), _examples (the
 # example parser and verdicts); the names are re-exported here, the module every example imports
-_REEXPORTED = (FAILS, HOLDS, NOT_TESTED, atomic_savez, atomic_write_json, atomic_write_text, example_parser,
+_REEXPORTED = (FAILS, HOLDS, KNOWN, NOT_TESTED, atomic_savez, atomic_write_json, atomic_write_text, example_parser,
                log_predictions, verdict, verdict_counts, verdict_tag, versions)
 
 
@@ -197,16 +200,22 @@ class RunRecord:
         self._set(name, value, prediction=False)
 
     def add_prediction(self, name: str, measured, expected: str, holds: bool | None, *,
-                       tested_at: str | None = None, **extra) -> None:
+                       tested_at: str | None = None, known_finding: Finding | None = None, **extra) -> None:
         """Record a checked prediction: what was measured, what was expected, its verdict.
 
-        Three verdicts (:func:`verdict`): ``holds=True`` (holds), ``holds=False`` (fails: a real
-        disagreement, explained in ``expected``) and ``holds=None`` (not tested at this size: the run is too
-        small to decide; ``tested_at`` must then say at which size it is tested, e.g. "the full run").
+        Four verdicts (:func:`verdict`): ``holds=True`` (holds), ``holds=False`` (fails: a real
+        disagreement, explained in ``expected``; a known finding when ``known_finding`` is given) and
+        ``holds=None`` (not tested at this size: the run is too small to decide; ``tested_at`` must then say at
+        which size it is tested, e.g. "the full run").
         ``measured`` may be a scalar or array; ``extra`` (e.g. a tolerance) is stored alongside.
+        ``known_finding`` is the `flows.findings.Finding` this prediction is (``findings.known(example, name)``)
+        or None: its note is appended to ``expected`` and its anchor is stored as the prediction's
+        ``known_finding`` marker, which makes a failure a known finding.
         """
         if not isinstance(expected, str):
             raise ValueError(f"expected must be a str describing the prediction, got {expected!r}")
+        if known_finding is not None and not isinstance(known_finding, Finding):
+            raise ValueError(f"known_finding must be a flows.findings.Finding or None, got {known_finding!r}")
         if holds is None:
             if not isinstance(tested_at, str) or not tested_at:
                 raise ValueError("tested_at must name the size at which an untested prediction is tested "
@@ -218,16 +227,20 @@ class RunRecord:
                 raise ValueError(f"holds must be a single truth value (True, False, a numpy or jax bool) or None, "
                                  f"got {holds!r}")
             holds = bool(holds_arr.reshape(()))
-            verdict_ = HOLDS if holds else FAILS
+            verdict_ = HOLDS if holds else KNOWN if known_finding is not None else FAILS
         entry = {}
         for key, value in {"measured": measured, **extra}.items():
             try:
                 entry[key] = _to_builtin(value)
             except TypeError as err:
                 raise ValueError(f"{key} of prediction {name!r}: {err}") from err
+        if known_finding is not None:
+            expected += known_finding.note
         entry.update(expected=expected, holds=holds, verdict=verdict_)
         if tested_at is not None:
             entry["tested_at"] = str(tested_at)
+        if known_finding is not None:
+            entry["known_finding"] = known_finding.anchor
         self._set(name, entry, prediction=True)
 
     def add_series(self, **arrays) -> None:

@@ -2,9 +2,11 @@
 resumes after interruption.
 
 Verdicts at quick size: every prediction holds or is not tested at this size (with the size that tests it),
-except the known findings of `flows.findings.KNOWN_FINDINGS` that apply at quick size, which must still fail --
-so a prediction that stops holding fails here, and so does a finding that starts holding (the README section
-"Where the papers and the solver disagree" is `findings.markdown()`, checked below).
+except the known findings of `flows.findings.KNOWN_FINDINGS` that apply at quick size, which must still fail
+and carry the record's ``known_finding`` marker (verdict "known finding") -- so a prediction that stops holding
+fails here, and so does a finding that starts holding, a listed prediction recorded without its marker, and a
+marker on a prediction that is not listed. The record's REPORT.md section then has no FAIL line. (The README
+section "Where the papers and the solver disagree" is `findings.markdown()`, checked below.)
 """
 
 import importlib.util
@@ -19,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from flows import findings, records
+from flows._cli_reproduce import Outcome
+from flows._report import render_report
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
@@ -38,6 +42,37 @@ def _check_fig6(out):
 EXTRA_CHECKS = {"scan_snap_fig4": _check_fig4, "scan_snap_fig6": _check_fig6}
 
 
+def _load(stem):
+    spec = importlib.util.spec_from_file_location(f"example_{stem}", ROOT / "examples" / f"{stem}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fig4_pairs_share_one_colour_scale_and_say_the_optimiser():
+    """Network and flow heat maps of one pair are drawn on one colour scale with one colour bar, so the rows
+    that agree (iteration 0 of both starts from the same zero init) have the same colours; the labels say the
+    final iteration and the optimiser."""
+    import numpy as np
+
+    from flows import plotting
+
+    fig4 = _load("scan_snap_fig4")
+    fig, axes = plotting.figure(1, 2, squeeze=False)
+    net = np.array([[0.2, 0.2], [0.1, 0.5]])
+    flow = np.array([[0.2, 0.2], [0.15, 0.3]])  # first row equal to the network's, the rest inside its range
+    labels = ["0", "30 (final)"]
+    fig4.draw_pair(fig, axes[0, 0], axes[0, 1], net, flow, labels, "network", "flow")
+    (im_n,), (im_f,) = axes[0, 0].get_images(), axes[0, 1].get_images()
+    assert im_n.get_clim() == im_f.get_clim() == (0.1, 0.5)
+    assert np.array_equal(im_n.to_rgba(net)[0], im_f.to_rgba(flow)[0])  # equal values, equal colours
+    assert len(fig.axes) == 3, "one colour bar for the pair"
+    assert [t.get_text() for t in axes[0, 1].get_yticklabels()] == labels
+    plotting.plt.close(fig)
+    assert fig4.optimizer_label("sgd", 0.9, 10.0, 1.0) == "SGD, momentum 0.9, lr_Y 10, lr_Z 1"
+    assert fig4.optimizer_label("adam", 0.0, 0.5, 0.5) == "Adam, lr 0.5"
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
 def test_example_quick_writes_a_complete_record(script, tmp_path):
     spec = importlib.util.spec_from_file_location(f"example_{script.stem}", script)
@@ -54,6 +89,19 @@ def test_example_quick_writes_a_complete_record(script, tmp_path):
     if script.stem in EXTRA_CHECKS:
         EXTRA_CHECKS[script.stem](out)
     check_verdicts(script.stem, preds)
+    check_report(script.stem, tmp_path, preds)
+
+
+def check_report(stem, out, preds):
+    """REPORT.md of the record: no FAIL line, and a KNOWN FINDING line linked to its explanation for each
+    known finding."""
+    report = render_report([Outcome(stem, "ok", 1.0, 0)], out, ["reproduce", "--quick"], quick=True)
+    assert "\n- FAIL " not in report, [line for line in report.splitlines() if line.startswith("- FAIL ")]
+    for name, p in preds.items():
+        if records.verdict(p) == records.KNOWN:
+            line = next(line for line in report.splitlines() if line.startswith(f"- KNOWN FINDING {name}:"))
+            assert f"](#{p['known_finding']})" in line and f"\n### {findings.by_anchor(p['known_finding']).title}\n" \
+                in report
 
 
 def check_verdicts(stem, preds):
@@ -62,12 +110,17 @@ def check_verdicts(stem, preds):
     listed = {name: f for (ex, name), f in findings.KNOWN_FINDINGS.items() if ex == stem}
     stale = sorted(set(listed) - set(preds))
     assert not stale, f"KNOWN_FINDINGS names predictions that {stem} no longer records: {stale}"
+    markers = {name: p.get("known_finding") for name, p in preds.items()}
+    wrong = {name: markers[name] for name in preds
+             if markers[name] != (listed[name].anchor if name in listed else None)}
+    assert not wrong, (f"{stem}: the known_finding markers do not match flows.findings (pass known_finding="
+                       f"findings.known(example, name) to add_prediction): {wrong}")
     unexpected = {name: preds[name]["measured"] for name, v in verdicts.items()
-                  if v == records.FAILS and not (name in listed and listed[name].at_quick)}
+                  if v == records.FAILS or (v == records.KNOWN and not listed[name].at_quick)}
     assert not unexpected, (f"{stem}: predictions fail at quick size that are not known findings at that size (a "
                             f"regression, or a new finding for flows/findings.py and the README): {unexpected}")
     started = {name: (verdicts[name], preds[name]["measured"]) for name, f in listed.items()
-               if f.at_quick and verdicts[name] != records.FAILS}
+               if f.at_quick and verdicts[name] != records.KNOWN}
     assert not started, (f"{stem}: known findings no longer fail at quick size; update flows/findings.py and the "
                          f"README section: {started}")
     for name, p in preds.items():
@@ -99,32 +152,58 @@ def test_readme_findings_section_is_the_known_findings():
     assert findings.expected_note("no_such_example", "x") == ""
 
 
-def _verdict_preds(**verdicts):
+def _verdict_preds(marked=(), **verdicts):
+    """Predictions with the given verdicts (holds, fails, not tested); those named in `marked` carry the marker
+    of the finding `findings.KNOWN_FINDINGS` lists for them (so a failing one is a known finding)."""
     holds = {records.HOLDS: True, records.FAILS: False, records.NOT_TESTED: None}
-    return {name: {"measured": 0.0, "expected": "", "holds": holds[v], "verdict": v}
-            | ({"tested_at": "the full run"} if v == records.NOT_TESTED else {}) for name, v in verdicts.items()}
+    preds = {}
+    for name, v in verdicts.items():
+        preds[name] = {"measured": 0.0, "expected": "", "holds": holds[v]}
+        if v == records.NOT_TESTED:
+            preds[name]["tested_at"] = "the full run"
+        if name in marked:
+            preds[name]["known_finding"] = findings.KNOWN_FINDINGS[("ex", name)].anchor
+    return preds
 
 
 def test_check_verdicts_catches_regressions_and_findings_that_start_holding(monkeypatch):
     known = {("ex", "finding"): findings.Finding("title", "claim", "0.5", "why"),
-             ("ex", "full_only"): findings.Finding("title", "claim", "0.5", "why", at_quick=False)}
+             ("ex", "full_only"): findings.Finding("other title", "claim", "0.5", "why", at_quick=False)}
     monkeypatch.setattr(findings, "KNOWN_FINDINGS", known)
     H, F, N = records.HOLDS, records.FAILS, records.NOT_TESTED
-    check_verdicts("ex", _verdict_preds(a=H, b=N, finding=F, full_only=N))
-    check_verdicts("ex", _verdict_preds(a=H, finding=F, full_only=H))
-    cases = [(dict(a=F, finding=F, full_only=N), "not known findings"),    # a prediction stopped holding
-             (dict(a=H, finding=F, full_only=F), "not known findings"),    # fails at quick, listed for full only
-             (dict(a=H, finding=H, full_only=N), "no longer fail"),         # a finding started holding
-             (dict(a=H, finding=N, full_only=N), "no longer fail"),         # ... or is no longer decided
-             (dict(a=H, full_only=N), "no longer records"),                 # a stale name
+    both = ("finding", "full_only")
+    check_verdicts("ex", _verdict_preds(both, a=H, b=N, finding=F, full_only=N))
+    check_verdicts("ex", _verdict_preds(both, a=H, finding=F, full_only=H))
+    cases = [(both, dict(a=F, finding=F, full_only=N), "not known findings"),         # a prediction stopped holding
+             (both, dict(a=H, finding=F, full_only=F), "not known findings"),         # fails at quick, full only
+             (both, dict(a=H, finding=H, full_only=N), "no longer fail"),             # a finding started holding
+             (both, dict(a=H, finding=N, full_only=N), "no longer fail"),             # ... or is no longer decided
+             (both, dict(a=H, full_only=N), "no longer records"),                     # a stale name
+             (("full_only",), dict(a=H, finding=F, full_only=N), "markers do not match"),  # recorded without it
              ]
-    for verdicts, message in cases:
+    for marked, verdicts, message in cases:
         with pytest.raises(AssertionError, match=message):
-            check_verdicts("ex", _verdict_preds(**verdicts))
-    untested = _verdict_preds(a=N, finding=F, full_only=N)
+            check_verdicts("ex", _verdict_preds(marked, **verdicts))
+    stray = _verdict_preds(both, a=F, finding=F, full_only=N)
+    stray["a"]["known_finding"] = known[("ex", "finding")].anchor  # a marker on a prediction that is not listed
+    with pytest.raises(AssertionError, match="markers do not match"):
+        check_verdicts("ex", stray)
+    untested = _verdict_preds(both, a=N, finding=F, full_only=N)
     del untested["a"]["tested_at"]
     with pytest.raises(AssertionError, match="no tested_at"):
         check_verdicts("ex", untested)
+
+
+def test_check_report_shows_no_fail_for_a_known_finding(tmp_path):
+    finding = findings.known("scan_snap_fig4", "etaY1_etaZ1_distinct_logits_rise_network_fraction")
+    with records.RunRecord(tmp_path / "ex", name="ex", config={}, seed=0, quick=True) as rec:
+        rec.add_prediction("a", 1.0, "== 1", True)
+        rec.add_prediction("finding", 0.9, "== 1", False, known_finding=finding)
+    check_report("ex", tmp_path, rec.predictions)
+    with records.RunRecord(tmp_path / "ex", name="ex", config={}, seed=0, quick=True) as rec:
+        rec.add_prediction("a", 2.0, "== 1", False)  # deliberately broken
+    with pytest.raises(AssertionError, match="- FAIL a"):
+        check_report("ex", tmp_path, rec.predictions)
 
 
 # A small example that is interrupted inside its record: on its first run it writes a metric, then waits in

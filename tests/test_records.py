@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from flows import records
+from flows import findings, records
 from flows.plotting import annotate_vline, colors, figure, log_time_axis
 
 
@@ -183,19 +183,27 @@ def test_colors():
         colors(-1)
 
 
-def test_three_verdicts(tmp_path):
-    """holds / fails / not tested at this size: stored, counted and logged; untested ones do not fail a record."""
+def test_four_verdicts(tmp_path):
+    """holds / fails / known finding / not tested at this size: stored, counted and logged; untested ones do
+    not fail a record; a known finding's marker survives the round trip through metrics.json."""
+    finding = findings.known("scan_snap_fig4", "etaY1_etaZ1_distinct_logits_rise_network_fraction")
     rec = records.RunRecord(tmp_path / "r", name="r", config={})
     rec.add_prediction("a", 1.0, expected="1", holds=True)
     rec.add_prediction("c", 0.3, expected="slope -1", holds=None, tested_at="the full run (L up to 32)")
     assert rec.all_hold
     rec.add_prediction("b", 2.0, expected="1", holds=False)
+    rec.add_prediction("d", 0.9, expected="1.0", holds=False, known_finding=finding)
     assert not rec.all_hold
     preds = rec.predictions
-    assert [records.verdict(preds[k]) for k in "abc"] == ["holds", "fails", "not tested at this size"]
-    assert [records.verdict_tag(preds[k]) for k in "abc"] == ["PASS", "FAIL", "NOT TESTED"]
-    assert records.verdict_counts(preds) == "1 hold, 1 fails, 1 not tested at this size"
+    assert [records.verdict(preds[k]) for k in "abcd"] == ["holds", "fails", "not tested at this size",
+                                                            "known finding"]
+    assert [records.verdict_tag(preds[k]) for k in "abcd"] == ["PASS", "FAIL", "NOT TESTED", "KNOWN FINDING"]
+    assert records.verdict_counts(preds) == "1 hold, 1 fails, 1 known finding, 1 not tested at this size"
     rec.finish()
     m = records.load_record(tmp_path / "r")["metrics"]
     assert m["c"]["holds"] is None and m["c"]["tested_at"] == "the full run (L up to 32)"
     assert m["c"]["verdict"] == "not tested at this size"
+    assert m["d"]["known_finding"] == finding.anchor and m["d"]["verdict"] == records.KNOWN
+    assert records.verdict(m["d"]) == records.KNOWN and "known_finding" not in m["b"]
+    assert m["d"]["expected"] == "1.0" + findings.expected_note("scan_snap_fig4",
+                                                              "etaY1_etaZ1_distinct_logits_rise_network_fraction")
