@@ -49,6 +49,23 @@ def _jobs_of(argv: list[str]) -> int | None:
     return None
 
 
+def _without_paths(argv: list[str]) -> list[str]:
+    """`argv` with the folders it names (--out, --examples-dir) as placeholders: no path of the machine that
+    ran it goes into the committed file."""
+    shown, hide = [], False
+    for arg in argv:
+        key = arg.split("=", 1)[0]
+        if hide:
+            shown.append("DIR")
+            hide = False
+        elif key in ("--out", "--examples-dir") and "=" in arg:
+            shown.append(f"{key}=DIR")
+        else:
+            shown.append(arg)
+            hide = arg in ("--out", "--examples-dir")
+    return shown
+
+
 def _cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -98,7 +115,7 @@ def measured_times(out: Path, *, jobs: int | None = None, total_s: float | None 
     return {
         "what": "wall time (s) of each example in one `python -m flows reproduce --quick` run (its run.log "
                 "footer), jobs of them at once on cpus cores, and of the whole run (total_wall_s)",
-        "command": shlex.join(["python", "-m", "flows", *argv]) if argv else None,
+        "command": shlex.join(["python", "-m", "flows", *_without_paths(argv)]) if argv else None,
         "cpus": _cpus(),
         "cpu_model": _cpu_model(),
         "jobs": jobs,

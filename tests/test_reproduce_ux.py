@@ -242,6 +242,8 @@ def test_reproduce_times_from_a_finished_run(checkout, capsys):
     data = json.loads(target.read_text())
     assert sorted(data["examples"]) == ["alpha", "beta", "gamma"]
     assert data["jobs"] == 1  # from the report's command line
+    assert str(checkout) not in json.dumps(data)  # no path of this machine in the file to commit
+    assert data["command"].startswith("python -m flows reproduce --quick --examples-dir DIR --out DIR")
     walls = data["examples"].values()
     assert all(w > 0 for w in walls)
     # one at a time: the run spans at least the longest example and at most their sum, up to the
