@@ -91,13 +91,9 @@ def load_quick_times(root: Path) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         walls = data["examples"]
-        ok = (isinstance(walls, dict) and walls
-              and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-                      for v in walls.values())
+        ok = (isinstance(walls, dict) and bool(walls) and all(_positive_number(v) for v in walls.values())
               and _positive_int(data.get("jobs")) and _positive_int(data.get("cpus"))
-              and (data.get("total_wall_s") is None or (isinstance(data["total_wall_s"], (int, float))
-                                                        and math.isfinite(data["total_wall_s"])
-                                                        and data["total_wall_s"] > 0)))
+              and (data.get("total_wall_s") is None or _positive_number(data["total_wall_s"])))
     except (OSError, ValueError, KeyError, TypeError):
         ok = False
     if not ok:
@@ -109,6 +105,11 @@ def load_quick_times(root: Path) -> dict | None:
 
 def _positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _positive_number(value) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value > 0)
 
 
 def estimate_s(stems: list[str], times: dict) -> float | None:
