@@ -130,37 +130,64 @@ def _record_fit(rec, log, fit, name, kind, expected, band, *, bound_only=False, 
     log.info("%s: slope %.3f CI (%.3f, %.3f)", name, fit.slope, *fit.slope_ci)
 
 
+def richardson(coarse, fine):
+    """The depth-limit extrapolation 2 X(2 L_R) - X(L_R) of a quantity measured on networks of depth L_R
+    (`coarse`) and 2 L_R (`fine`) on the same curves: forward Euler in depth has X(L) = X* + a / L + O(1/L^2),
+    so the 1/L term cancels and the error is O(1/L_R^2)."""
+    return 2 * fine - coarse
+
+
+def depth_members(S, seeds):
+    """The members (code, init, seed, cfg, data, nodes) of the depth part: for init in smooth, tied and every
+    seed, a config of width `S["depth_M"]`, its training set and the K = `S["K"]` reference nodes of its curves."""
+    members = []
+    for code, init in enumerate(("smooth", "tied")):
+        for s in seeds:
+            cfg = mf.Config(**BASE, L=2, M=S["depth_M"], init=init, seed=s)
+            members.append((code, init, s, cfg, mf.training_set(cfg), ref.init_reference(cfg, S["K"])))
+    return members
+
+
+def depth_reference(results, L_R):
+    """(Q_ref, y_ref): `richardson` of the (Q, y) arrays of `results` at depths L_R and 2 L_R."""
+    (Q_a, y_a), (Q_b, y_b) = results[L_R], results[2 * L_R]
+    return richardson(Q_a, Q_b), richardson(y_a, y_b)
+
+
+def depth_reference_check(members, y_ref0):
+    """Per member: the mean over prompts of |y_ref0 - y_cont|, y_ref0 (members, n) the Richardson outputs at
+    tau = 0 and y_cont the continuous-depth reference (`reference.reference_forward`, the depth ODE by diffrax,
+    64 steps per node interval) on the member's nodes."""
+    check = []
+    for i, (_, _, _, cfg, dat, nodes) in enumerate(members):
+        y_cont = np.asarray(ref.reference_forward(cfg, nodes, dat.Z0, substeps=64))
+        check.append(np.mean(np.abs(y_ref0[i] - y_cont)))
+    return np.array(check)
+
+
 def depth_part(S, seeds, failures, log):
     """Rows (init, L, seed, Qgap0, Qgap*, ygap0, ygap*) for init in smooth, tied, and the check of the
     Richardson reference against the continuous-depth reference at tau = 0.
 
     One batch per depth L holds every (init, seed): the networks take the depth-smooth curves at l / L
     (`coupling.sample_depth`). The reference at tau* is the Richardson extrapolation 2 X_{2 L_R} - X_{L_R} of
-    two deep networks on the same curves (error O(1/L_R^2)); at tau = 0 it is checked against the
-    continuous-depth reference (`reference.reference_forward`, depth ODE by diffrax).
+    two deep networks on the same curves (`depth_reference`, error O(1/L_R^2)); at tau = 0 it is checked
+    against the continuous-depth reference (`depth_reference_check`).
     """
-    members = []  # (code, init, seed, cfg, data, nodes)
-    for code, init in enumerate(("smooth", "tied")):
-        for s in seeds:
-            cfg = mf.Config(**BASE, L=2, M=S["depth_M"], init=init, seed=s)
-            members.append((code, init, s, cfg, mf.training_set(cfg), ref.init_reference(cfg, S["K"])))
+    members = depth_members(S, seeds)
     data = [m[4] for m in members]
     results = {}
     for L in (*S["depth_L"], S["L_R"], 2 * S["L_R"]):
         parts = [coupling.sample_depth(m[5], L) for m in members]
         results[L] = _train(members[0][3].replace(L=L), parts, data, failures, f"depth L={L}")
-    (Q_a, y_a), (Q_b, y_b) = results[S["L_R"]], results[2 * S["L_R"]]
-    Q_ref, y_ref = 2 * Q_b - Q_a, 2 * y_b - y_a
-    check = []
-    for i, (_, _, _, cfg, dat, nodes) in enumerate(members):
-        y_cont = np.asarray(ref.reference_forward(cfg, nodes, dat.Z0, substeps=64))
-        check.append(np.mean(np.abs(y_ref[i, 0] - y_cont)))
+    Q_ref, y_ref = depth_reference(results, S["L_R"])
+    check = depth_reference_check(members, y_ref[:, 0])
     rows = []
     for L in S["depth_L"]:
         Q, y = results[L]
         for i, m in enumerate(members):
             rows.append((m[0], L, m[2], *np.abs(Q[i] - Q_ref[i]), *_out_gap(y[i], y_ref[i])))
-    return np.array(rows), np.array(check)
+    return np.array(rows), check
 
 
 def width_part(S, seeds, failures, log):
