@@ -5,6 +5,7 @@
 - `codegen`: vectorised JAX emission with CSE: `codegen.write(system, out_dir=...)` + `codegen.load(path)`, or
   `codegen.compile_system(system)` in memory (no file); the package's own modules live in `flows/_generated/`.
 - `verify`: derived right-hand sides against `jax.grad` of the explicit loss.
+- `readable(expr)`: the equal, most readable form in which `to_text()` / `to_latex()` print an expression.
 - `Derivation` (`derivations.base`): the contract of a registered derivation.
 - `available()`, `derive(name)`: the registry behind `python -m flows derive NAME [--latex]`;
   `register(cls)` adds a user's `Derivation` subclass (in this process) without editing the package,
@@ -28,6 +29,7 @@ from .gradient_flow import gradient_flow as gradient_flow
 from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
+from ._printing import readable as readable
 from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
 

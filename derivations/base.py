@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from ._printing import readable
 from .gradient_flow import FlowSystem
 
 __all__ = ["Derivation"]
@@ -25,7 +26,9 @@ class Derivation:
     - `to_text()`, `to_latex()`: the derivation in words and in LaTeX. The defaults here print the steps of
       `_steps()` (override it: a list of `(title, [sympy objects])`) and then the result, `result_rhs()` (override
       it for a more readable form of the right-hand sides than `system.rhs`, e.g. with intermediate symbols
-      kept; for printing only); `result_title` names that last section.
+      kept; for printing only); `result_title` names that last section. Every printed expression is shown
+      in its most readable equal form (`derivations.readable`: common factors pulled out, a
+      fraction's denominator factored, logistic terms as 1/(1 + e^-a)), never the expanded one.
 
     The package's own derivations are listed in `derivations._REGISTRY` and written into `flows/_generated/` by
     `python -m derivations --write`. Your own: subclass `Derivation`, `derivations.register(MyDerivation)` (then
@@ -53,17 +56,17 @@ class Derivation:
         out = [f"# {self.name}", self.system.description]
         for title, exprs in self._steps():
             out.append(f"\n## {title}")
-            out.extend(sp.sstr(e) for e in exprs)
+            out.extend(sp.sstr(readable(e)) for e in exprs)
         out.append(f"\n## {self.result_title}")
-        out.extend(f"d{s}/dt = {sp.sstr(e)}" for s, e in self._result())
+        out.extend(f"d{s}/dt = {sp.sstr(readable(e))}" for s, e in self._result())
         return "\n".join(out)
 
     def to_latex(self) -> str:
         out = [f"% {self.name}"]
         for title, exprs in self._steps():
             out.append(f"% {title}")
-            out.extend(sp.latex(e) for e in exprs)
+            out.extend(sp.latex(readable(e)) for e in exprs)
         out.append(f"% {self.result_title}")
-        lines = [rf"\frac{{d {sp.latex(s)}}}{{dt}} = {sp.latex(e)}" for s, e in self._result()]
+        lines = [rf"\frac{{d {sp.latex(s)}}}{{dt}} = {sp.latex(readable(e))}" for s, e in self._result()]
         out.append("\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}")
         return "\n".join(out)

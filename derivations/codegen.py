@@ -3,12 +3,15 @@
 The right-hand sides are printed with sympy's `JaxPrinter` after common-subexpression elimination
 (`sympy.cse`). The state is one array whose last axis holds the coordinates (`y[..., i]`), and every
 parameter is read from `args[name]` (`name` the sympy symbol's own name), so the emitted function
-broadcasts and vmaps without recompiling.
+broadcasts and vmaps without recompiling. `args` must have exactly the keys in `PARAMS`: a missing or an
+unknown key (a misspelt parameter name) is a `ValueError` naming it, raised when the function is traced.
+The module is self-contained (it imports only `jax.numpy` and the standard library).
 
 - `emit(system)`: the source text (deterministic).
 - `write(system, out_dir=..., module=..., source=...)`: write `<out_dir>/<module>.py` (atomically);
   `out_dir` defaults to the package's `flows/_generated/`, which only the registered derivations use.
-- `load(path)`: import a written file; the module has `vector_field(t, y, args)`, `STATE`, `PARAMS`, `SYSTEM`.
+- `load(path)`: import a written file; the module has `vector_field(t, y, args)`, `STATE`, `PARAMS`, `SYSTEM`,
+  `pack_state({name: value}) -> y` and `unpack_state(ys) -> {name: ys[..., i]}`.
 - `compile_system(system)`: the same module built in memory, without a file.
 - `diff(...)`: the committed file against a fresh emission; `derivations.check_generated()` runs it for every
   registered derivation, and a test turns any difference into a failure.
@@ -16,9 +19,9 @@ broadcasts and vmaps without recompiling.
 No symbol name can break the emitted code. A local variable is named after its symbol when that name is a
 safe Python identifier; otherwise it is renamed (a `_` suffix, repeated until unique): Python keywords
 (`lambda`, `class`), builtins (`abs`, `sum`: the emitted code calls `abs`), the emitted function's own names
-(`t`, `y`, `args`), the modules it uses (`jnp`, `jax`, `functools`), the CSE temporaries (`_x0`, `_x1`, ...),
-names that are not identifiers (`eta.1` -> `eta_1`, `1x` -> `s_1x`) and names that clash after that
-(`a.b` vs `a_b`). `STATE`, `PARAMS` and the `args` keys keep the original names.
+(`t`, `y`, `args`), the modules and helpers it uses (`jnp`, `jax`, `functools`, `_check_args`), the CSE
+temporaries (`_x0`, `_x1`, ...), names that are not identifiers (`eta.1` -> `eta_1`, `1x` -> `s_1x`) and names
+that clash after that (`a.b` vs `a_b`). `STATE`, `PARAMS` and the `args` keys keep the original names.
 """
 
 from __future__ import annotations
@@ -58,6 +61,87 @@ Equations:
 {footer}
 """
 '''
+# The helpers every emitted module carries after `vector_field` (fixed text: the module stays self-contained,
+# importable wherever JAX is). The `args` check reads only the keys, so under jit it runs once, at trace time.
+_HELPERS = '''
+
+def pack_state(values, dtype=None):
+    """The state `y` (e.g. `y0` for `flows.solve`) whose last axis holds `values[name]` for every name in
+    STATE, in that order. `values`: a mapping with exactly the names in STATE, each a real number or array;
+    the arrays broadcast against each other (arrays of shape `s` give states of shape `s + (len(STATE),)`).
+    `dtype`: default JAX's default float."""
+    if not isinstance(values, Mapping):
+        raise ValueError(f"values must be a mapping {{name: value}} with the names in STATE = {STATE}, "
+                         f"got {type(values).__name__}")
+    _check_keys("values", values, STATE, "STATE")
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    arrays = []
+    for name in STATE:
+        try:
+            value = jnp.asarray(values[name])
+        except TypeError as err:
+            raise ValueError(f"values[{name!r}] must be a real number or array, "
+                             f"got {type(values[name]).__name__}") from err
+        if not (jnp.issubdtype(value.dtype, jnp.integer) or jnp.issubdtype(value.dtype, jnp.floating)):
+            raise ValueError(f"values[{name!r}] must be real numbers, got dtype {value.dtype}")
+        arrays.append(value.astype(dtype))
+    try:
+        arrays = jnp.broadcast_arrays(*arrays)
+    except ValueError as err:
+        shapes = {name: tuple(a.shape) for name, a in zip(STATE, arrays, strict=True)}
+        raise ValueError(f"values: the shapes {shapes} do not broadcast against each other") from err
+    return jnp.stack(arrays, axis=-1)
+
+
+def unpack_state(ys):
+    """`{name: ys[..., i]}` for every name in STATE (the inverse of `pack_state`): `ys` is one state `(n,)`,
+    the saved states of a solve `(T, n)`, of a batch `(B, T, n)`, or a `flows.Trajectory` (its `ys`)."""
+    if hasattr(ys, "ys") and hasattr(ys, "ts"):  # a flows.Trajectory
+        if ys.ys is None:
+            raise ValueError("ys: the trajectory saved no states (ys is None); solve with save_states=True")
+        ys = ys.ys
+    try:
+        ys = jnp.asarray(ys)
+    except TypeError as err:
+        raise ValueError(f"ys must be an array of states or a flows.Trajectory, got {type(ys).__name__}") from err
+    if ys.ndim == 0 or ys.shape[-1] != len(STATE):
+        raise ValueError(f"ys must hold the {len(STATE)} coordinates STATE = {STATE} on its last axis, "
+                         f"got shape {tuple(ys.shape)}")
+    return {name: ys[..., i] for i, name in enumerate(STATE)}
+
+
+def _check_args(args):
+    """`args` must hold exactly the keys in PARAMS: a misspelt key would otherwise be ignored silently."""
+    if args is None and not PARAMS:
+        return
+    if not isinstance(args, Mapping):
+        raise ValueError(f"args must be a mapping with the keys PARAMS = {PARAMS}, got {type(args).__name__}")
+    _check_keys("args", args, PARAMS, "PARAMS")
+
+
+def _check_keys(field, given, expected, what):
+    missing = [k for k in expected if k not in given]
+    unknown = [k for k in given if k not in expected]
+    if not (missing or unknown):
+        return
+    parts = []
+    for k in unknown:
+        close = _close_match(k, missing) if isinstance(k, str) else None  # a misspelt key leaves one missing
+        parts.append(f"unknown key {k!r}" + (f" (did you mean {close!r}?)" if close else ""))
+    if missing:
+        parts.append(f"missing {', '.join(map(repr, missing))}")
+    raise ValueError(f"{field} of {SYSTEM!r}: {'; '.join(parts)}; the keys must be exactly {what} = {expected}")
+
+
+def _close_match(key, names):
+    """The name in `names` closest to `key` (also ignoring case), or None."""
+    close = difflib.get_close_matches(key, names, n=1)
+    if not close:
+        lower = {n.lower(): n for n in names}
+        close = [lower[c] for c in difflib.get_close_matches(key.lower(), list(lower), n=1)]
+    return close[0] if close else None
+'''
+
 _PACKAGE_FOOTER = "Re-generate with `python -m derivations --write`; a test fails when this file is out of date."
 _USER_FOOTER = "Re-generate with `derivations.codegen.write` (or build it in memory with `codegen.compile_system`)."
 
@@ -66,8 +150,11 @@ _CSE_NAME = re.compile(re.escape(_CSE_PREFIX) + r"\d+")
 # names the emitted function body reads besides its locals: its arguments, the modules it may import
 # (`jnp` always; `functools`, `jax` for reduce and jax.scipy.special) and every builtin (it calls `abs`).
 _FUNCTION_NAMES = frozenset({"t", "y", "args"})
+# module-level helpers the emitted function calls (a local of that name would shadow them)
+_HELPER_NAMES = frozenset({"_check_args"})
 _MODULE_NAMES = frozenset({"jnp", "jax", "functools", "numpy", "math", "scipy"})
-_RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | _FUNCTION_NAMES | _MODULE_NAMES
+_RESERVED = (frozenset(keyword.kwlist) | frozenset(dir(builtins)) | _FUNCTION_NAMES | _MODULE_NAMES
+             | _HELPER_NAMES)
 
 # math.* functions the Python printer falls back to, and their JAX versions
 _MATH_TO_JAX = {
@@ -227,14 +314,18 @@ def _emit(system, *, module, source, footer) -> str:
     body = [_HEADER.format(source=_doc_text(source or "(not given)"), name=_doc_text(system.name),
                            description=_doc_text(desc), equations=_doc_text(eq_lines),
                            footer=_doc_text(footer))]
-    body.append("\n".join(["import jax.numpy as jnp", *sorted(printer.imports)]) + "\n")
+    body.append("\n".join(["import difflib", "from collections.abc import Mapping", "",
+                           "import jax.numpy as jnp", *sorted(printer.imports)]) + "\n")
     body.append(f"STATE = {ascii(tuple(s.name for s in system.state))}")
     body.append(f"PARAMS = {ascii(tuple(p.name for p in system.params))}")
     body.append(f"SYSTEM = {ascii(system.name)}\n\n")
     body.append("def vector_field(t, y, args):")
     body.append(f'    """d({_doc_text(", ".join(s.name for s in system.state))})/dt for state `y[..., i]` '
                 'in STATE order and')
-    body.append('    `args` a mapping with the keys in PARAMS; broadcasts over leading axes."""')
+    body.append("    `args` a mapping with exactly the keys in PARAMS (others are a ValueError); broadcasts over "
+                "leading")
+    body.append('    axes."""')
+    body.append("    _check_args(args)")
     # every local is read before any is written, so a state named like a parameter key cannot interfere
     for i, s in enumerate(system.state):
         body.append(f"    {local[s]} = y[..., {i}]")
@@ -252,7 +343,7 @@ def _emit(system, *, module, source, footer) -> str:
         body.append("        ],")
         body.append("        axis=-1,")
         body.append("    )")
-    text = "\n".join(body) + "\n"
+    text = "\n".join(body) + "\n" + _HELPERS
     try:
         ast.parse(text)
     except SyntaxError as err:  # a bug of this module, never of the user's names
@@ -311,7 +402,8 @@ def load(path) -> types.ModuleType:
 
     The module is not added to `sys.modules`, so files of the same name in different folders do not clash.
     Returns the module: `vector_field(t, y, args)` for `flows.solve`, `STATE` (coordinate names, the order of
-    `y[..., i]`), `PARAMS` (the keys `args` must have), `SYSTEM` (the system's name).
+    `y[..., i]`), `PARAMS` (the keys `args` must have, no others), `SYSTEM` (the system's name), and (in modules
+    written by `write`) `pack_state(values)` / `unpack_state(ys)` between `{name: value}` and state arrays.
     """
     if not isinstance(path, str | os.PathLike):
         raise ValueError(f"path must be a path to a .py file, got {type(path).__name__}")

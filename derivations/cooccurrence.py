@@ -121,7 +121,7 @@ class Cooccurrence3TokenDerivation(Derivation):
             name=self.name,
             state=tuple(state),
             rhs=tuple(rhs),
-            params=(L, m, m1),
+            params=(m, m1, L),  # as declared by three_token_symbols
             metric=tuple(sp.Integer(1) for _ in state),
             description=(
                 "Word co-occurrence (Yang et al. 2024), 3-token mean-field reduction (theory digest §3.2):\n"

@@ -23,7 +23,10 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import sympy as sp
+
+from ._printing import readable
 
 __all__ = [
     "FlowSystem",
@@ -159,7 +162,8 @@ class FlowSystem:
     - `name`: registry name, e.g. `"scan_snap-decoder"`.
     - `state`: tuple of sympy symbols (the coordinates, in order).
     - `rhs`: tuple of sympy expressions, one per state symbol.
-    - `params`: the other free symbols, in a fixed order (they become `args[name]` in generated code).
+    - `params`: the other free symbols, in a fixed order (they become `args[name]` in generated code, and
+      `PARAMS` lists them in this order). `gradient_flow` and `project` order them as declared: see there.
     - `metric`: the diagonal of the metric of the coordinates (multiplicities), used by `project`.
     - `description`: one paragraph with the equation's source (paper, lemma, equation number).
     """
@@ -189,23 +193,144 @@ class FlowSystem:
                 for s, e in zip(self.state, self.rhs, strict=True)]
 
     def to_text(self) -> str:
-        return "\n".join(f"d{s}/dt = {sp.sstr(e)}" for s, e in zip(self.state, self.rhs, strict=True))
+        """One line `dX/dt = ...` per state symbol, each right-hand side in its readable form
+        (`derivations.readable`: an equal expression, factored or collected where that is shorter)."""
+        return "\n".join(f"d{s}/dt = {sp.sstr(readable(e))}" for s, e in zip(self.state, self.rhs, strict=True))
 
     def to_latex(self) -> str:
         lines = [
-            rf"\frac{{d {sp.latex(s)}}}{{dt}} = {sp.latex(e)}"
+            rf"\frac{{d {sp.latex(s)}}}{{dt}} = {sp.latex(readable(e))}"
             for s, e in zip(self.state, self.rhs, strict=True)
         ]
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
+
+    def state_names(self) -> tuple:
+        """The names of the state symbols, in order: the generated module's `STATE`."""
+        return tuple(s.name for s in self.state)
+
+    def pack_state(self, values: Mapping, dtype=float) -> np.ndarray:
+        """The state array whose last axis holds `values[name]` for every state symbol, in `state` order (the
+        `y0` of `flows.solve` and of the generated `vector_field`; the generated module's `pack_state` does
+        the same with JAX arrays).
+
+        **Arguments:**
+
+        - `values`: a mapping with exactly one entry per state symbol, keyed by its name (or by the symbol);
+          each value a real number or array. The arrays broadcast against each other: values of shape `s`
+          give states of shape `s + (len(state),)`.
+        - `dtype`: the array's dtype (default float64).
+
+        A missing or unknown name is a `ValueError` naming it.
+        """
+        if not isinstance(values, Mapping):
+            raise ValueError(f"values must be a mapping {{name: value}} with the state names "
+                             f"{self.state_names()}, got {type(values).__name__}")
+        by_name: dict = {}
+        for key, value in values.items():
+            name = key.name if isinstance(key, sp.Symbol) else key
+            if name in by_name:
+                raise ValueError(f"values gives the state {name!r} twice (as a name and as a symbol)")
+            by_name[name] = value
+        _check_names("values", by_name, self.state_names(), f"the state of {self.name!r}")
+        arrays = []
+        for name in self.state_names():
+            value = by_name[name]
+            try:
+                arr = np.asarray(value, dtype=float if isinstance(value, sp.Basic) else None)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"values[{name!r}] must be a real number or array, got {value!r}") from err
+            if arr.dtype.kind not in "iuf":
+                raise ValueError(f"values[{name!r}] must be real numbers, got {value!r} (dtype {arr.dtype})")
+            arrays.append(arr)
+        try:
+            arrays = np.broadcast_arrays(*arrays)
+        except ValueError as err:
+            shapes = {n: a.shape for n, a in zip(self.state_names(), arrays, strict=True)}
+            raise ValueError(f"values: the shapes {shapes} do not broadcast against each other") from err
+        return np.stack(arrays, axis=-1).astype(dtype)
+
+    def unpack_state(self, ys) -> dict:
+        """`{name: ys[..., i]}` for every state symbol (the inverse of `pack_state`).
+
+        `ys`: one state `(n,)`, the saved states of a solve `(T, n)`, of a batch `(B, T, n)` (numpy or JAX
+        arrays, returned as views of the same kind), or a `flows.Trajectory` (its `ys`). A last axis of
+        another length is a `ValueError`.
+        """
+        if hasattr(ys, "ys") and hasattr(ys, "ts"):  # a flows.Trajectory
+            if ys.ys is None:
+                raise ValueError("ys: the trajectory saved no states (ys is None); solve with save_states=True")
+            ys = ys.ys
+        if not hasattr(ys, "shape") or not hasattr(ys, "ndim"):
+            try:
+                ys = np.asarray(ys, dtype=float)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"ys must be an array of states or a flows.Trajectory, got {ys!r}") from err
+        n = len(self.state)
+        if ys.ndim == 0 or ys.shape[-1] != n:
+            raise ValueError(f"ys must hold the {n} coordinates {self.state_names()} of {self.name!r} on its "
+                             f"last axis, got shape {tuple(ys.shape)}")
+        return {name: ys[..., i] for i, name in enumerate(self.state_names())}
 
     def lambdify(self):
         """A plain numpy function `f(y, **params) -> list of rhs values` (for checks, not for solving)."""
         return sp.lambdify([list(self.state), *self.params], list(self.rhs), modules="numpy")
 
 
-def _ordered_params(exprs, state) -> tuple:
-    free = set().union(*(sp.sympify(e).free_symbols for e in exprs)) - set(state)
-    return tuple(sorted(free, key=lambda s: s.name))
+def _check_names(field: str, given, expected, what: str) -> None:
+    """`given` (names) must be exactly `expected`; a `ValueError` names the missing and the unknown ones."""
+    missing = [n for n in expected if n not in given]
+    unknown = [n for n in given if n not in expected]
+    if missing or unknown:
+        parts = ([f"unknown {', '.join(map(repr, unknown))}"] if unknown else []) + (
+            [f"missing {', '.join(map(repr, missing))}"] if missing else [])
+        raise ValueError(f"{field}: {'; '.join(parts)}; expected exactly the names of {what}: {tuple(expected)}")
+
+
+def _free_params(exprs, state) -> set:
+    return set().union(*(sp.sympify(e).free_symbols for e in exprs)) - set(state)
+
+
+def _ordered_params(exprs, state, declared, params=None) -> tuple:
+    """The parameters of `exprs` (their free symbols that are not `state`).
+
+    Default order: the symbols of `declared` first, in its order (the order the user declared them in: the
+    groups' learning rates and multiplicities, or the parameters of the system being projected), then any
+    other symbol by name (the loss's own constants, whose order of appearance sympy does not keep). An
+    explicit `params` (a sequence with exactly these symbols) sets the order instead.
+    """
+    free = _free_params(exprs, state)
+    if params is not None:
+        if isinstance(params, sp.Basic | str):
+            raise ValueError(f"params must be a sequence of sympy Symbols; wrap a single one as ({params},)")
+        params = tuple(params)
+        bad = [p for p in params if not isinstance(p, sp.Symbol)]
+        if bad:
+            raise ValueError(f"params must hold sympy Symbols, got {bad!r}")
+        if len(set(params)) != len(params):
+            raise ValueError(f"params lists a symbol twice: {params}")
+        given = {p.name: p for p in params}
+        expected = {p.name: p for p in sorted(free, key=lambda x: x.name)}
+        _check_names("params", given, tuple(expected), "the right-hand sides' parameters")
+        other = [n for n in given if given[n] != expected[n]]
+        if other:
+            raise ValueError(f"params: {other} have other assumptions than the symbols of the right-hand sides; "
+                             "create each symbol once and use it everywhere")
+        return params
+    ordered: list = []
+    for s in declared:
+        if s in free and s not in ordered:
+            ordered.append(s)
+    return tuple(ordered) + tuple(sorted(free - set(ordered), key=lambda x: x.name))
+
+
+def _declared_by_groups(groups) -> list:
+    """The symbols of the groups' learning rates and multiplicities, group by group (by name within one
+    expression: sympy keeps no order inside it)."""
+    out: list = []
+    for g in groups:
+        for e in (g.learning_rate, *g.multiplicities):
+            out.extend(sorted(e.free_symbols, key=lambda x: x.name))
+    return out
 
 
 def gradient_flow(
@@ -215,6 +340,7 @@ def gradient_flow(
     name: str,
     description: str = "",
     simplify: bool = True,
+    params: Sequence[sp.Symbol] | None = None,
 ) -> FlowSystem:
     """The gradient flow d theta/dt = -eta_g / m_i * dL/d theta_i of `loss` over the symbols of `groups`.
 
@@ -222,6 +348,11 @@ def gradient_flow(
     - `groups`: a sequence of `ParameterGroup`; every symbol must appear in `loss`, in one group only, and be
       the same sympy symbol as the loss's (same name and assumptions).
     - `name`: the system's name; `description`: one paragraph on where it comes from.
+    - `params`: the order of the parameters (`system.params`, the generated `PARAMS`): a sequence with
+      exactly the symbols the right-hand sides use besides the state. Default: as declared, group by group
+      (each group's learning rate, then its multiplicities), then the loss's other symbols by name.
+
+    The state follows the groups in order (their symbols in order).
 
     Raises `ValueError` naming the argument for a non-sympy loss, a symbol absent from the loss, a symbol in
     two groups, or two different symbols with the same name (multiplicities and learning rates are checked
@@ -261,7 +392,7 @@ def gradient_flow(
         name=name,
         state=tuple(state),
         rhs=tuple(rhs),
-        params=_ordered_params(rhs, state),
+        params=_ordered_params(rhs, state, _declared_by_groups(groups), params),
         metric=tuple(metric),
         description=description,
     )
@@ -345,6 +476,7 @@ def project(
     *,
     name: str,
     description: str = "",
+    params: Sequence[sp.Symbol] | None = None,
 ) -> Projection:
     """Restrict `system` to the ansatz theta = phi(h): h_dot = (J^T G J)^{-1} J^T G theta_dot(phi(h)).
 
@@ -352,6 +484,8 @@ def project(
     - `ansatz`: `{state symbol: expression of coords (and params)}` for every state symbol of `system`
       (values are sympy expressions or numbers, not strings).
     - `coords`: the new coordinates h (distinct sympy Symbols, each appearing in the ansatz).
+    - `params`: the order of the reduced system's parameters, as in `gradient_flow`. Default: those of
+      `system` in its order, then the ansatz's new symbols by name.
 
     Raises `ValueError` naming the argument for anything else, including a symbol that has the name of one
     of `system`'s symbols but other assumptions.
@@ -404,7 +538,7 @@ def project(
         name=name,
         state=coords,
         rhs=tuple(h_dot),
-        params=_ordered_params(h_dot, coords),
+        params=_ordered_params(h_dot, coords, system.params, params),
         metric=tuple(sp.Integer(1) for _ in coords),
         description=description,
     )

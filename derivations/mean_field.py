@@ -36,6 +36,7 @@ import itertools
 
 import sympy as sp
 
+from ._printing import readable
 from .base import Derivation
 from .gradient_flow import ParameterGroup, gradient_flow
 
@@ -106,12 +107,12 @@ class _Raw:
 
 
 def _text_line(lhs, expr) -> str:
-    body = expr.text if isinstance(expr, _Raw) else sp.sstr(expr)
+    body = expr.text if isinstance(expr, _Raw) else sp.sstr(readable(expr))
     return body if lhs is None else f"{lhs} = {body}"
 
 
 def _latex_line(lhs, expr, names=None) -> str:
-    body = expr.latex if isinstance(expr, _Raw) else sp.latex(expr, symbol_names=names or {})
+    body = expr.latex if isinstance(expr, _Raw) else sp.latex(readable(expr), symbol_names=names or {})
     return body if lhs is None else f"{lhs} = {body}"
 
 

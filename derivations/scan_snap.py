@@ -148,7 +148,7 @@ class ReducedSymmetricDerivation(Derivation):
         rhs = tuple(sp.simplify(sp.powsimp(sp.together(e))) for e in (rhs_d, rhs_c))
         from .gradient_flow import FlowSystem as _FlowSystem
 
-        params = tuple(sorted((p_d, p_c, D, C, K, eta_Z, gamma), key=lambda x: x.name))
+        params = (p_d, p_c, D, C, K, eta_Z, gamma)  # as declared by reduced_symmetric_symbols
         self.system = _FlowSystem(
             name=self.name, state=(z_d, z_c), rhs=rhs, params=params, metric=(sp.Integer(1), sp.Integer(1)),
             description=("Scan and Snap quasi-static reduced Z-flow (Tian et al. 2023, Lemma 4, eq. 10) on a\n"

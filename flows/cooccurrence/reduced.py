@@ -1,7 +1,7 @@
 """Reduced systems of word co-occurrence, derived with sympy (`derivations.cooccurrence`) and generated.
 
 - 3-token mean-field system (`flows/_generated/cooccurrence_3token.py`): state `(40,)` = G1..G3, S, then
-  the 3x3 blocks of A (key row, query column), M_V, M_K, M_Q row-major; params L, m, m1. Random tokens are
+  the 3x3 blocks of A (key row, query column), M_V, M_K, M_Q row-major; params m, m1, L. Random tokens are
   inert and each group is one representative sequence weighted (1/2, 1/6, 1/6, 1/6) (theory digest §3.2).
 - 4-ODE phase-2 skeleton (`flows/_generated/cooccurrence_phase2.py`): state `(4,)` = G1, G2, G3, S; param m1
   (uniform attention, m1 M_V term dropped; proofs of Lemma F.6 and Thm F.8 in Yang et al. 2024).
@@ -28,12 +28,12 @@ PHASE2_STATE = _gen2.STATE
 
 
 def three_token_vector_field(t, y, args):
-    """The generated 3-token RHS; `y (..., 40)`, `args = {"L", "m", "m1"}`."""
+    """The generated 3-token RHS; `y (..., 40)`, `args` with exactly the keys `{"m", "m1", "L"}`."""
     return _gen3.vector_field(t, y, args)
 
 
 def phase2_vector_field(t, y, args):
-    """The generated 4-ODE RHS; `y (..., 4)`, `args = {"m1"}`."""
+    """The generated 4-ODE RHS; `y (..., 4)`, `args` with exactly the key `{"m1"}`."""
     return _gen2.vector_field(t, y, args)
 
 
@@ -44,9 +44,9 @@ def three_token_state(state):
 
 
 def three_token_args(config: Config, dtype=None) -> dict:
-    """`{"L", "m", "m1"}` of `config` as float arrays."""
+    """`{"m", "m1", "L"}` of `config` as float arrays (the generated module's PARAMS)."""
     dtype = dtype or jnp.result_type(float)
-    return {k: jnp.asarray(float(getattr(config, k)), dtype) for k in ("L", "m", "m1")}
+    return {k: jnp.asarray(float(getattr(config, k)), dtype) for k in _gen3.PARAMS}
 
 
 def idealized_three_token_state(config: Config, dtype=None):

@@ -19,7 +19,7 @@ __all__ = ["decoder_vector_field", "solve_decoder", "target_probability"]
 
 
 def decoder_vector_field(t, h, args):
-    """dh/dt for scalar (or batched) `h`; `args = {"M": ..., "eta_Y": ...}` (the generated RHS)."""
+    """dh/dt for scalar (or batched) `h`; `args` with exactly the keys `"eta_Y"`, `"M"` (the generated RHS)."""
     return _gen.vector_field(t, h[..., None], args)[..., 0]
 
 

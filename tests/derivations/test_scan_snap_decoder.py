@@ -91,13 +91,13 @@ def test_logit_flow_equals_autodiff_at_random_points(derivation):
     """The class-reduced logit flow (w_t, w_o) vs -eta grad of the explicit M-vector cross-entropy."""
     f = derivation.logit_flow.lambdify()
     params = [str(p) for p in derivation.logit_flow.params]
-    assert params == ["M", "eta_Y"]
+    assert params == ["eta_Y", "M"]  # as declared: the learning rate, then the multiplicity M - 1
     rng = np.random.default_rng(1)
     points = [(M, float(rng.uniform(0.1, 2)), rng.normal(size=2)) for M in M_LOGITS for _ in range(7)]
 
     def derived(p):
         M, eta, w = p
-        return np.array(f(list(w), M, eta), dtype=float)
+        return np.array(f(list(w), eta_Y=eta, M=M), dtype=float)
 
     def reference(p):
         M, eta, w = p
