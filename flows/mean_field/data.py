@@ -56,6 +56,8 @@ class Config:
     - `L`: depth, the number of (attention, MLP) pairs (>= 1).
     - `M`: attention heads per layer = attention particles per depth slice (>= 1).
     - `M_mlp`: MLP neurons per layer (default `M`); the limit does not depend on it, the width error does.
+      A defaulted `M_mlp` follows `M` through `replace` (`Config(M=6).replace(M=24).M_mlp == 24`, the same as
+      `Config(M=24)`); one given explicitly is kept (`Config(M=6, M_mlp=6).replace(M=24).M_mlp == 6`).
     - `lam`: weight decay lambda >= 0 of Q = R + lam/(2 M L) sum(|V|^2 + |W|^2)
       + lam/(2 M_mlp L) sum(|W1|^2 + |W2|^2).
     - `n_train`: prompts in the fixed training set (>= 1); `n_test`: fresh prompts for the test error.
@@ -96,6 +98,9 @@ class Config:
         _check_int("N", self.N, 1)
         _check_int("L", self.L, 1)
         _check_int("M", self.M, 1)
+        # not a dataclass field (so neither compared, hashed nor serialised): `replace` reads it to let a
+        # defaulted M_mlp follow a new M
+        object.__setattr__(self, "_M_mlp_defaulted", self.M_mlp is None)
         if self.M_mlp is None:
             object.__setattr__(self, "M_mlp", int(self.M))
         _check_int("M_mlp", self.M_mlp, 1)
@@ -121,7 +126,15 @@ class Config:
         return self.L * (self.M + self.M_mlp)
 
     def replace(self, **changes) -> Config:
-        """A copy with `changes` applied (validated again)."""
+        """A copy with `changes` applied (validated again).
+
+        A field that defaulted from another is derived again from the new values: an `M_mlp` left to its
+        default follows `M` (`Config(M=6).replace(M=24)` equals `Config(M=24)`, M_mlp = 24), while an
+        `M_mlp` given at construction or in an earlier `replace` is kept. `dataclasses.replace` copies the
+        resolved `M_mlp` instead; use this method.
+        """
+        if "M_mlp" not in changes and getattr(self, "_M_mlp_defaulted", False):
+            changes = {**changes, "M_mlp": None}
         return dataclasses.replace(self, **changes)
 
     def keys(self):
