@@ -5,7 +5,8 @@ error a training run raises when it goes non-finite.
   (heavy-ball SGD with momentum beta moves at the effective rate lr / (1 - beta); plain GD/SGD and Adam use
   t = lr * step).
 - `event_time(record, name, level, direction)`: the first time an observable crosses `level`, by linear
-  interpolation between saved points; works on a network record and on a `flows.Trajectory` alike.
+  interpolation between saved points (`nan` if it never does); works on a network record and on a
+  `flows.Trajectory` alike.
 - `TrainingError`: a `flows.FlowError` naming the first non-finite step, with the partial record.
 """
 
@@ -21,7 +22,9 @@ __all__ = ["TrainingError", "event_time", "first_nonfinite_step", "flow_time"]
 
 
 class TrainingError(FlowError):
-    """A training run went non-finite (NaN or inf in the parameters).
+    """A training run went non-finite (NaN or inf in the parameters or the saved observables; Scan and Snap
+    also counts a Y or Z entry past `scan_snap.network.blowup_bound`, where its exponential overflows: its
+    gradients are bounded, so an absurd learning rate drives them to huge finite values, not to NaN).
 
     - `step`: the first step whose parameters are not finite.
     - `record`: the record of the saved steps before it (or `None` if not even step 0 was finite).
@@ -72,13 +75,18 @@ def _series(record, name):
 def event_time(record, name: str, level: float = 0.0, direction: bool | None = True) -> float:
     """The first time the observable `name` of `record` crosses `level`, as `flows.Event` defines a crossing.
 
-    - `direction`: `True` an upcrossing (from below `level` to at or above it), `False` a downcrossing,
-      `None` either.
+    - `direction`: `True` an upcrossing (from below `level` to at or above it), `False` a downcrossing (from
+      above to at or below), `None` either.
+    - A crossing happens between two consecutive finite saved values, the first on the near side of `level`:
+      a series that starts past `level` (above it for an upcrossing, below for a downcrossing) has crossed
+      nothing there, and its first crossing is the first one after it comes back to the near side.
     - Linear interpolation between the two saved points that bracket the crossing; its error is of the order
-      of the save spacing times the curvature, so save densely around the event for a sharp time.
+      of the save spacing times the curvature, so save densely around the event for a sharp time. Across
+      non-finite saved values there is no interpolation: the time is that of the finite point past `level`.
 
-    **Returns:** the time (float); `ts[0]` if the series already starts past `level` (at or above for an
-    upcrossing, at or below for a downcrossing, equal for `None`); `nan` if it never crosses.
+    **Returns:** the time (float); `ts[0]` if the first finite value equals `level` exactly; `nan` if the
+    series never crosses `level` in `direction` (also when it lies past `level` from its first saved point on,
+    or has no finite value).
 
     **Example** (T1 of a co-occurrence record, the first time with zero training error):
     `event_time(record, "min_margin", 0.0, direction=True)`.
@@ -89,22 +97,21 @@ def event_time(record, name: str, level: float = 0.0, direction: bool | None = T
             or not math.isfinite(level):
         raise ValueError(f"level must be a finite real number, got {level!r}")
     ts, ys = _series(record, name)
-    if ts.size == 0:
-        return math.nan
     g = ys - float(level)
-    if direction is True:
-        past = g >= 0
-    elif direction is False:
-        past = g <= 0
-    else:
-        past = (g == 0) | (np.sign(g) != np.sign(g[0]))
-    if past[0] and (direction is not None or g[0] == 0):
-        return float(ts[0])
-    hits = np.flatnonzero(past & np.isfinite(g))
+    finite = np.flatnonzero(np.isfinite(g))
+    if finite.size == 0:
+        return math.nan
+    gf = g[finite]
+    if gf[0] == 0:
+        return float(ts[finite[0]])
+    below, above = gf[:-1] < 0, gf[:-1] > 0
+    up = below & (gf[1:] >= 0)
+    down = above & (gf[1:] <= 0)
+    hits = np.flatnonzero(up if direction is True else down if direction is False else up | down)
     if hits.size == 0:
         return math.nan
-    i = int(hits[0])
-    g0, g1 = g[i - 1], g[i]
-    if not np.isfinite(g0) or g1 == g0:
-        return float(ts[i])
-    return float(ts[i - 1] + (ts[i] - ts[i - 1]) * (0.0 - g0) / (g1 - g0))
+    i0, i1 = int(finite[hits[0]]), int(finite[hits[0] + 1])
+    g0, g1 = g[i0], g[i1]
+    if i1 != i0 + 1:
+        return float(ts[i1])
+    return float(ts[i0] + (ts[i1] - ts[i0]) * (0.0 - g0) / (g1 - g0))
