@@ -26,8 +26,8 @@ from .._checks import check_int, check_real, real_array
 from .._prng import fused
 from .._xla import device_array
 
-__all__ = ["ClassArrays", "SequenceClasses", "sample_counts", "sample_tokens", "syn_medium", "syn_small",
-           "zipfian"]
+__all__ = ["SYN_MEDIUM_QUERIES", "ClassArrays", "SequenceClasses", "sample_counts", "sample_tokens", "syn_medium",
+           "syn_small", "zipfian"]
 
 
 class ClassArrays(NamedTuple):
@@ -181,8 +181,17 @@ def syn_small() -> SequenceClasses:
     return _generator(num_queries=2, next_per_query=1, num_common=10, num_distinct=10, name="syn_small")
 
 
+#: the numbers of query tokens L of the paper's Syn-Medium, one panel of Fig. 6 each (official `figure_6`,
+#: `num_last`): K = 2L = 2, 6, 10, 20 classes over M = 10 + 23 L = 33, 79, 125, 240 tokens
+SYN_MEDIUM_QUERIES = (1, 3, 5, 10)
+
+
 def syn_medium(num_queries: int) -> SequenceClasses:
-    """Syn-Medium (Fig. 6; official `figure_6`): L query tokens with 2 next tokens each, K = 2L.
+    """Syn-Medium (Fig. 6; official `figure_6`): L = `num_queries` query tokens with 2 next tokens each, K = 2L.
+
+    The paper's Syn-Medium is the family L in {1, 3, 5, 10} (`SYN_MEDIUM_QUERIES`; Fig. 6's four panels
+    "#last/next = 1/2, 3/6, 5/10, 10/20"), i.e. K = 2, 6, 10, 20 classes over M = 33, 79, 125, 240 tokens;
+    there is no single default size. Other L give the same construction at other sizes.
 
     Tokens 0-9: common to all classes (weight 1); then 10 DTs per class (weights linspace(0.1, 1, 10)),
     class k owns 10 + 10k ... 10 + 10k + 9; then the L query tokens, then the K next tokens. M = 10 + 23 L.

@@ -7,7 +7,8 @@ c_n = P(.|n) e^{z_m} / <P(.|n), e^{z_m}>, f_n = c_n / ||c_n||, alpha_n = softmax
     z_m_dot = eta_Z sum_{n in psi^{-1}(m)} P(n) diag(f_n) P^perp_{f_n} g_n.
 
 State {"Y": (M, M), "Z": (M, M)}; this is -eta grad of the population loss sum_n P(n) CE_n (a test checks it
-against `jax.grad`). Time: one unit = one batch-mean step of learning rate eta.
+against `jax.grad`). Time: one unit = one batch-mean step of learning rate eta (`solve_flow`'s default);
+`solve_flow(paper_time=True)` runs Z on the paper's time of the reduced flow below, at the rate K eta_Z.
 
 **Quasi-static reduced Z-flow** (Lemma 4, eq. 10; digest §3.5-3): Y is eliminated through Theorem 1,
 
@@ -17,9 +18,10 @@ against `jax.grad`). Time: one unit = one batch-mean step of learning rate eta.
 with gamma(t) = (M-1)^2 h / ((M-1) + e^{M h}) and h = h(t/K) carried in the state (dh/dt = eta_Y / (K ((M-1) +
 e^{M h}))), and B_n = eta_Z int w_n xi_n, xi_n = gamma sum_{n'!=n} beta_{nn'} f_n^T f_{n'} (Theorem 1a), carried
 too. Weights: the paper's time (`paper_time=True`) drops P(n) = 1/K, w_n = K P(n); `paper_time=False` keeps
-w_n = P(n) (the full flow's time). `exact_slaving=True` uses the exact quasi-static decoder Y = (F^dagger)^T W,
-w_n = (M-1) h zeta_n, whose backpropagated gradient is g_n = gamma (M/(M-1))^2 (F^dagger)^T (e_n - 1_K / M):
-then the reduced flow equals the full Z-flow at that Y exactly (the paper drops the O(1/M) terms).
+w_n = P(n) (the full flow's default time). `exact_slaving=True` uses the exact quasi-static decoder
+Y = (F^dagger)^T W, w_n = (M-1) h zeta_n, whose backpropagated gradient is
+g_n = gamma (M/(M-1))^2 (F^dagger)^T (e_n - 1_K / M): then the reduced flow equals the full Z-flow at that Y
+exactly (the paper drops the O(1/M) terms).
 State {"Z": (M, M), "h": (), "B": (K,)}.
 """
 
@@ -149,15 +151,17 @@ def _obs_gamma(t, y, args):
 
 
 def _obs_full(t, y, args):
-    """attention and loss from one evaluation of c_n (one function: the intermediate is shared)."""
+    """The attention observables (`observables.attention_observables`, as on the network record) and the loss
+    from one evaluation of c_n (one function: the intermediate is shared)."""
     c = obs.attention(y["Z"], args["cond"], args["Q"])
     logits = obs.normalized_attention(c) @ y["Y"]
     ce = jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * args["E"], axis=-1)
-    return {"attention": c, "loss": jnp.sum(args["p"] * ce)}
+    return {**obs.attention_observables(c, args["cond"]), "loss": jnp.sum(args["p"] * ce)}
 
 
 def _obs_reduced(t, y, args):
-    return {"attention": obs.attention(y["Z"], args["cond"], args["Q"]), "gamma": _gamma_of_h(y["h"], args["Md"])}
+    c = obs.attention(y["Z"], args["cond"], args["Q"])
+    return {**obs.attention_observables(c, args["cond"]), "gamma": _gamma_of_h(y["h"], args["Md"])}
 
 
 def _rates(eta_Y, eta_Z, lr=None):
@@ -191,9 +195,21 @@ def _check_ts(ts):
     return ts
 
 
+class _EachFlowsTime:
+    """The default of `solve_flow(paper_time=...)`: the paper's time for the reduced flow, the network's
+    clock for the full flow (a sentinel, so that `None` stays an invalid value)."""
+
+    def __repr__(self):
+        return "<True for the reduced flow, False for the full flow>"
+
+
+_EACH_FLOWS_TIME = _EachFlowsTime()
+
+
 def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduced: bool = False, *, lr=None,
                Y0=None, Z0=None,
-               paper_time: bool = True, exact_slaving: bool = False, decoder_size=None, solver: str = "tsit5",
+               paper_time: bool = _EACH_FLOWS_TIME, exact_slaving: bool = False, decoder_size=None,
+               solver: str = "tsit5",
                rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
                throw: bool = True, init: str = "zero", seed: int = 0, optimizer: str | None = None,
                optim_args: dict | None = None) -> Trajectory:
@@ -205,9 +221,19 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     system): `init="random"` starts from the initialisation `train(..., init="random", seed=seed)` draws (not
     with `Y0`/`Z0`); `"zero"` from zeros.
 
-    Observables saved: `attention` (K, M) c_n; `loss` (full flow) or `gamma` (reduced flow). States:
+    Observables saved: the attention observables of the network record (`observables.ATTENTION_OBSERVABLES`:
+    `attention` (K, M) c_n, `entropy`, `entropy_distinct`, `common_mass` (K,), computed by the same
+    `observables.attention_observables`), and `loss` (full flow) or `gamma` (reduced flow). States:
     full {"Y", "Z"}; reduced {"Z", "h" = h(t/K), "B" (K,) = B_n(t)}. `decoder_size` is the M of gamma
-    (default the vocabulary size). Other arguments as in `flows.solve`.
+    (default the vocabulary size); it and `exact_slaving` (the slaved decoder) shape the reduced flow only.
+    Other arguments as in `flows.solve`.
+
+    **Time** (`paper_time`, `True` or `False`; when not given, `True` for the reduced flow and `False` for
+    the full flow). `False` runs on the network's clock (one batch-mean step of rate eta = one unit; class
+    weights P(n)). `True` is the paper's time of Lemma 4, which drops P(n) = 1/K from the Z-flow only: the
+    reduced flow weights its Z rows w_n = K P(n) (P(n) with `exact_slaving=True`), and the full flow moves Z
+    at the rate K eta_Z (the same weights; Y keeps its rate, as h does in the reduced flow). The optimiser
+    limits (`optimizer=...`) run on the network's clock only: `paper_time=True` is refused there.
 
     **Sweeps.** `eta_Y` and/or `eta_Z` may be 1-D arrays (broadcast against each other): the flow is then
     solved for every pair in one vmapped, once-compiled `flows.solve_batch` call, every field of the
@@ -228,6 +254,8 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     if not isinstance(classes, SequenceClasses):
         raise ValueError("classes must be a SequenceClasses")
     eta_Y, eta_Z, n = _rates(eta_Y, eta_Z, lr)
+    reduced = check_bool("reduced", reduced)
+    paper_time = reduced if paper_time is _EACH_FLOWS_TIME else check_bool("paper_time", paper_time)
     if ts is None:
         raise ValueError("ts must be given (the save times)")
     ts = _check_ts(ts)
@@ -236,6 +264,9 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
         if reduced or n:
             raise ValueError("optimizer applies to the full flow at one (eta_Y, eta_Z) pair: reduced=False, "
                              "scalar eta_Y and eta_Z")
+        if paper_time:
+            raise ValueError("paper_time must be False (or not given) with an optimizer: the optimiser limits "
+                             "run on the network's clock (class weights P(n))")
         optim_args = _optim_args(optimizer, optim_args, eta_Y, eta_Z)
     elif optim_args is not None:
         raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
@@ -247,7 +278,6 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
         k_init = jax.random.split(jax.random.PRNGKey(jnp.asarray(seed, jnp.uint32)))[0]
         drawn = init_params(classes.vocab_size, "random", k_init, jnp.result_type(float))
         Y0, Z0 = np.asarray(drawn["Y"]), np.asarray(drawn["Z"])
-    reduced, paper_time = check_bool("reduced", reduced), check_bool("paper_time", paper_time)
     exact_slaving = check_bool("exact_slaving", exact_slaving)
     if decoder_size is not None:  # gamma and the slaved decoder divide by M - 1
         decoder_size = check_real("decoder_size", decoder_size, low=1.0, strict=True)
@@ -260,6 +290,9 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     if n:
         args = {k: jnp.broadcast_to(v, (n,) + v.shape) for k, v in args.items()}
         args["eta_Y"], args["eta_Z"] = jnp.asarray(eta_Y, dtype), jnp.asarray(eta_Z, dtype)
+    if paper_time and not reduced and optimizer is None:
+        # the full field weights its Z rows P(n); the paper's w_n = K P(n) is K times that
+        args["eta_Z"] = args["eta_Z"] * classes.num_classes
     qt = list(classes.query_tokens)
     # numpy initial states: device transfers, not eager ops that each compile a small program on a first call
     Z0 = np.zeros((M, M), np_dtype) if Z0 is None else _square("Z0", Z0, M, np_dtype)
@@ -330,11 +363,11 @@ def _obs_limit_state(t, y, args):
     return _obs_full(t, y["theta"], args["batch"])
 
 
-def limit_problem(classes: SequenceClasses, eta_Y, eta_Z, optimizer: str, optim_args: dict | None = None, *,
-                  paper_time: bool = True):
+def limit_problem(classes: SequenceClasses, eta_Y, eta_Z, optimizer: str, optim_args: dict | None = None):
     """(limit, args) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` on `population_loss` and
     its `args` (data of `flow_args(query_rows=True)`, per-group clocks eta_Y, eta_Z). Its state's Z is the
-    (L, M) query rows of Z (`classes.query_tokens`)."""
+    (L, M) query rows of Z (`classes.query_tokens`). The limits run on the network's clock (the population
+    loss weights the classes P(n)); the paper's time of the reduced flow has no meaning for them."""
     if not isinstance(classes, SequenceClasses):
         raise ValueError("classes must be a SequenceClasses")
     eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
@@ -342,7 +375,7 @@ def limit_problem(classes: SequenceClasses, eta_Y, eta_Z, optimizer: str, optim_
         raise ValueError("limit_problem takes one (eta_Y, eta_Z) pair")
     check_choice("optimizer", optimizer, OPTIMIZERS)
     options = _optim_args(optimizer, optim_args, eta_Y, eta_Z)
-    flow = flow_args(classes, eta_Y, eta_Z, paper_time=check_bool("paper_time", paper_time), query_rows=True)
+    flow = flow_args(classes, eta_Y, eta_Z, query_rows=True)
     return _limit(optimizer), _limit_args(_limit(optimizer), optimizer, options, flow, eta_Y, eta_Z)
 
 
@@ -421,6 +454,7 @@ def symmetric_vector_field(t, y, args):
     h = y[0]
     M = args["M"]
     h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))
-    gargs = dict(args, gamma=_gamma_of_h(h, M))
+    # the generated field takes exactly its PARAMS (M and eta_Y drive the h-flow here, not it)
+    gargs = {**{k: args[k] for k in gen.PARAMS if k != "gamma"}, "gamma": _gamma_of_h(h, M)}
     z_dot = gen.vector_field(t, y[1:], gargs)
     return jnp.concatenate([h_dot[None], z_dot])

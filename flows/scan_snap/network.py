@@ -20,6 +20,11 @@ convention: one batch-mean step of learning rate eta is one unit of flow time of
 (digest §3.2 [ours]); with momentum beta the effective rate is eta / (1 - beta), so `record.ts` is
 step / (1 - beta) for SGD and the step count for Adam (the learning rates are rates of the flow, not part
 of its clock; `solve_flow(..., paper_time=...)` chooses the flow's class weights, see `flow.flow_args`).
+
+A run whose Y or Z goes non-finite or past `blowup_bound` (ln of the largest float) raises
+`flows.TrainingError` with the record of the saved steps before it, as in every system: the loss and its
+gradients are bounded here, so an absurd learning rate saturates the softmaxes (loss exactly 0, Y and Z huge
+but finite) instead of producing NaN.
 """
 
 from __future__ import annotations
@@ -43,8 +48,8 @@ from ..network_records import TrainingError, first_nonfinite_step
 from . import observables as obs
 from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
 
-__all__ = ["TrainRecord", "count_loss", "observe", "embedding_loss", "embedding_to_yz", "init_embedding", "init_params",
-           "token_loss", "train", "train_embedding", "train_sweep"]
+__all__ = ["TrainRecord", "blowup_bound", "count_loss", "observe", "embedding_loss", "embedding_to_yz",
+           "init_embedding", "init_params", "token_loss", "train", "train_embedding", "train_sweep"]
 
 OPTIMIZERS = ("sgd", "adam")
 INITS = ("zero", "random")
@@ -132,19 +137,32 @@ def _optimizer(name, lr, momentum):
 
 
 def observe(params, arrays: ClassArrays):
-    """The observables of the flow's `Trajectory` (`flow.solve_flow`, full flow) on one (Y, Z):
-    `attention` c_n (K, M) and `loss` the population loss sum_n P(n) CE_n (the T -> infinity loss)."""
+    """The observables of the flow's `Trajectory` (`flow.solve_flow`, full flow) on one (Y, Z): the attention
+    observables `observables.ATTENTION_OBSERVABLES` (`attention` c_n (K, M), `entropy`, `entropy_distinct`,
+    `common_mass` (K,), by `observables.attention_observables`) and `loss` the population loss
+    sum_n P(n) CE_n (the T -> infinity loss)."""
     M = arrays.cond.shape[1]
     dtype = arrays.cond.dtype
     c = obs.attention(params["Z"], arrays.cond, jax.nn.one_hot(arrays.query, M, dtype=dtype))
     logits = obs.normalized_attention(c) @ params["Y"]
     picked = jnp.take_along_axis(logits, arrays.next_token[:, None], axis=1)[:, 0]
     ce = jax.nn.logsumexp(logits, axis=-1) - picked
-    return {"attention": c, "loss": jnp.sum(arrays.class_probs * ce)}
+    return {**obs.attention_observables(c, arrays.cond), "loss": jnp.sum(arrays.class_probs * ce)}
+
+
+def blowup_bound(dtype) -> float:
+    """The largest |entry| of Y or Z that `train` accepts: ln of the dtype's largest float (709.8 in float64,
+    88.7 in float32), past which e^{entry} overflows. Y and Z are logits (Y^T f with |f| = 1, and z_m), so
+    well before it the softmaxes are saturated to the float resolution: the loss rounds to 0 and the gradients
+    vanish exactly, and the run no longer follows any flow. A run that gets there was driven by a learning
+    rate far too large (its gradients are bounded, so it moves at most ~lr per step), not trained."""
+    return float(np.log(np.finfo(np.dtype(dtype)).max))
 
 
 def _finite(params):
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(params)]))
+    """All entries finite and within `blowup_bound` of their dtype (False on NaN and inf)."""
+    return jnp.all(jnp.stack([jnp.all(jnp.abs(v) <= blowup_bound(v.dtype))
+                              for v in jax.tree_util.tree_leaves(params)]))
 
 
 def _run(arrays, key, eta_Y, eta_Z, params0, *, optimizer, momentum, T, batch_size, steps, form, history,
@@ -196,8 +214,9 @@ class TrainRecord:
     - `ts`: (k,) flow time of each saved step (step / (1 - momentum) for SGD, step for Adam);
       `steps`: (k,) the saved step numbers (0, save_every, 2 save_every, ..., and the last step).
     - `observables`: name -> array with leading axis k, the same names as the flow's `Trajectory`
-      (`solve_flow`, full flow): `attention` c_n (k, K, M) and `loss` the population loss (k,), computed from
-      the saved (Y, Z). Also reachable as `record["attention"]`, `record.attention`, `record["loss"]`.
+      (`solve_flow`, full flow): `attention` c_n (k, K, M), `entropy`, `entropy_distinct` and `common_mass`
+      (k, K) (`observables.attention_observables`) and `loss` the population loss (k,), computed from the
+      saved (Y, Z). Also reachable as `record["attention"]`, `record.attention`, `record["loss"]`.
     - `batch_loss`: (steps,) batch-mean training loss at each step (before its update).
     - `Y`, `Z`: (k, M, M) parameters at the saved steps (index 0 = initialisation), or only the final
       (M, M) values when `history=False`.
@@ -294,7 +313,9 @@ def _record(losses, params, series, bad, *, save, scale, history, config, compil
     if bad >= 0:
         raise TrainingError(f"training went non-finite at step {bad} (optimizer={config['optimizer']!r}, "
                             f"eta_Y={config['eta_Y']:g}, eta_Z={config['eta_Z']:g}): the parameters or the "
-                            f"observables hold NaN or inf; lower the learning rates. error.record holds the "
+                            f"observables hold NaN or inf, or Y or Z an entry beyond {blowup_bound(Y.dtype):.4g} "
+                            f"in magnitude (ln of the largest float: its exponential overflows; see "
+                            f"blowup_bound); lower the learning rates. error.record holds the "
                             f"{int(keep.sum())} saved steps before it", step=bad, record=record)
     return record
 
@@ -343,7 +364,9 @@ def train(classes: SequenceClasses, optimizer: str, eta_Y: float | None = None, 
     rates are eta_Y, eta_Z), step for Adam (its clock t = lr * step, as in every system).
 
     **Raises:** `ValueError` naming a bad argument; `flows.network_records.TrainingError` (a
-    `flows.FlowError`) naming the first non-finite step, with the partial record as `error.record`.
+    `flows.FlowError`) naming the first step whose Y or Z is not finite or has an entry beyond `blowup_bound`
+    (ln of the largest float: at an absurd learning rate the bounded gradients drive Y, Z to huge finite values
+    and the loss to exactly 0, not to NaN), with the partial record as `error.record`.
     """
     eta_Y, eta_Z = _learning_rates(eta_Y, eta_Z, lr)
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form)
@@ -431,7 +454,7 @@ def _train_embedding_jit(arrays, seed, lrs, init_scale, *, optimizer, momentum, 
                 u, new_states[name] = opts[name].update(grads[name], states[name], emb[name])
                 new[name] = emb[name] + u
         yz = embedding_to_yz(new)
-        bad = jnp.where((carry[2] < 0) & ~_finite(new), carry[3] + 1, carry[2])
+        bad = jnp.where((carry[2] < 0) & ~(_finite(new) & _finite(yz)), carry[3] + 1, carry[2])
         return (new, new_states, bad, carry[3] + 1), (loss, yz if history else None, observe(yz, arrays))
 
     states = {k: opts[k].init(emb0[k]) for k in EMBEDDING_PARAMS}

@@ -7,6 +7,9 @@ All functions are array functions of a state (jit/vmap friendly); shapes: K clas
 - `entropy_distinct`: entropy of c_n restricted to the distinct tokens of n and renormalised (Fig. 6), (K,).
 - `entropy`: entropy of c_n over all tokens, (K,).
 - `common_mass`: sum_{l in G_CT} c_{l|n}, (K,).
+- `distinct_tokens`, `common_tokens`: the token kinds of `SequenceClasses` from P(l|n) alone (traceable).
+- `attention_observables(c, cond)`: the attention observables that the network record (`network.observe`)
+  and every flow `Trajectory` (`flow.solve_flow`) save under the names `ATTENTION_OBSERVABLES`.
 - `relative_gain`: r_{l/l'|n} = c_{l|n}^2 / c_{l'|n}^2 - 1 (Theorem 3).
 - `growth_factor`: chi_l = e^{2 (z_ml(t) - z_ml(0))} (eq. 11), rows of the query tokens (K, M).
 - `pair_invariant_residual`: (e^{-2 dz_l} - 1) - (r_{l/l'|n}(0) + 1)(e^{-2 dz_l'} - 1) (eq. 110).
@@ -21,7 +24,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["attention", "common_mass", "entropy", "entropy_distinct", "growth_factor", "knee_time", "log_slope",
+__all__ = ["ATTENTION_OBSERVABLES", "attention", "attention_observables", "common_mass", "common_tokens",
+           "distinct_tokens", "entropy", "entropy_distinct", "growth_factor", "knee_time", "log_slope",
            "normalized_attention", "pair_invariant_residual", "query_rows", "relative_gain", "slowdown_time"]
 
 
@@ -63,6 +67,32 @@ def entropy_distinct(c, distinct_mask):
 def common_mass(c, common_mask):
     """sum_{l in G_CT} c_{l|n}, (K,)."""
     return jnp.sum(jnp.where(common_mask, c, 0.0), axis=-1)
+
+
+def distinct_tokens(cond):
+    """(K, M) bool from P(l|n) `cond` (K, M): l is a distinct token of class n (l in supp(n), |Omega(l)| = 1);
+    `SequenceClasses.distinct_mask` as an array function."""
+    support = cond > 0
+    return support & (jnp.sum(support, axis=0) == 1)[None, :]
+
+
+def common_tokens(cond):
+    """(M,) bool from P(l|n) `cond` (K, M): l is a common token (|Omega(l)| > 1); `SequenceClasses.common_mask`
+    as an array function."""
+    return jnp.sum(cond > 0, axis=0) > 1
+
+
+#: the names of `attention_observables`: saved on the network record and on every flow Trajectory alike
+ATTENTION_OBSERVABLES = ("attention", "entropy", "entropy_distinct", "common_mass")
+
+
+def attention_observables(c, cond) -> dict:
+    """The attention observables of c_n (K, M) for the classes with P(l|n) = `cond` (K, M), by name:
+    `attention` c_n (K, M), `entropy` (K,), `entropy_distinct` (K,) (the Fig. 6 entropy over the distinct tokens
+    of n), `common_mass` (K,) (the attention on common tokens). One function for the network record and the
+    flows, so that both save the same names computed the same way."""
+    return {"attention": c, "entropy": entropy(c), "entropy_distinct": entropy_distinct(c, distinct_tokens(cond)),
+            "common_mass": common_mass(c, common_tokens(cond))}
 
 
 def relative_gain(c, l, lp):
