@@ -48,35 +48,33 @@ def test_fit_is_deterministic_for_an_integer_rng():
     assert a == b and np.array_equal(a.boot_slopes, b.boot_slopes)
 
 
-@pytest.mark.parametrize("n_seeds, cluster, low, high", [
-    (5, True, 0.88, 0.99),    # t interval, cluster bootstrap over 5 seeds (the issue's protocol)
-    (5, False, 0.88, 0.99),   # t interval, point bootstrap of 30 points
-])
-def test_coverage_of_95_percent_interval(n_seeds, cluster, low, high):
-    """200 synthetic experiments, n_boot 500: the 95% interval holds the true slope in 88%-99% of them
-    (binomial sd at 0.95: 1.5%). Measured here: 0.915 (cluster, 5 seeds), 0.94 (points); over 1000
-    experiments the cluster t interval covered 0.944."""
+# The coverage checks run 2000 synthetic experiments each (binomial sd 0.005 at 0.95) with bands that hold the
+# right construction by >= 4.5 sd and leave out the nearest wrong ones by >= 5 sd: the two-sided level read as
+# one-sided (t_{(1+level)/2} -> t_level: coverage 0.89-0.90), the percentile interval over 5 seeds (0.83), a
+# normal quantile for the t one (0.87). Smaller slips (a degree of freedom more, the variance inflation
+# dropped: 0.93-0.94) are within the binomial noise of any affordable coverage run; tests/test_fitting_pins.py
+# pins those exactly.
+N_EXP = 2000
+
+
+@pytest.mark.parametrize("cluster", [True, False], ids=["cluster", "points"])
+def test_coverage_of_95_percent_interval(cluster):
+    """2000 synthetic experiments (5 seeds x 6 x values, n_boot 200): the 95% t interval holds the true slope
+    in 92.5%-97.5% of them. Measured: 0.9545 (cluster bootstrap over 5 seeds), 0.9545 (point bootstrap of
+    30 points); with the one-sided quantile t_{0.95}: 0.90 (both). In the cluster case the percentile
+    interval of the same replicates undercovers (the documented reason for the t default): measured 0.8365,
+    asserted <= 0.89 and at least 0.06 below the t interval."""
     rng = np.random.default_rng(2024)
-    hits = 0
-    n_exp = 200
-    for e in range(n_exp):
-        x, y, seeds = _synthetic(rng, -1.0, n_seeds=n_seeds)
-        fit = power_law_fit(x, y, seeds=seeds if cluster else None, n_boot=500, rng=e)
-        hits += fit.contains(-1.0)
-    assert low <= hits / n_exp <= high, hits / n_exp
-
-
-def test_percentile_interval_undercovers_with_five_seeds():
-    """The documented reason for the default: the percentile cluster interval over 5 seeds is too narrow
-    (0.83 over 1000 experiments); the t interval is not (0.944). Here 100 experiments: measured 88 vs 95."""
-    rng = np.random.default_rng(5)
     hits = {"t": 0, "percentile": 0}
-    for e in range(100):
-        x, y, seeds = _synthetic(rng, -0.5)
-        for interval in hits:
-            hits[interval] += power_law_fit(x, y, seeds=seeds, n_boot=400, rng=e, interval=interval).contains(-0.5)
-    assert hits["percentile"] < hits["t"]
-    assert hits["percentile"] <= 92 and hits["t"] >= 88, hits
+    for e in range(N_EXP):
+        x, y, seeds = _synthetic(rng, -1.0, n_seeds=5)
+        for interval in (("t", "percentile") if cluster else ("t",)):
+            fit = power_law_fit(x, y, seeds=seeds if cluster else None, n_boot=200, rng=e, interval=interval)
+            hits[interval] += fit.contains(-1.0)
+    cover = {k: v / N_EXP for k, v in hits.items()}
+    assert 0.925 <= cover["t"] <= 0.975, cover
+    if cluster:
+        assert cover["percentile"] <= 0.89 and cover["t"] - cover["percentile"] >= 0.06, cover
 
 
 def test_exact_power_law_gives_exact_slope_and_zero_width_interval():
@@ -126,17 +124,18 @@ def test_joint_fit_recovers_width_and_depth_exponents():
 
 
 def test_joint_fit_coverage():
-    """200 synthetic joint experiments (5 seeds, 5 x 4 grid, sigma 0.2, n_boot 400): the 95% t intervals
-    of a and b each hold the truth in 88%-99% of them (measured 0.93, 0.94 over 300)."""
+    """2000 synthetic joint experiments (5 seeds, 5 x 4 grid, sigma 0.2, n_boot 200): the 95% t intervals
+    of a and b each hold the truth in 92%-97.5% of them. Measured 0.9455 (a), 0.953 (b); with the one-sided
+    quantile t_{0.95}: 0.893, 0.901; the percentile interval: 0.82, 0.83."""
     M, L, _ = _grid(n_seeds=5)
     seeds = np.repeat(np.arange(5), 20)
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(2024)
     hits = np.zeros(2)
-    for e in range(200):
+    for e in range(N_EXP):
         err = 2.0 * M**-0.5 / L * np.exp(SIGMA * rng.standard_normal(M.size))
-        fit = joint_power_fit(M, L, err, seeds=seeds, n_boot=400, rng=e)
+        fit = joint_power_fit(M, L, err, seeds=seeds, n_boot=200, rng=e)
         hits += (fit.contains(-0.5, "a"), fit.contains(-1.0, "b"))
-    assert np.all((0.88 <= hits / 200) & (hits / 200 <= 0.99)), hits / 200
+    assert np.all((0.92 <= hits / N_EXP) & (hits / N_EXP <= 0.975)), hits / N_EXP
 
 
 def test_compare_models_ranks_the_true_model_first():
