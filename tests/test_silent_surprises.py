@@ -43,6 +43,22 @@ def test_replace_lets_a_defaulted_M_mlp_follow_M():
         base.replace(M_mlp=0)
 
 
+
+def test_cooccurrence_replace_derives_defaulted_init_stds_again():
+    from flows import cooccurrence as co
+
+    base = co.Config(n=12, L=4, d=35, m=16, m1=8)
+    wider = base.replace(m=64, m1=32)
+    assert wider == co.Config(n=12, L=4, d=35, m=64, m1=32)
+    assert wider.sigma0 == pytest.approx(1 / math.sqrt(4 * 64), rel=1e-15)
+    assert wider.sigma1 == pytest.approx(1 / math.sqrt(32), rel=1e-15)
+    assert pickle.loads(pickle.dumps(base)).replace(L=6, d=47).sigma0 == pytest.approx(1 / math.sqrt(6 * 16))
+    # given explicitly, it is kept
+    fixed = co.Config(n=12, L=4, d=35, m=16, m1=8, sigma0=0.3)
+    assert fixed.replace(m=64).sigma0 == 0.3 and fixed.replace(m1=32).sigma1 == pytest.approx(1 / math.sqrt(32))
+    with pytest.raises(ValueError, match="sigma1"):
+        base.replace(sigma1=-1.0)
+
 # --- Scan and Snap: an absurd learning rate raises TrainingError -------------------------------------------
 
 SMALL_RUN = dict(T=8, batch_size=4, steps=6, save_every=2)

@@ -121,10 +121,23 @@ class Config:
             if value is not None:
                 _check_pos(name, value)
                 object.__setattr__(self, name, float(value))
+        # which init stds were left to their defaults, so that `replace` derives them again from new sizes
+        object.__setattr__(self, "_defaulted", tuple(n for n in ("sigma0", "sigma1") if getattr(self, n) is None))
         if self.sigma0 is None:
             object.__setattr__(self, "sigma0", 1.0 / math.sqrt(self.L * self.m))
         if self.sigma1 is None:
             object.__setattr__(self, "sigma1", 1.0 / math.sqrt(self.m1))
+
+    def replace(self, **changes) -> Config:
+        """A copy with `changes` applied (validated again).
+
+        A field that defaulted from others is derived again from the new values: a `sigma0` left to its default
+        follows `L` and `m` (`Config(m=16).replace(m=64)` equals `Config(m=64)`), a defaulted `sigma1` follows
+        `m1`; one given at construction or in an earlier `replace` is kept. `dataclasses.replace` copies the
+        resolved values instead; use this method.
+        """
+        changes = {**{n: None for n in getattr(self, "_defaulted", ()) if n not in changes}, **changes}
+        return dataclasses.replace(self, **changes)
 
     @property
     def init_stds(self) -> tuple[float, float]:
