@@ -2,11 +2,11 @@
 errors on one large fixed draw: x and beta uniform on the unit sphere S^{d-1}, labels beta^T x plus noise
 uniform on [-eps, eps], independent across prompts and columns, on the context labels and on the target.
 
-Moments used (u uniform on S^{d-1}): E u = 0, E u u^T = I / d, E u_i^4 = 3 / (d (d + 2)), E u_i^8 = 105 / (d (d + 2) (d + 4) (d + 6)); for beta, x
-independent and uniform, E (beta^T x)^2 = 1 / d and E (beta^T x)^4 = 3 / (d (d + 2)); for e uniform on
-[-eps, eps], E e = 0, E e^2 = eps^2 / 3, E e^4 = eps^4 / 5. Each check allows 4 standard errors of the
-estimate (its variance from the same formulas), so a right sampler fails one check with probability about
-6e-5, and the draw is fixed."""
+Moments used (u uniform on S^{d-1}): E u = 0, E u u^T = I / d, E u_i^2 u_k^2 = 1 / (d (d + 2)) (i != k),
+E u_i^4 = 3 / (d (d + 2)), E u_i^8 = 105 / (d (d + 2) (d + 4) (d + 6)); for beta, x independent and uniform,
+E (beta^T x)^2 = 1 / d and E (beta^T x)^4 = 3 / (d (d + 2)); for e uniform on [-eps, eps], E e = 0,
+E e^2 = eps^2 / 3, E e^4 = eps^4 / 5. Each check allows 4 standard errors of the estimate (its variance from
+the same formulas), so a right sampler fails one check with probability about 6e-5; the draw is fixed."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,7 @@
 """Cloud distances: W2 per depth slice (POT exact against an assignment oracle, ott-jax Sinkhorn against
-the exact value), the coupled RMS distance, and the observables' names shared by GD and the flow."""
+the exact value), the coupled RMS distance, and the observables' names shared by GD and the flow. The Sinkhorn
+checks here are `slow` (larger clouds, smaller eps); which quantity the Sinkhorn path returns is pinned in the
+default run by tests/mean_field/test_sinkhorn_pin.py."""
 
 import numpy as np
 import pytest

@@ -17,7 +17,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from flows import mean_field as mf
 from flows.mean_field import coupling
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,9 @@ identity (at tau = 0 in the default run, along the reference flow in `-m slow`),
 
 The tau-solves (`solve_reference`, the network flows to tau = 1) compile for about 10 s each on one core, so
 the checks along the flow are `slow`; their tau = 0 versions (velocity convergence in L at L = 4, 8; the
-energy identity as a derivative along the velocity) stay in the default run."""
+energy identity as a derivative along the velocity) stay in the default run, and so does a short-horizon twin
+of the trained-network check (tests/mean_field/test_reference_widths.py, which also holds the checks with
+M_mlp != M: this module's config has equal widths)."""
 
 import math
 
@@ -224,7 +226,8 @@ def test_trained_network_converges_to_the_trained_reference(reference_flow, netw
     """Both flows from the same smooth curves to tau = 1 (network: Tsit5 in tau, `_network_flow`; reference:
     `solve_reference`, adaptive Tsit5, K = 9); the Q gap along the flow falls like 1/L. Measured:
     max_tau |Q_L - Q_ref| = 9.20e-03, 4.27e-03, 2.04e-03 at L = 4, 8, 16 (ratios 2.15, 2.09); Q_ref falls
-    from 0.2203 to 0.1919."""
+    from 0.2203 to 0.1919. Default-run twin: `test_short_reference_flow_tracks_the_network_flow_like_one_over_L`
+    in tests/mean_field/test_reference_widths.py (tau = 1/2, L = 4, 8, the particle gap)."""
     Q_ref = np.asarray(reference_flow.observables["Q"])
     gaps = []
     for _, Q_L in network_runs.values():
