@@ -110,8 +110,9 @@ def solve_sgd_sde(classes: SequenceClasses, T: int, batch_size: int, lr, ts, num
                   init: str = "zero", init_seed: int = 0, dt_steps: float = 0.25, noise: bool = True,
                   max_steps: int | None = None, brownian: str = "increments"):
     """`num_paths` Euler-Maruyama paths of the SGD SDE from `train`'s initialisation (`init`, `init_seed`
-    as `train(init=, seed=)`), with the observables of `network.observe` (`attention` (K, M), `loss` the
-    T -> infinity population loss, as on the flow and the record) at the times `ts` IN STEPS.
+    as `train(init=, seed=)`), with the observables of `network.observe` (the attention observables `attention` (K, M),
+    `entropy`, `entropy_distinct`, `common_mass` (K,), and `loss` the T -> infinity population loss, as on the
+    flow and the record) at the times `ts` IN STEPS.
 
     `dt_steps`: the SDE step in units of one SGD step (default a quarter step, dt = lr * dt_steps on the
     clock s); `noise=False` gives the finite-T gradient flow. Returns the batched `flows.Trajectory` with
@@ -133,7 +134,7 @@ def solve_sgd_sde(classes: SequenceClasses, T: int, batch_size: int, lr, ts, num
 def sgd_runs(classes: SequenceClasses, T: int, batch_size: int, lr, steps: int, seeds, *, init: str = "zero"):
     """`network.train_sweep` (one vmapped program: `train(classes, "sgd", lr, lr, T, batch_size, steps,
     seed=s)` for every s in `seeds`) and `network.observe` of each final (Y, Z): {"attention" (R, K, M),
-    "loss" (R,)}."""
+    "entropy", "entropy_distinct", "common_mass" (R, K), "loss" (R,)}."""
     lr = check_real("lr", lr, low=0.0, strict=True)
     seeds = np.asarray(seeds)
     rates = np.full(seeds.shape, lr)
