@@ -1,14 +1,19 @@
-"""The command line: ``derive`` and ``reproduce`` (run, skip complete, resume, failures)."""
+"""The command line: ``derive`` and ``reproduce`` (run, skip complete, resume, failures, interruption)."""
 
+import os
+import signal
 import subprocess
 import sys
+import time
 import types
+from pathlib import Path
 
 import pytest
 
 from flows import records
 from flows.__main__ import main
 
+ROOT = Path(__file__).resolve().parent.parent
 _SCRIPT = '''\
 """Tiny example for the CLI tests."""
 import argparse
@@ -128,23 +133,156 @@ def test_reproduce_failures(tmp_path, capsys):
     assert not records.is_complete(out / "raises")
 
 
-def test_reproduce_interrupt(tmp_path, capsys):
+# Interruption. `reproduce` runs in a process of its own whose SIGINT handler is Python's KeyboardInterrupt
+# whatever this process inherited: a suite launched in the background (`pytest &` from a script, `nohup`)
+# ignores SIGINT, and an ignored signal stays ignored across fork and exec, so a child started plainly would
+# never see it. The test sends SIGINT only after the example has written a file saying it is running, so no
+# sleep decides when the signal arrives; the deadlines below only bound a failure.
+_WITH_KEYBOARD_INTERRUPT = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                            "from flows.__main__ import main; sys.exit(main(sys.argv[1:]))")
+
+
+def _reproduce_process(*args):
+    """`python -m flows reproduce ARGS` with SIGINT raising KeyboardInterrupt, output on a pipe; in a session
+    of its own, so that a failing test can end it together with its examples (`_end`)."""
+    return subprocess.Popen([sys.executable, "-c", _WITH_KEYBOARD_INTERRUPT, "reproduce", *args], cwd=ROOT,
+                            env={**os.environ, "MPLBACKEND": "Agg"}, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _end(proc):
+    """Kill `proc` and the examples it started (its process group); its output so far."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return proc.communicate()[0]
+
+
+def _finish(proc, timeout=120.0):
+    """The output of `proc` once it exits; fail (ending it and its examples) after `timeout` seconds."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"reproduce did not exit within {timeout:.0f} s:\n{_end(proc)}")
+
+
+def _wait_for_file(path, proc, timeout=120.0):
+    """Block until `path` exists; fail (ending `proc` and its examples) if `proc` ends first or after
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{path.name} never appeared (exit code {proc.returncode}):\n{_end(proc)}")
+        time.sleep(0.02)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_reproduce_interrupt(tmp_path):
+    """Ctrl-C while the second of three examples runs: exit code 130, the running example is terminated
+    (its log says so, its record stays incomplete), the third never starts, the report says which is which."""
     d = tmp_path / "examples"
     d.mkdir()
     _write_script(d, "a_first")
-    # Simulate Ctrl-C: the example sends SIGINT to the reproduce process, then hangs.
-    body = "import os, signal, time; os.kill(os.getppid(), signal.SIGINT); time.sleep(60)"
+    # the example says it is running (its pid in a file), then hangs until it is terminated
+    body = "Path(__file__).with_suffix('.ready').write_text(str(__import__('os').getpid())); " \
+           "__import__('time').sleep(120)"
     _write_script(d, "b_hangs", body=body)
     _write_script(d, "c_never")
     out = tmp_path / "out"
-    assert main(["reproduce", "--examples-dir", str(d), "--out", str(out), "--jobs", "1"]) == 130
-    text = capsys.readouterr().out
-    assert "interrupted while running b_hangs" in text
+    proc = _reproduce_process("--examples-dir", str(d), "--out", str(out), "--jobs", "1")
+    ready = d / "b_hangs.ready"
+    _wait_for_file(ready, proc)
+    pid = int(ready.read_text())
+    try:
+        proc.send_signal(signal.SIGINT)
+        text = _finish(proc)
+        assert proc.returncode == 130, text
+        assert "interrupted while running b_hangs; rerun the same command to resume" in text
+        assert not _alive(pid), "the interrupted example is still running"
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert "interrupted after" in (out / "b_hangs" / "run.log").read_text()
     assert records.is_complete(out / "a_first") and not records.is_complete(out / "b_hangs")
-    assert _count(d, "c_never") == 0
+    assert _count(d, "c_never") == 0 and not (out / "c_never").exists()
     report = (out / "REPORT.md").read_text()
     assert "- PASS a_first_pred" in report and "**interrupted**" in report
     assert "**not run**" in report
+
+
+# An example that is interrupted inside its record: on its first run it writes a metric, says it is waiting
+# (a file), then waits in the record (as a long example does) until the test interrupts `reproduce`. The
+# resume logic is the CLI's, so a toy example tests it as well as a real one.
+_INTERRUPTIBLE = '''\
+"""An example that is slow on its first run only."""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    from flows.plotting import figure
+    from flows.records import RunRecord
+
+    first = Path(__file__).with_suffix(".started")
+    with RunRecord(args.out, name="slow_once", config={"quick": args.quick}, seed=0, quick=args.quick) as rec:
+        rec.add_metric("answer", 42.0)
+        if not first.exists():
+            first.write_text("1")
+            time.sleep(120)
+        rec.add_prediction("answer_is_42", measured=42.0, expected="== 42", holds=True)
+        fig, ax = figure()
+        ax.plot([0, 1], [0, 1])
+        rec.save_figure(fig, "line.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def test_reproduce_interrupted_inside_a_record_then_resumed(tmp_path):
+    """Interrupted while the example is inside its record: exit code 130 and an incomplete record; the
+    rerun finishes it (report with its figure and verdict); a third run skips it."""
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    (examples / "slow_once.py").write_text(_INTERRUPTIBLE)
+    out = tmp_path / "rep"
+    record = out / "slow_once"
+    args = ("--quick", "--examples-dir", str(examples), "--out", str(out))
+    proc = _reproduce_process(*args)
+    _wait_for_file(examples / "slow_once.started", proc)
+    proc.send_signal(signal.SIGINT)
+    log = _finish(proc)
+    assert proc.returncode == 130, log
+    assert not records.is_complete(record)
+    # Rerun: it finishes the interrupted example and writes the report with its figure.
+    proc = _reproduce_process(*args)
+    log = _finish(proc)
+    assert proc.returncode == 0, log
+    assert records.is_complete(record)
+    assert (record / "line.png").stat().st_size > 1_000
+    report = (out / "REPORT.md").read_text()
+    assert "slow_once/line.png" in report
+    assert "PASS answer_is_42" in report
+    # Rerun again: nothing left to do, the finished example is skipped.
+    proc = _reproduce_process(*args)
+    log = _finish(proc)
+    assert proc.returncode == 0 and "complete, skipped" in log, log
 
 
 def test_reproduce_parallel_jobs(tmp_path, capsys):
