@@ -1,5 +1,5 @@
-"""Every example runs under --quick and writes a complete record whose verdicts are the known ones; the main job
-resumes after interruption.
+"""Every example runs under --quick and writes a complete record whose verdicts are the known ones (that the main
+job resumes after interruption is tested in `tests/test_cli.py`).
 
 Verdicts at quick size: every prediction holds or is not tested at this size (with the size that tests it),
 except the known findings of `flows.findings.KNOWN_FINDINGS` that apply at quick size, which must still fail
@@ -11,11 +11,6 @@ section "Where the papers and the solver disagree" is `findings.markdown()`, che
 
 import importlib.util
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -204,81 +199,3 @@ def test_check_report_shows_no_fail_for_a_known_finding(tmp_path):
         rec.add_prediction("a", 2.0, "== 1", False)  # deliberately broken
     with pytest.raises(AssertionError, match="- FAIL a"):
         check_report("ex", tmp_path, rec.predictions)
-
-
-# A small example that is interrupted inside its record: on its first run it writes a metric, then waits in
-# the record (as a long example does) until the test sends SIGINT. The resume logic is the CLI's, so a toy
-# example tests it as well as a real one, in seconds instead of a minute; every real example's --quick run is
-# tested above (and by `pytest -m slow` for the long ones).
-_INTERRUPTIBLE = '''\
-"""An example that is slow on its first run only."""
-import argparse
-import sys
-import time
-from pathlib import Path
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    from flows.plotting import figure
-    from flows.records import RunRecord
-
-    first = Path(__file__).with_suffix(".started")
-    with RunRecord(args.out, name="slow_once", config={"quick": args.quick}, seed=0, quick=args.quick) as rec:
-        rec.add_metric("answer", 42.0)
-        if not first.exists():
-            first.write_text("1")
-            print("waiting", flush=True)
-            time.sleep(120)
-        rec.add_prediction("answer_is_42", measured=42.0, expected="== 42", holds=True)
-        fig, ax = figure()
-        ax.plot([0, 1], [0, 1])
-        rec.save_figure(fig, "line.png")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
-
-
-def _reproduce(out, examples):
-    cmd = [sys.executable, "-m", "flows", "reproduce", "--quick", "--examples-dir", str(examples), "--out", str(out)]
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-
-
-def test_reproduce_quick_interrupted_then_resumed(tmp_path):
-    examples = tmp_path / "examples"
-    examples.mkdir()
-    (examples / "slow_once.py").write_text(_INTERRUPTIBLE)
-    out = tmp_path / "rep"
-    record = out / "slow_once"
-    # Interrupt the main job while the example is inside its record.
-    proc = _reproduce(out, examples)
-    deadline = time.time() + 60
-    while not ((record / "run.log").exists() and "waiting" in (record / "run.log").read_text()) \
-            and time.time() < deadline:
-        time.sleep(0.1)
-    assert time.time() < deadline, "the example never started"
-    proc.send_signal(signal.SIGINT)
-    log, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, log
-    assert not records.is_complete(record)
-    # Rerun: it finishes the interrupted example and writes the report with its figure.
-    proc = _reproduce(out, examples)
-    log, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 0, log
-    assert records.is_complete(record)
-    assert (record / "line.png").stat().st_size > 1_000
-    report = (out / "REPORT.md").read_text()
-    assert "slow_once/line.png" in report
-    assert "PASS answer_is_42" in report
-    # Rerun again: nothing left to do, the finished example is skipped.
-    proc = _reproduce(out, examples)
-    log, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 0 and "complete, skipped" in log, log
