@@ -179,20 +179,28 @@ class _Running:
     tag: str
 
 
-def _start(index: int, script: Path, rec_dir: Path, *, quick: bool, cwd: Path, tag: str,
-           cache: bool = True) -> _Running:
+def _start(running: list[_Running], index: int, script: Path, rec_dir: Path, *, quick: bool, cwd: Path, tag: str,
+           cache: bool = True) -> None:
+    """Start an example and append it to `running` (the list the interrupt handler terminates), so that a
+    Ctrl-C landing between the process's start and its registration cannot leave it running."""
     rec_dir.mkdir(parents=True, exist_ok=True)
     log_path = rec_dir / "run.log"
     cmd = [sys.executable, str(script.resolve()), "--out", str(rec_dir.resolve())]
     cmd += ["--quick"] if quick else []
     cmd += [] if cache else ["--no-compile-cache"]
     print(f"{tag} {script.stem}: running ...", flush=True)
-    with open(log_path, "w", encoding="utf-8") as log:
-        log.write(f"$ {shlex.join(cmd)}\n")
-        log.flush()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=_child_env(), stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return _Running(index, script.stem, rec_dir, log_path, proc, time.perf_counter(), tag)
+    proc = None
+    try:
+        with open(log_path, "w", encoding="utf-8") as log:
+            log.write(f"$ {shlex.join(cmd)}\n")
+            log.flush()
+            proc = subprocess.Popen(cmd, cwd=cwd, env=_child_env(), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        running.append(_Running(index, script.stem, rec_dir, log_path, proc, time.perf_counter(), tag))
+    except BaseException:
+        if proc is not None:
+            _terminate(proc)
+        raise
 
 
 def _finish(run: _Running, rc: int) -> Outcome:
@@ -229,7 +237,7 @@ def _run_all(pending: list[tuple[int, Path, Path, str]], outcomes: list[Outcome]
                 index, script, rec_dir, tag = queue.pop(0)
                 (rec_dir / records.META_FILE).unlink(missing_ok=True)
                 outcomes[index] = Outcome(script.stem, "interrupted")
-                running.append(_start(index, script, rec_dir, quick=quick, cwd=cwd, tag=tag, cache=cache))
+                _start(running, index, script, rec_dir, quick=quick, cwd=cwd, tag=tag, cache=cache)
             if len(running) == 1 and not queue:
                 running[0].proc.wait()
             else:
