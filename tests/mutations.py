@@ -100,8 +100,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              'rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(2.0 * z) / args["C0"]', SS_THEORY,
              "single common token (eq. 13): e^{4z} -> e^{2z}"),
     Mutation("ss-symmetric-1/K", "flows/scan_snap/flow.py",
-             'M = args["M"]\n    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))\n    gargs',
-             'M = args["M"]\n    h_dot = args["eta_Y"] / ((M - 1.0) + jnp.exp(M * h))\n    gargs', SS,
+             'h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))\n    # the generated field',
+             'h_dot = args["eta_Y"] / ((M - 1.0) + jnp.exp(M * h))\n    # the generated field', SS,
              "symmetric reduced flow (snap-time sweep): h loses its 1/K"),
     # --- Scan and Snap: closed forms ------------------------------------------------------------------------
     Mutation("th-h-M", "flows/scan_snap/theory.py", "a = M * eta_Y * t", "a = eta_Y * t", SS_THEORY,
