@@ -154,6 +154,12 @@ class _ProgramReached:
         raise Reached({"call": call})
 
 
+def _training_compile_stub(key, build, call):
+    """`flows.training.compiled` under `stop_at_trainings`: checks the call and raises `Reached`."""
+    assert_finite_inputs(call=call)
+    raise Reached({"call": call})
+
+
 def _mean_field_compile_stub(cache, jitted, call):
     particles, opt_state, increments, args = call
     assert_finite_inputs(particles=particles, opt_state=opt_state, args=args)
@@ -169,7 +175,11 @@ def stop_at_trainings():
     mf = importlib.import_module("flows.mean_field.network")
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(ss, "_train_jit", _scan_snap_jit_stub))
-        stack.enter_context(mock.patch.object(mf, "compile_cached", _mean_field_compile_stub))
+        if hasattr(mf, "compile_cached"):  # until the mean field trains through flows.training
+            stack.enter_context(mock.patch.object(mf, "compile_cached", _mean_field_compile_stub))
+        # the shared training layer's single compile hook
+        stack.enter_context(mock.patch.object(importlib.import_module("flows.training"), "compiled",
+                                              _training_compile_stub))
         # co-occurrence compiles by `jax.jit(run).lower(...)` or through `flows._program.compiled`: stop both
         stack.enter_context(mock.patch.object(co, "jax", _JaxJitReached()))
         if hasattr(co, "_program"):

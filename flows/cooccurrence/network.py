@@ -8,33 +8,29 @@ Tokens are one-hot, so W_V X is the gather `W_V[:, tokens]`.
 
 `train` runs full-batch GD (`optax.sgd`, continuous time t = lr * step, the discretisation of the gradient
 flow of Sec. 2.2), minibatch SGD (optionally with momentum beta: t = lr * step / (1 - beta), the clock of
-every system, see `flows.network_records.flow_time`) or Adam (t = lr * step), all inside one compiled loop,
+every system, see `flows.training.flow_time`) or Adam (t = lr * step), all inside one compiled loop,
 and records the observables of `observables.OBSERVABLES` on the Grams of the parameters.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from .. import _program
-from .._checks import check_choice, check_dtype, check_int, check_real, real_array
-from .._prng import fused
+from .. import training
+from .._checks import check_choice, check_dtype, check_int
 from .._xla import device_array
-from ..network_records import TrainingError, first_nonfinite_step, flow_time
+from ..training import NetworkRecord
 from . import observables as obs
 from .data import Config, Dataset, generator, sample_test, training_set
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainRecord", "data_args", "forward", "init_params", "network_loss", "train"]
+__all__ = ["NetworkRecord", "TrainRecord", "data_args", "forward", "init_params", "network_loss", "train"]
 
 _OPTIMIZERS = ("gd", "sgd", "adam")
 
@@ -102,37 +98,8 @@ def data_args(config: Config, train: Dataset | None = None, test: Dataset | None
     }
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainRecord:
-    """Observables of a trained network at its saved steps.
-
-    - `ts`: continuous time t = lr * step / (1 - momentum) (t = lr * step for GD, Adam and SGD without
-      momentum), shape `(k,)`; `steps`: the step numbers.
-    - `observables`: name -> array with leading axis k (same names and shapes as the flow trajectory;
-      `group_loss (k, 4)`, `G (k, 3)`, `A (k, 3, 3)` with A[key, query], ...). Also reachable as
-      `record["loss"]` or `record.loss`.
-    - `params`, `a`: the final parameters; `compile_s`, `run_s`: compile and training wall time.
-    """
-
-    ts: np.ndarray
-    steps: np.ndarray
-    observables: dict
-    optimizer: str
-    lr: float | dict
-    batch_size: int | None
-    params: dict
-    a: jax.Array
-    compile_s: float
-    run_s: float
-
-    def __getitem__(self, name):
-        return self.observables[name]
-
-    def __getattr__(self, name):
-        if name != "observables" and name in self.__dict__.get("observables", {}):
-            return self.__dict__["observables"][name]
-        raise AttributeError(name)
-
+#: the record of `train` (the one record of every system)
+TrainRecord = NetworkRecord
 
 #: the keys `data_args` returns and the flow and the observables read
 ARGS_KEYS = ("tokens", "labels", "group_onehot", "test_tokens", "test_labels", "sqrt_m", "m1")
@@ -149,103 +116,36 @@ def check_args(args) -> dict:
 def with_seed_init(config: Config, seed=None, init=None) -> Config:
     """`config` with `seed` and/or `init` replaced (`None` keeps the config's): the `seed=`, `init=` keywords
     of `train` and `solve_flow`, the same place as in every system (ValueError naming a bad value)."""
-    if not isinstance(config, Config):
-        raise ValueError(f"config must be a cooccurrence.Config, got {type(config).__name__}")
-    new = {k: v for k, v in (("seed", seed), ("init", init)) if v is not None}
-    return dataclasses.replace(config, **new) if new else config
-
-
-def _observe(params, a, args):
-    return obs.observe(0.0, obs.gram_state(params, a), args)
-
-
-def _save_steps(steps, save_every, save_steps):
-    if save_steps is not None:
-        raw = real_array("save_steps", save_steps)
-        if raw.ndim > 1 or raw.size == 0 or np.any(raw != np.round(raw)) or raw.min() < 0 or raw.max() > steps:
-            raise ValueError(f"save_steps must be integers in [0, steps={steps}], got {save_steps!r}")
-        arr = np.unique(raw.astype(np.int64).ravel())
-        return arr if arr[0] == 0 else np.concatenate([[0], arr])
-    if isinstance(save_every, bool) or not isinstance(save_every, (int, np.integer)) or save_every < 1:
-        raise ValueError(f"save_every must be an integer >= 1, got {save_every!r}")
-    arr = np.arange(0, steps + 1, save_every, dtype=np.int64)
-    return arr if arr[-1] == steps else np.concatenate([arr, [steps]])
+    return training.with_seed_init(config, Config, seed, init)
 
 
 _GROUPS = ("W", "W_V", "W_K", "W_Q")
 
 
-def _check_lr(lr):
-    """A positive number, or a dict of one per parameter group {W, W_V, W_K, W_Q}."""
-    if isinstance(lr, dict):
-        if set(lr) != set(_GROUPS):
-            raise ValueError(f"lr must be a number or a dict with the keys {_GROUPS} (one rate per parameter "
-                             f"group), got keys {sorted(map(str, lr))}")
-        return {k: check_real(f"lr[{k!r}]", lr[k], low=0.0, strict=True) for k in _GROUPS}
-    return check_real("lr", lr, low=0.0, strict=True)
+def _training_program(batch_size, a_template):
+    """The training loop of `train`: full batch (`batch_size=None`) or minibatches of `batch_size` drawn
+    without replacement each step."""
 
+    def loss(params, data, idx):
+        tokens, labels = data["tokens"], data["labels"]
+        if idx is not None:
+            tokens, labels = tokens[idx], labels[idx]
+        return network_loss(params, data["a"], tokens, labels)
 
-def _optimizer(optimizer: str, lr, momentum):
-    """The optax optimiser with its rates (and momentum) injected as hyperparameters: they live in the
-    optimiser state, so one compiled training program serves every lr and momentum of one structure."""
-    def make(rate):
-        if optimizer == "adam":
-            return optax.inject_hyperparams(optax.adam)(learning_rate=rate)
-        if momentum is None:
-            return optax.inject_hyperparams(optax.sgd)(learning_rate=rate)
-        return optax.inject_hyperparams(optax.sgd)(learning_rate=rate, momentum=momentum)
+    def sample(data, key, step):
+        key, sub = jax.random.split(key)
+        return key, jax.random.permutation(sub, data["tokens"].shape[0])[:batch_size]
 
-    if isinstance(lr, dict):
-        return optax.multi_transform({k: make(v) for k, v in lr.items()}, {k: k for k in _GROUPS})
-    return make(lr)
+    def observe(params, data):
+        return obs.observe(0.0, obs.gram_state(params, data["a"]), data)
 
-
-def _train_program(optimizer: str, batch_size, has_momentum: bool, per_group: bool):
-    """The training loop of `train` for one optimiser structure; everything else (parameters, rates in the
-    optimiser state, data, saved-step increments) is an argument, so the compiled program is cached on
-    shapes (`flows._program.compiled`) and a second call with other rates, seeds or data compiles nothing."""
-    lr = dict.fromkeys(_GROUPS, 1.0) if per_group else 1.0
-    template = _optimizer(optimizer, lr, 0.5 if has_momentum else None)  # values are read from the state
-    grad_fn = jax.grad(network_loss)
-
-    def run(params, opt_state, key, increments, a, args):
-        tokens, labels = args["tokens"], args["labels"]
-        n = tokens.shape[0]
-
-        def one_step(carry):
-            params, opt_state, key, step, bad = carry
-            if batch_size is None:
-                grads = grad_fn(params, a, tokens, labels)
-            else:
-                key, sub = jax.random.split(key)
-                idx = jax.random.permutation(sub, n)[:batch_size]
-                grads = grad_fn(params, a, tokens[idx], labels[idx])
-            # optax's Adam mixes its int32 step count with floats; allow that under strict promotion
-            with jax.numpy_dtype_promotion("standard"):
-                updates, opt_state = template.update(grads, opt_state, params)
-            params = optax.apply_updates(params, updates)
-            finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(params)]))
-            bad = jnp.where((bad < 0) & ~finite, step + 1, bad)  # the first step whose parameters are not finite
-            return params, opt_state, key, step + 1, bad
-
-        def segment(carry, num):
-            carry = jax.lax.fori_loop(0, num, lambda _, c: one_step(c), carry)
-            return carry, _observe(carry[0], a, args)
-
-        first = _observe(params, a, args)
-        # the same minibatches, drawn with the threefry hash unrolled (flows._prng; issue 9)
-        start = (params, opt_state, fused(key), jnp.asarray(0, jnp.int32), jnp.asarray(-1, jnp.int32))
-        carry, rest = jax.lax.scan(segment, start, increments)
-        series = jax.tree_util.tree_map(lambda x, y: jnp.concatenate([x[None], y]), first, rest)
-        return carry[0], series, carry[4]
-
-    return run
+    return training.training_program(loss, observe, a_template, sample=None if batch_size is None else sample)
 
 
 def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps: int = 1000,
           batch_size: int | None = None, save_every: int = 10, *, save_steps=None,
           momentum: float | None = None, num_test: int = 600, args: dict | None = None,
-          batch_seed: int | None = None, seed: int | None = None, init: str | None = None) -> TrainRecord:
+          batch_seed: int | None = None, seed: int | None = None, init: str | None = None) -> NetworkRecord:
     """Train eq. (1) from `init_params(config)` on `training_set(config)` and record the observables.
 
     **Arguments:**
@@ -264,17 +164,17 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps:
       log-spaced; step 0 is always recorded).
     - `args`: the data dict of `data_args` (default: built from `config`).
 
-    **Returns:** a `TrainRecord`. Observables are evaluated on the full training set at every saved step.
+    **Returns:** a `flows.training.NetworkRecord` (`extras`: `batch_size`, `a` the fixed signs). Observables
+    are evaluated on the full training set at every saved step.
 
-    **Raises:** `ValueError` naming a bad argument; `flows.network_records.TrainingError` (a
+    **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` (a
     `flows.FlowError`) if the parameters go non-finite (e.g. too large an `lr`): it names the first
     non-finite step (the parameters are checked at every step, the observables at the saved steps) and
     carries the record of the saved steps before it as `error.record`.
     """
     config = with_seed_init(config, seed, init)
     check_choice("optimizer", optimizer, _OPTIMIZERS)
-    lr = _check_lr(lr)
-    clock = max(lr.values()) if isinstance(lr, dict) else lr
+    lr = training.check_lr(lr, _GROUPS)
     steps = check_int("steps", steps, 1)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                    or not 1 <= batch_size <= config.n):
@@ -283,39 +183,27 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps:
         raise ValueError("batch_size must be given for optimizer='sgd' (use 'gd' for full batch)")
     if optimizer == "gd" and batch_size is not None:
         raise ValueError("batch_size must be None for optimizer='gd' (full batch)")
-    if momentum is not None:
-        momentum = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
-        if optimizer != "sgd":
-            raise ValueError(f"momentum is for optimizer='sgd' only, got momentum={momentum!r} with "
-                             f"optimizer={optimizer!r}")
+    beta = training.check_momentum(optimizer, momentum)
     if batch_seed is not None and (isinstance(batch_seed, bool) or not isinstance(batch_seed, (int, np.integer))
                                    or not 0 <= batch_seed < 2**32):
         raise ValueError(f"batch_seed must be None or an integer in [0, 2**32), got {batch_seed!r}")
-    save = _save_steps(int(steps), save_every, save_steps)
+    save = training.save_steps(int(steps), save_every, save_steps)
     args = data_args(config, num_test=num_test) if args is None else check_args(args)
     params, a = init_params(config)
-    opt_state = _optimizer(optimizer, lr, momentum).init(params)
+    labels = {k: k for k in _GROUPS} if isinstance(lr, dict) else None
+    heavy = None if momentum is None else beta
+    opt_state = training.make_optimizer(optimizer, lr, heavy, labels=labels).init(params)
     key = (jax.random.fold_in(config.keys()[1], 1) if batch_seed is None
            else jax.random.PRNGKey(int(batch_seed)))
-    increments = device_array(np.diff(save), jnp.int32)
-    call = (params, opt_state, key, increments, a, {k: args[k] for k in ARGS_KEYS})
-    structure = (optimizer, batch_size, momentum is not None, isinstance(lr, dict))
-    compiled, compile_s = _program.compiled(("cooccurrence.train", structure, _program.signature(call)),
-                                            lambda: _train_program(*structure), call)
-    start = time.perf_counter()
-    final, series, bad = jax.block_until_ready(compiled(*call))
-    run_s = time.perf_counter() - start
+    data = {**{k: args[k] for k in ARGS_KEYS}, "a": a}
+    # one program per optimiser structure: the rates (and momentum) are read from the optimiser state
+    template = training.make_optimizer(optimizer, dict.fromkeys(_GROUPS, 1.0) if labels else 1.0,
+                                       None if heavy is None else 0.5, labels=labels)
+    structure = (optimizer, batch_size, heavy is not None, labels is not None)
+    final, series, _, _, bad, compile_s, run_s = training.run_training(
+        "cooccurrence.train", structure, lambda: _training_program(batch_size, template), params, opt_state, key, save, data)
     logger.info("train %s lr=%s steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
-    series = {k: np.asarray(v) for k, v in series.items()}
-    bad = first_nonfinite_step(save, series, int(bad))
-    keep = slice(None) if bad < 0 else save < bad
-    record = TrainRecord(ts=flow_time(clock, save[keep], momentum), steps=save[keep],
-                         observables={k: v[keep] for k, v in series.items()},
-                         optimizer=optimizer, lr=dict(lr) if isinstance(lr, dict) else float(lr),
-                         batch_size=batch_size, params=final, a=a,
-                         compile_s=compile_s, run_s=run_s)
-    if bad >= 0:
-        raise TrainingError(f"training went non-finite at step {bad} (optimizer={optimizer!r}, lr={lr}): "
-                            f"the parameters or the observables hold NaN or inf; lower lr. error.record holds "
-                            f"the {int(np.sum(keep))} saved steps before it", step=bad, record=record)
-    return record
+    return training.finish(save, series, bad, params=final, clock=training.clock_rate(lr), momentum=beta,
+                           hint="lower lr", optimizer=optimizer, lr=dict(lr) if isinstance(lr, dict) else float(lr),
+                           config=config, compile_s=compile_s, run_s=run_s,
+                           extras={"batch_size": batch_size, "a": a})
