@@ -3,7 +3,7 @@
 The public surface (names re-exported from the submodules, each imported on first use):
 
 - `solve`, `solve_batch`, `Trajectory`, `Event`, `FlowError`, `linear_grid`, `log_grid`: the one
-  diffrax wrapper every flow goes through (`flows.solve`); `batch_mesh` splits a `solve_batch` sweep over
+  diffrax wrapper every flow goes through (`flows._solve`); `batch_mesh` splits a `solve_batch` sweep over
   devices.
 - `solve_sde`: SDEs with additive noise by diffrax (`flows.sde`: Euler-Maruyama, Heun, SEA, SRA1, ShARK).
 - `scan_snap`: Tian et al. 2023, *Scan and Snap* (sequence classes, finite-T Y/Z training, the T->inf
@@ -24,15 +24,13 @@ import types as _types
 
 __version__ = "0.1.0"
 
-# Everything is imported on first use (`flows.solve(...)`, `flows.scan_snap`, `from flows import fitting`): a
-# script that needs one system does not pay for the others, nor for scipy.stats (flows.fitting), at import, and
-# `import flows.records` (the CLI's main job, a records-only script) does not import diffrax (about 1 s of the
-# 2.5 s of `import flows` on 2 cores; issue 9: the first call counts).
+# Each name is imported on first use: a script that needs one system does not pay for the others, nor for
+# scipy.stats (flows.fitting), and a records-only script (the CLI's main job) does not import diffrax.
 _SUBMODULES = ("compile_cache", "cooccurrence", "fitting", "mean_field", "network_records", "optim_limits", "plotting",
                "records", "scan_snap", "sde")
 _LAZY_NAMES = {
     **dict.fromkeys(("SOLVERS", "Event", "FlowError", "Trajectory", "batch_mesh", "linear_grid", "log_grid",
-                     "solve", "solve_batch"), "solve"),
+                     "solve", "solve_batch"), "_solve"),
     "solve_sde": "sde", "event_time": "network_records", "TrainingError": "network_records",
 }
 
@@ -47,10 +45,13 @@ def __getattr__(name):
     raise AttributeError(f"module 'flows' has no attribute {name!r}")
 
 
+def __dir__():
+    return sorted(set(globals()) | set(_SUBMODULES) | set(_LAZY_NAMES))
+
+
 class _Package(_types.ModuleType):
-    """`flows.solve` is the function, as the public surface says, also after the submodule `flows.solve` is
-    imported (which sets the package attribute to the module): the module stays in `sys.modules`, so
-    `from flows.solve import Trajectory` works as before."""
+    """Keeps `flows.solve` the function when the module `flows/solve.py` (the old path of `flows._solve`) is
+    imported, which sets the package attribute to that module. Goes with that module."""
 
     def __setattr__(self, name, value):
         if name == "solve" and isinstance(value, _types.ModuleType):
@@ -59,7 +60,3 @@ class _Package(_types.ModuleType):
 
 
 _sys.modules[__name__].__class__ = _Package
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_SUBMODULES) | set(_LAZY_NAMES))

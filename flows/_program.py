@@ -20,7 +20,7 @@ from ._xla import compile_lowered, options_key
 from .events import BracketBisection
 from .trajectory import DIVERGED, DT_MIN, EVENT, MAX_STEPS, NONFINITE, OK, OTHER
 
-__all__ = ["SOLVERS", "all_finite", "build", "compiled", "is_compiled", "max_abs", "signature"]
+__all__ = ["COMPILED", "SOLVERS", "all_finite", "build", "compiled", "is_compiled", "max_abs", "signature"]
 
 SOLVERS: dict[str, type[diffrax.AbstractSolver]] = {
     "tsit5": diffrax.Tsit5,
@@ -55,7 +55,7 @@ def _packing(example):
     `pack(tree)` concatenates the raveled leaves of each dtype into one 1-D array (a dict dtype -> array);
     `unpack(packed)` undoes it for arrays with any leading axes. Saving one array per dtype instead of one per
     observable keeps the save path of the compiled solve small (diffrax writes every saved leaf with a
-    scatter of its own; issue 9).
+    scatter of its own).
     """
     leaves, treedef = jax.tree_util.tree_flatten(example)
     dtypes = sorted({jnp.dtype(leaf.dtype).name for leaf in leaves})
@@ -210,11 +210,16 @@ def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save
     return run
 
 
-_COMPILED: dict = {}
+#: The compiled programs, most recent last, at most `_CACHE_SIZE`: `build` makes a new closure per call, so
+#: `jax.jit`'s own cache never hits and a repeated solve would trace and compile again (seconds) without it.
+COMPILED: dict = {}
 _CACHE_SIZE = 64
 
 
 def signature(tree):
+    """The part of a program's cache key that its arguments decide: the tree structure and, per leaf, the shape,
+    the dtype the program sees and the sharding (a key for `compiled` and for any other cache of compiled
+    programs)."""
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     # the sharding is part of the program: a mesh-sharded y0 must not reuse a single-device compilation
     return treedef, tuple((np.shape(x), _dtype_name(x), getattr(x, "sharding", None)) for x in leaves)
@@ -229,19 +234,19 @@ def _dtype_name(x) -> str:
 
 def is_compiled(key) -> bool:
     """Is the program of `key` (as passed to `compiled`) in the cache under the current XLA options?"""
-    return (key, options_key()) in _COMPILED
+    return (key, options_key()) in COMPILED
 
 
 def compiled(key, build, example_args):
     """Compile `build()` ahead of time for `example_args`; cached on `key`. Returns (fn, compile_s)."""
     key = (key, options_key())
-    hit = _COMPILED.get(key)
+    hit = COMPILED.get(key)
     if hit is not None:
         return hit, 0.0
     start = time.perf_counter()
     fn = compile_lowered(jax.jit(build()).lower(*example_args))
     compile_s = time.perf_counter() - start
-    if len(_COMPILED) >= _CACHE_SIZE:
-        _COMPILED.pop(next(iter(_COMPILED)))
-    _COMPILED[key] = fn
+    if len(COMPILED) >= _CACHE_SIZE:
+        COMPILED.pop(next(iter(COMPILED)))
+    COMPILED[key] = fn
     return fn, compile_s

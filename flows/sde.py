@@ -84,20 +84,12 @@ import lineax as lx
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ._checks import INT_MAX, SEED_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real, real_array
+from ._checks import INT_MAX, SEED_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real
+from ._inputs import as_state, check_observables, check_save_times, check_state
 from ._prng import fused
-from .solve import (
-    _STATUS_NAMES,
-    FlowError,
-    Trajectory,
-    _all_finite,
-    _as_state,
-    _check_horizon,
-    _check_state,
-    _compiled,
-    _max_abs,
-    _signature,
-)
+from ._program import all_finite, compiled, max_abs, signature
+from .grids import check_horizon
+from .trajectory import MAX_STEPS, NONFINITE, OK, OTHER, STATUS_NAMES, FlowError, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -117,9 +109,6 @@ STRONG_ORDER = {"euler": 1.0, "heun": 1.0, "sea": 1.0, "sra1": 1.5, "shark": 1.5
 #: The solvers that converge to the Itô solution for general (non-commutative) noise (`diffusion=`), with
 #: their weak order: Euler-Maruyama only (module docstring).
 GENERAL_NOISE_SOLVERS = {"euler": 1.0}
-
-_OK, _MAX_STEPS, _NONFINITE, _OTHER = 0, 3, 4, 6  # indices into flows.solve's _STATUS_NAMES
-
 
 def _as_keys(key, seed, num_paths):
     """-> (keys, batched): one key, or a batch of keys (leading axis = paths)."""
@@ -225,7 +214,7 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
     obs = observables if callable(observables) else dict(observables or {})
 
     def run(y0, args, sigma, key, t0, t1, ts, dt):
-        key = fused(key)  # the same Brownian draws, the threefry hash unrolled (flows._prng; issue 9)
+        key = fused(key)  # the same Brownian draws, the threefry hash unrolled (flows._prng)
         leaves = jax.tree_util.tree_leaves(y0)
         if diffusion is not None:
             # general noise: one flat state (D,), a flat Brownian motion (m,), the factor as a D x m matrix
@@ -277,7 +266,7 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
         )
         saved = sol.ys[0]
         y_end = jax.tree_util.tree_map(lambda a: a[-1], sol.ys[1])
-        finite = _all_finite(y_end)
+        finite = all_finite(y_end)
         leaves = jax.tree_util.tree_leaves(saved)
         # first saved time at which a state or an observable is not finite (inf if none)
         bad = jnp.zeros(ts.shape, bool)
@@ -287,14 +276,14 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
         R = diffrax.RESULTS
         code = jnp.select(
             [sol.result == R.max_steps_reached, ~finite | jnp.any(bad), sol.result == R.successful],
-            [_MAX_STEPS, _NONFINITE, _OK], default=_OTHER,
+            [MAX_STEPS, NONFINITE, OK], default=OTHER,
         )
         return {
             "saved": saved,
             "code": code,
             "t_final": sol.ts[1][-1],
             "t_bad": t_bad,
-            "y_end_max": _max_abs(y_end),
+            "y_end_max": max_abs(y_end),
             "num_steps": sol.stats["num_steps"],
         }
 
@@ -302,7 +291,7 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
 
 
 def _message(code, t_final, t_bad, t1, y_end_max, max_steps):
-    name = _STATUS_NAMES[code]
+    name = STATUS_NAMES[code]
     if name == "ok":
         return "ok: integrated to t1"
     if name == "nonfinite":
@@ -399,7 +388,7 @@ def solve_sde(
                              f"{sorted(GENERAL_NOISE_SOLVERS)} (Euler-Maruyama)")
     elif noise_shape is not None:
         raise ValueError("noise_shape goes with diffusion (additive noise sigma has the shape of y0)")
-    _check_horizon(t0, t1)
+    check_horizon(t0, t1)
     span = float(t1) - float(t0)
     dt = check_real("dt", dt, low=0.0, strict=True)
     tol = dt / 8 if tol is None else check_real("tol", tol, low=0.0, strict=True)
@@ -414,21 +403,10 @@ def solve_sde(
         raise ValueError(f"max_steps must be an integer in [{needed}, {INT_MAX}] (at least the constant steps "
                          f"dt = {dt} over [{t0}, {t1}]), got {max_steps!r}")
     save_states, throw = check_bool("save_states", save_states), check_bool("throw", throw)
-    ts = np.array([float(t1)]) if ts is None else real_array("ts", ts, finite=False)
-    if ts.ndim != 1 or ts.size == 0 or not np.all(np.isfinite(ts)) or np.any(np.diff(ts) < 0):
-        raise ValueError(f"ts must be a finite, non-decreasing, non-empty 1-D array, got {ts!r}")
-    if ts[0] < t0 or ts[-1] > t1:
-        raise ValueError(f"ts must lie within [t0, t1] = [{t0}, {t1}], got [{ts[0]}, {ts[-1]}]")
-    if observables is not None and not callable(observables):
-        if not isinstance(observables, Mapping) or not all(callable(f) for f in observables.values()):
-            raise ValueError("observables must be a mapping name -> f(t, y, args), or one function "
-                             "f(t, y, args) -> dict of named arrays")
-        if "__y__" in observables:
-            raise ValueError("observables may not use the reserved name '__y__'")
-    if not save_states and not observables:
-        raise ValueError("save_states=False needs at least one observable to save")
-    y0 = _as_state(y0)
-    dtype = _check_state(y0)
+    ts = check_save_times(ts, t0, t1)
+    obs_key = check_observables(observables, save_states)
+    y0 = as_state(y0)
+    dtype = check_state(y0)
     check_finite_tree("args", args)
     if diffusion is None:
         sig = _sigma_tree(sigma, y0)
@@ -442,10 +420,9 @@ def solve_sde(
     ts_arr = jnp.asarray(ts, dtype=dtype)
     call_args = (y0, args, sig, keys, jnp.asarray(t0, dtype=dtype), jnp.asarray(t1, dtype=dtype), ts_arr,
                  jnp.asarray(dt, dtype=dtype))
-    obs_key = observables if callable(observables) else tuple(sorted((observables or {}).items(), key=lambda kv: kv[0]))
     tree_tol = tol if brownian == "tree" else None  # the increments do not use tol: one program for every dt
     cache_key = ("sde", batched, drift, solver, tree_tol, int(max_steps), obs_key, save_states,
-                 _signature(call_args[:3] + call_args[4:]), jnp.shape(keys), diffusion, noise_shape, brownian)
+                 signature(call_args[:3] + call_args[4:]), jnp.shape(keys), diffusion, noise_shape, brownian)
 
     def build():
         run = _build(drift, solver=solver, tol=tol, max_steps=int(max_steps), observables=observables,
@@ -453,7 +430,7 @@ def solve_sde(
                      brownian=brownian)
         return jax.vmap(run, in_axes=(None, None, None, 0, None, None, None, None)) if batched else run
 
-    fn, compile_s = _compiled(cache_key, build, call_args)
+    fn, compile_s = compiled(cache_key, build, call_args)
     start = time.perf_counter()
     raw = jax.block_until_ready(fn(*call_args))
     run_s = time.perf_counter() - start
@@ -465,7 +442,7 @@ def solve_sde(
     t_final = np.atleast_1d(np.asarray(raw["t_final"]))
     t_bad = np.atleast_1d(np.asarray(raw["t_bad"]))
     ymax = np.atleast_1d(np.asarray(raw["y_end_max"]))
-    statuses = tuple(_STATUS_NAMES[int(c)] for c in codes)
+    statuses = tuple(STATUS_NAMES[int(c)] for c in codes)
     messages = tuple(_message(int(c), float(tf), float(tb), float(t1), float(ym), int(max_steps))
                      for c, tf, tb, ym in zip(codes, t_final, t_bad, ymax, strict=True))
     n = codes.size

@@ -3,7 +3,8 @@
 Every config and public entry point gets random valid values (must not raise) and random invalid values
 (must raise a `ValueError` whose message names the field, `raises_naming`). Entry points that compile are
 exercised up to the solver only: `stop_at_solvers` replaces the compile-and-run step of `flows.solve` /
-`flows.solve_batch` (`flows.solve._execute`) and of `flows.solve_sde` (`flows.sde._compiled`) by a stub that
+`flows.solve_batch` (`flows._chunked.execute` as `flows._solve` calls it) and of `flows.solve_sde` (the compile
+hook `flows._program.compiled` as `flows.sde` calls it) by a stub that
 checks that every floating input is finite (no NaN reaches a solver) and raises `Reached`. A valid call must
 end in `Reached`; an invalid one must raise its `ValueError` before it.
 
@@ -107,9 +108,9 @@ def check_edges(fields: dict, call):
 def stop_at_solvers():
     """Replace the compile-and-run steps of `flows.solve`, `flows.solve_batch` and `flows.solve_sde` by stubs
     that check their inputs and raise `Reached` (see the module docstring)."""
-    solve_mod = importlib.import_module("flows.solve")
+    solve_mod = importlib.import_module("flows._solve")
     sde_mod = importlib.import_module("flows.sde")
-    with mock.patch.object(solve_mod, "_execute", _solve_stub), mock.patch.object(sde_mod, "_compiled", _sde_stub):
+    with mock.patch.object(solve_mod, "execute", _solve_stub), mock.patch.object(sde_mod, "compiled", _sde_stub):
         yield
 
 

@@ -6,11 +6,11 @@ import sys
 
 CODE = """
 import sys
-import flows, flows.records
+import flows, flows.experiments.records
 assert "jax" not in sys.modules and "diffrax" not in sys.modules, sorted(m for m in sys.modules if "jax" in m)
 import flows.scan_snap  # imports the submodule flows.solve first
 assert callable(flows.solve) and flows.solve.__name__ == "solve", flows.solve
-from flows.solve import Trajectory
+from flows._solve import Trajectory
 assert flows.Trajectory is Trajectory
 print("ok")
 """

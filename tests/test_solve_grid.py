@@ -1,5 +1,5 @@
 """flows.solve with save grids of any length: one compiled program (the grid runs in chunks of
-`flows.solve.SAVE_CHUNK` save points), the same results as closed forms across chunk boundaries, stops and
+`flows._chunked.SAVE_CHUNK` save points), the same results as closed forms across chunk boundaries, stops and
 events in a later chunk, and the step budget counted over the whole grid (issue 11, item 5)."""
 
 import jax.numpy as jnp
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from flows import Event, FlowError, linear_grid, solve, solve_batch
-from flows.solve import _COMPILED, SAVE_CHUNK
+from flows._chunked import SAVE_CHUNK
+from flows._program import COMPILED as _COMPILED
 
 
 def decay(t, y, args):

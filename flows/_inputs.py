@@ -1,0 +1,99 @@
+"""What a solve is given, validated before anything is traced (shared by `flows.solve`, `flows.solve_batch` and
+`flows.solve_sde`): the initial state, the vector field's output, the save times, the observables. Every bad
+value is a `ValueError` naming the argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._checks import check_finite_tree, real_array
+
+__all__ = ["as_state", "check_field", "check_observables", "check_save_times", "check_state"]
+
+
+def as_state(y0):
+    """A list or tuple of plain numbers (or nested lists of them) becomes one array (it would otherwise
+    reach the vector field as a Python list); integers become floats of JAX's default precision."""
+    if isinstance(y0, (list, tuple)) and y0 and all(
+            isinstance(x, (int, float, np.number)) and not isinstance(x, bool)
+            for x in jax.tree_util.tree_leaves(y0)):
+        try:
+            arr = np.asarray(y0)
+        except ValueError as err:
+            raise ValueError(f"y0 must be an array or a pytree of arrays, got a ragged {type(y0).__name__}") \
+                from err
+        return jnp.asarray(arr, dtype=jnp.result_type(float) if not np.issubdtype(arr.dtype, np.floating)
+                           else None)
+    return y0
+
+
+def check_state(y0):
+    """y0: a floating array or a pytree of floating arrays, every entry finite. Returns its dtype."""
+    leaves = jax.tree_util.tree_leaves(y0)
+    if not leaves:
+        raise ValueError("y0 must contain at least one array")
+    check_finite_tree("y0", y0)
+    dtype = jnp.result_type(*leaves)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"y0 must be floating point, got dtype {dtype}")
+    return dtype
+
+
+def check_field(vector_field, t0, y0, args):
+    """Trace `vector_field(t0, y0, args)` abstractly (no compile) and check that it returns a state of the
+    same structure, shapes and dtypes as `y0`: a wrong-shaped output or a failing vector field is a
+    ValueError here instead of an error from inside diffrax."""
+    try:
+        out = jax.eval_shape(vector_field, t0, y0, args)
+    except Exception as err:  # noqa: BLE001 -- any error of the user's function, reported with the shapes
+        shapes = jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), y0)
+        raise ValueError(f"vector_field(t0, y0, args) failed for y0 of shape {shapes}: "
+                         f"{type(err).__name__}: {err}") from err
+    want = jax.tree_util.tree_structure(y0)
+    got = jax.tree_util.tree_structure(out)
+    if got != want:
+        raise ValueError(f"vector_field must return a state structured like y0 ({want}), got {got}")
+    for path, a, b in zip(jax.tree_util.tree_leaves_with_path(y0), jax.tree_util.tree_leaves(y0),
+                          jax.tree_util.tree_leaves(out), strict=True):
+        where = jax.tree_util.keystr(path[0]) or "y"
+        if tuple(np.shape(a)) != tuple(b.shape):
+            raise ValueError(f"vector_field returned shape {tuple(b.shape)} for y0{where if where != 'y' else ''} of "
+                             f"shape {tuple(np.shape(a))}: dy/dt must have the shape of y")
+        if jnp.result_type(a) != b.dtype:
+            raise ValueError(f"vector_field returned dtype {b.dtype} for y0{where if where != 'y' else ''} of dtype "
+                             f"{jnp.result_type(a)}: dy/dt must have the dtype of y")
+
+
+def check_save_times(ts, t0, t1) -> np.ndarray:
+    """The save times `ts` (None: only `t1`) as a finite, non-decreasing, non-empty 1-D float array within
+    `[t0, t1]`."""
+    ts = np.array([float(t1)]) if ts is None else real_array("ts", ts, finite=False)
+    if ts.ndim != 1 or ts.size == 0:
+        raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
+    if not np.all(np.isfinite(ts)):
+        raise ValueError("ts must be finite")
+    if np.any(np.diff(ts) < 0):
+        raise ValueError("ts must be non-decreasing")
+    if ts[0] < t0 or ts[-1] > t1:
+        raise ValueError(f"ts must lie within [t0, t1] = [{t0}, {t1}], got [{ts[0]}, {ts[-1]}]")
+    return ts
+
+
+def check_observables(observables, save_states: bool):
+    """`observables`: None, one function `g(t, y, args) -> {name: array}`, or a mapping name -> `g(t, y, args)`
+    (the name `__y__` is reserved for the saved state); something must be saved. Returns the part of a
+    compiled program's cache key that stands for them."""
+    if observables is not None and not callable(observables):
+        if not isinstance(observables, Mapping) or not all(callable(f) for f in observables.values()):
+            raise ValueError("observables must be a mapping name -> f(t, y, args), or one function "
+                             "f(t, y, args) -> dict of named arrays")
+        if "__y__" in observables:
+            raise ValueError("observables may not use the reserved name '__y__'")
+    if not save_states and not observables:
+        raise ValueError("save_states=False needs at least one observable to save")
+    return observables if callable(observables) else tuple(sorted((observables or {}).items(), key=lambda kv: kv[0]))

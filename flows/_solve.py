@@ -1,0 +1,286 @@
+"""`solve`: the one wrapper over `diffrax.diffeqsolve` that every flow in this library goes through.
+
+It returns a `Trajectory` record in the spirit of scipy's `OdeResult`: saved times and states, observables
+computed on save, a `status` with a human-readable `message`, step counts, and compile/run timings measured
+separately (ahead-of-time lowering, then a timed call).
+
+Failures are never silent. A non-finite state, a state whose max-norm passes `blowup`, an exhausted
+`max_steps` budget or a step size that collapsed give `status != "ok"` with a message saying what happened
+and at which time; the single (non-batched) call then raises `FlowError` unless `throw=False`.
+
+The parts live by concern: `flows.trajectory` (the record, statuses, messages), `flows.grids` (save grids),
+`flows.events` (`Event`, continuing past a non-stopping event), `flows._inputs` (validation of the state, the
+vector field, the save times and the observables), `flows._program` (the compiled diffrax program and its
+cache), `flows._chunked` (running it over a save grid). This module validates the call and runs it;
+`solve_batch` vmaps it, optionally with the batch axis split over the devices of a `jax.sharding.Mesh`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import jax
+import numpy as np
+
+from ._checks import check_bool, check_choice, check_finite_tree, check_int, check_real
+from ._chunked import SAVE_CHUNK, execute
+from ._inputs import as_state, check_observables, check_save_times, check_state
+from ._program import FIXED_STEP_ONLY, SOLVERS
+from .events import Event
+from .grids import check_horizon, linear_grid, log_grid
+from .trajectory import FlowError, Trajectory
+
+__all__ = ["SAVE_CHUNK", "SOLVERS", "Event", "FlowError", "Trajectory", "batch_mesh", "linear_grid", "log_grid",
+           "solve", "solve_batch"]
+
+
+def _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0):
+    check_choice("solver", solver, sorted(SOLVERS))
+    rtol = check_real("rtol", rtol, low=0.0, strict=True)
+    atol = check_real("atol", atol, low=0.0, strict=True)
+    check_horizon(t0, t1)
+    max_steps = check_int("max_steps", max_steps, 1)
+    if blowup is not None:  # inf is allowed (never diverges), NaN is not
+        blowup = check_real("blowup", blowup, low=0.0, strict=True, finite=False)
+    if dt0 is not None:
+        dt0 = check_real("dt0", dt0, low=0.0, strict=True)
+    return check_save_times(ts, t0, t1), rtol, atol, max_steps, blowup, dt0
+
+
+def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
+             save_states, event, blowup, progress, constant_step=False):
+    if not callable(vector_field):
+        raise ValueError("vector_field must be callable f(t, y, args)")
+    constant_step = check_bool("constant_step", constant_step)
+    save_states = check_bool("save_states", save_states)
+    progress = check_bool("progress", progress)
+    ts, rtol, atol, max_steps, blowup, dt0 = _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0)
+    if constant_step:
+        if dt0 is None:
+            raise ValueError("dt0 (the step size) must be given with constant_step=True")
+        needed = math.ceil((float(t1) - float(t0)) / dt0 - 1e-9)
+        if needed > max_steps:
+            raise ValueError(f"max_steps = {max_steps} is too small for constant steps dt0 = {dt0} over "
+                             f"[{t0}, {t1}] ({needed} steps needed)")
+    elif solver in FIXED_STEP_ONLY:
+        raise ValueError(f"solver {solver!r} has no error estimate: pass constant_step=True and dt0")
+    obs_key = check_observables(observables, save_states)
+    if event is not None and not isinstance(event, Event):
+        raise ValueError("event must be a flows.Event")
+    dtype = check_state(y0)
+    check_finite_tree("args", args)
+    # host arrays: the compiled program takes them as they are (a jnp.asarray is a dispatch each)
+    ts_arr = np.asarray(ts, dtype=dtype)
+    t0_arr = np.asarray(t0, dtype=dtype)
+    t1_arr = np.asarray(t1, dtype=dtype)
+    options = dict(
+        solver=solver, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
+        observables=observables, save_states=save_states, event=event, blowup=blowup,
+        progress=progress, constant_step=constant_step,
+    )
+    key_opts = (vector_field, solver, rtol, atol, dt0, max_steps, obs_key, save_states, event, blowup, progress,
+                constant_step)
+    return ts_arr, t0_arr, t1_arr, options, key_opts
+
+
+def solve(
+    vector_field: Callable,
+    y0,
+    *,
+    t1: float,
+    t0: float = 0.0,
+    ts: Sequence[float] | np.ndarray | None = None,
+    args=None,
+    solver: str = "tsit5",
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    dt0: float | None = None,
+    max_steps: int = 100_000,
+    observables: Mapping[str, Callable] | Callable | None = None,
+    save_states: bool = True,
+    event: Event | None = None,
+    blowup: float | None = 1e10,
+    progress: bool = False,
+    throw: bool = True,
+    constant_step: bool = False,
+) -> Trajectory:
+    """Integrate `dy/dt = vector_field(t, y, args)` from `t0` to `t1` with diffrax.
+
+    **Arguments:**
+
+    - `vector_field`: `f(t, y, args)` written with array operations; `y` is an array or small pytree.
+    - `y0`: the initial state; its dtype sets the precision of the solve.
+    - `t1`, `t0`: the horizon.
+    - `ts`: save times within `[t0, t1]` (see `linear_grid`, `log_grid`); default: only `t1`.
+    - `args`: parameters passed to `vector_field` (arrays are traced, so new values do not recompile).
+    - `solver`: `"tsit5"` (default), `"dopri5"`, `"dopri8"` (tight tolerances), `"kvaerno5"` (stiff),
+      `"heun"`, `"euler"` (explicit Euler; constant steps only: with step eta it is gradient descent).
+    - `rtol`, `atol`: tolerances of the PID step-size controller.
+    - `constant_step`: take constant steps of size `dt0` (`diffrax.ConstantStepSize`) instead of adaptive
+      ones; `dt0` is then required and `max_steps` must cover (t1 - t0) / dt0.
+    - `max_steps`: the step budget; exhausting it is reported as `status="max_steps"`.
+    - `observables`: `{name: g(t, y, args)}` computed at every saved time, or one function
+      `g(t, y, args) -> {name: array}` (when the observables share an expensive intermediate).
+    - `save_states`: set `False` to save only the observables (bounded memory for big states).
+    - `event`: a `flows.Event` to stop at (or, with `stop=False`, to locate) a condition.
+    - `blowup`: the solve stops with `status="diverged"` once `max|y|` passes this (`None` disables).
+    - `progress`: show a tqdm progress bar over `[t0, t1]`.
+    - `throw`: raise `FlowError` (carrying the partial trajectory) when the status is not ok/event.
+
+    **Returns:** a `Trajectory`.
+
+    **Raises:** `ValueError` for bad arguments (naming the argument); `FlowError` for a failed solve.
+    """
+    throw = check_bool("throw", throw)
+    y0 = as_state(y0)
+    ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(
+        vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
+        save_states, event, blowup, progress, constant_step,
+    )
+    call_args = (y0, args, t0_arr, t1_arr, ts_arr, np.asarray(True))
+    traj = execute(vector_field, options, key_opts, call_args, in_axes=None)
+    if throw and not traj.ok:
+        raise FlowError(f"flow failed: {traj.message}", traj)
+    return traj
+
+
+def batch_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
+    """A one-axis mesh `("batch",)` over the first `num_devices` devices JAX sees (default: all, which after
+    `jax.distributed.initialize` includes every host's) for `solve_batch(..., mesh=...)`."""
+    available = jax.device_count()
+    n = available if num_devices is None else num_devices
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= available:
+        raise ValueError(f"num_devices must be an integer in [1, {available}] (the devices JAX sees), got "
+                         f"{num_devices!r}")
+    return jax.make_mesh((n,), ("batch",), axis_types=(jax.sharding.AxisType.Auto,), devices=jax.devices()[:n])
+
+
+def _shard_batch(call_args, in_axes, mesh):
+    """Pad the batch axis to a multiple of the mesh size (on the host) and return (padded call args, padded
+    size, place), where `place(x, axis)` puts a pytree of one call on the mesh: leaves with `axis == 0` split
+    along their leading axis, the others replicated."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    if not isinstance(mesh, jax.sharding.Mesh) or len(mesh.axis_names) != 1:
+        raise ValueError("mesh must be a jax.sharding.Mesh with one axis (see flows.batch_mesh)")
+    (axis,) = mesh.axis_names
+    devices = mesh.shape[axis]
+    size = np.shape(call_args[2])[0]  # t0 always carries the batch axis
+    padded = -(-size // devices) * devices
+
+    def pad(x):
+        host = np.asarray(x)
+        return np.concatenate([host, np.repeat(host[-1:], padded - size, axis=0)]) if padded != size else host
+
+    # call_args[4] is the save grid, shared by the members (the compiled program gets it per member)
+    padded_args = tuple(jax.tree_util.tree_map(pad, arg) if ax == 0 and i != 4 else arg
+                        for i, (arg, ax) in enumerate(zip(call_args, in_axes, strict=True)))
+
+    def place_leaf(x, batched):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return x  # already on the mesh (a multi-host output)
+        host = np.asarray(x)
+        spec = P(axis, *([None] * (host.ndim - 1))) if batched else P()
+        return jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), lambda idx, h=host: h[idx])
+
+    def place(tree, ax):
+        return jax.tree_util.tree_map(lambda x: place_leaf(x, ax == 0), tree)
+
+    return padded_args, padded, place
+
+
+def _take_members(traj: Trajectory, size: int) -> Trajectory:
+    """The first `size` members of a batched trajectory (drops the padding of a sharded batch)."""
+    import dataclasses
+
+    take = lambda x: jax.tree_util.tree_map(lambda a: a[:size], x)  # noqa: E731
+    return dataclasses.replace(
+        traj, ts=traj.ts[:size], ys=None if traj.ys is None else take(traj.ys), observables=take(traj.observables),
+        status=traj.status[:size], message=traj.message[:size], t_final=traj.t_final[:size],
+        t_event=traj.t_event[:size], num_steps=traj.num_steps[:size],
+        num_accepted_steps=traj.num_accepted_steps[:size], num_rejected_steps=traj.num_rejected_steps[:size])
+
+
+def solve_batch(
+    vector_field: Callable,
+    y0,
+    *,
+    t1: float,
+    t0: float = 0.0,
+    ts: Sequence[float] | np.ndarray | None = None,
+    args=None,
+    batch_y0: bool = False,
+    batch_args: bool = True,
+    solver: str = "tsit5",
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    dt0: float | None = None,
+    max_steps: int = 100_000,
+    observables: Mapping[str, Callable] | Callable | None = None,
+    save_states: bool = True,
+    event: Event | None = None,
+    blowup: float | None = 1e10,
+    throw: bool = False,
+    mesh: jax.sharding.Mesh | None = None,
+) -> Trajectory:
+    """A vmapped sweep: one compilation, one solve per member of the batch.
+
+    `args` (if `batch_args`) and/or `y0` (if `batch_y0`) carry a leading batch axis on every array leaf.
+    Every field of the returned `Trajectory` gains that leading axis; `status` and `message` become tuples,
+    and `traj[i]` extracts member `i`. The batch does not raise unless `throw=True` (then `FlowError` lists
+    the failed members); inspect `traj.status`.
+
+    `mesh`: a one-axis `jax.sharding.Mesh` (e.g. `batch_mesh()`) to split the batch over its devices: every
+    batched input is placed with its leading axis sharded over the mesh axis (unbatched `args` are
+    replicated) and the one compiled program runs on all devices at once (SPMD). A batch whose size is not a
+    multiple of the number of devices is padded with copies of its last member, which are dropped from the
+    result. After `jax.distributed.initialize` the mesh may span hosts: every process passes the same
+    (seeded) inputs and receives the whole result.
+
+    Other arguments as in `solve`.
+    """
+    batch_y0, batch_args = check_bool("batch_y0", batch_y0), check_bool("batch_args", batch_args)
+    throw = check_bool("throw", throw)
+    if not (batch_y0 or batch_args):
+        raise ValueError("solve_batch needs batch_y0=True or batch_args=True")
+    y0 = as_state(y0)
+    check_state(y0)
+    check_finite_tree("args", args)
+    sizes = set()
+    if batch_args:
+        leaves = jax.tree_util.tree_leaves(args)
+        if not leaves:
+            raise ValueError("batch_args=True but args has no array leaves to batch over")
+        sizes |= {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
+    if batch_y0:
+        sizes |= {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree_util.tree_leaves(y0)}
+    if None in sizes or len(sizes) != 1:
+        raise ValueError(f"batched leaves of args/y0 must share one leading axis size, got {sizes}")
+    example_y0 = jax.tree_util.tree_map(lambda a: a[0], y0) if batch_y0 else y0
+    ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(
+        vector_field, example_y0, t0, t1, ts, None, solver, rtol, atol, dt0, max_steps, observables,
+        save_states, event, blowup, False,
+    )
+    # Everything but args (if unbatched) and t1 carries the batch axis, so that a continuation after an
+    # event (other start times, other states) reuses the same compiled program.
+    (size,) = sizes
+    # host-side broadcasts: eager jnp ops would each compile a small program on the first call
+    if not batch_y0:
+        y0 = jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (size,) + np.shape(a)), y0)
+    call_args = (y0, args, np.full((size,), np.asarray(t0_arr)), t1_arr, np.asarray(ts_arr), np.ones((size,), bool))
+    in_axes = (0, 0 if batch_args else None, 0, None, 0, 0)
+    padded, place = size, None
+    if mesh is not None:
+        if event is not None and not event.stop and jax.process_count() > 1:
+            raise ValueError("event with stop=False is not supported on a mesh spanning several processes")
+        call_args, padded, place = _shard_batch(call_args, in_axes, mesh)
+    traj = execute(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
+    if padded != size:
+        traj = _take_members(traj, size)
+    if throw and not traj.ok:
+        bad = [i for i, s in enumerate(traj.status) if s not in ("ok", "event")]
+        raise FlowError(f"{len(bad)} of {len(traj.status)} solves failed, e.g. member {bad[0]}: "
+                        f"{traj.message[bad[0]]}", traj)
+    return traj
