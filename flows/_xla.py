@@ -16,76 +16,105 @@ mean-field prompt sampler: 0.85 s -> 0.43 s) and may change a value in its last 
 compiled program: `jnp.asarray` of a numpy array runs a small jitted identity (`lax.stage`), and a dtype
 conversion a jitted `convert_element_type`, each about 20 ms of compile per new shape on a first call here.
 
-`FLOWS_XLA_DEFAULTS=1` in the environment compiles with XLA's defaults instead (read at import).
+`config` is the one switch: `flows._xla.config.xla_defaults = True` compiles every program compiled after it
+with XLA's defaults instead (read when a program is compiled; the caches of compiled programs key on it through
+`options_key`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import unsafe_am_i_under_a_jit_DO_NOT_USE as _under_a_jit
 
-__all__ = ["COMPILER_OPTIONS", "ONE_SHOT_OPTIONS", "compile_lowered", "device_array", "jit", "options_key"]
+__all__ = ["Config", "compile_lowered", "compiler_options", "config", "device_array", "jit", "options_key"]
 
-COMPILER_OPTIONS: dict | None = (None if os.environ.get("FLOWS_XLA_DEFAULTS") == "1"
-                                 else {"xla_cpu_use_fusion_emitters": False})
-#: the options of `jit(..., one_shot=True)`
-ONE_SHOT_OPTIONS: dict | None = (None if COMPILER_OPTIONS is None
-                                 else {**COMPILER_OPTIONS, "xla_backend_optimization_level": 0})
+
+@dataclasses.dataclass
+class Config:
+    """The library's compile settings (one instance, `config`, read whenever a program is compiled).
+
+    **Arguments:**
+
+    - `xla_defaults`: compile with XLA's default options instead of the library's (module docstring).
+    """
+
+    xla_defaults: bool = False
+
+
+config = Config()
+
+
+def compiler_options(one_shot: bool = False) -> dict | None:
+    """The options the library compiles its programs with under `config` (None: XLA's defaults); `one_shot`:
+    those of `jit(..., one_shot=True)` (module docstring)."""
+    if config.xla_defaults:
+        return None
+    options = {"xla_cpu_use_fusion_emitters": False}
+    return {**options, "xla_backend_optimization_level": 0} if one_shot else options
 
 
 class _Jit:
     """A `jax.jit` with the library's compile options at the top level and without them when called inside
-    another trace (JAX accepts `compiler_options` only on a top-level jit): the same function either way."""
+    a jit trace (JAX accepts `compiler_options` only on a top-level jit): the same function either way."""
 
-    def __init__(self, fun, kwargs, options):
-        self._top = jax.jit(fun, compiler_options=options, **kwargs)
+    def __init__(self, fun, kwargs, one_shot):
+        self._fun, self._kwargs, self._one_shot = fun, kwargs, one_shot
         self._nested = jax.jit(fun, **kwargs)
+        self._top = {}  # one jax.jit per set of options: a change of `config` takes effect at the next call
         functools.update_wrapper(self, fun)
 
+    def _top_jit(self):
+        options = compiler_options(self._one_shot)
+        if options is None:
+            return self._nested
+        key = tuple(sorted(options.items()))
+        if key not in self._top:
+            self._top[key] = jax.jit(self._fun, compiler_options=options, **self._kwargs)
+        return self._top[key]
+
     def __call__(self, *args, **kwargs):
-        if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs))):
+        if _under_a_jit() or any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs))):
             return self._nested(*args, **kwargs)
-        try:
-            return self._top(*args, **kwargs)
-        except ValueError as err:  # inside a trace with constant arguments only
-            if "top-level" not in str(err):
-                raise
-            return self._nested(*args, **kwargs)
+        return self._top_jit()(*args, **kwargs)
 
     def lower(self, *args, **kwargs):
-        return self._top.lower(*args, **kwargs)
+        return self._top_jit().lower(*args, **kwargs)
 
     def __getattr__(self, name):
-        return getattr(self._top, name)
+        return getattr(self._nested, name)
 
 
 def jit(fun=None, *, one_shot: bool = False, **kwargs):
     """`jax.jit` with the library's compile options (usable as `@jit` or `@partial(jit, static_argnames=...)`);
-    called inside another jit (or vmap, grad) it is the plain `jax.jit` of the same function. `one_shot`:
-    `ONE_SHOT_OPTIONS` (module docstring)."""
+    called inside another jit (or vmap, grad) it is the plain `jax.jit` of the same function.
+
+    **Arguments:**
+
+    - `fun`: the function.
+    - `one_shot`: compile with `compiler_options(one_shot=True)` (module docstring).
+    - `kwargs`: `jax.jit`'s other keywords.
+    """
     if fun is None:
         return lambda f: jit(f, one_shot=one_shot, **kwargs)
-    options = ONE_SHOT_OPTIONS if one_shot else COMPILER_OPTIONS
-    if options is None:
-        return jax.jit(fun, **kwargs)
-    return _Jit(fun, kwargs, options)
+    return _Jit(fun, kwargs, one_shot)
 
 
 def compile_lowered(lowered):
     """`lowered.compile()` with the library's compile options."""
-    return lowered.compile(compiler_options=COMPILER_OPTIONS)
+    return lowered.compile(compiler_options=compiler_options())
 
 
 def options_key():
-    """The JAX settings besides the program that decide its compiled code, for the keys of the library's own
-    caches of compiled programs: `jax_disable_most_optimizations` (XLA backend level 0, a runtime flag; the
-    test suite compiles its compile-bound tests with it). A program compiled under one value is not reused
-    under the other."""
-    return bool(jax.config.read("jax_disable_most_optimizations"))
+    """The settings besides the program that decide its compiled code, for the keys of the library's own caches
+    of compiled programs: `config.xla_defaults` and `jax_disable_most_optimizations` (XLA backend level 0, a
+    runtime flag; the test suite compiles its compile-bound tests with it). A program compiled under one value
+    is not reused under another."""
+    return config.xla_defaults, bool(jax.config.read("jax_disable_most_optimizations"))
 
 
 def device_array(x, dtype=None):

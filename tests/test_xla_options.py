@@ -1,9 +1,6 @@
-"""The library compiles its own programs with `flows._xla.COMPILER_OPTIONS` (the classic CPU emitters: about
-half the compile time); the results equal XLA's defaults, and `FLOWS_XLA_DEFAULTS=1` turns the options off."""
-
-import os
-import subprocess
-import sys
+"""The library compiles its own programs with `flows._xla.compiler_options()` (the classic CPU emitters: about
+half the compile time); the results equal XLA's defaults, and `flows._xla.config.xla_defaults = True` turns the
+options off for the programs compiled after it."""
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +25,7 @@ def _event_program():
 
 
 def test_options_change_compile_not_results():
-    assert _xla.COMPILER_OPTIONS == {"xla_cpu_use_fusion_emitters": False}
+    assert _xla.compiler_options() == {"xla_cpu_use_fusion_emitters": False}
     run, call = _event_program()
     lowered = jax.jit(run).lower(*call)
     # XLA's default explicitly: the suite turns the emitters off for every program (tests/conftest.py)
@@ -40,11 +37,39 @@ def test_options_change_compile_not_results():
     np.testing.assert_allclose(np.asarray(ours["saved"]["s"]), np.asarray(default["saved"]["s"]), rtol=1e-13)
 
 
-def test_env_switch_restores_xla_defaults():
-    code = "from flows import _xla; print(_xla.COMPILER_OPTIONS)"
-    env = {**os.environ, "FLOWS_XLA_DEFAULTS": "1"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "None"
+def test_config_switch_restores_xla_defaults(monkeypatch):
+    """`config.xla_defaults` is read when a program is compiled: the options, the cache keys and the programs
+    `jit` compiles after the switch are XLA's defaults'; the same values."""
+    seen = []
+
+    def compile_spy(self, *a, compiler_options=None, **k):
+        seen.append(compiler_options)
+        return real_compile(self, *a, compiler_options=compiler_options, **k)
+
+    real_compile = jax.stages.Lowered.compile
+    monkeypatch.setattr(jax.stages.Lowered, "compile", compile_spy)
+    double = _xla.jit(lambda x: 2.0 * x)
+    key, ours = _xla.options_key(), double(jnp.arange(3.0))
+    monkeypatch.setattr(_xla.config, "xla_defaults", True)
+    assert _xla.compiler_options() is None and _xla.compiler_options(one_shot=True) is None
+    assert _xla.options_key() != key
+    np.testing.assert_array_equal(np.asarray(double(jnp.arange(3.0))), np.asarray(ours))
+    run, call = _event_program()
+    _xla.compile_lowered(jax.jit(run).lower(*call))
+    assert seen[-1] is None
+    monkeypatch.setattr(_xla.config, "xla_defaults", False)
+    _xla.compile_lowered(jax.jit(run).lower(*call))
+    assert seen[-1] == {"xla_cpu_use_fusion_emitters": False}
+
+
+def test_jit_inside_a_trace_with_constant_arguments():
+    """A library jit called inside another jit with constants only (no tracer among its arguments) is the plain
+    nested jit (JAX refuses compiler options there); at the top level it carries the options."""
+    double = _xla.jit(lambda x: 2.0 * x)
+    outer = jax.jit(lambda y: double(np.arange(3.0)) + y)
+    np.testing.assert_array_equal(np.asarray(outer(jnp.ones(3))), 2.0 * np.arange(3.0) + 1.0)
+    np.testing.assert_array_equal(np.asarray(jax.eval_shape(lambda: double(np.ones(2))).shape), (2,))
+    assert double.lower(jnp.ones(2)).compile() is not None
 
 
 def _at_both_levels(fn, *call):
@@ -103,7 +128,7 @@ def test_one_shot_programs_compile_at_level_zero():
     so the bitwise check below tells the two levels apart)."""
     from flows.mean_field import data as mf_data
 
-    assert _xla.ONE_SHOT_OPTIONS == {**_xla.COMPILER_OPTIONS, "xla_backend_optimization_level": 0}
+    assert _xla.compiler_options(one_shot=True) == {**_xla.compiler_options(), "xla_backend_optimization_level": 0}
     cfg = flows.mean_field.Config(d=3, D=4, N=8, L=2, M=4, n_train=64, seed=0)
     key = cfg.keys()[0]
     static = (64, cfg.d, cfg.D, cfg.N)
@@ -112,7 +137,7 @@ def test_one_shot_programs_compile_at_level_zero():
         jax.config.update("jax_disable_most_optimizations", False)
         lowered = jax.jit(mf_data._sample, static_argnums=(1, 2, 3, 4, 6)).lower(key, *static, cfg.label_noise,
                                                                                    jnp.dtype("float64"))
-        level0 = lowered.compile(compiler_options=_xla.ONE_SHOT_OPTIONS)(key, cfg.label_noise)
+        level0 = lowered.compile(compiler_options=_xla.compiler_options(one_shot=True))(key, cfg.label_noise)
         default = _xla.compile_lowered(lowered)(key, cfg.label_noise)
         got = mf_data._sample_jit(key, *static, cfg.label_noise, jnp.dtype("float64"))
     finally:
