@@ -1,4 +1,4 @@
-"""The exact closed gradient-flow ODE of the co-occurrence transformer (theory digest §3.2).
+"""The exact closed gradient-flow ODE of the co-occurrence transformer (Yang et al. 2024, Sec. 3, App. C).
 
 Yang et al. 2024 (Sec. 3, App. C) track neuron-value alignments, scores and Gram matrices. Because a is
 fixed, eq. (1) depends on W only through u = W^T a, and the gradient flow of L̂ in (W, W_V, W_K, W_Q) closes
@@ -28,8 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_bool, check_choice, check_dtype, check_options, check_real, real_array
+from .._checks import check_bool, check_dtype, real_array
 from .._xla import device_array
+from ..optim_limits.problem import limit_problem as optimizer_limit
 from ..solve import Event, Trajectory, solve
 from . import observables as obs
 from .data import Config
@@ -112,18 +113,16 @@ def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver:
     - `seed`, `init`: override `config.seed`, `config.init` (`None`: the config's), as in `network.train`.
     - other arguments as in `flows.solve`.
 
-    - `optimizer`, `optim_args` (issue 12, `flows.optim_limits`): None (default) integrates the Gram ODE;
-      `"gd"`, `"momentum"`, `"sign"`, `"adam"` integrate the optimiser's limit on the PARAMETERS
-      (W, W_V, W_K, W_Q) with `network.network_loss` over the full training set, from `init_params(config)`.
-      The Gram reduction is gradient flow's: heavy ball is rotation equivariant too but its reduction would
-      need the cross-Grams of the parameters and the velocity (not built: it runs on the parameters), and
-      Adam and sign descent act coordinatewise, so they are not rotation invariant and do not close on any
-      Grams. Clock t = lr * step (GD, sign, Adam;
-      t = lr * step / (1 - beta) for momentum). `optim_args`: `"momentum"` {"lr", "beta"} (friction
-      (1 - beta)^2 / lr); `"sign"` {"eps": 1e-3}; `"adam"` {"lr", "b1": 0.9, "b2": 0.999, "eps": 1e-8} (what
-      `train(optimizer="adam", lr=lr)` runs: c = (1 - b) / lr) or {"c1", "c2", "eps"} (b = 1 - c lr, the
-      lr -> 0 limit at fixed c). `y0` is then the parameter dict; `save_states=True` saves the limit's
-      state (`traj.ys["theta"]` the parameters, or `traj.ys` itself for gd and sign).
+    - `optimizer`, `optim_args`: None (default) integrates the Gram ODE; `"gd"`, `"momentum"`, `"sign"`,
+      `"adam"` integrate the optimiser's limit on the PARAMETERS (W, W_V, W_K, W_Q) with
+      `network.network_loss` over the full training set, from `init_params(config)`. The Gram reduction is
+      gradient flow's: heavy ball is rotation equivariant too but its reduction would need the cross-Grams
+      of the parameters and the velocity (not built: it runs on the parameters), and Adam and sign descent
+      act coordinatewise, so they are not rotation invariant and do not close on any Grams. Clock
+      t = lr * step (t = lr * step / (1 - beta) for momentum). `optim_args` as in every system
+      (`flows.optim_limits.limit_problem`: "lr" of `train`, "beta", "eps" (sign: default 1e-3), "b1", "b2"
+      or "c1", "c2"). `y0` is then the parameter dict; `save_states=True` saves the limit's state
+      (`traj.ys["theta"]` the parameters, or `traj.ys` itself for gd and sign).
 
     **Returns:** a `Trajectory` with `observables` named as in `observables.OBSERVABLES` (`loss`,
     `group_loss (k, 4)`, `train_error`, `test_loss`, `G (k, 3)`, `S`, `A (k, 3, 3)`, `M_V (k, 3, 3)`, `p12`,
@@ -154,9 +153,8 @@ def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver:
     return traj
 
 
-# -- optimiser limits on the parameters (issue 12) -------------------------------------------------------------
+# -- optimiser limits on the parameters -------------------------------------------------------------------------
 
-OPTIMIZERS = ("gd", "momentum", "sign", "adam")
 _PARAM_KEYS = ("W", "W_V", "W_K", "W_Q")
 
 
@@ -166,43 +164,19 @@ def limit_loss(params, batch):
     return network_loss(params, batch["a"], batch["tokens"], batch["labels"])
 
 
-def _params_of(y):
-    return y["theta"] if "theta" in y else y
+def _grams_of(y, args):
+    return obs.gram_state(y["theta"] if "theta" in y else y, args["batch"]["a"])
 
 
 def _obs_limit(t, y, args):
-    return obs.observe(t, obs.gram_state(_params_of(y), args["batch"]["a"]), args["batch"])
+    return obs.observe(t, _grams_of(y, args), args["batch"])
 
 
 def _limit_margin(t, y, args):
-    return obs.min_margin(t, obs.gram_state(_params_of(y), args["batch"]["a"]), args["batch"])
+    return obs.min_margin(t, _grams_of(y, args), args["batch"])
 
 
 _LIMIT_T1_EVENT = Event(_limit_margin, direction=True, stop=False, name="T1 (zero training error)")
-
-
-def _optim_options(optimizer, options):
-    allowed = {"gd": (), "momentum": ("lr", "beta"), "sign": ("eps",),
-               "adam": ("lr", "b1", "b2", "c1", "c2", "eps")}[optimizer]
-    options = check_options("optim_args", options, allowed, f"optimizer {optimizer!r}")
-    if optimizer == "momentum":
-        missing = [k for k in ("lr", "beta") if k not in options]
-        if missing:
-            raise ValueError(f"optim_args must give {missing} for optimizer='momentum' (friction (1 - beta)^2 / lr)")
-        return {"lr": options["lr"], "beta": options["beta"]}
-    if optimizer == "sign":
-        return {"eps": check_real("optim_args['eps']", options.get("eps", 1e-3), low=0.0, strict=True)}
-    if optimizer == "adam":
-        eps = options.get("eps", 1e-8)
-        if "c1" in options or "c2" in options:
-            if "lr" in options or "b1" in options or "b2" in options:
-                raise ValueError("optim_args: give either (c1, c2) or (lr, b1, b2), not both")
-            return {"c1": options.get("c1"), "c2": options.get("c2"), "eps": eps}
-        if "lr" not in options:
-            raise ValueError("optim_args must give lr (with b1, b2: default 0.9, 0.999) or (c1, c2) for "
-                             "optimizer='adam'")
-        return {"lr": options["lr"], "b1": options.get("b1", 0.9), "b2": options.get("b2", 0.999), "eps": eps}
-    return {}
 
 
 def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None, *, args: dict | None = None,
@@ -210,22 +184,17 @@ def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None
     """(limit, limit_args, params0) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` on
     `limit_loss`, its args (`args` or `data_args(config)`, plus the output signs "a") and the initial
     parameters (`init_params(config)`, or `y0`)."""
-    from .. import optim_limits as ol
-
-    check_choice("optimizer", optimizer, OPTIMIZERS)
-    options = _optim_options(optimizer, optim_args)
     if not isinstance(config, Config):
         raise ValueError(f"config must be a cooccurrence.Config, got {type(config).__name__}")
     args = data_args(config, num_test=num_test) if args is None else check_args(args)
-    limit = {"gd": ol.gradient_flow, "momentum": ol.heavy_ball, "sign": ol.sign_descent,
-             "adam": ol.adam}[optimizer](limit_loss)
     params, a = init_params(config)
+    limit, limit_args = optimizer_limit(limit_loss, optimizer, optim_args, dict(args, a=a))
     if y0 is not None:
         if not isinstance(y0, dict) or set(y0) != set(_PARAM_KEYS):
             got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
             raise ValueError(f"y0 must be a parameter dict with the keys {_PARAM_KEYS} with an optimizer, got {got}")
         params = {k: jnp.asarray(real_array(f"y0[{k!r}]", y0[k]).astype(params[k].dtype)) for k in _PARAM_KEYS}
-    return limit, limit.make_args(dict(args, a=a), **options), params
+    return limit, limit_args, params
 
 
 def _solve_limit(config, ts, args, y0, optimizer, options, locate_T1, save_states, common):

@@ -1,4 +1,4 @@
-"""Continuous-time limits of the optimisers the networks are trained with (issue 12).
+"""Continuous-time limits of the optimisers the networks are trained with.
 
 Every limit takes a loss `loss(theta, batch)` written in JAX (`theta` a pytree of parameters, `batch` the
 data: "full batch" means the whole training set) and returns a `Limit`: a vector field `f(t, y, args)` for
@@ -40,17 +40,24 @@ of the square-root scaling rule (`adam_sde`, Malladi et al. 2022: clock lr^2 * s
 `make_args(..., rates=)` puts parameter groups on their own clocks (leaf i's derivative times rates_i: groups
 trained at learning rates rates_i * lr, as Scan and Snap's eta_Y, eta_Z or the mean field's M L scalings).
 The gap between optax at rate lr and its limit at the matching clock is first order in lr (first order in
-h = lr / (1 - beta) for heavy ball): tests/optim_limits/test_ode.py measures it. The systems' hooks:
-`scan_snap.solve_flow(optimizer=...)`, `cooccurrence.solve_flow(optimizer=...)` (on the parameters),
-`mean_field.optim.solve_optim`.
+h = lr / (1 - beta) for heavy ball): tests/optim_limits/test_ode.py measures it.
+
+`limit_problem(loss, optimizer, optim_args, batch, lr=, rates=, sign_eps=)` is the one contract of every
+system's `solve_flow(optimizer="gd" | "momentum" | "sign" | "adam", optim_args=...)`: the names, defaults and
+validation of `optim_args` and the groups' clocks, turned into a `Limit` and its `args`.
 """
 
-from .noise import SGDSDE, AdamSDE, adam_sde, adam_sde_hyper, run_sgd, sgd_sde, solve_sgd_sde  # noqa: F401
+from .noise import SGDSDE as SGDSDE
+from .noise import AdamSDE as AdamSDE
+from .noise import adam_sde as adam_sde
+from .noise import adam_sde_hyper as adam_sde_hyper
+from .noise import run_sgd as run_sgd
+from .noise import sgd_sde as sgd_sde
+from .noise import solve_sgd_sde as solve_sgd_sde
 from .ode import Limit as Limit
 from .ode import adam as adam
 from .ode import adam_betas as adam_betas
 from .ode import adam_rates as adam_rates
-from .ode import flow_time as flow_time
 from .ode import gradient_flow as gradient_flow
 from .ode import heavy_ball as heavy_ball
 from .ode import momentum_friction as momentum_friction
@@ -58,3 +65,5 @@ from .ode import run_optax as run_optax
 from .ode import sign_descent as sign_descent
 from .ode import sign_eps as sign_eps
 from .ode import solve_limit as solve_limit
+from .problem import OPTIMIZERS as OPTIMIZERS
+from .problem import limit_problem as limit_problem

@@ -1,4 +1,4 @@
-"""The SGD SDE: the diffusion limit of minibatch SGD, with a low-rank noise factor (issue 12).
+"""The SGD SDE: the diffusion limit of minibatch SGD, with a low-rank noise factor.
 
 **The limit.** Minibatch SGD with learning rate lr and batch size B on n samples,
 
@@ -76,7 +76,6 @@ describes the noise-dominated regime); `noise=False` keeps sigma0 in P but switc
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -88,6 +87,7 @@ from jax.flatten_util import ravel_pytree
 from .._checks import INT_MAX, check_bool, check_int, check_real
 from .._prng import fused
 from .._xla import options_key
+from .ode import cached
 
 __all__ = ["AdamSDE", "SGDSDE", "adam_sde", "adam_sde_hyper", "batch_covariance_factor", "gradient_covariance",
            "noise_factor", "per_sample_grads",
@@ -183,7 +183,7 @@ def batch_covariance_factor(n, batch_size, replacement=False) -> float:
     return 1.0 if replacement else (n - batch_size) / (n - 1)
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _fields(per_sample_loss):
     """(drift, diffusion) for one loss: the same function objects on every call (one compiled program)."""
     def mean_loss(theta, data, weights):
@@ -245,10 +245,7 @@ def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False,
     replacement, noise = check_bool("replacement", replacement), check_bool("noise", noise)
     c = batch_covariance_factor(n, batch_size, replacement)
     scale = lr * c / batch_size if (noise and batch_size is not None) else 0.0
-    try:
-        drift, diffusion = _fields(per_sample_loss)
-    except TypeError:  # an unhashable callable: build without the cache
-        drift, diffusion = _fields.__wrapped__(per_sample_loss)
+    drift, diffusion = _fields(per_sample_loss)
     dtype, w = _dtype_and_weights(data, n, weights)  # the diffusion casts to theta's dtype
     if weights is not None:
         if not replacement:
@@ -318,11 +315,7 @@ def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: i
                          "f(t, theta, args) -> dict of named arrays")
     obs_items = observables if callable(observables) else tuple(sorted(observables.items(), key=lambda kv: kv[0]))
     saved = np.arange(0, steps + 1, save_every)
-    try:
-        program = _sgd_program(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items, options_key())
-    except TypeError:  # unhashable callables: build without the cache
-        program = _sgd_program.__wrapped__(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items,
-                                            options_key())
+    program = _sgd_program(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items, options_key())
     theta0 = _tmap(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0))
     out = program(theta0, keys, data, jnp.asarray(lr, dtype), jnp.asarray(save_every, jnp.int32), extra_args)
@@ -331,7 +324,7 @@ def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: i
     return {"steps": saved, "ts": lr * saved, **{k: np.asarray(v) for k, v in out.items()}}
 
 
-@functools.lru_cache(maxsize=32)
+@cached
 def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items, options=None):
     """The vmapped SGD program of `run_sgd` for one structure; lr, the steps per save, theta0, data and the
     keys are arguments (optax.inject_hyperparams keeps lr in the optimiser state), so a new lr or horizon
@@ -367,7 +360,7 @@ def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items
             return carry, observe((i + 1) * every, carry[0])
 
         first = observe(jnp.asarray(0, jnp.int32), theta0)
-        # fused: the same batches, drawn with the threefry hash unrolled (flows._prng; issue 9)
+        # fused: the same batches, drawn with the threefry hash unrolled (flows._prng)
         _, rest = jax.lax.scan(chunk, (theta0, opt.init(theta0), fused(key)),
                                jnp.arange(num_chunks, dtype=jnp.int32))
         return _tmap(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
@@ -415,7 +408,7 @@ def _over(moment, weight, limit):
     return jnp.where(ok, moment / jnp.where(ok, weight, 1.0), limit)
 
 
-@functools.lru_cache(maxsize=64)
+@cached
 def _adam_fields(per_sample_loss):
     def drift(t, y, args):
         grads, gbar, w = _weighted(per_sample_loss, y["theta"], args["data"], args["weights"])
@@ -468,10 +461,7 @@ def adam_sde(per_sample_loss, data, *, c1, c2, sigma0, eps0, noise: bool = True,
     sigma0 = check_real("sigma0", sigma0, low=0.0)
     eps0 = check_real("eps0", eps0, low=0.0, strict=True)
     noise = check_bool("noise", noise)
-    try:
-        drift, diffusion = _adam_fields(per_sample_loss)
-    except TypeError:
-        drift, diffusion = _adam_fields.__wrapped__(per_sample_loss)
+    drift, diffusion = _adam_fields(per_sample_loss)
     dtype, w = _dtype_and_weights(data, n, weights)
     args = {"data": data, "weights": jnp.asarray(w, dtype),
             **{k: jnp.asarray(v, dtype) for k, v in (("c1", c1), ("c2", c2), ("sigma0", sigma0), ("eps0", eps0),

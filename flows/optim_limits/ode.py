@@ -1,4 +1,4 @@
-"""Deterministic optimiser limits: gradient flow, heavy-ball momentum, sign descent, the Adam ODE (issue 12).
+"""Deterministic optimiser limits: gradient flow, heavy-ball momentum, sign descent, the Adam ODE.
 
 The equations, clocks and references are in the package docstring (`flows.optim_limits`). Each factory takes
 a loss `loss(theta, batch)` (a JAX function of a parameter pytree and the data) and returns a `Limit`. The
@@ -18,7 +18,7 @@ import numpy as np
 
 from .._checks import check_choice, check_int, check_real
 
-__all__ = ["Limit", "adam", "adam_betas", "adam_rates", "flow_time", "gradient_flow", "heavy_ball",
+__all__ = ["Limit", "adam", "adam_betas", "adam_rates", "gradient_flow", "heavy_ball",
            "momentum_friction", "run_optax", "sign_descent", "sign_eps", "solve_limit"]
 
 _tmap = jax.tree_util.tree_map
@@ -47,16 +47,17 @@ def _check_loss(loss):
         raise ValueError(f"loss must be callable loss(theta, batch) -> scalar, got {loss!r}")
 
 
-def _cached(builder):
-    """One `Limit` per (loss, options): the same vector-field object, hence one compiled program."""
+def cached(builder):
+    """`builder(loss, *options)` built once per (loss, options): the same function objects on every call, so
+    `flows.solve` and `jax.jit` compile once per loss (a repeated solve of one loss recompiles for 0.6-6.5 s
+    without it); unhashable callables are built anew."""
     cache = functools.lru_cache(maxsize=64)(builder)
 
     @functools.wraps(builder)
     def get(loss, *options):
-        _check_loss(loss)
         try:
             return cache(loss, *options)
-        except TypeError:  # an unhashable callable: build without the cache
+        except TypeError:
             return builder(loss, *options)
 
     get.cache_clear = cache.cache_clear
@@ -124,7 +125,7 @@ def _batch_args(batch, *, rates=None):
 
 # -- gradient flow ---------------------------------------------------------------------------------------------
 
-@_cached
+@cached
 def _gradient_flow(loss):
     grad = jax.grad(loss)
 
@@ -142,6 +143,7 @@ def gradient_flow(loss) -> Limit:
     number): leaf i runs on its own clock t_i = rates_i * t, i.e. its derivative is multiplied by rates_i
     (groups trained at learning rates lr_i = rates_i * lr); the other rates (friction, c1, c2, eps) are in
     each leaf's own clock."""
+    _check_loss(loss)
     return _gradient_flow(loss)
 
 
@@ -154,15 +156,7 @@ def momentum_friction(lr, beta) -> float:
     return (1.0 - beta) ** 2 / lr
 
 
-def flow_time(steps, lr, *, momentum=0.0):
-    """The flow clock of `steps` optimiser steps: lr * steps / (1 - momentum) (heavy ball; 0 for GD, sign
-    descent and Adam, whose clock is lr * steps)."""
-    lr = _pos("lr", lr)
-    momentum = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
-    return np.asarray(steps, dtype=float) * lr / (1.0 - momentum)
-
-
-@_cached
+@cached
 def _heavy_ball(loss):
     grad = jax.grad(loss)
 
@@ -199,6 +193,7 @@ def heavy_ball(loss) -> Limit:
     c is stiff: use `solver="kvaerno5"` there (measured: c = 1e6 in ~1200 steps at rtol 1e-8; at rtol 1e-10 and
     below its Newton iterations stalled through `flows.solve`); c -> inf is gradient flow on the clock s, with a
     gap O(1/c)."""
+    _check_loss(loss)
     return _heavy_ball(loss)
 
 
@@ -216,7 +211,7 @@ def sign_eps(g, eps, form="sqrt"):
     return g / (jnp.abs(g) + eps)
 
 
-@_cached
+@cached
 def _sign_descent(loss, form):
     grad = jax.grad(loss)
 
@@ -249,6 +244,7 @@ def sign_descent(loss, form: str = "sqrt") -> Limit:
     whatever eps. Measured on co-occurrence (tests/cooccurrence/test_optim.py): with the attention at the full
     rate the gap stops shrinking with lr; the first-order check there holds W and W_V with the attention nearly
     frozen (rate 1e-3 lr)."""
+    _check_loss(loss)
     return _sign_descent(loss, check_choice("form", form, SIGN_FORMS))
 
 
@@ -278,7 +274,7 @@ def _corrected(moment, weight, limit):
     return jnp.where(ok, moment / jnp.where(ok, weight, 1.0), limit)
 
 
-@_cached
+@cached
 def _adam(loss):
     grad = jax.grad(loss)
 
@@ -332,6 +328,7 @@ def adam(loss) -> Limit:
     `make_args(batch, lr=, b1=, b2=, eps=)` (c1, c2 one number or a pytree like theta), and `rates=` as in
     `gradient_flow`. Large c1, c2 are stiff (then
     m -> g, v -> g^2 and the flow is sign descent with `form="adam"`)."""
+    _check_loss(loss)
     return _adam(loss)
 
 
@@ -376,30 +373,17 @@ def run_optax(loss, theta0, batch, optimizer, steps, save_every=1, *, hyper=None
     theta0 = _floats(theta0)
     n_saves = steps // save_every
     if hyper is None:
-        run = _optax_program(loss, lambda _: optimizer, None)
+        run = _optax_program.__wrapped__(loss, lambda _: optimizer)
         hyper = ()
     else:
         hyper = _tmap(lambda h: jnp.asarray(check_real("hyper (each entry)", h)), hyper)
-        run = _optax_program(loss, optimizer, "hyper")
+        run = _optax_program(loss, optimizer)
     params = run(theta0, batch, hyper, jnp.full((n_saves,), save_every, jnp.int32))
     return {"steps": np.arange(0, steps + 1, save_every), "params": params}
 
 
-@functools.lru_cache(maxsize=32)
-def _optax_program_cached(loss, make, kind):
-    return _optax_build(loss, make)
-
-
-def _optax_program(loss, make, kind):
-    if kind is None:  # a fresh closure: never cached
-        return _optax_build(loss, make)
-    try:
-        return _optax_program_cached(loss, make, kind)
-    except TypeError:  # unhashable
-        return _optax_build(loss, make)
-
-
-def _optax_build(loss, make):
+@cached
+def _optax_program(loss, make):
     import optax
 
     grad = jax.grad(loss)

@@ -1,6 +1,7 @@
-"""T -> infinity flows of Scan and Snap, integrated with `flows.solve` (Tian et al. 2023; digest §3.2, §3.5).
+"""T -> infinity flows of Scan and Snap, integrated with `flows.solve` (Tian et al. 2023).
 
-**Full (Y, Z) flow** (digest §3.2, the population gradient flow): for each class n with m = psi(n),
+**Full (Y, Z) flow** (the population gradient flow: Lemma 1, eq. 4, at T -> infinity, Lemma 2, eq. 5,
+averaged over the classes): for each class n with m = psi(n),
 c_n = P(.|n) e^{z_m} / <P(.|n), e^{z_m}>, f_n = c_n / ||c_n||, alpha_n = softmax(Y^T f_n), g_n = Y (e_n - alpha_n),
 
     Y_dot   = eta_Y sum_n P(n) f_n (e_n - alpha_n)^T,
@@ -10,7 +11,7 @@ State {"Y": (M, M), "Z": (M, M)}; this is -eta grad of the population loss sum_n
 against `jax.grad`). Time: one unit = one batch-mean step of learning rate eta (`solve_flow`'s default);
 `solve_flow(paper_time=True)` runs Z on the paper's time of the reduced flow below, at the rate K eta_Z.
 
-**Quasi-static reduced Z-flow** (Lemma 4, eq. 10; digest §3.5-3): Y is eliminated through Theorem 1,
+**Quasi-static reduced Z-flow** (Lemma 4, eq. 10): Y is eliminated through Theorem 1,
 
     z_m_dot = eta_Z gamma(t) sum_{n in psi^{-1}(m)} w_n diag(f_n) P^perp_{f_n} (F^dagger)^T e_n,
     (F^dagger)^T e_n = iota_n f_n - sum_{n' != n} beta_{nn'} f_{n'},   beta_{nn'} = E'_{n'n},  E' = I - (F^T F)^{-1},
@@ -33,8 +34,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_bool, check_choice, check_int, check_options, check_real, real_array
+from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from .._xla import device_array
+from ..optim_limits.problem import OPTIMIZERS
+from ..optim_limits.problem import limit_problem as optimizer_limit
 from ..solve import FlowError, Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
@@ -76,17 +79,20 @@ def flow_args(classes: SequenceClasses, eta_Y, eta_Z, *, paper_time=True, exact_
     }
 
 
-def population_loss(params, args):
-    """sum_n P(n) (-log softmax(Y^T f_n)_n), the T -> infinity loss (minus eq. 2)."""
-    c = obs.attention(params["Z"], args["cond"], args["Q"])
-    f = obs.normalized_attention(c)
-    logits = f @ params["Y"]
+def _loss_of_attention(c, Y, args):
+    """sum_n P(n) (-log softmax(Y^T f_n)_n) from the attention c_n, f_n = c_n / ||c_n||."""
+    logits = obs.normalized_attention(c) @ Y
     ce = jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * args["E"], axis=-1)
     return jnp.sum(args["p"] * ce)
 
 
+def population_loss(params, args):
+    """sum_n P(n) (-log softmax(Y^T f_n)_n), the T -> infinity loss (minus eq. 2)."""
+    return _loss_of_attention(obs.attention(params["Z"], args["cond"], args["Q"]), params["Y"], args)
+
+
 def full_vector_field(t, y, args):
-    """d{Y, Z}/dt of the full T -> infinity flow (digest §3.2), array ops only."""
+    """d{Y, Z}/dt of the full T -> infinity flow (module docstring), array ops only."""
     Y, Z = y["Y"], y["Z"]
     f = obs.normalized_attention(obs.attention(Z, args["cond"], args["Q"]))  # (K, M)
     alpha = jax.nn.softmax(f @ Y, axis=-1)
@@ -97,6 +103,11 @@ def full_vector_field(t, y, args):
     perp = g - f * jnp.sum(f * g, axis=-1, keepdims=True)
     Z_dot = args["eta_Z"] * (args["Q"].T @ (pf * perp))
     return {"Y": Y_dot, "Z": Z_dot}
+
+
+def h_rate(h, M, eta_Y, K):
+    """dh/dt = eta_Y / (K ((M - 1) + e^{M h})): the decoder's scalar h = h(t/K) (Theorem 1, Lemma 4)."""
+    return eta_Y / (K * ((M - 1.0) + jnp.exp(M * h)))
 
 
 def _gamma_of_h(h, M):
@@ -122,8 +133,7 @@ def reduced_vector_field(t, y, args):
     f, gamma, perp, xi = _reduced_parts(Z, h, args)
     rows = (args["w"] * gamma)[:, None] * f * perp
     Z_dot = args["eta_Z"] * (args["Q"].T @ rows)
-    M = args["Md"]
-    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))
+    h_dot = h_rate(h, args["Md"], args["eta_Y"], args["K"])
     B_dot = args["eta_Z"] * args["w"] * xi
     return {"Z": Z_dot, "h": h_dot, "B": B_dot}
 
@@ -154,9 +164,7 @@ def _obs_full(t, y, args):
     """The attention observables (`observables.attention_observables`, as on the network record) and the loss
     from one evaluation of c_n (one function: the intermediate is shared)."""
     c = obs.attention(y["Z"], args["cond"], args["Q"])
-    logits = obs.normalized_attention(c) @ y["Y"]
-    ce = jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * args["E"], axis=-1)
-    return {**obs.attention_observables(c, args["cond"]), "loss": jnp.sum(args["p"] * ce)}
+    return {**obs.attention_observables(c, args["cond"]), "loss": _loss_of_attention(c, y["Y"], args)}
 
 
 def _obs_reduced(t, y, args):
@@ -240,16 +248,14 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     `Trajectory` gains a leading axis, and failed members are reported in `status` (raised only with
     `throw=True`, as for a single solve).
 
-    **Optimiser limits** (`flows.optim_limits`, issue 12; full flow, one (eta_Y, eta_Z) pair): `optimizer`
-    None (default) integrates the hand-written field above; `"gd"` the same gradient flow by autodiff of
-    `population_loss`; `"momentum"`, `"sign"`, `"adam"` the limits of `train(optimizer="sgd", momentum=beta)`,
-    sign SGD and `train(optimizer="adam")` with per-group learning rates eta_Y, eta_Z (each group on its own
-    clock eta_g * step). `optim_args`: `"momentum"` {"beta"} (required; ts = step / (1 - beta), friction
-    (1 - beta)^2 / eta_g per group); `"sign"` {"eps": 1e-3} (sign_eps smoothing; small eps is stiff where a
-    gradient component changes sign); `"adam"` {"b1": 0.9, "b2": 0.999, "eps": 1e-8} (optax's defaults, as
-    `train` uses: c_g = (1 - b) / eta_g) or {"c1", "c2", "eps"} (b_g = 1 - c eta_g: the lr -> 0 limit at
-    fixed c). ts = step for gd, sign, adam. States: {"Y", "Z"} plus the optimiser's own ("v"; "m", "v",
-    "m_weight", "v_weight"; Z in them as its query rows); observables as for the full flow.
+    **Optimiser limits** (full flow, one (eta_Y, eta_Z) pair): `optimizer` None (default) integrates the
+    hand-written field above; `"gd"`, `"momentum"`, `"sign"`, `"adam"` the limits of `train(optimizer="sgd")`,
+    `train(optimizer="sgd", momentum=beta)`, sign SGD and `train(optimizer="adam")` on `population_loss`,
+    each group on its own clock eta_g * step. `optim_args` as in every system
+    (`flows.optim_limits.limit_problem`), less `"lr"`: the rates are eta_Y, eta_Z here; the sign smoothing
+    defaults to eps = 1e-3. ts = step / (1 - beta) for momentum, step otherwise. States: {"Y", "Z"} plus the
+    optimiser's own ("v"; "m", "v", "m_weight", "v_weight"; Z in them as its query rows); observables as for
+    the full flow.
     """
     if not isinstance(classes, SequenceClasses):
         raise ValueError("classes must be a SequenceClasses")
@@ -267,7 +273,7 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
         if paper_time:
             raise ValueError("paper_time must be False (or not given) with an optimizer: the optimiser limits "
                              "run on the network's clock (class weights P(n))")
-        optim_args = _optim_args(optimizer, optim_args, eta_Y, eta_Z)
+        limit, limit_args = limit_problem(classes, eta_Y, eta_Z, optimizer, optim_args)
     elif optim_args is not None:
         raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
     check_choice("init", init, ("zero", "random"))
@@ -299,9 +305,8 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     common = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
                   throw=throw)
     if optimizer is not None:
-        return _solve_limit(optimizer, optim_args, {"Y": np.zeros((M, M), np_dtype) if Y0 is None else
-                                                    _square("Y0", Y0, M, np_dtype), "Z": Z0[qt]},
-                            args, eta_Y, eta_Z, common, Z0, qt)
+        Y0 = np.zeros((M, M), np_dtype) if Y0 is None else _square("Y0", Y0, M, np_dtype)
+        return _solve_limit(limit, limit_args, {"Y": Y0, "Z": Z0[qt]}, common, Z0, qt)
     if reduced:
         vf, observables = reduced_vector_field, _obs_reduced
         y0 = {"Z": Z0[qt], "h": np.zeros((), np_dtype), "B": np.zeros((classes.num_classes,), np_dtype)}
@@ -316,93 +321,37 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     return _full_Z(traj, Z0, qt)
 
 
-OPTIMIZERS = ("gd", "momentum", "sign", "adam")
-
-
-def _optim_args(optimizer, options, eta_Y, eta_Z):
-    """The validated `optim_args` of `solve_flow(optimizer=...)` with their defaults."""
-    allowed = {"gd": {}, "momentum": {"beta": None}, "sign": {"eps": 1e-3},
-               "adam": {"b1": 0.9, "b2": 0.999, "c1": None, "c2": None, "eps": 1e-8}}[optimizer]
-    options = check_options("optim_args", options, allowed, f"optimizer {optimizer!r}")
-    if optimizer == "momentum":
-        if "beta" not in options:
-            raise ValueError("optim_args must give beta (the momentum) for optimizer='momentum'")
-        beta = check_real("optim_args['beta']", options["beta"], low=0.0, high=1.0, high_strict=True)
-        return {"beta": beta, "friction": {"Y": (1.0 - beta) ** 2 / eta_Y, "Z": (1.0 - beta) ** 2 / eta_Z}}
-    if optimizer == "sign":
-        return {"eps": check_real("optim_args['eps']", options.get("eps", 1e-3), low=0.0, strict=True)}
-    if optimizer == "adam":
-        eps = check_real("optim_args['eps']", options.get("eps", 1e-8), low=0.0, strict=True)
-        if ("c1" in options) != ("c2" in options):
-            raise ValueError("optim_args: give both c1 and c2 (or neither, for b1 and b2)")
-        if "c1" in options:
-            if "b1" in options or "b2" in options:
-                raise ValueError("optim_args: give either (c1, c2) or (b1, b2), not both")
-            c1 = check_real("optim_args['c1']", options["c1"], low=0.0, strict=True)
-            c2 = check_real("optim_args['c2']", options["c2"], low=0.0, strict=True)
-            return {"c1": c1, "c2": c2, "eps": eps}
-        b1 = check_real("optim_args['b1']", options.get("b1", 0.9), low=0.0, high=1.0, high_strict=True)
-        b2 = check_real("optim_args['b2']", options.get("b2", 0.999), low=0.0, high=1.0, high_strict=True)
-        return {"c1": {"Y": (1.0 - b1) / eta_Y, "Z": (1.0 - b1) / eta_Z},
-                "c2": {"Y": (1.0 - b2) / eta_Y, "Z": (1.0 - b2) / eta_Z}, "eps": eps}
-    return {}
-
-
-def _limit(optimizer):
-    from .. import optim_limits as ol
-
-    return {"gd": ol.gradient_flow, "momentum": ol.heavy_ball, "sign": ol.sign_descent,
-            "adam": ol.adam}[optimizer](population_loss)
-
-
-def _obs_limit_gd(t, y, args):
-    return _obs_full(t, y, args["batch"])
-
-
-def _obs_limit_state(t, y, args):
-    return _obs_full(t, y["theta"], args["batch"])
+def _obs_limit(t, y, args):
+    return _obs_full(t, y["theta"] if "theta" in y else y, args["batch"])
 
 
 def limit_problem(classes: SequenceClasses, eta_Y, eta_Z, optimizer: str, optim_args: dict | None = None):
-    """(limit, args) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` on `population_loss` and
-    its `args` (data of `flow_args(query_rows=True)`, per-group clocks eta_Y, eta_Z). Its state's Z is the
-    (L, M) query rows of Z (`classes.query_tokens`). The limits run on the network's clock (the population
-    loss weights the classes P(n)); the paper's time of the reduced flow has no meaning for them."""
+    """(limit, args) of `solve_flow(optimizer=...)`: `flows.optim_limits.limit_problem` on `population_loss`
+    with the data of `flow_args(query_rows=True)` and each group on its own clock eta_Y, eta_Z (lr = 1: the
+    clock is the step). Its state's Z is the (L, M) query rows of Z (`classes.query_tokens`). The limits run
+    on the network's clock (the population loss weights the classes P(n)); the paper's time of the reduced
+    flow has no meaning for them."""
     if not isinstance(classes, SequenceClasses):
         raise ValueError("classes must be a SequenceClasses")
     eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
     if n:
         raise ValueError("limit_problem takes one (eta_Y, eta_Z) pair")
-    check_choice("optimizer", optimizer, OPTIMIZERS)
-    options = _optim_args(optimizer, optim_args, eta_Y, eta_Z)
-    flow = flow_args(classes, eta_Y, eta_Z, query_rows=True)
-    return _limit(optimizer), _limit_args(_limit(optimizer), optimizer, options, flow, eta_Y, eta_Z)
+    return optimizer_limit(population_loss, optimizer, optim_args, flow_args(classes, eta_Y, eta_Z, query_rows=True),
+                           lr=1.0, rates={"Y": eta_Y, "Z": eta_Z})
 
 
-def _limit_args(limit, optimizer, options, flow, eta_Y, eta_Z):
-    rates = {"Y": eta_Y, "Z": eta_Z}
-    if optimizer == "momentum":
-        return limit.make_args(flow, friction=options["friction"], rates=rates)
-    return limit.make_args(flow, rates=rates, **options)
-
-
-def _solve_limit(optimizer, options, theta0, flow, eta_Y, eta_Z, common, Z0, qt):
+def _solve_limit(limit, args, theta0, common, Z0, qt):
     """solve_flow(optimizer=...): the optimiser limit on the population loss, ys as {"Y", "Z", ...}."""
-    limit = _limit(optimizer)
-    args = _limit_args(limit, optimizer, options, flow, eta_Y, eta_Z)
-    observables = _obs_limit_gd if optimizer in ("gd", "sign") else _obs_limit_state
-    y0 = limit.initial_state(theta0)
-    common = dict(common, args=args)
-
     def reshape(traj):
         if traj is None or traj.ys is None:
             return traj
-        ys = traj.ys if optimizer in ("gd", "sign") else {**traj.ys["theta"],
-                                                          **{k: v for k, v in traj.ys.items() if k != "theta"}}
+        ys = traj.ys
+        if "theta" in ys:
+            ys = {**ys["theta"], **{k: v for k, v in ys.items() if k != "theta"}}
         return _full_Z(dataclasses.replace(traj, ys=ys), Z0, qt)
 
     try:
-        traj = solve(limit.vector_field, y0, observables=observables, **common)
+        traj = solve(limit.vector_field, limit.initial_state(theta0), observables=_obs_limit, **dict(common, args=args))
     except FlowError as err:
         raise FlowError(str(err), reshape(err.trajectory)) from None
     return reshape(traj)
@@ -430,7 +379,7 @@ def single_ct_vector_field(t, y, args):
     z_dot = -eta_Z gamma e^{4z} / C0, B_dot = eta_Z gamma e^{4z} / C0 (xi_n = gamma e^{4z} / C0)."""
     h, z = y[0], y[1]
     M = args["M"]
-    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))
+    h_dot = h_rate(h, M, args["eta_Y"], args["K"])
     rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(4.0 * z) / args["C0"]
     return jnp.stack([h_dot, -rate, rate])
 
@@ -453,7 +402,7 @@ def symmetric_vector_field(t, y, args):
 
     h = y[0]
     M = args["M"]
-    h_dot = args["eta_Y"] / (args["K"] * ((M - 1.0) + jnp.exp(M * h)))
+    h_dot = h_rate(h, M, args["eta_Y"], args["K"])
     # the generated field takes exactly its PARAMS (M and eta_Y drive the h-flow here, not it)
     gargs = {**{k: args[k] for k in gen.PARAMS if k != "gamma"}, "gamma": _gamma_of_h(h, M)}
     z_dot = gen.vector_field(t, y[1:], gargs)

@@ -242,7 +242,6 @@ def test_sign_descent_against_optax_sign_sgd():
 
 
 def test_clocks_and_rates():
-    np.testing.assert_allclose(ol.flow_time([0, 10], 0.01, momentum=0.9), [0.0, 1.0], rtol=1e-14)
     assert math.isclose(ol.momentum_friction(0.01, 0.9), 1.0, rel_tol=1e-12)
     c1, c2 = ol.adam_rates(1e-3, 0.998, 0.995)
     assert math.isclose(c1, 2.0, rel_tol=1e-9) and math.isclose(c2, 5.0, rel_tol=1e-9)
@@ -266,7 +265,6 @@ def test_clocks_and_rates():
     (lambda: ol.adam(loss).make_args(BATCH, lr=1e-3, b1=0.9), "b2"),
     (lambda: ol.adam(loss).make_args(BATCH, c1=1.0, c2=1.0, lr=1e-3, b1=0.9, b2=0.99), "c1"),
     (lambda: ol.adam_betas(0.1, 20.0, 1.0), "c1"),
-    (lambda: ol.flow_time(10, 0.1, momentum=1.0), "momentum"),
     (lambda: ol.run_optax(loss, THETA0, BATCH, "adam", 10), "optimizer"),
     (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 10, hyper=0.1), "optimizer"),
     (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd, 10, hyper=float("nan")), "hyper"),

@@ -14,7 +14,7 @@ import pytest
 
 from flows import optim_limits as ol
 from flows.scan_snap import solve_flow, syn_small
-from flows.scan_snap.flow import _optim_args, flow_args, full_vector_field, limit_problem, population_loss
+from flows.scan_snap.flow import flow_args, full_vector_field, limit_problem, population_loss
 
 CLASSES = syn_small()
 C1, C2, EPS = 2.0, 5.0, 1e-8
@@ -169,9 +169,9 @@ def test_bad_optimizer_arguments(kwargs, field):
 def test_adam_defaults_are_trains():
     """optimizer="adam" without c1, c2 takes optax.adam's defaults b1 = 0.9, b2 = 0.999 (what `train` uses) at
     each group's learning rate: c_g = (1 - b) / eta_g."""
-    got = _optim_args("adam", None, 0.1, 0.2)
-    assert got["c1"] == pytest.approx({"Y": 1.0, "Z": 0.5}, rel=1e-12)
-    assert got["c2"] == pytest.approx({"Y": 0.01, "Z": 0.005}, rel=1e-9)
+    _, got = limit_problem(CLASSES, 0.1, 0.2, "adam")
+    assert {g: float(c) for g, c in got["c1"].items()} == pytest.approx({"Y": 1.0, "Z": 0.5}, rel=1e-12)
+    assert {g: float(c) for g, c in got["c2"].items()} == pytest.approx({"Y": 0.01, "Z": 0.005}, rel=1e-9)
     assert got["eps"] == 1e-8
 
 
