@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="out/benchmarks/results.jsonl", help="JSON-lines file (appended)")
     p.add_argument("--results", default=None, help="also write DIR/<module>.json per module")
     p.add_argument("--no-compile-cache", action="store_true",
-                   help="cold compiles: do not use the persistent compilation cache (flows.compile_cache)")
+                   help="cold compiles: do not use the persistent compilation cache (flows.experiments.compile_cache)")
     ns = p.parse_args(argv)
     names = available()
     if ns.only:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import jax
 
-from flows import records
+from flows.experiments import records
 
 __all__ = ["best_of", "bench_main", "fresh_process", "machine", "numpy_kernel_env", "parser", "ratio", "row",
            "start", "write_results", "write_rows"]
@@ -142,19 +142,19 @@ def parser(description: str):
     p.add_argument("--results", default=None,
                    help="also write the rows to DIR/<module>.json (the committed results: benchmarks/results)")
     p.add_argument("--no-compile-cache", action="store_true",
-                   help="do not use the persistent compilation cache (flows.compile_cache): cold compiles")
+                   help="do not use the persistent compilation cache (flows.experiments.compile_cache): cold compiles")
     return p
 
 
 def start(ns) -> None:
     """Turn on the persistent compilation cache unless `--no-compile-cache` (rows then record it)."""
-    from flows import compile_cache
+    from flows.experiments import compile_cache
 
     compile_cache.enable(opt_out=ns.no_compile_cache)
 
 
 def _env() -> dict:
-    from flows import compile_cache
+    from flows.experiments import compile_cache
 
     cache = compile_cache.enabled_dir()
     return {"versions": {k: v for k, v in records.versions().items()

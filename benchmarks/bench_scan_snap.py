@@ -60,7 +60,7 @@ _FIG6_CHILD = """
 import json, runpy, sys, tempfile, time
 t0 = time.perf_counter()
 mod = runpy.run_path("examples/scan_snap_fig6.py")
-from flows import records
+from flows.experiments import records
 out = tempfile.mkdtemp()
 mod["main"]({argv!r} + ["--out", out])
 wall = time.perf_counter() - t0

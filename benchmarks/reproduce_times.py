@@ -22,8 +22,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from flows._cli_reproduce import default_jobs
-from flows._report import logged_wall_s
+from flows.experiments.report import logged_wall_s
+from flows.experiments.reproduce import default_jobs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "reproduce_quick.json"
 

@@ -28,7 +28,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from flows import cooccurrence as co  # noqa: E402
-from flows import plotting, records  # noqa: E402
+from flows.experiments import plotting, records  # noqa: E402
 
 NAME = "cooccurrence_fig1"
 PAIRS = [(1, 0), (0, 1), (2, 0), (2, 1), (0, 2), (0, 0)]  # (key, query), 0-based: mu_{k+1}

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 
 import flows  # noqa: E402
 from flows import cooccurrence as co  # noqa: E402
-from flows import plotting, records  # noqa: E402
+from flows.experiments import plotting, records  # noqa: E402
 
 NAME = "cooccurrence_predictions"
 

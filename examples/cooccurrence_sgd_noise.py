@@ -27,8 +27,8 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from flows import cooccurrence as co  # noqa: E402
-from flows import findings, plotting, records  # noqa: E402
 from flows.cooccurrence import noise as con  # noqa: E402
+from flows.experiments import findings, plotting, records  # noqa: E402
 
 NAME = "cooccurrence_sgd_noise"
 SHAPE = dict(n=12, L=3, d=4, m=4, m1=4)

@@ -29,7 +29,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from flows import mean_field as mf  # noqa: E402
-from flows import plotting, records  # noqa: E402
+from flows.experiments import plotting, records  # noqa: E402
 from flows.mean_field.sweep import train_gd_seeds  # noqa: E402
 
 NAME = "mean_field_collapse"

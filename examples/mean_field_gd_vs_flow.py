@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 import flows  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
-from flows import plotting, records  # noqa: E402
+from flows.experiments import plotting, records  # noqa: E402
 
 NAME = "mean_field_gd_vs_flow"
 ETAS = (0.4, 0.2, 0.1)

@@ -52,7 +52,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from flows import mean_field as mf  # noqa: E402
-from flows import findings, plotting, records  # noqa: E402
+from flows.experiments import findings, plotting, records  # noqa: E402
 from flows.mean_field import observables as obs  # noqa: E402
 
 NAME = "mean_field_lambda"

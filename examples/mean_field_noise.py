@@ -67,7 +67,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 from flows import mean_field as mf  # noqa: E402
-from flows import plotting, records  # noqa: E402
+from flows.experiments import plotting, records  # noqa: E402
 from flows.fitting import power_law_fit  # noqa: E402
 from flows.mean_field.noise import entropy_per_slice, solve_particles_sde  # noqa: E402
 

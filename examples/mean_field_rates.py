@@ -56,8 +56,9 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from flows import FlowError, fitting, plotting, records  # noqa: E402
+from flows import FlowError, fitting  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
+from flows.experiments import plotting, records  # noqa: E402
 from flows.mean_field import coupling, sharding  # noqa: E402
 from flows.mean_field import reference as ref  # noqa: E402
 from flows.mean_field.network import _forward  # noqa: E402

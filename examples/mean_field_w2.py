@@ -67,8 +67,9 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 import ot  # noqa: E402
 
-from flows import fitting, plotting, records  # noqa: E402
+from flows import fitting  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
+from flows.experiments import plotting, records  # noqa: E402
 from flows.mean_field import coupling  # noqa: E402
 from flows.mean_field import observables as obs  # noqa: E402
 

@@ -35,7 +35,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
-from flows import findings, optim_limits, plotting, records  # noqa: E402
+from flows import optim_limits  # noqa: E402
+from flows.experiments import findings, plotting, records  # noqa: E402
 from flows.scan_snap import observables as obs  # noqa: E402
 from flows.scan_snap import solve_flow, syn_small  # noqa: E402
 from flows.scan_snap.flow import flow_args, population_loss  # noqa: E402

@@ -16,7 +16,7 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 
-from flows import plotting, records  # noqa: E402
+from flows.experiments import plotting, records  # noqa: E402
 from flows.scan_snap import solve_single_common_token, theory  # noqa: E402
 
 NAME = "scan_snap_fig3"

@@ -18,7 +18,7 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 
-from flows import findings, plotting, records  # noqa: E402
+from flows.experiments import findings, plotting, records  # noqa: E402
 from flows.scan_snap import solve_flow, syn_small, train  # noqa: E402
 
 NAME = "scan_snap_fig4"

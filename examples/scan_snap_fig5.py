@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scan_snap_fig4 as fig4  # noqa: E402
 
-from flows import records  # noqa: E402
+from flows.experiments import records  # noqa: E402
 
 NAME = "scan_snap_fig5"
 

@@ -25,7 +25,7 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 
-from flows import plotting, records  # noqa: E402
+from flows.experiments import plotting, records  # noqa: E402
 from flows.scan_snap import observables as obs  # noqa: E402
 from flows.scan_snap import syn_medium, train_sweep  # noqa: E402
 

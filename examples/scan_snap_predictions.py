@@ -26,7 +26,8 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from flows import findings, plotting, records, solve  # noqa: E402
+from flows import solve  # noqa: E402
+from flows.experiments import findings, plotting, records  # noqa: E402
 from flows.scan_snap import observables as obs  # noqa: E402
 from flows.scan_snap import solve_flow, syn_small, theory  # noqa: E402
 from flows.scan_snap.flow import symmetric_vector_field  # noqa: E402

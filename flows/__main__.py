@@ -1,7 +1,7 @@
 """Command line: ``python -m flows derive NAME [--latex]`` and ``python -m flows reproduce``.
 
 ``derive`` prints a symbolic derivation from the :mod:`derivations` package.  ``reproduce``
-runs every example script (each writes one run record, see :mod:`flows.records`), skipping
+runs every example script (each writes one run record, see :mod:`flows.experiments.records`), skipping
 examples whose record is already complete, and writes ``OUT/REPORT.md``.
 """
 
@@ -34,13 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help="examples run at once, each in its own process (default: the CPUs, at most 4)")
     p.add_argument("--no-compile-cache", action="store_true",
-                   help="run the examples without the persistent compilation cache (flows.compile_cache)")
+                   help="run the examples without the persistent compilation cache "
+                        "(flows.experiments.compile_cache)")
     return parser
 
 
 def _examples_epilog() -> str:
     """The example names ``--only`` accepts (of the default examples folder), for ``reproduce --help``."""
-    from flows._cli_reproduce import find_examples_dir, list_scripts
+    from flows.experiments.reproduce import find_examples_dir, list_scripts
 
     try:
         examples_dir = find_examples_dir(None)
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return _derive(args)
     # The main job of `reproduce` only runs the examples (each in a process of its own, which sets its own
     # precision) and writes the report: it imports neither jax nor diffrax.
-    from flows._cli_reproduce import reproduce
+    from flows.experiments.reproduce import reproduce
 
     return reproduce(args, argv)
 

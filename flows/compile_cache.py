@@ -1,115 +1,13 @@
-"""The persistent compilation cache of the entry points (examples, ``python -m flows``, benchmarks).
+"""Deprecated alias of `flows.experiments.compile_cache`, kept for one release: import that module instead."""
 
-A user runs a script once, and most of a small run's time is XLA compilation (issue 9: compile dominates
-the quick examples). JAX can keep compiled executables on disk, keyed on the program, its shapes and dtypes,
-the compile options, the backend and the jax/jaxlib versions, so that a second process compiles (almost)
-nothing. The entry points turn it on with :func:`enable`; the library itself never does (importing
-``flows`` changes no global JAX setting).
+import importlib
+import warnings
 
-- Folder: ``$FLOWS_CACHE_DIR`` if set, else ``<user cache dir>/transformer-flows/jax`` (``$XDG_CACHE_HOME``
-  or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows).
-- Opt out: ``--no-compile-cache`` on every entry point, or ``FLOWS_NO_COMPILE_CACHE=1`` in the environment
-  (the test suite sets it, so that its timings and files are those of a cold start).
-- Programs that compile in under ``FLOWS_CACHE_MIN_COMPILE_S`` seconds (default 0.2) are not stored: they
-  cost less to compile than to read.
-
-- diffrax's checks of the save times (``eqx.error_if``: increasing, within [t0, t1]) are host callbacks at
-  equinox's default ``EQX_ON_ERROR=raise``, and JAX does not store a program with host callbacks: no
-  ``flows.solve`` program was ever written to the cache. :func:`enable` therefore switches equinox's runtime
-  checks to ``EQX_ON_ERROR=nan`` for the process: a failed check yields NaN instead of raising. In a
-  ``flows.solve`` program those two are the only equinox checks (counted on the co-occurrence flow), and they
-  cannot fail there: ``flows.solve`` checks its save times on the host before diffrax sees them. An
-  ``EQX_ON_ERROR`` the user set is kept (and the solve programs are then not cached); the opt-outs above
-  leave equinox alone.
-
-Stale entries are harmless (a new jax version or a changed program has another key); delete the folder to
-reclaim the space.
-"""
-
-from __future__ import annotations
-
-import os
-import sys
-from pathlib import Path
-
-__all__ = ["cache_dir", "disabled", "enable", "enabled_dir"]
-
-ENV_DIR, ENV_OFF, ENV_MIN = "FLOWS_CACHE_DIR", "FLOWS_NO_COMPILE_CACHE", "FLOWS_CACHE_MIN_COMPILE_S"
-DEFAULT_MIN_COMPILE_S = 0.2
-_enabled: Path | None = None
+_MOVED_TO = "flows.experiments.compile_cache"
 
 
-def _user_cache_root() -> Path:
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches"
-    if os.name == "nt":
-        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-
-
-def cache_dir() -> Path:
-    """The cache folder: ``$FLOWS_CACHE_DIR``, else ``<user cache dir>/transformer-flows/jax``."""
-    explicit = os.environ.get(ENV_DIR)
-    return Path(explicit).expanduser() if explicit else _user_cache_root() / "transformer-flows" / "jax"
-
-
-def disabled() -> bool:
-    """True when ``FLOWS_NO_COMPILE_CACHE`` is set to anything but "", "0", "false" or "no"."""
-    return os.environ.get(ENV_OFF, "").strip().lower() not in ("", "0", "false", "no")
-
-
-def _min_compile_s() -> float:
-    raw = os.environ.get(ENV_MIN)
-    if raw is None:
-        return DEFAULT_MIN_COMPILE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_MIN} must be a number of seconds >= 0, got {raw!r}") from None
-    if not value >= 0:
-        raise ValueError(f"{ENV_MIN} must be a number of seconds >= 0, got {raw!r}")
-    return value
-
-
-def enable(path=None, *, opt_out: bool = False) -> Path | None:
-    """Turn on JAX's persistent compilation cache in ``path`` (default :func:`cache_dir`) for this process.
-
-    Returns the folder, or ``None`` when ``opt_out`` (an entry point's ``--no-compile-cache``) or
-    ``FLOWS_NO_COMPILE_CACHE`` turns it off. Idempotent; raises ``ValueError`` when the folder cannot be
-    created or ``FLOWS_CACHE_MIN_COMPILE_S`` is not a number >= 0.
-    """
-    global _enabled
-    if opt_out or disabled():
-        return None
-    folder = Path(path).expanduser() if path is not None else cache_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"compile cache folder {str(folder)!r} cannot be created: {err}") from err
-    min_s = _min_compile_s()
-    import jax
-
-    _equinox_checks_without_callbacks()
-    jax.config.update("jax_compilation_cache_dir", str(folder))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", min_s)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    _enabled = folder
-    return folder
-
-
-def _equinox_checks_without_callbacks() -> None:
-    """``EQX_ON_ERROR=nan`` for this process unless the user set ``EQX_ON_ERROR`` (module docstring): in the
-    environment before equinox is imported; in equinox's modules when it is (equinox reads the variable at
-    import into `equinox._config` and `equinox._errors`, and `_errors` reads its copy at trace time)."""
-    if "EQX_ON_ERROR" in os.environ:
-        return
-    os.environ["EQX_ON_ERROR"] = "nan"
-    for name in ("equinox._config", "equinox._errors"):
-        module = sys.modules.get(name)
-        if module is not None and hasattr(module, "EQX_ON_ERROR"):
-            module.EQX_ON_ERROR = "nan"
-
-
-def enabled_dir() -> Path | None:
-    """The folder :func:`enable` turned on in this process, or ``None``."""
-    return _enabled
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    warnings.warn(f"{__name__} is deprecated: import {_MOVED_TO}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(_MOVED_TO), name)

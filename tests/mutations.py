@@ -365,9 +365,9 @@ MUTATIONS: tuple[Mutation, ...] = (
              "SDE table: shark -> diffrax.SRA1"),
     Mutation("sde-order-sra1", "flows/sde.py", '"sea": 1.0, "sra1": 1.5,', '"sea": 1.0, "sra1": 1.0,',
              ("tests/test_sde_table.py",), "SDE table: SRA1's strong order 1.5 -> 1"),
-    Mutation("cli-interrupt-orphan", "flows/_cli_reproduce.py", "_terminate(run.proc)", "None",
+    Mutation("cli-interrupt-orphan", "flows/experiments/reproduce.py", "_terminate(run.proc)", "None",
              ("tests/test_cli.py",), "reproduce interrupted: the running example is left running"),
-    Mutation("cli-interrupt-code", "flows/_cli_reproduce.py", "        return 130", "        return 1",
+    Mutation("cli-interrupt-code", "flows/experiments/reproduce.py", "        return 130", "        return 1",
              ("tests/test_cli.py",), "reproduce interrupted: exit code 130 -> 1"),
 )
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flows import records
 from flows.__main__ import main
+from flows.experiments import records
 
 ROOT = Path(__file__).resolve().parent.parent
 _SCRIPT = '''\
@@ -29,8 +29,8 @@ def main(argv=None):
     counter = Path(__file__).with_suffix(".count")
     counter.write_text(str(int(counter.read_text()) + 1 if counter.exists() else 1))
     {body}
-    from flows.records import RunRecord
-    from flows.plotting import figure
+    from flows.experiments.records import RunRecord
+    from flows.experiments.plotting import figure
 
     with RunRecord(args.out, name="{name}", config={{"quick": args.quick}}, seed=0,
                    quick=args.quick) as rec:
@@ -234,8 +234,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    from flows.plotting import figure
-    from flows.records import RunRecord
+    from flows.experiments.plotting import figure
+    from flows.experiments.records import RunRecord
 
     first = Path(__file__).with_suffix(".started")
     with RunRecord(args.out, name="slow_once", config={"quick": args.quick}, seed=0, quick=args.quick) as rec:

@@ -1,4 +1,4 @@
-"""The persistent compilation cache of the entry points (flows.compile_cache): an example's second run in a
+"""The persistent compilation cache of the entry points (flows.experiments.compile_cache): an example's second run in a
 fresh process reads its compiled programs instead of writing new ones; opt-out by flag or environment."""
 
 import os
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flows import compile_cache
+from flows.experiments import compile_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = """
 import sys
 import jax, jax.numpy as jnp
-from flows import compile_cache, records
+from flows.experiments import compile_cache, records
 ns = records.example_parser("cachetest", "doc").parse_args(sys.argv[1:])
 f = jax.jit(lambda x: jnp.sin(x) @ x + jnp.cos(x).sum())
 f.lower(jnp.ones((8, 8))).compile()
@@ -26,11 +26,13 @@ print("CACHE", compile_cache.enabled_dir())
 
 # An "example" with one jitted program and one flows.solve: diffrax's checks of the save times are equinox
 # runtime errors, host callbacks under EQX_ON_ERROR=raise, and JAX never stores a program with host callbacks.
+# The parser turns the cache on before equinox is imported, so that it can set EQX_ON_ERROR=nan for equinox.
 SOLVE_SCRIPT = """
 import sys
 import numpy as np
-from flows import compile_cache, records, solve
+from flows.experiments import compile_cache, records
 ns = records.example_parser("cachetest", "doc").parse_args(sys.argv[1:])
+from flows import solve
 import jax, jax.numpy as jnp
 f = jax.jit(lambda x: jnp.sin(x) @ x + jnp.cos(x).sum())
 f.lower(jnp.ones((8, 8))).compile()
@@ -58,8 +60,7 @@ def _entries(tmp_path):
 
 def test_second_process_reads_the_cache(tmp_path):
     """A jitted function's program and a solve's ("jit_run") are written by the first process and found by
-    the second (before the EQX_ON_ERROR switch in compile_cache.enable, JAX refused every solve program:
-    "uses host callbacks")."""
+    the second (at EQX_ON_ERROR=raise JAX refuses every solve program: "uses host callbacks")."""
     assert f"CACHE {tmp_path / 'cache'}" in _run(tmp_path, script_text=SOLVE_SCRIPT)
     first = _entries(tmp_path)
     assert any(name.startswith("jit__lambda") for name in first), first
@@ -70,13 +71,11 @@ def test_second_process_reads_the_cache(tmp_path):
     assert {n: (tmp_path / "cache" / n).stat().st_mtime_ns for n in first} == stamps
 
 
-def test_a_users_eqx_on_error_is_kept(tmp_path, monkeypatch):
-    import equinox._errors
-
-    monkeypatch.setenv("EQX_ON_ERROR", "breakpoint")
-    before = equinox._errors.EQX_ON_ERROR
-    compile_cache._equinox_checks_without_callbacks()
-    assert os.environ["EQX_ON_ERROR"] == "breakpoint" and equinox._errors.EQX_ON_ERROR == before
+def test_examples_of_reproduce_get_eqx_on_error_nan_unless_set_or_opted_out():
+    base = {"PATH": "/bin"}
+    assert compile_cache.child_environment(base) == {**base, "EQX_ON_ERROR": "nan"}
+    assert compile_cache.child_environment({**base, "EQX_ON_ERROR": "breakpoint"})["EQX_ON_ERROR"] == "breakpoint"
+    assert "EQX_ON_ERROR" not in compile_cache.child_environment({**base, compile_cache.ENV_OFF: "1"})
 
 
 def test_opt_out_by_flag_and_by_environment(tmp_path):

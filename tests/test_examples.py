@@ -2,7 +2,7 @@
 job resumes after interruption is tested in `tests/test_cli.py`).
 
 Verdicts at quick size: every prediction holds or is not tested at this size (with the size that tests it),
-except the known findings of `flows.findings.KNOWN_FINDINGS` that apply at quick size, which must still fail
+except the known findings of `flows.experiments.findings.KNOWN_FINDINGS` that apply at quick size, which must still fail
 and carry the record's ``known_finding`` marker (verdict "known finding") -- so a prediction that stops holding
 fails here, and so does a finding that starts holding, a listed prediction recorded without its marker, and a
 marker on a prediction that is not listed. The record's REPORT.md section then has no FAIL line. (The README
@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from flows import findings, records
-from flows._cli_reproduce import Outcome
-from flows._report import render_report
+from flows.experiments import findings, records
+from flows.experiments.report import Outcome, render_report
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
@@ -50,7 +49,7 @@ def test_fig4_pairs_share_one_colour_scale_and_say_the_optimiser():
     final iteration and the optimiser."""
     import numpy as np
 
-    from flows import plotting
+    from flows.experiments import plotting
 
     fig4 = _load("scan_snap_fig4")
     fig, axes = plotting.figure(1, 2, squeeze=False)
@@ -108,7 +107,8 @@ def check_verdicts(stem, preds):
     markers = {name: p.get("known_finding") for name, p in preds.items()}
     wrong = {name: markers[name] for name in preds
              if markers[name] != (listed[name].anchor if name in listed else None)}
-    assert not wrong, (f"{stem}: the known_finding markers do not match flows.findings (pass known_finding="
+    assert not wrong, (f"{stem}: the known_finding markers do not match flows.experiments.findings "
+                       f"(pass known_finding="
                        f"findings.known(example, name) to add_prediction): {wrong}")
     unexpected = {name: preds[name]["measured"] for name, v in verdicts.items()
                   if v == records.FAILS or (v == records.KNOWN and not listed[name].at_quick)}
@@ -134,7 +134,8 @@ def _readme_section(title):
 
 def test_readme_findings_section_is_the_known_findings():
     section = _readme_section("Where the papers and the solver disagree")
-    assert findings.markdown() in section, "paste the output of flows.findings.markdown() into the README section"
+    assert findings.markdown() in section, \
+        "paste the output of flows.experiments.findings.markdown() into the README section"
     bullets = [line for line in section.splitlines() if line.startswith("- ")]
     distinct = {id(f) for f in findings.KNOWN_FINDINGS.values()}
     assert len(bullets) == len(distinct), "one bullet per known finding, nothing else"

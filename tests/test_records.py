@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from flows import findings, records
-from flows.plotting import annotate_vline, colors, figure, log_time_axis
+from flows.experiments import findings, records
+from flows.experiments.plotting import annotate_vline, colors, figure, log_time_axis
 
 
 def _no_temp_files(folder):

@@ -1,8 +1,8 @@
 """REPORT.md's four verdicts and a failed example's cause, rendered from synthetic records.
 
-A prediction that fails as documented in `flows.findings` (its record carries the ``known_finding`` marker) is a
-KNOWN FINDING, counted in its own column and linked to its explanation in the report; a failure without the
-marker -- a deliberately broken prediction here -- is still a FAIL.
+A prediction that fails as documented in `flows.experiments.findings` (its record carries the ``known_finding``
+marker) is a KNOWN FINDING, counted in its own column and linked to its explanation in the report; a failure
+without the marker -- a deliberately broken prediction here -- is still a FAIL.
 """
 
 import json
@@ -10,9 +10,8 @@ import re
 
 import pytest
 
-from flows import findings, records
-from flows._cli_reproduce import Outcome
-from flows._report import failure_cause, holding, render_report
+from flows.experiments import findings, records
+from flows.experiments.report import Outcome, failure_cause, holding, render_report
 
 RAREST = findings.known("scan_snap_fig4", "etaY1_etaZ1_distinct_logits_rise_network_fraction")
 ADAM = findings.known("scan_snap_fig5", "eta0.1_distinct_logits_rise_network_fraction")
@@ -100,7 +99,7 @@ def test_old_records_without_the_marker_still_load_and_fail(tmp_path):
     report = _render(tmp_path, ["old"])
     assert "- FAIL failed: measured = 2, expected == 1" in report
     gone = next(line for line in report.splitlines() if line.startswith("- KNOWN FINDING gone:"))
-    assert "`a-finding-since-renamed` (no longer in flows.findings)" in gone and "](#" not in gone
+    assert "`a-finding-since-renamed` (no longer in flows.experiments.findings)" in gone and "](#" not in gone
     assert "## Known findings" not in report
     assert _summary_row(report, "old").endswith("| 0/2 | 1 | 0 | 1 |")
 

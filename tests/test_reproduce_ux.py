@@ -97,7 +97,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    from flows.records import RunRecord
+    from flows.experiments.records import RunRecord
 
     with RunRecord(args.out, name="{name}", config={{"quick": args.quick}}, seed=0, quick=args.quick) as rec:
         rec.add_metric("answer", 42.0)
@@ -122,7 +122,7 @@ def checkout(tmp_path):
 def _write_times(root, examples, *, jobs=2, cpus=2, total=None):
     import json
 
-    from flows._cli_reproduce import QUICK_TIMES
+    from flows.experiments.reproduce import QUICK_TIMES
 
     path = root / QUICK_TIMES
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +134,7 @@ def _write_times(root, examples, *, jobs=2, cpus=2, total=None):
 
 
 def test_estimate_scales_the_measured_sum_by_the_run_s_packing():
-    from flows._cli_reproduce import estimate_s
+    from flows.experiments.reproduce import estimate_s
 
     times = {"examples": {"a": 100.0, "b": 60.0, "c": 40.0}, "jobs": 2, "cpus": 2, "total_wall_s": 120.0}
     assert estimate_s(["a", "b", "c"], times) == pytest.approx(120.0, rel=1e-12)  # the whole measured run
@@ -146,7 +146,7 @@ def test_estimate_scales_the_measured_sum_by_the_run_s_packing():
 
 
 def test_banner_counts_and_measured_minutes():
-    from flows._cli_reproduce import banner
+    from flows.experiments.reproduce import banner
 
     stems = [f"e{i}" for i in range(18)]
     times = {"examples": dict.fromkeys(stems, 60.0), "jobs": 2, "cpus": 2, "total_wall_s": 540.0}
@@ -194,7 +194,7 @@ def test_reproduce_banner_without_measured_times(checkout, capsys):
                                      '{"examples": {"a": 1.0}, "jobs": 2, "cpus": 2, "total_wall_s": "x"}',
                                      '[1, 2]', "not json"])
 def test_load_quick_times_ignores_a_malformed_file(tmp_path, capsys, content):
-    from flows._cli_reproduce import QUICK_TIMES, load_quick_times
+    from flows.experiments.reproduce import QUICK_TIMES, load_quick_times
 
     path = tmp_path / QUICK_TIMES
     path.parent.mkdir(parents=True)
@@ -204,7 +204,7 @@ def test_load_quick_times_ignores_a_malformed_file(tmp_path, capsys, content):
 
 
 def test_load_quick_times_absent_and_valid(tmp_path):
-    from flows._cli_reproduce import load_quick_times
+    from flows.experiments.reproduce import load_quick_times
 
     assert load_quick_times(tmp_path) is None
     _write_times(tmp_path, {"a": 12.5}, jobs=1, cpus=2)
@@ -215,7 +215,7 @@ def test_committed_quick_times_cover_every_example_if_present():
     """The committed measurements, where there are any, are of exactly the examples the main job runs."""
     from pathlib import Path
 
-    from flows._cli_reproduce import QUICK_TIMES, list_scripts, load_quick_times
+    from flows.experiments.reproduce import QUICK_TIMES, list_scripts, load_quick_times
 
     root = Path(__file__).resolve().parents[1]
     if not (root / QUICK_TIMES).exists():
@@ -249,7 +249,7 @@ def test_reproduce_times_from_a_finished_run(checkout, capsys):
     # one at a time: the run spans at least the longest example and at most their sum, up to the
     # rounding to 0.1 s and the time between one example's end and the next one's start
     assert max(walls) - 0.1 <= data["total_wall_s"] <= sum(walls) + 0.15 + 2.0
-    from flows._cli_reproduce import load_quick_times
+    from flows.experiments.reproduce import load_quick_times
 
     _write_times(checkout, data["examples"], jobs=data["jobs"], cpus=data["cpus"], total=data["total_wall_s"])
     assert load_quick_times(checkout)["examples"] == data["examples"]
@@ -276,7 +276,7 @@ def test_help_lists_the_names_only_accepts():
     import subprocess
     from pathlib import Path
 
-    from flows._cli_reproduce import list_scripts
+    from flows.experiments.reproduce import list_scripts
 
     root = Path(__file__).resolve().parents[1]
     res = subprocess.run([sys.executable, "-m", "flows", "reproduce", "--help"], capture_output=True, text=True,

@@ -1,6 +1,6 @@
 """Rendering ``REPORT.md`` of ``python -m flows reproduce``: one section per example with its figures, metrics
 and a PASS / FAIL / KNOWN FINDING / NOT TESTED line per prediction, a summary table counting the four verdicts,
-and a last section explaining the known findings the report links to (`flows.findings`). A failed example's
+and a last section explaining the known findings the report links to (`flows.experiments.findings`). A failed example's
 section states the simple cause (its last exception line, or the signal that killed it) above its log's tail."""
 
 from __future__ import annotations
@@ -10,19 +10,27 @@ import json
 import re
 import shlex
 import signal
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from flows import findings, records
+from . import findings, records
 
-if TYPE_CHECKING:
-    from flows._cli_reproduce import Outcome
-
-__all__ = ["failure_cause", "holding", "render_report"]
+__all__ = ["FOOTER", "Outcome", "failure_cause", "holding", "logged_wall_s", "render_report"]
 
 _LOG_TAIL = 20
 #: the prefix of the lines `reproduce` appends to each example's run.log
 FOOTER = "[reproduce] "
+
+
+@dataclass
+class Outcome:
+    """What happened to one example in one ``reproduce`` invocation."""
+
+    stem: str
+    status: str  # "ok", "skipped", "failed", "interrupted", "not run"
+    wall_s: float | None = None
+    returncode: int | None = None
+    note: str = ""
 
 
 def _predictions(metrics: dict) -> dict:
@@ -144,7 +152,7 @@ def _finding_link(pred: dict) -> str:
     anchor = str(pred["known_finding"])
     f = findings.by_anchor(anchor)
     if f is None:  # a record older than the current list of findings
-        return f" -- known finding `{anchor}` (no longer in flows.findings)"
+        return f" -- known finding `{anchor}` (no longer in flows.experiments.findings)"
     return f" -- see [{f.title}](#{anchor})"
 
 
@@ -238,7 +246,7 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
     if explained:
         sections += ["## Known findings", "",
                      "The predictions marked KNOWN FINDING above fail as documented: each is a disagreement with its "
-                     "paper that the full run measures and explains (`flows.findings`; the README section "
+                     "paper that the full run measures and explains (`flows.experiments.findings`; the README section "
                      "\"Where the papers and the solver disagree\"), not a defect of the library.", "",
                      explained]
     return "\n".join(lines + [""] + sections).rstrip() + "\n"

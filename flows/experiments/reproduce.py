@@ -1,9 +1,9 @@
 """``python -m flows reproduce``: run the example scripts, resume, and write ``REPORT.md``.
 
 Part of the command line (it prints progress to stdout); the library never imports it. REPORT.md is
-rendered by :mod:`flows._report`.
+rendered by :mod:`flows.experiments.report`.
 Each example ``examples/<stem>.py`` is run as ``python <script> --out OUT/<stem> [--quick]``
-and writes a run record there (:mod:`flows.records`).  An example whose record is already
+and writes a run record there (:mod:`flows.experiments.records`).  An example whose record is already
 complete is skipped unless ``--force``, so an interrupted ``reproduce`` resumes where it stopped.
 At its start it says how many examples will run and, for ``--quick``, about how long they take, from the
 measured times in ``benchmarks/results/reproduce_quick.json`` of the checkout (written from a finished run's
@@ -23,23 +23,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from flows import records
-from flows._report import FOOTER as _FOOTER
-from flows._report import holding as _holding
-from flows._report import render_report
+from . import compile_cache, records
+from .report import FOOTER, Outcome, holding, render_report
 
-_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
-
-
-@dataclass
-class Outcome:
-    """What happened to one example in this invocation."""
-
-    stem: str
-    status: str  # "ok", "skipped", "failed", "interrupted", "not run"
-    wall_s: float | None = None
-    returncode: int | None = None
-    note: str = ""
+#: the folder that holds the package ``flows`` (a checkout's root)
+_PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------- discovery
@@ -63,9 +51,11 @@ def list_scripts(examples_dir: Path) -> list[Path]:
     return sorted(p for p in examples_dir.glob("*.py") if not p.name.startswith("_"))
 
 
-def _child_env() -> dict:
-    """Environment for an example: Agg backend, unbuffered output, ``flows`` importable."""
+def _child_env(cache: bool) -> dict:
+    """Environment for an example: Agg backend, unbuffered output, ``flows`` importable, and with the `cache`
+    the equinox setting that lets the cache store solve programs (`compile_cache.child_environment`)."""
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
+    env = compile_cache.child_environment(env) if cache else env
     site_dirs = {Path(p).resolve() for p in [*site.getsitepackages(), site.getusersitepackages()]}
     if _PACKAGE_PARENT not in site_dirs:  # a checkout, perhaps not installed: make it importable
         parts = [str(_PACKAGE_PARENT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
@@ -163,7 +153,7 @@ def _terminate(proc: subprocess.Popen) -> None:
 
 def _log_footer(log_path: Path, text: str) -> None:
     with open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"{_FOOTER}{text}\n")
+        log.write(f"{FOOTER}{text}\n")
 
 
 @dataclass
@@ -194,7 +184,7 @@ def _start(running: list[_Running], index: int, script: Path, rec_dir: Path, *, 
         with open(log_path, "w", encoding="utf-8") as log:
             log.write(f"$ {shlex.join(cmd)}\n")
             log.flush()
-            proc = subprocess.Popen(cmd, cwd=cwd, env=_child_env(), stdout=log,
+            proc = subprocess.Popen(cmd, cwd=cwd, env=_child_env(cache), stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         running.append(_Running(index, script.stem, rec_dir, log_path, proc, time.perf_counter(), tag))
     except BaseException:
@@ -207,7 +197,7 @@ def _finish(run: _Running, rc: int) -> Outcome:
     wall = time.perf_counter() - run.t0
     _log_footer(run.log_path, f"exit code {rc} after {wall:.1f} s")
     if rc == 0 and records.is_complete(run.rec_dir):
-        print(f"{run.tag} {run.stem}: done in {wall:.1f} s ({_holding(run.rec_dir)})", flush=True)
+        print(f"{run.tag} {run.stem}: done in {wall:.1f} s ({holding(run.rec_dir)})", flush=True)
         return Outcome(run.stem, "ok", wall, rc)
     note = f"exit code {rc}" if rc != 0 else "exit code 0 but the record is incomplete"
     print(f"{run.tag} {run.stem}: FAILED ({note}), see {run.log_path}", flush=True)

@@ -26,7 +26,7 @@ def _dist_version(dist: str):
 
 
 def _git(*args: str):
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the folder that holds flows/
     if not (root / ".git").exists():  # installed, not a checkout: don't report an outer repo
         return None
     try:
@@ -65,5 +65,3 @@ def versions() -> dict:
     status = _git("status", "--porcelain", "--untracked-files=no") if info["git_sha"] else None
     info["git_dirty"] = None if status is None else bool(status)
     return info
-
-

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .records import RunRecord
-
-logger = logging.getLogger("flows.records")
-
-__all__ = ["FAILS", "HOLDS", "KNOWN", "NOT_TESTED", "example_parser", "log_predictions", "verdict", "verdict_counts",
+__all__ = ["FAILS", "HOLDS", "KNOWN", "NOT_TESTED", "check_name", "example_parser", "verdict", "verdict_counts",
            "verdict_tag"]
 
 
@@ -26,8 +18,8 @@ def example_parser(name: str, description: str, *, seed: int = 0,
     """The argument parser every example shares: `--quick`, `--out` (default `out/<name>`), `--seed`,
     `--no-compile-cache`.
 
-    Its `parse_args` also turns on the persistent compilation cache (`flows.compile_cache.enable`) unless
-    `--no-compile-cache` or `FLOWS_NO_COMPILE_CACHE` says not to. Extra arguments can be added to the
+    Its `parse_args` also turns on the persistent compilation cache (`flows.experiments.compile_cache.enable`)
+    unless `--no-compile-cache` or `FLOWS_NO_COMPILE_CACHE` says not to. Extra arguments can be added to the
     returned `argparse.ArgumentParser`.
     """
     import argparse
@@ -47,12 +39,13 @@ def example_parser(name: str, description: str, *, seed: int = 0,
     parser.add_argument("--out", default=f"out/{name}", help="record folder")
     parser.add_argument("--seed", type=int, default=seed, help=seed_help)
     parser.add_argument("--no-compile-cache", action="store_true",
-                        help="do not use the persistent compilation cache (flows.compile_cache)")
+                        help="do not use the persistent compilation cache (flows.experiments.compile_cache)")
     return parser
 
 
 HOLDS, FAILS, NOT_TESTED = "holds", "fails", "not tested at this size"
-#: a prediction that fails as documented in `flows.findings` (its record carries the ``known_finding`` marker)
+#: a prediction that fails as documented in `flows.experiments.findings` (its record carries the
+#: ``known_finding`` marker)
 KNOWN = "known finding"
 
 
@@ -60,8 +53,8 @@ def verdict(pred: dict) -> str:
     """``"holds"``, ``"fails"``, ``"known finding"`` or ``"not tested at this size"`` of a recorded prediction.
 
     A failure is a known finding only when the prediction carries a ``known_finding`` marker (set by
-    `RunRecord.add_prediction` from `flows.findings.known`); a marked prediction that holds holds, and an
-    unmarked failure fails. Records written before the marker existed have none, so their failures fail.
+    `RunRecord.add_prediction` from `flows.experiments.findings.known`); a marked prediction that holds holds,
+    and an unmarked failure fails.
     """
     holds = pred.get("holds")
     if holds is True:
@@ -87,11 +80,3 @@ def verdict_counts(preds: dict) -> str:
     known = f", {n_known} known finding{'' if n_known == 1 else 's'}" if n_known else ""
     return (f"{v.count(HOLDS)} hold, {v.count(FAILS)} fail{'s' if v.count(FAILS) == 1 else ''}{known}, "
             f"{v.count(NOT_TESTED)} not tested at this size")
-
-
-def log_predictions(record: RunRecord, log: logging.Logger | None = None) -> None:
-    """Log one PASS/FAIL line per prediction of `record` (examples call this at the end of main)."""
-    log = log or logger
-    for name, pred in record.predictions.items():
-        log.info("%s %s: measured %s, expected %s", verdict_tag(pred), name,
-                 pred["measured"], pred["expected"])

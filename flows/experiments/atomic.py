@@ -1,4 +1,5 @@
-"""Atomic files and strict JSON for run records and benchmark results (`flows.records` re-exports them).
+"""Atomic files and strict JSON for run records and benchmark results (`flows.experiments.records` re-exports
+the writers).
 
 Every file is written to a temporary file in the same directory and moved into place with
 :func:`os.replace`, so an interrupted run never leaves a half-written file. JSON: numpy and jax scalars and
@@ -34,7 +35,7 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def _atomic_write(path, write, *, suffix: str = ".tmp") -> None:
+def atomic_write(path, write, *, suffix: str = ".tmp") -> None:
     """Call ``write(binary_file)`` on a temporary file next to ``path``, then move it into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,14 +60,14 @@ def atomic_write_text(path, text: str) -> None:
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
     data = text.encode("utf-8")
-    _atomic_write(path, lambda f: f.write(data))
+    atomic_write(path, lambda f: f.write(data))
 
 
 def _float(x: float):
     return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
 
 
-def _to_builtin(obj):
+def to_builtin(obj):
     """Convert ``obj`` to plain JSON types (see the module docstring); TypeError if impossible."""
     if obj is None or isinstance(obj, (bool, str)):
         return obj
@@ -79,11 +80,11 @@ def _to_builtin(obj):
     if isinstance(obj, complex):
         return {"real": _float(obj.real), "imag": _float(obj.imag)}
     if isinstance(obj, Mapping):
-        return {str(k): _to_builtin(v) for k, v in obj.items()}
+        return {str(k): to_builtin(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_to_builtin(v) for v in obj]
+        return [to_builtin(v) for v in obj]
     if isinstance(obj, (set, frozenset)):
-        items = [_to_builtin(v) for v in obj]
+        items = [to_builtin(v) for v in obj]
         try:
             return sorted(items)
         except TypeError:
@@ -91,21 +92,21 @@ def _to_builtin(obj):
     if isinstance(obj, os.PathLike):
         return os.fspath(obj)
     if isinstance(obj, np.generic):
-        return _to_builtin(obj.item())
+        return to_builtin(obj.item())
     if isinstance(obj, np.ndarray):
         if obj.dtype == object:
             raise TypeError("cannot convert an object array to JSON")
-        return _to_builtin(obj.tolist())
+        return to_builtin(obj.tolist())
     if hasattr(obj, "__array__") and hasattr(obj, "dtype"):  # jax.Array and friends
-        return _to_builtin(np.asarray(obj))
+        return to_builtin(np.asarray(obj))
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return _to_builtin(dataclasses.asdict(obj))
+        return to_builtin(dataclasses.asdict(obj))
     raise TypeError(f"cannot convert {type(obj).__name__} to JSON")
 
 
-def _dumps(obj) -> str:
-    return json.dumps(_to_builtin(obj), indent=2, sort_keys=True, allow_nan=False,
-                      default=_to_builtin) + "\n"
+def dumps(obj) -> str:
+    return json.dumps(to_builtin(obj), indent=2, sort_keys=True, allow_nan=False,
+                      default=to_builtin) + "\n"
 
 
 def atomic_write_json(path, obj) -> None:
@@ -114,7 +115,7 @@ def atomic_write_json(path, obj) -> None:
     numpy/jax scalars and arrays are converted; NaN and infinities become the strings
     ``"nan"``, ``"inf"``, ``"-inf"``.  Raises TypeError for objects that cannot be converted.
     """
-    text = _dumps(obj)  # convert before touching the file system
+    text = dumps(obj)  # convert before touching the file system
     atomic_write_text(path, text)
 
 
@@ -126,9 +127,7 @@ def atomic_savez(path, **arrays) -> None:
         if arr.dtype == object:
             raise ValueError(f"arrays[{key!r}] has dtype object, which cannot be saved")
         converted[key] = arr
-    _atomic_write(path, lambda f: np.savez_compressed(f, **converted))
-
-
+    atomic_write(path, lambda f: np.savez_compressed(f, **converted))
 
 
 def decode_nonfinite(obj):
@@ -141,5 +140,3 @@ def decode_nonfinite(obj):
         return [decode_nonfinite(v) for v in obj]
     return obj
 
-
-to_builtin, dumps, atomic_write = _to_builtin, _dumps, _atomic_write
