@@ -30,8 +30,6 @@ KNOWN_VIOLATIONS: dict[str, set] = {
     "cycles": set(),
     # flows/mean_field: the model's helpers, to be made public where they are defined
     "private": {
-        "flows.mean_field.flow: flows.mean_field.network._check_data",
-        "flows.mean_field.flow: flows.mean_field.network._velocity_autodiff",
         "flows.mean_field.noise: flows.mean_field.flow._vector_field_rev",
         "flows.mean_field.noise: flows.mean_field.network._check_data",
         "flows.mean_field.noise: flows.mean_field.observables._clouds",
