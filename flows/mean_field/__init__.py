@@ -2,11 +2,12 @@
 large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 
 - `Config`, `Prompts`, `training_set`, `sample_prompts`, `held_out_set`: in-context linear regression with
-  bounded support, embedded as Z0 (n, D, N + 1) (theory digest §1.1).
-- `init_particles`, `init_curves`, `forward`, `risk`, `objective`, `velocity`, `train`, `train_gd`, `GDRecord`:
-  the finite residual transformer of depth L and width M (eqs. 2.1-2.3), its particle velocity in the
-  first-variation form, and full-batch GD with optax at learning rate eta_tau M L (`train(config, "gd",
-  lr=eta_tau, ...)`, or heavy ball with `"sgd"` and `momentum`; `train_gd(config, eta_tau, ...)` is plain GD).
+  bounded support, embedded as Z0 (n, D, N + 1).
+- `model`: `forward`, `risk`, `objective` of the finite residual transformer of depth L and width M
+  (eqs. 2.1-2.3); `gradients`: `velocity`, its particle velocity (first-variation form or autodiff);
+  `initial`: `init_particles`, `init_curves`.
+- `network`: `train`, `train_gd`: full-batch GD with optax at learning rate eta_tau M L (`train(config, "gd",
+  lr=eta_tau, ...)`, or heavy ball with `"sgd"` and `momentum`), recording a `flows.training.NetworkRecord`.
 - `vector_field`, `solve_flow` (= `solve_particles`): the particle Wasserstein gradient flow in training time
   tau.
 - `reference`: the continuous-depth (tied) reference, depth integrated by diffrax, gradients by an adjoint.
@@ -14,7 +15,7 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 - `coupling`: coupled initialisations (`subsample_particles`: a width-M subsample of a reference cloud;
   `sample_depth`: a depth-L network on the reference's depth curves).
 - `sweep`: `train_gd_seeds` (several seeds of one shape) and `train_gd_batch` (given particles and data,
-  e.g. coupled subsamples), each one vmapped GD program per shape.
+  e.g. coupled subsamples), each one vmapped GD program per shape, recorded in one `NetworkRecord`.
 - `sharding`: the particle axis split over devices (`particle_mesh`, `shard_particles`).
 - `optim`: the optimiser limits of its training (`solve_optim(config, ts, optimizer="gd" | "momentum" |
   "sign" | "adam")`, see `flows.optim_limits`).
@@ -23,6 +24,10 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 """
 
 from . import coupling as coupling
+from . import gradients as gradients
+from . import initial as initial
+from . import model as model
+from . import network as network
 from . import noise as noise
 from . import observables as observables
 from . import optim as optim
@@ -40,24 +45,22 @@ from .data import training_set as training_set
 from .flow import solve_flow as solve_flow
 from .flow import solve_particles as solve_particles
 from .flow import vector_field as vector_field
-from .network import GDRecord as GDRecord
-from .network import attention_update as attention_update
-from .network import check_particles as check_particles
-from .network import forward as forward
+from .gradients import velocity as velocity
+from .initial import init_curves as init_curves
+from .initial import init_particles as init_particles
+from .model import attention_update as attention_update
+from .model import check_particles as check_particles
+from .model import forward as forward
+from .model import huberized_relu as huberized_relu
+from .model import mlp_update as mlp_update
+from .model import objective as objective
+from .model import risk as risk
 from .network import gd_optimizer as gd_optimizer
-from .network import huberized_relu as huberized_relu
-from .network import init_curves as init_curves
-from .network import init_particles as init_particles
-from .network import mlp_update as mlp_update
-from .network import objective as objective
-from .network import risk as risk
 from .network import train as train
 from .network import train_gd as train_gd
-from .network import velocity as velocity
 from .network import with_seed_init as with_seed_init
 from .noise import solve_particles_sde as solve_particles_sde
 from .sharding import particle_mesh as particle_mesh
 from .sharding import shard_particles as shard_particles
-from .sweep import GDBatchRecord as GDBatchRecord
 from .sweep import train_gd_batch as train_gd_batch
 from .sweep import train_gd_seeds as train_gd_seeds

@@ -1,5 +1,4 @@
-"""Coupled initialisations for finite-vs-reference comparisons (common random numbers; theory digest §3,
-"Coupling for comparisons").
+"""Coupled initialisations for finite-vs-reference comparisons (common random numbers).
 
 A finite network (depth L, widths M, M_mlp) is compared with a reference (the continuous-depth reference on
 K depth nodes of `reference`, or a large network of width M_ref). Drawing the network's initial particles
@@ -13,7 +12,7 @@ comparison, in both directions:
 
 Composed, `sample_depth(subsample_particles(nodes, M, key=key), L)` is a network of depth L and width M
 whose initial particles lie on M of the reference's curves. For `Config.init = "smooth"` the curves are
-linear in t, so the interpolation is exact and this equals `network.init_curves` of the subsampled draws at
+linear in t, so the interpolation is exact and this equals `initial.init_curves` of the subsampled draws at
 l / L (tests).
 
 Particle dicts have the layout of `network` / `reference`: `{"V": (K, M, D, D), "W": (K, M, D, D),
@@ -26,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .network import _GROUPS
+from .model import GROUPS
 
 __all__ = ["LAYOUTS", "depth_weights", "sample_depth", "subsample_particles"]
 
@@ -43,17 +42,17 @@ def _check_int(name, value, low):
 
 def _check_dict(name, particles):
     """Keys V, W, W1, W2; shapes (K, M, D, D) x 2 and (K, M_mlp, D) x 2 with one K, M, M_mlp, D."""
-    if not isinstance(particles, dict) or set(particles) != set(_GROUPS):
+    if not isinstance(particles, dict) or set(particles) != set(GROUPS):
         got = sorted(particles) if isinstance(particles, dict) else type(particles).__name__
-        raise ValueError(f"{name} must be a dict with keys {_GROUPS}, got {got}")
-    arrays = {k: np.asarray(particles[k]) for k in _GROUPS}  # host copies: gathers need no compilation
+        raise ValueError(f"{name} must be a dict with keys {GROUPS}, got {got}")
+    arrays = {k: np.asarray(particles[k]) for k in GROUPS}  # host copies: gathers need no compilation
     V = arrays["V"]
     if V.ndim != 4 or V.shape[2] != V.shape[3]:
         raise ValueError(f"{name}['V'] must have shape (depth, M, D, D), got {V.shape}")
     K, M, D = V.shape[0], V.shape[1], V.shape[2]
     Mm = arrays["W1"].shape[1] if arrays["W1"].ndim == 3 else -1
     want = {"V": (K, M, D, D), "W": (K, M, D, D), "W1": (K, Mm, D), "W2": (K, Mm, D)}
-    for k in _GROUPS:
+    for k in GROUPS:
         if arrays[k].shape != want[k] or Mm < 1:
             raise ValueError(f"{name}[{k!r}] must have shape {want[k] if Mm >= 1 else '(depth, M_mlp, D)'} "
                              f"(depth {K}, M={M}, D={D}), got {arrays[k].shape}")
@@ -106,7 +105,7 @@ def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, ke
 
     **Arguments:**
 
-    - `particles`: a reference particle dict (`network.init_particles` of a config with a large M, or the
+    - `particles`: a reference particle dict (`initial.init_particles` of a config with a large M, or the
       node values of `reference.init_reference`), leading depth axis of any length.
     - `M`: attention particles to keep (1 <= M <= M_ref); `M_mlp`: MLP particles (default `M`,
       1 <= M_mlp <= the reference's M_mlp). A particle is (V_j, W_j) resp. (W1_j, W2_j): V and W share the
@@ -142,7 +141,7 @@ def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, ke
     rng = _generator(key)
     idx = {"attention": _indices(rng, depth, M_ref, M, bool(per_layer), bool(replace))}
     idx["mlp"] = _indices(rng, depth, Mm_ref, M_mlp, bool(per_layer), bool(replace))
-    out = {k: jnp.asarray(_take(arrays[k], idx["attention" if k in ("V", "W") else "mlp"])) for k in _GROUPS}
+    out = {k: jnp.asarray(_take(arrays[k], idx["attention" if k in ("V", "W") else "mlp"])) for k in GROUPS}
     return (out, idx) if return_indices else out
 
 
@@ -192,7 +191,7 @@ def sample_depth(nodes: dict, L: int, *, layout: str = "nodes") -> dict:
         raise ValueError(f"nodes must have a leading node axis of length K >= 2 for layout 'nodes', got {K}")
     k, k_hi, u = depth_weights(K, L, layout)
     out = {}
-    for name in _GROUPS:
+    for name in GROUPS:
         x = arrays[name]
         w = u.astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
         out[name] = jnp.asarray((1.0 - w) * x[k] + w * x[k_hi])

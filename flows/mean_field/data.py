@@ -1,4 +1,4 @@
-"""Data and configuration of the mean-field transformer (Gao et al., NeurIPS 2024; theory digest §1).
+"""Data and configuration of the mean-field transformer (Gao et al., NeurIPS 2024).
 
 In-context linear regression with bounded support (the setting the paper's global result is stated in):
 each prompt holds N context pairs (x_i, y_i) and a query x_q,
@@ -69,7 +69,7 @@ class Config:
       `"iid"` (default): every layer draws its own particles (depth-independent law, untied);
       `"tied"`: one draw per particle index j, the same at every depth (theta_{l,j} = theta_j);
       `"smooth"`: theta_{l,j} = (1 - t_l) A_j + t_l B_j with A, B two draws (a depth-smooth law whose
-      particles are smooth curves in t; needed for the 1/L depth rate, theory §4 P1).
+      particles are smooth curves in t; needed for the 1/L depth rate).
     - `seed`: seeds the training set, the initial particles and the test prompts (independent streams).
 
     **Raises:** `ValueError` naming the field and its allowed range.

@@ -4,7 +4,7 @@ Functions `f(t, particles, args)` (the `flows.solve` observable signature) with 
 
 - `Q`, `R`: objective and risk (eq. 2.3);
 - `dissipation`: (1/(M L)) sum |v_att|^2 + (1/(M_mlp L)) sum |v_mlp|^2, so that the energy identity of the
-  Wasserstein gradient flow reads dQ/dtau = -dissipation (theory §2.3, P4);
+  Wasserstein gradient flow reads dQ/dtau = -dissipation (Gao et al., Sec. 2);
 - `max_speed`, `mean_speed`: max and mean particle speed |v| over all particles (P5, stationarity);
 - `train_rmse`, `test_rmse`: sqrt(mean (yhat - y)^2) on the training prompts and on fresh prompts.
 
@@ -33,18 +33,18 @@ from .._optional import require
 from .._xla import device_array
 from .._xla import jit as xla_jit
 from .data import Config, Prompts
-from .network import (
-    _GROUPS,
-    _adjoint_states,
-    _check_data,
-    _forward,
-    _layer_scales,
-    _objective,
-    _risk,
-    _velocity_autodiff,
+from .gradients import adjoint_states, velocity_autodiff
+from .model import (
+    GROUPS,
     attention_update,
+    check_data,
     check_particles,
+    group_weighted,
+    layer_scales,
     mlp_update,
+    objective_value,
+    predict,
+    risk_value,
 )
 
 __all__ = ["OBSERVABLES", "coupled_rms", "dissipation", "first_variation", "make_args", "max_speed",
@@ -55,8 +55,8 @@ __all__ = ["OBSERVABLES", "coupled_rms", "dissipation", "first_variation", "make
 def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=None) -> dict:
     """The args dict of the particle vector field and of the observables (arrays only, so that new values
     of lam or the threshold do not recompile): Z0, y, Z0_test, y_test, lam, threshold, d."""
-    data = _check_data(config, data)
-    test = data if test is None else _check_data(config, test, "test")
+    data = check_data(config, data)
+    test = data if test is None else check_data(config, test, "test")
     dtype = jnp.dtype(dtype or jnp.result_type(data.Z0))
     return {
         "Z0": data.Z0, "y": data.y, "Z0_test": test.Z0, "y_test": test.y,
@@ -66,37 +66,25 @@ def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=
 
 
 def _v(particles, args):
-    return _velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
 
 
 def objective_Q(t, particles, args):
     """Q (eq. 2.3)."""
-    return _objective(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+    return objective_value(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
 
 
 def risk_R(t, particles, args):
     """R = mean (yhat - y)^2 / 2 on the training prompts."""
-    return _risk(particles, args["Z0"], args["y"], args["threshold"], args["d"])
-
-
-def _weighted_sq(particles, v):
-    sa, sm = _layer_scales(particles)
-    att = sum(jnp.sum(v[k] ** 2) for k in ("V", "W"))
-    mlp = sum(jnp.sum(v[k] ** 2) for k in ("W1", "W2"))
-    return sa * att + sm * mlp
+    return risk_value(particles, args["Z0"], args["y"], args["threshold"], args["d"])
 
 
 def dissipation(t, particles, args):
     """(1/(M L)) sum |v_att|^2 + (1/(M_mlp L)) sum |v_mlp|^2 = -dQ/dtau along the flow (P4)."""
-    return _weighted_sq(particles, _v(particles, args))
+    return group_weighted(_v(particles, args), layer_scales(particles))
 
 
-def _speeds(particles, args):
-    v = _v(particles, args)
-    return _speeds_of(v)
-
-
-def _speeds_of(v):
+def _speeds(v):
     att = jnp.sqrt(jnp.sum(v["V"] ** 2, axis=(2, 3)) + jnp.sum(v["W"] ** 2, axis=(2, 3))).ravel()
     mlp = jnp.sqrt(jnp.sum(v["W1"] ** 2, axis=2) + jnp.sum(v["W2"] ** 2, axis=2)).ravel()
     return jnp.concatenate([att, mlp])
@@ -104,23 +92,23 @@ def _speeds_of(v):
 
 def max_speed(t, particles, args):
     """max over attention particles (V, W) and MLP particles (W1, W2) of |v|."""
-    return jnp.max(_speeds(particles, args))
+    return jnp.max(_speeds(_v(particles, args)))
 
 
 def mean_speed(t, particles, args):
     """mean over all particles of |v|."""
-    return jnp.mean(_speeds(particles, args))
+    return jnp.mean(_speeds(_v(particles, args)))
 
 
 def train_rmse(t, particles, args):
     """sqrt(mean (yhat - y)^2) on the training prompts."""
-    err = _forward(particles, args["Z0"], args["threshold"], args["d"]) - args["y"]
+    err = predict(particles, args["Z0"], args["threshold"], args["d"]) - args["y"]
     return jnp.sqrt(jnp.mean(err * err))
 
 
 def test_rmse(t, particles, args):
     """sqrt(mean (yhat - y)^2) on fresh prompts."""
-    err = _forward(particles, args["Z0_test"], args["threshold"], args["d"]) - args["y_test"]
+    err = predict(particles, args["Z0_test"], args["threshold"], args["d"]) - args["y_test"]
     return jnp.sqrt(jnp.mean(err * err))
 
 
@@ -136,16 +124,15 @@ OBSERVABLES = {
 }
 
 
-
 def summary(t, particles, args) -> dict:
     """Every entry of `OBSERVABLES` from one velocity evaluation (what `train_gd` records and
     `solve_particles(observables="all")` saves; the names and values are those of `OBSERVABLES`)."""
     v = _v(particles, args)
-    speeds = _speeds_of(v)
+    speeds = _speeds(v)
     return {
         "Q": objective_Q(t, particles, args),
         "R": risk_R(t, particles, args),
-        "dissipation": _weighted_sq(particles, v),
+        "dissipation": group_weighted(v, layer_scales(particles)),
         "max_speed": jnp.max(speeds),
         "mean_speed": jnp.mean(speeds),
         "train_rmse": train_rmse(t, particles, args),
@@ -240,8 +227,8 @@ def w2_per_slice(a: dict, b: dict, method: str = "exact", epsilon: float = 1e-2)
     if not (isinstance(epsilon, (int, float)) and np.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
     for name, p in (("a", a), ("b", b)):
-        if not isinstance(p, dict) or set(p) != set(_GROUPS):
-            raise ValueError(f"{name} must be a particle dict with keys {_GROUPS}")
+        if not isinstance(p, dict) or set(p) != set(GROUPS):
+            raise ValueError(f"{name} must be a particle dict with keys {GROUPS}")
     if a["V"].shape[0] != b["V"].shape[0] or a["V"].shape[2:] != b["V"].shape[2:]:
         raise ValueError(f"a and b must have the same depth L and dimension D, got V shapes "
                          f"{a['V'].shape} and {b['V'].shape}")
@@ -272,15 +259,12 @@ def sinkhorn_bias_bound(epsilon: float, n: int, m: int) -> float:
 def coupled_rms(a: dict, b: dict) -> float:
     """sqrt((1/(L M)) sum_{l,j} |theta^a_{l,j} - theta^b_{l,j}|^2 + the same over MLP particles): the RMS
     distance of two coupled clouds of equal shape (>= the mean W2 per slice)."""
-    for k in _GROUPS:
+    for k in GROUPS:
         if jnp.shape(a[k]) != jnp.shape(b[k]):
             raise ValueError(f"a[{k!r}] and b[{k!r}] must have the same shape, got {jnp.shape(a[k])} "
                              f"and {jnp.shape(b[k])}")
-    L, M = a["V"].shape[:2]
-    Mm = a["W1"].shape[1]
-    att = sum(jnp.sum((a[k] - b[k]) ** 2) for k in ("V", "W")) / (L * M)
-    mlp = sum(jnp.sum((a[k] - b[k]) ** 2) for k in ("W1", "W2")) / (L * Mm)
-    return float(jnp.sqrt(att + mlp))
+    diff = {k: jnp.asarray(a[k]) - jnp.asarray(b[k]) for k in GROUPS}
+    return float(jnp.sqrt(group_weighted(diff, layer_scales(diff))))
 
 
 def first_variation(config: Config, particles, data: Prompts, probes: dict) -> dict:
@@ -291,7 +275,7 @@ def first_variation(config: Config, particles, data: Prompts, probes: dict) -> d
     g_att(theta, l) = sum_prompts <P_{2l+1}, f(Z_{2l}, theta)>, g_mlp(w, l) = sum_prompts <P_{2l+2}, h(Z_{2l+1}, w)>,
     where P_k = dR/dZ_k. Its gradient at a particle of the network is -v - lam theta (tests).
     """
-    particles, data = check_particles(config, particles), _check_data(config, data)
+    particles, data = check_particles(config, particles), check_data(config, data)
     att = mlp = None
     if "V" in probes or "W" in probes:
         att = (jnp.asarray(probes["V"]), jnp.asarray(probes["W"]))
@@ -309,7 +293,7 @@ def first_variation(config: Config, particles, data: Prompts, probes: dict) -> d
 
 @xla_jit
 def _first_variation(particles, Z0, y, threshold, d, att, mlp):
-    Z_att, Z_mlp, P_att, P_mlp = _adjoint_states(particles, Z0, y, threshold, d)
+    Z_att, Z_mlp, P_att, P_mlp = adjoint_states(particles, Z0, y, threshold, d)
     out = {}
     if att is not None:
         V, W = att

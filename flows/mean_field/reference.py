@@ -1,4 +1,5 @@
-"""The continuous-depth ("tied") reference of the mean-field transformer (theory digest §2.1-2.3, §2.5 item 2).
+"""The continuous-depth ("tied") reference of the mean-field transformer (Gao et al., NeurIPS 2024: the
+limit L, M -> infinity of eqs. 2.1-2.3).
 
 Particles are **curves in depth**: particle j is t -> theta_j(t) = (V_j(t), W_j(t)) for attention and
 t -> w_j(t) = (W1_j(t), W2_j(t)) for the MLP, stored by their values on K depth nodes
@@ -10,11 +11,11 @@ t = s_k + u Delta. The node values are a particle dict with a leading node axis,
 `{"V": (K, M, D, D), "W": (K, M, D, D), "W1": (K, M_mlp, D), "W2": (K, M_mlp, D)}` (the network's layout
 with L replaced by K).
 
-**Forward pass** (digest §2.1): the depth ODE, both sublayers acting at once,
+**Forward pass**: the depth ODE, both sublayers acting at once,
 
     dZ/dt = F(Z, t) = (1/M) sum_j f(Z, theta_j(t)) + (1/M_mlp) sum_j h(Z, w_j(t)),   Z(0) = Z0,  t in [0, 1],
 
-f(Z, theta) = V Z softmax(Z^T W Z), h(Z, w) = W2 sigma(W1 Z) (`network.attention_update`, `mlp_update`).
+f(Z, theta) = V Z softmax(Z^T W Z), h(Z, w) = W2 sigma(W1 Z) (`model.attention_update`, `mlp_update`).
 It is integrated with a high-order diffrax solver (`DEPTH_SOLVERS`, Tsit5 by default) segment by segment,
 a `jax.lax.scan` over the K - 1 node intervals [s_k, s_{k+1}] with `substeps` equal steps each; inside a
 segment the interpolant is smooth, so the solver keeps its order. Per segment, `integrator="scan"` (default)
@@ -23,30 +24,30 @@ takes the diffrax solver's own steps in a `lax.scan`, `integrator="diffeqsolve"`
 1e-13), and the scan compiles about twice as fast inside a tau-solve. yhat = Z(1)[d, N],
 R = mean over prompts of (yhat - y)^2 / 2.
 
-**Objective** (eq. 2.3 in the mean-field form, digest §3 "weight decay"):
+**Objective** (eq. 2.3 in the mean-field form):
 
     Q_ref = R + (lam/2) int_0^1 [ (1/M) sum_j |theta_j(t)|^2 + (1/M_mlp) sum_j |w_j(t)|^2 ] dt,
 
 where the integral of the squared piecewise-linear interpolant is exact per segment:
 int_0^1 |a (1 - u) + b u|^2 du Delta = Delta (|a|^2 + a.b + |b|^2) / 3.
 
-**Velocity** (digest §2.3: the Wasserstein gradient flow acts pointwise in depth, t is a label): at every node
+**Velocity** (the Wasserstein gradient flow acts pointwise in depth, t is a label): at every node
 
     v_j(s_k) = -sum_prompts grad_theta <P(s_k), f(Z(s_k), theta_j(s_k))> - lam theta_j(s_k)
 
-(h and w_j for MLP particles), where P(t) = dR/dZ(t) is the adjoint of the depth ODE (digest §2.2,
-P(1) = (yhat - y)/n e_d e_N^T per prompt). This is the network's convention v = -M L dQ/dtheta of
-`network.velocity` in the limit, *not* the gradient of Q_ref with respect to the node values. P(s_k) at
+(h and w_j for MLP particles), where P(t) = dR/dZ(t) is the adjoint of the depth ODE (P(1) =
+(yhat - y)/n e_d e_N^T per prompt). This is the network's convention v = -M L dQ/dtheta of
+`gradients.velocity` in the limit, *not* the gradient of Q_ref with respect to the node values. P(s_k) at
 all nodes comes from one reverse pass through the diffrax solves: zero perturbations eps_k are added to
 Z(s_k) at every node (Z(s_k) -> Z(s_k) + eps_k before the next segment, and to Z(1) at the last node),
 and P(s_k) = dR/d eps_k at eps = 0 (reverse-mode through the solver steps; with
 `integrator="diffeqsolve"`, through diffrax's `RecursiveCheckpointAdjoint`). The per-particle
-gradients are then closed-form (`network.particle_gradients` with Z_att = Z_mlp = Z(s_k),
+gradients are then closed-form (`gradients.particle_gradients` with Z_att = Z_mlp = Z(s_k),
 P_att = P_mlp = P(s_k)), vmapped over the nodes.
 
 **Flow in training time tau**: the node values move with v (`reference_vector_field`), integrated by
 `flows.solve` in `solve_reference`; the interpolated curves then follow the interpolated velocity, a
-depth discretisation of the PDE of digest §2.3 with error O(1/K^2) for smooth curves. Q_ref decreases
+depth discretisation of the mean-field PDE with error O(1/K^2) for smooth curves. Q_ref decreases
 along it at the rate `reference_dissipation` up to that O(1/K^2) error (measured relative mismatch
 1.2e-3 at K = 9, 3.0e-4 at K = 17 in the tests' setting).
 
@@ -73,17 +74,9 @@ from .._xla import jit as xla_jit
 from ..solve import Trajectory, solve
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
-from .network import (
-    _ATTENTION,
-    _GROUPS,
-    _MLP,
-    _as_array,
-    _check_data,
-    attention_update,
-    init_curves,
-    mlp_update,
-    particle_gradients,
-)
+from .gradients import particle_gradients
+from .initial import init_curves
+from .model import GROUPS, as_array, attention_update, check_data, group_weighted, mlp_update
 
 __all__ = ["DEPTH_SOLVERS", "INTEGRATORS", "REFERENCE_OBSERVABLES", "check_nodes", "depth_grid", "init_reference",
            "make_reference_args", "reference_adjoint", "reference_dissipation", "reference_forward", "reference_nodes",
@@ -134,16 +127,16 @@ def check_nodes(config: Config, nodes) -> dict:
 
     **Raises:** `ValueError` naming the offending field.
     """
-    if not isinstance(nodes, dict) or set(nodes) != set(_GROUPS):
-        raise ValueError(f"nodes must be a dict with keys {_GROUPS}, got "
+    if not isinstance(nodes, dict) or set(nodes) != set(GROUPS):
+        raise ValueError(f"nodes must be a dict with keys {GROUPS}, got "
                          f"{sorted(nodes) if isinstance(nodes, dict) else type(nodes).__name__}")
-    arrays = {name: _as_array(f"nodes[{name!r}]", nodes[name]) for name in _GROUPS}
+    arrays = {name: as_array(f"nodes[{name!r}]", nodes[name]) for name in GROUPS}
     V = arrays["V"]
     if V.ndim < 1 or V.shape[0] < 2:
         raise ValueError(f"nodes['V'] must have a leading node axis of length K >= 2, got shape {V.shape}")
     K, D, M, Mm = V.shape[0], config.D, config.M, config.M_mlp
     want = {"V": (K, M, D, D), "W": (K, M, D, D), "W1": (K, Mm, D), "W2": (K, Mm, D)}
-    for name in _GROUPS:
+    for name in GROUPS:
         arr = arrays[name]
         if arr.shape != want[name]:
             raise ValueError(f"nodes[{name!r}] must have shape {want[name]} (K={K} nodes, config M={M}, "
@@ -155,7 +148,7 @@ def check_nodes(config: Config, nodes) -> dict:
 
 
 def init_reference(config: Config, K: int = _DEFAULT_K, key=None, dtype=None) -> dict:
-    """Initial node values: `network.init_curves(config, s_k)` at the K nodes (the same base draws as the
+    """Initial node values: `initial.init_curves(config, s_k)` at the K nodes (the same base draws as the
     network with `config.init`, whose layer l samples the curves at l / L: the two are coupled).
 
     **Raises:** `ValueError` if `config.init == "iid"` (the reference needs a depth-smooth law: an i.i.d.
@@ -184,7 +177,7 @@ def _drift(Z, p, threshold):
 def _segment_field(u, Z, args):
     """dZ/du = Delta F(Z, s_k + u Delta) on one node interval, theta(u) = (1 - u) a + u b."""
     a, b, delta, threshold = args
-    p = {k: (1.0 - u) * a[k] + u * b[k] for k in _GROUPS}
+    p = {k: (1.0 - u) * a[k] + u * b[k] for k in GROUPS}
     return delta * _drift(Z, p, threshold)
 
 
@@ -225,8 +218,8 @@ def _integrate(nodes, Z0, eps, grid, threshold, scheme, delta=None):
     depth_solver, integrator = scheme
     K = _num_nodes(nodes)
     delta = 1.0 / (K - 1) if delta is None else delta
-    heads = {k: nodes[k][:-1] for k in _GROUPS}
-    tails = {k: nodes[k][1:] for k in _GROUPS}
+    heads = {k: nodes[k][:-1] for k in GROUPS}
+    tails = {k: nodes[k][1:] for k in GROUPS}
     segment = _SEGMENTS[integrator]
 
     def step(Z, xs):
@@ -263,10 +256,7 @@ def _interp_sq_integral(x):
 
 def _weighted_integral(nodes, values):
     """(1/M) int sum_j |.|^2 dt over the attention groups + (1/M_mlp) int sum_j |.|^2 dt over the MLP ones."""
-    M, Mm = nodes["V"].shape[1], nodes["W1"].shape[1]
-    att = sum(_interp_sq_integral(values[k]) for k in _ATTENTION)
-    mlp = sum(_interp_sq_integral(values[k]) for k in _MLP)
-    return att / M + mlp / Mm
+    return group_weighted(values, (1.0 / nodes["V"].shape[1], 1.0 / nodes["W1"].shape[1]), _interp_sq_integral)
 
 
 def _decay(nodes, lam):
@@ -294,9 +284,9 @@ def _adjoint(nodes, Z0, y, grid, threshold, d, scheme):
 def _velocity(nodes, Z0, y, lam, grid, threshold, d, scheme):
     """v at every node: -sum_prompts grad <P(s_k), f(Z(s_k), theta)> - lam theta (and h for the MLP)."""
     Z, P = _adjoint(nodes, Z0, y, grid, threshold, d, scheme)
-    per_node = tuple(nodes[k] for k in _GROUPS)
+    per_node = tuple(nodes[k] for k in GROUPS)
     grads = jax.vmap(particle_gradients, in_axes=(0, 0, 0, 0, 0, None))(Z, P, Z, P, per_node, threshold)
-    return {k: -g - lam * nodes[k] for k, g in zip(_GROUPS, grads, strict=True)}
+    return {k: -g - lam * nodes[k] for k, g in zip(GROUPS, grads, strict=True)}
 
 
 # Jitted with the scheme static. Used by the public functions and, nested, by the tau vector field and the
@@ -322,7 +312,7 @@ def _check_scheme(depth_solver, integrator):
 
 def _prepare(config, nodes, data, substeps, depth_solver, integrator):
     nodes = check_nodes(config, nodes)
-    data = _check_data(config, data)
+    data = check_data(config, data)
     dtype = data.Z0.dtype
     consts = dict(grid=depth_grid(substeps, dtype), threshold=jnp.asarray(config.threshold, dtype),
                   lam=jnp.asarray(config.lam, dtype), d=jnp.asarray(config.d, jnp.int32))
@@ -378,7 +368,7 @@ def reference_velocity(config: Config, nodes, data: Prompts, substeps: int = _DE
 
     v_j(s_k) = -sum_prompts grad_theta <P(s_k), f(Z(s_k), theta_j(s_k))> - lam theta_j(s_k)
 
-    (h and w_j for MLP particles; digest §2.3). Pointwise in depth, not the gradient w.r.t. node values.
+    (h and w_j for MLP particles). Pointwise in depth, not the gradient w.r.t. node values.
     """
     nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver, integrator)
     return _velocity_jit(nodes, data.Z0, data.y, c["lam"], c["grid"], c["threshold"], c["d"], scheme=scheme)
@@ -387,7 +377,7 @@ def reference_velocity(config: Config, nodes, data: Prompts, substeps: int = _DE
 def reference_dissipation(nodes, velocity) -> jax.Array:
     """int_0^1 [(1/M) sum_j |v_j(t)|^2 + (1/M_mlp) sum_j |v_j(t)|^2] dt of the interpolated node velocities
     (the exact per-segment rule of the decay term): -dQ_ref/dtau along the flow up to the O(1/K^2)
-    interpolation error of the velocity (the energy identity of digest §2.3)."""
+    interpolation error of the velocity (the energy identity)."""
     return _weighted_integral(nodes, velocity)
 
 
@@ -508,8 +498,8 @@ def solve_reference(config: Config, ts, *, K: int | None = None, nodes=None, dat
         if observables not in ("all", "basic"):
             raise ValueError(f"observables must be 'all', 'basic' or a dict, got {observables!r}")
         observables = every if observables == "all" else basic
-    data = _check_data(config, training_set(config) if data is None else data)
-    test = _check_data(config, held_out_set(config) if test is None else test, "test")
+    data = check_data(config, training_set(config) if data is None else data)
+    test = check_data(config, held_out_set(config) if test is None else test, "test")
     args = make_reference_args(config, data, test, substeps)
     options = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol,
                    max_steps=max_steps, observables=observables, save_states=save_states,

@@ -1,71 +1,37 @@
 """Batched GD runs of the mean-field transformer: many seeds of one shape in one compiled, vmapped program.
 
-Rate fits need >= 5 seeds per (L, M) (theory digest §4). Runs of equal shape differ only in their data and
-initial particles, so `train_gd_seeds` stacks them on a leading seed axis and runs the GD program of
-`network.train_gd` under `jax.vmap`: one compilation per shape, no Python loop over seeds. The seed-`s`
-member is exactly `train_gd(config.replace(seed=s), ...)` (tests).
+Rate fits need several seeds per (L, M). Runs of equal shape differ only in their data and initial
+particles, so `train_gd_seeds` stacks them on a leading seed axis and runs the GD program of `network.train`
+under `jax.vmap`: one compilation per shape, no Python loop over seeds. The seed-`s` member is exactly
+`train_gd(config.replace(seed=s), ...)` (tests).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import SEED_MAX, check_int, real_array
+from .. import training
+from .._checks import SEED_MAX, check_int, check_real, real_array
+from ..training import NetworkRecord
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
-from .network import (
-    _check_data,
-    _check_eta,
-    _gd_run,
-    _save_steps,
-    check_particles,
-    compile_cached,
-    gd_optimizer,
-    init_particles,
-)
+from .initial import init_particles
+from .model import check_data, check_particles
+from .network import gd_program, optimizer_state
 
-__all__ = ["GDBatchRecord", "train_gd_batch", "train_gd_seeds"]
-
-_BATCH_RUN = jax.jit(jax.vmap(_gd_run, in_axes=(0, 0, None, 0)))
-_BATCH_COMPILED: dict = {}
+__all__ = ["train_gd_batch", "train_gd_seeds"]
 
 
-@dataclasses.dataclass(frozen=True)
-class GDBatchRecord:
-    """GD runs of several seeds of one shape.
-
-    - `tau` `(k,)`, `steps` `(k,)`: flow time tau = step * eta_tau of the saved steps (shared by all seeds).
-    - `observables`: name -> array `(num_seeds, k)` (the names of `observables.OBSERVABLES`); also
-      `record["Q"]`.
-    - `particles`: the final particles with a leading seed axis; `seeds`: the seeds (the run labels of
-      `train_gd_batch`).
-    - `eta_tau`, `compile_s`, `run_s`.
-    """
-
-    tau: np.ndarray
-    steps: np.ndarray
-    observables: dict
-    particles: dict
-    seeds: tuple
-    eta_tau: float
-    compile_s: float
-    run_s: float
-
-    def __getitem__(self, name):
-        return self.observables[name]
-
-
-def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every: int = 1) -> GDBatchRecord:
+def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every: int = 1) -> NetworkRecord:
     """Full-batch GD (learning rate eta_tau M L, as `train_gd`) for every seed in `seeds` at once.
 
     Each seed draws its own training set, test prompts and initial particles (`config.replace(seed=s)`).
-    Returns a `GDBatchRecord`; raises `ValueError` for bad arguments and `flows.FlowError` when a run's Q
-    becomes non-finite (naming the seed).
+    Returns the record of `train_gd_batch`; raises `ValueError` for bad arguments and `flows.TrainingError`
+    when a run goes non-finite (naming the seed).
     """
     raw = np.atleast_1d(real_array("seeds", seeds))
     if raw.ndim != 1 or np.any(raw != np.round(raw)) or np.any(raw < 0) or np.any(raw > SEED_MAX):
@@ -79,20 +45,40 @@ def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every
                           labels=seeds, label_name="seed")
 
 
+def _batched(basic: bool):
+    """`network.gd_program` vmapped over the runs (particles, optimiser state, data; shared saved steps);
+    the first non-finite step is the earliest over the runs."""
+    run = jax.vmap(gd_program(basic), in_axes=(0, 0, None, None, 0, None))
+
+    def batched(*call):
+        final, series, snaps, losses, bad = run(*call)
+        return final, series, snaps, losses, jnp.min(jnp.where(bad < 0, np.iinfo(np.int32).max, bad))
+
+    return batched
+
+
 def train_gd_batch(config: Config, eta_tau: float, steps: int, particles, data, test=None,
-                   save_every: int = 1, *, labels=None, label_name: str = "run") -> GDBatchRecord:
+                   save_every: int = 1, *, labels=None, label_name: str = "run") -> NetworkRecord:
     """Full-batch GD (learning rate eta_tau M L, as `train_gd`) for a batch of runs of one shape at once.
 
-    `particles`: a list of particle dicts (each of `config`'s shapes, e.g. coupled subsamples of a reference
-    cloud); `data`, `test`: a list of `Prompts` of the same length (or one `Prompts` shared by every run;
-    `test` defaults to `data`). Member i is exactly `train_gd(config, eta_tau, steps, particles=particles[i],
-    data=data[i], test=test[i])` (tests); one compilation per shape. `labels` name the members in errors and
-    in `record.seeds` (default 0, 1, ...). Raises `ValueError` for bad arguments and `flows.FlowError` when a
-    run's Q becomes non-finite.
-    """
-    from ..solve import FlowError
+    **Arguments:**
 
-    eta_tau = _check_eta(eta_tau)
+    - `particles`: a list of particle dicts (each of `config`'s shapes, e.g. coupled subsamples of a
+      reference cloud).
+    - `data`, `test`: a list of `Prompts` of the same length (or one `Prompts` shared by every run; `test`
+      defaults to `data`).
+    - `labels` name the members in errors and in `record.seeds` (default 0, 1, ...).
+
+    Member i is exactly `train_gd(config, eta_tau, steps, particles=particles[i], data=data[i],
+    test=test[i])` (tests); one compilation per shape.
+
+    **Returns:** a `flows.training.NetworkRecord` whose observables have a leading run axis `(runs, k)` and
+    whose `params` (and `extras["particles"]`) the final particles with a leading run axis; `extras`:
+    `seeds` (the labels), `tau`, `eta_tau`. **Raises:** `ValueError` for bad arguments and
+    `flows.TrainingError` when a run goes non-finite, naming it and carrying every run's record truncated
+    before that step.
+    """
+    eta_tau = check_real("eta_tau", eta_tau, low=0.0, strict=True)
     steps = check_int("steps", steps, 1)
     if not isinstance(particles, (list, tuple)) or not particles:
         raise ValueError("particles must be a non-empty list of particle dicts")
@@ -103,31 +89,36 @@ def train_gd_batch(config: Config, eta_tau: float, steps: int, particles, data, 
         value = [value] * size if isinstance(value, Prompts) else value
         if not isinstance(value, (list, tuple)) or len(value) != size:
             raise ValueError(f"{name} must be one Prompts or a list of {size} Prompts (one per run)")
-        return [_check_data(config, v, name) for v in value]
+        return [check_data(config, v, name) for v in value]
 
     data = as_list("data", data)
     test = data if test is None else as_list("test", test)
     labels = tuple(range(size)) if labels is None else tuple(labels)
     if len(labels) != size:
         raise ValueError(f"labels must have one entry per run ({size}), got {len(labels)}")
-    save = _save_steps(int(steps), save_every)
-    args = [obs.make_args(config, d, t) for d, t in zip(data, test, strict=True)]
-    dtype = particles[0]["V"].dtype
-    opt = gd_optimizer(config, eta_tau)
-    states = [jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(
-        jnp.result_type(x), jnp.floating) else x, opt.init(p)) for p in particles]
+    save = training.save_steps(steps, save_every)
     stack = lambda trees: jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
-    call = (stack(particles), stack(states), jnp.asarray(np.diff(save), dtype=jnp.int32), stack(args))
-    compiled, compile_s = compile_cached(_BATCH_COMPILED, _BATCH_RUN, call)
-    start = time.perf_counter()
-    final, series = jax.block_until_ready(compiled(*call))
-    run_s = time.perf_counter() - start
-    series = {k: np.asarray(v) for k, v in series.items()}
-    record = GDBatchRecord(tau=eta_tau * save.astype(float), steps=save, observables=series, particles=final,
-                           seeds=labels, eta_tau=eta_tau, compile_s=compile_s, run_s=run_s)
-    bad = ~np.isfinite(series["Q"])
-    if np.any(bad):
-        i, k = np.argwhere(bad)[0]
-        raise FlowError(f"GD diverged for {label_name} {labels[i]}: Q is not finite at step {int(save[k])} "
-                        f"(tau = {save[k] * eta_tau:.6g}); lower eta_tau", record)
+    args = stack([obs.make_args(config, d, t) for d, t in zip(data, test, strict=True)])
+    states = stack([optimizer_state(config, p, eta_tau) for p in particles])
+    final, series, _, _, bad, compile_s, run_s = training.run_training(
+        "mean_field.train_gd_batch", "all", lambda: _batched(False), stack(particles), states, None, save, args)
+    bad = -1 if bad == np.iinfo(np.int32).max else bad
+    steps_first = {k: np.moveaxis(v, 0, 1) for k, v in series.items()}  # the layer's layout: saved steps first
+    extras = {"particles": final, "seeds": labels, "eta_tau": eta_tau}
+    fields = dict(optimizer="gd", lr=eta_tau, config=config, compile_s=compile_s, run_s=run_s, extras=extras)
+    try:
+        record = training.finish(save, steps_first, bad, params=final, clock=eta_tau, **fields)
+    except training.TrainingError as error:
+        runs = _runs(error.record)
+        failed = [labels[i] for i in range(size) if not np.all(np.isfinite(series["Q"][i]))] or list(labels)
+        runs.extras["tau"] = runs.ts
+        raise training.TrainingError(f"GD diverged for {label_name} {failed[0]}: {error}", step=error.step,
+                                     record=runs) from None
+    record = _runs(record)
+    record.extras["tau"] = record.ts
     return record
+
+
+def _runs(record: NetworkRecord) -> NetworkRecord:
+    """`record` with its observables back in the runs-first layout `(runs, k)`."""
+    return dataclasses.replace(record, observables={k: np.moveaxis(v, 0, 1) for k, v in record.observables.items()})

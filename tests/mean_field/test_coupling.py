@@ -1,6 +1,6 @@
 """Coupled initialisations (flows.mean_field.coupling): width subsamples are rows of the reference cloud
 without duplicates, seeded; depth sampling is exact at the nodes and for the linear curves of
-init="smooth" (against network.init_curves at l / L)."""
+init="smooth" (against init_curves at l / L)."""
 
 import jax
 import numpy as np

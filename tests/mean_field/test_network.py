@@ -145,7 +145,7 @@ def test_iid_particles_are_jax_random_uniform_on_the_config_key():
     """The iid initial particles are `jax.random.uniform(k, shape, dtype, -a, a)` on the plain split keys
     of `config.keys()[1]`, bit for bit (np.array_equal): the flat draw reshaped and the unrolled threefry
     hash of flows._prng.fused draw the same values. Both sides compile at the suite's level 0 (the particles'
-    one-shot program always does, network._draw_particles; at XLA's default level the eager draw may fuse a
+    one-shot program always does, initial._draw_particles; at XLA's default level the eager draw may fuse a
     multiply-add and differ by 1 ulp)."""
     cfg = mf.Config(d=2, D=4, N=2, L=2, M=3, M_mlp=2, init_scale=1.5)
     a = cfg.init_radius
@@ -225,18 +225,21 @@ def test_bad_calls_raise_value_errors(setup):
 
 
 def _attention_pair_products(Z, V, W):
-    """The head-major formulation (pair products, S[n, m, k, i]) the heads-last one replaced."""
-    from flows.mean_field.network import _attend, _softmax_keys
-
+    """The head-major formulation of the attention sublayer (pair products, S[n, m, k, i]): the reference
+    the heads-last `attention_update` is held against."""
     n, D, K = Z.shape
-    T = _attend(Z, _softmax_keys(Z, W))  # (n, M, D, K)
+    ZZ = jnp.einsum("ndk,nei->ndeki", Z, Z).reshape(n, D * D, K * K)
+    logits = jnp.einsum("mx,nxy->nmy", W.reshape(W.shape[0], D * D), ZZ).reshape(n, W.shape[0], K, K)
+    S = jax.nn.softmax(logits, axis=2)  # S[n, m, k, i] = softmax_k(z_k^T W_m z_i)
+    T = jnp.einsum("ndk,nmki->nmdi", Z, S)  # (n, M, D, K) = Z S_m
     return jnp.einsum("mcd,nmdi->nci", V, T)
 
 
 def test_attention_layouts_and_reverse_rule_agree(setup):
     """attention_update (heads last) equals the head-major formulation; the hand-written reverse-mode rule
-    of _attention_update_rev equals autodiff of attention_update; forward mode works on the public map."""
-    from flows.mean_field.network import _attention_update_rev
+    of attention_update_rev (attention_vjp) equals autodiff of attention_update; forward mode works on the
+    public map."""
+    from flows.mean_field.model import attention_update_rev
 
     rng = np.random.default_rng(5)
     Z = jnp.asarray(rng.normal(size=(3, 4, 5)))
@@ -246,9 +249,9 @@ def test_attention_layouts_and_reverse_rule_agree(setup):
     @jax.jit
     def everything(Z, V, W, P):  # one compiled program (eagerly, each einsum and VJP compiles on its own)
         _, vjp_ref = jax.vjp(mf.attention_update, Z, V, W)
-        _, vjp_rev = jax.vjp(_attention_update_rev, Z, V, W)
+        _, vjp_rev = jax.vjp(attention_update_rev, Z, V, W)
         _, tangent = jax.jvp(mf.attention_update, (Z, V, W), (P, V, W))  # forward mode still works
-        return (mf.attention_update(Z, V, W), _attention_pair_products(Z, V, W), _attention_update_rev(Z, V, W),
+        return (mf.attention_update(Z, V, W), _attention_pair_products(Z, V, W), attention_update_rev(Z, V, W),
                 vjp_ref(P), vjp_rev(P), tangent)
 
     out, pairs, rev, grads_ref, grads_rev, tangent = everything(Z, V, W, P)
@@ -259,46 +262,15 @@ def test_attention_layouts_and_reverse_rule_agree(setup):
     assert np.all(np.isfinite(np.asarray(tangent)))
 
 
-def test_attention_reverse_rule_in_prompt_blocks_agrees():
-    """The blocked reverse rule (forward by `lax.map` over blocks of prompts, backward by a scan summing the
-    parameter adjoints over the blocks) equals autodiff of attention_update, for blocks of 1, 2 and 3 of
-    6 prompts and the unblocked batch; `_attention_block` picks the largest divisor within the budget."""
-    from flows.mean_field import network as net
-
-    rng = np.random.default_rng(11)
-    Z = jnp.asarray(rng.normal(size=(6, 4, 5)))
-    V, W = jnp.asarray(rng.normal(size=(7, 4, 4))), jnp.asarray(rng.normal(size=(7, 4, 4)))
-    P = jnp.asarray(rng.normal(size=(6, 4, 5)))
-
-    @jax.jit
-    def everything(Z, V, W, P):
-        out, vjp_ref = jax.vjp(mf.attention_update, Z, V, W)
-        blocked = []
-        for block in (1, 2, 3, 6):
-            value, vjp = jax.vjp(lambda *a, b=block: net._attention_rev_blocks(*a, b), Z, V, W)
-            blocked.append((value, vjp(P)))
-        return out, vjp_ref(P), blocked
-
-    out, grads_ref, blocked = everything(Z, V, W, P)
-    for value, grads in blocked:
-        np.testing.assert_allclose(value, out, rtol=1e-13, atol=1e-13)
-        for a, b in zip(grads_ref, grads, strict=True):
-            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
-    budget = net._ATTENTION_BLOCK_ELEMENTS
-    assert net._attention_block(6, 5, 7) == 6  # the whole batch fits
-    assert net._attention_block(64, 9, 256) == max(b for b in (1, 2, 4, 8, 16, 32, 64) if b * 9 * 9 * 256 <= budget)
-    assert net._attention_block(7, 9, 256 * 64) == 1  # a prime count of prompts larger than the budget
-
-
 def test_gd_velocity_paths_agree(setup):
     """The reverse-rule velocity (GD, explicit solves) equals the forward-mode-capable one, and the
     flow picks the forward-mode field for implicit solvers only."""
     from flows.mean_field import flow
-    from flows.mean_field.network import _velocity_autodiff
+    from flows.mean_field.gradients import velocity_autodiff
 
     data, p = setup
     a = mf.velocity(CFG, p, data)  # rev=True: the program of test_velocity_equals_ML_times_grad_of_objective
-    b = jax.jit(_velocity_autodiff, static_argnames=("rev",))(p, data.Z0, data.y, CFG.lam, CFG.threshold, CFG.d,
+    b = jax.jit(velocity_autodiff, static_argnames=("rev",))(p, data.Z0, data.y, CFG.lam, CFG.threshold, CFG.d,
                                                                rev=False)
     for k in a:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-12, atol=1e-14)

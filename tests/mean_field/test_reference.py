@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from flows import mean_field as mf
-from flows.mean_field import network
+from flows.mean_field import model
 from flows.mean_field import reference as ref
 
 CFG = mf.Config(d=2, D=3, N=4, L=4, M=4, n_train=8, n_test=8, lam=1e-2, init_scale=2.0, init="smooth", seed=1)
 SCHEME = ("tsit5", "scan")
 SUB = 8  # depth substeps per node interval for the forward checks (Tsit5: ODE error far below the gaps)
-_net_forward = jax.jit(network._forward, static_argnums=(2, 3))
+_net_forward = jax.jit(model.predict, static_argnums=(2, 3))
 TAUS = np.linspace(0.0, 1.0, 11)  # save times of the flows in tau
 
 
@@ -121,7 +121,7 @@ def test_velocity_is_the_pointwise_first_variation_gradient(curved_nodes, data, 
         return jnp.sum(Pk * upd)
 
     def attention_and_mlp(Zk, p):
-        return network.attention_update(Zk, p["V"], p["W"]) + network.mlp_update(Zk, p["W1"], p["W2"], CFG.threshold)
+        return model.attention_update(Zk, p["V"], p["W"]) + model.mlp_update(Zk, p["W1"], p["W2"], CFG.threshold)
 
     grad = jax.jit(jax.vmap(jax.grad(pairing)))(curved_nodes, Z, P)
     want = {k: -grad[k] - CFG.lam * curved_nodes[k] for k in curved_nodes}
@@ -154,7 +154,7 @@ def test_network_forward_converges_to_the_reference_like_one_over_L(data):
     gaps = []
     for L in (4, 8, 16):
         cfg = CFG.replace(L=L)
-        yL = _net_forward(network.init_particles(cfg), data.Z0, CFG.threshold, CFG.d)
+        yL = _net_forward(mf.init_particles(cfg), data.Z0, CFG.threshold, CFG.d)
         gaps.append(float(np.max(np.abs(np.asarray(yL) - y9))))
     ratios = np.array(gaps[:-1]) / np.array(gaps[1:])
     assert ref_change <= 1e-3 * min(gaps), (ref_change, gaps)
@@ -179,7 +179,7 @@ def _network_flow(particles, Z0, y):
 @pytest.fixture(scope="module")
 def network_runs(data):
     """L -> (initial velocity, Q at `TAUS`) of the network on the smooth curves sampled at l / L."""
-    return {L: _network_flow(network.init_particles(CFG.replace(L=L)), data.Z0, data.y) for L in (4, 8, 16)}
+    return {L: _network_flow(mf.init_particles(CFG.replace(L=L)), data.Z0, data.y) for L in (4, 8, 16)}
 
 
 def _velocity_gaps(data, velocities):
@@ -197,7 +197,7 @@ def test_network_velocity_converges_to_the_reference_velocity(data):
     """The network's particle velocity at layer l = L s_k tends to the reference velocity at s_k (same
     curves), at rate 1/L: L = 4 and 8 here (one program per depth; L = 16 too in the slow test below).
     Measured: gaps 4.63e-02, 2.23e-02 (ratio 2.07)."""
-    velocities = {L: mf.velocity(CFG.replace(L=L), network.init_particles(CFG.replace(L=L)), data) for L in (4, 8)}
+    velocities = {L: mf.velocity(CFG.replace(L=L), mf.init_particles(CFG.replace(L=L)), data) for L in (4, 8)}
     gaps = _velocity_gaps(data, velocities)
     ratio = gaps[0] / gaps[1]
     assert 1.8 < ratio < 2.3, (gaps, ratio)

@@ -11,7 +11,6 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from flows import mean_field as mf
-from flows.mean_field import network
 from flows.mean_field import reference as ref
 from tests.mean_field.literal import _huber
 
@@ -192,7 +191,7 @@ def test_short_reference_flow_tracks_the_network_flow_like_one_over_L(data):
     gaps = []
     for L in (4, 8):
         cfg = CFG.replace(L=L)
-        net = mf.solve_particles(cfg, ts, particles=network.init_particles(cfg), data=train, test=test, dt=0.125,
+        net = mf.solve_particles(cfg, ts, particles=mf.init_particles(cfg), data=train, test=test, dt=0.125,
                                  observables="basic", save_states=True)
         P = _np(net.ys)
         layers = np.arange(K - 1) * L // (K - 1)

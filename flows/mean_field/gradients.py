@@ -1,0 +1,123 @@
+"""The particle velocity of the mean-field transformer: the first variation of Q and its adjoints.
+
+In training time tau every particle moves with d theta/d tau = v(theta) (Gao et al., NeurIPS 2024, Sec. 2),
+
+    v_{V_{l,j}} = -M L dQ/dV_{l,j} = -sum_prompts grad_V <P_{2l+1}, V Z_{2l} S> - lam V_{l,j},
+
+and likewise for W, W1, W2 (with M_mlp for the MLP), where P_k = dR/dZ_k is the discrete adjoint
+(P_{2L} = (yhat - y)/n e_d e_N^T, P_k = P_{k+1} + (d_Z layer_k)^* P_{k+1}). `velocity(method="adjoint")`
+computes it in that first-variation form: a forward pass storing Z_k, a backward pass for P_k
+(vector-Jacobian products of the layer maps in Z only) and the per-particle gradients in closed matrix form
+(derived in `derivations/mean_field.py`):
+
+    grad_V  <P, V Z S>            = P (Z S)^T
+    grad_W  <P, V Z S>            = Z G Z^T,   G = S * (B - 1 1^T (S * B)),  B = Z^T V^T P   (* entrywise)
+    grad_W2 <P, W2 sigma(W1 Z)>   = P sigma(W1 Z)^T
+    grad_W1 <P, W2 sigma(W1 Z)>   = ((W2^T P) * sigma'(W1 Z)) Z^T
+
+`method="autodiff"` scales `jax.grad` of the objective; the tests hold the two against each other. Explicit
+Euler in tau with step eta_tau is full-batch GD with learning rate eta_tau M L (attention) and
+eta_tau M_mlp L (MLP): `network.train(config, "gd", lr=eta_tau, ...)`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .._xla import jit as xla_jit
+from .data import Config, Prompts
+from .model import (
+    GROUPS,
+    attention_update,
+    attention_vjp,
+    check_data,
+    check_particles,
+    forward_states,
+    huberized_relu,
+    huberized_relu_grad,
+    layer_scales,
+    mlp_update,
+    objective_value,
+    traced_constants,
+)
+
+__all__ = ["adjoint_states", "particle_gradients", "velocity", "velocity_adjoint", "velocity_autodiff"]
+
+
+def particle_gradients(Z_att, P_att, Z_mlp, P_mlp, particles_l, threshold):
+    """Closed-form gradients of sum_prompts <P, f> and <P, h> w.r.t. the particles of one layer.
+
+    `Z_att` (n, D, K) is the input of the attention sublayer and `P_att` the adjoint of its output;
+    likewise `Z_mlp`, `P_mlp` for the MLP sublayer; `particles_l` = (V, W, W1, W2) of the layer.
+    Returns (gV, gW, gW1, gW2) with the particle shapes (module docstring for the formulas).
+    """
+    V, W, W1, W2 = particles_l
+    _, gV, gW = attention_vjp(Z_att, V, W, P_att)
+    pre = jnp.einsum("jd,ndk->njk", W1, Z_mlp)
+    gW2 = jnp.einsum("nck,njk->jc", P_mlp, huberized_relu(pre, threshold))
+    c = jnp.einsum("jc,nck->njk", W2, P_mlp) * huberized_relu_grad(pre, threshold)
+    gW1 = jnp.einsum("njk,ndk->jd", c, Z_mlp)
+    return gV, gW, gW1, gW2
+
+
+def adjoint_states(particles, Z0, y, threshold, d):
+    """(Z_att, Z_mlp, P_att, P_mlp), each (L, n, D, K): the input of every sublayer (Z_{2l}, Z_{2l+1}) and
+    the adjoint P = dR/dZ of its output (P_att of Z_{2l+1}, P_mlp of Z_{2l+2}), by a backward scan of
+    vector-Jacobian products of the layer maps in Z (P_{2L} = (yhat - y)/n e_d e_N^T)."""
+    sa, sm = layer_scales(particles)
+    Z_final, Z_att, Z_mlp = forward_states(particles, Z0, threshold)
+    err = (Z_final[:, d, -1] - y) / Z0.shape[0]
+    P_final = jnp.zeros_like(Z_final).at[:, d, -1].set(err)
+
+    def back(P, xs):
+        Za, Zm, V, W, W1, W2 = xs
+        _, vjp_m = jax.vjp(lambda Z: Z + sm * mlp_update(Z, W1, W2, threshold), Zm)
+        (P_att,) = vjp_m(P)  # adjoint of Z_{2l+1}
+        _, vjp_a = jax.vjp(lambda Z: Z + sa * attention_update(Z, V, W), Za)
+        (P_in,) = vjp_a(P_att)  # adjoint of Z_{2l}
+        return P_in, (P_att, P)
+
+    xs = (Z_att, Z_mlp) + tuple(particles[k] for k in GROUPS)
+    _, (P_att, P_mlp) = jax.lax.scan(back, P_final, xs, reverse=True)
+    return Z_att, Z_mlp, P_att, P_mlp
+
+
+def velocity_adjoint(particles, Z0, y, lam, threshold, d):
+    """-(M L) dQ/dtheta per attention particle and -(M_mlp L) dQ/dw per MLP particle (first variation)."""
+    Z_att, Z_mlp, P_att, P_mlp = adjoint_states(particles, Z0, y, threshold, d)
+    layers = tuple(particles[k] for k in GROUPS)
+    grads = jax.vmap(particle_gradients, in_axes=(0, 0, 0, 0, 0, None))(
+        Z_att, P_att, Z_mlp, P_mlp, layers, threshold)
+    return {k: -g - lam * particles[k] for k, g in zip(GROUPS, grads, strict=True)}
+
+
+def velocity_autodiff(particles, Z0, y, lam, threshold, d, rev=True):
+    """-(M L) dQ/dtheta by reverse-mode AD; `rev=False` keeps it differentiable in forward mode (implicit
+    solvers need the Jacobian of the velocity)."""
+    L, M = particles["V"].shape[:2]
+    Mm = particles["W1"].shape[1]
+    g = jax.grad(objective_value)(particles, Z0, y, lam, threshold, d, rev)
+    scale = {"V": M * L, "W": M * L, "W1": Mm * L, "W2": Mm * L}
+    return {k: -scale[k] * g[k] for k in GROUPS}
+
+
+_METHODS = {"adjoint": xla_jit(velocity_adjoint), "autodiff": xla_jit(velocity_autodiff, static_argnames=("rev",))}
+
+
+def velocity(config: Config, particles, data: Prompts, method: str = "autodiff") -> dict:
+    """The mean-field velocity of every particle (a dict shaped like the particles).
+
+    v = -M L dQ/d theta (attention), -M_mlp L dQ/d w (MLP) = -grad delta Q/delta rho at the particle.
+
+    **Arguments:**
+
+    - `method`: `"autodiff"` (default, what the flow integrates) scales reverse-mode `jax.grad(objective)`;
+      `"adjoint"` evaluates the first-variation form of the module docstring (adjoints P_k, closed-form
+      per-particle gradients). The two agree to rounding (tests); autodiff is the faster one on CPU, because
+      it reuses the forward pass.
+    """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {tuple(_METHODS)}, got {method!r}")
+    particles, data = check_particles(config, particles), check_data(config, data)
+    return _METHODS[method](particles, data.Z0, data.y, *traced_constants(config, data.Z0.dtype))

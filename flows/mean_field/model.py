@@ -1,0 +1,258 @@
+"""The finite mean-field transformer of Gao et al. (NeurIPS 2024, eqs. 2.1-2.3): forward pass, risk, objective.
+
+Depth L, M attention heads and M_mlp neurons per layer; for l = 0..L-1 and every prompt Z in R^{D x (N+1)}
+
+    Z_{2l+1} = Z_{2l}   + 1/(M L)     sum_j V_{l,j} Z_{2l} S(Z_{2l}, W_{l,j}),   S = softmax_keys(Z^T W Z)  (2.1)
+    Z_{2l+2} = Z_{2l+1} + 1/(M_mlp L) sum_j W2_{l,j} sigma(W1_{l,j} Z_{2l+1})                          (2.2)
+
+(column i of Z S is sum_k z_k softmax_k(z_k^T W z_i); W1 a row 1 x D, W2 a column D x 1, sigma the
+HuberizedReLU of the rebuttal's Eq 2 with threshold h0). The prediction is yhat = Z_{2L}[d, N], the
+risk R = mean over prompts of (yhat - y)^2 / 2, and the objective (2.3)
+
+    Q = R + lam/(2 M L) sum_{l,j} (|V_{l,j}|^2 + |W_{l,j}|^2) + lam/(2 M_mlp L) sum_{l,j} (|W1_{l,j}|^2 + |W2_{l,j}|^2).
+
+**Particles** are stored as `{"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, M_mlp, D), "W2": (L, M_mlp, D)}`;
+the widths and the depth are read from these shapes, so one compiled function serves every config of a shape.
+The array-level functions (`predict`, `risk_value`, `objective_value`) take lam, the threshold and d as
+traced arrays (`traced_constants`); `forward`, `risk`, `objective` validate against a `Config` first.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .._checks import check_finite_tree
+from .._xla import jit as xla_jit
+from .data import Config, Prompts
+
+__all__ = ["ATTENTION", "GROUPS", "MLP", "as_array", "attention_update", "attention_update_rev", "attention_vjp",
+           "check_data", "check_particles", "decay", "forward", "forward_states", "group_weighted",
+           "huberized_relu", "huberized_relu_grad", "layer_scales", "mlp_update", "objective", "objective_value",
+           "predict", "risk", "risk_value", "traced_constants"]
+
+#: The particle groups, in the order of the depth scan; the attention and the MLP groups.
+GROUPS = ("V", "W", "W1", "W2")
+ATTENTION = ("V", "W")
+MLP = ("W1", "W2")
+
+
+# --------------------------------------------------------------------------- the two encoders
+
+
+def huberized_relu(z, threshold=1.0):
+    """sigma(z) = 0 for z <= 0, z^2/(2 h0) for 0 < z <= h0, z - h0/2 for z > h0 (rebuttal Eq 2, h0 = 1)."""
+    pos = jnp.maximum(z, 0.0)
+    return jnp.where(z > threshold, z - 0.5 * threshold, 0.5 * pos * pos / threshold)
+
+
+def huberized_relu_grad(z, threshold=1.0):
+    """sigma'(z) = 0, z/h0, 1 on the three pieces (continuous: sigma is C^1)."""
+    return jnp.clip(z / threshold, 0.0, 1.0)
+
+
+def _attention_parts(Z, V, W):
+    """(update, S, VZ) of `attention_update` in the heads-last layout:
+    S[n, i, k, m] = softmax_k(z_k^T W_m z_i) (query i, key k, head m), VZ[n, k, m, c] = (V_m z_k)[c],
+    update[n, c, i] = sum_{k, m} S[n, i, k, m] VZ[n, k, m, c]."""
+    n, D, K = Z.shape
+    M = V.shape[0]
+    # every logit z_k^T W_m z_i is one row of a single (n K^2, D^2) x (D^2, M) GEMM, heads last: XLA on CPU
+    # runs one large GEMM fast and many small batched products slowly
+    pairs = jnp.einsum("ndk,nei->nikde", Z, Z).reshape(n * K * K, D * D)
+    S = jax.nn.softmax((pairs @ W.reshape(M, D * D).T).reshape(n, K, K, M), axis=2)
+    VZ = jnp.einsum("ndk,mcd->nkmc", Z, V)
+    # written (n, query, c), the order of XLA's batched GEMM: only the small result is transposed
+    update = jnp.swapaxes(jnp.einsum("nix,nxc->nic", S.reshape(n, K, K * M), VZ.reshape(n, K * M, D)), 1, 2)
+    return update, S, VZ
+
+
+def attention_update(Z, V, W):
+    """sum_j f(Z, (V_j, W_j)) = sum_j V_j Z S(Z, W_j) for Z (n, D, K), V and W (M, D, D) -> (n, D, K).
+
+    The caller scales by 1/(M L). Each term is the rebuttal's Eq 1, f(Z, theta) = V Z softmax(Z^T W Z).
+    Differentiable in every mode; `attention_update_rev` is the same map with a hand-written reverse rule.
+    """
+    return _attention_parts(Z, V, W)[0]
+
+
+def attention_vjp(Z, V, W, P):
+    """(dZ, dV, dW) of <P, attention_update(Z, V, W)> in closed form (`derivations/mean_field.py`):
+    dV = sum_n P (Z S)^T, dW = sum_n Z G Z^T with G = S * (B - 1 1^T (S * B)), B = Z^T V^T P.
+
+    Every product over the (n, K, K, M) tensors is a GEMM of operands in their stored order: XLA on CPU
+    transposed the large operand of the equivalent einsums first, which cost several times the product.
+    """
+    n, D, K = Z.shape
+    M = V.shape[0]
+    _, S, VZ = _attention_parts(Z, V, W)
+    PT = jnp.swapaxes(P, 1, 2)  # (n, query i, c)
+    dVZ = jnp.einsum("nix,nic->nxc", S.reshape(n, K, K * M), PT).reshape(n * K, M * D)  # rows (n, k), cols (m, c)
+    dS = jnp.einsum("nxc,nic->nix", VZ.reshape(n, K * M, D), PT).reshape(n, K, K, M)
+    G = (S * (dS - jnp.sum(S * dS, axis=2, keepdims=True))).reshape(n * K * K, M)  # d logits
+    pairs_t = jnp.einsum("ndk,nei->denik", Z, Z).reshape(D * D, n * K * K)
+    dW = (pairs_t @ G).T.reshape(M, D, D)
+    dZZ = (G @ W.reshape(M, D * D)).reshape(n, K, K, D, D)
+    ZT = jnp.swapaxes(Z, 1, 2).reshape(n * K, D)
+    dZ = (jnp.einsum("nikde,nei->ndk", dZZ, Z) + jnp.einsum("nikde,ndk->nei", dZZ, Z)
+          + jnp.swapaxes((dVZ @ V.reshape(M * D, D)).reshape(n, K, D), 1, 2))
+    dV = (dVZ.T @ ZT).reshape(M, D, D)
+    return dZ, dV, dW
+
+
+# Speed: keeping only (Z, V, W) and recomputing S in `attention_vjp` makes the gradient of Q 1.5x faster on
+# CPU than autodiff, which stores S of every layer (benchmarks/bench_mean_field.py gd_throughput shape).
+@jax.custom_vjp
+def attention_update_rev(Z, V, W):
+    """`attention_update` with the reverse-mode rule `attention_vjp` (no forward-mode AD); equal to
+    autodiff of `attention_update` to rounding (tests)."""
+    return attention_update(Z, V, W)
+
+
+attention_update_rev.defvjp(lambda Z, V, W: (attention_update(Z, V, W), (Z, V, W)),
+                            lambda residuals, P: attention_vjp(*residuals, P))
+
+
+def mlp_update(Z, W1, W2, threshold=1.0):
+    """sum_j h(Z, (W1_j, W2_j)) = sum_j W2_j sigma(W1_j Z) for Z (n, D, K), W1 and W2 (M_mlp, D)."""
+    pre = jnp.einsum("jd,ndk->njk", W1, Z)
+    return jnp.einsum("jc,njk->nck", W2, huberized_relu(pre, threshold))
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def as_array(name, value):
+    """`jnp.asarray(value)`, or a ValueError naming `name` for what is not a numeric array."""
+    try:
+        return jnp.asarray(value)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"{name} must be a numeric array, got {type(value).__name__}") from err
+
+
+def check_particles(config: Config, particles) -> dict:
+    """Validate a particle dict against `config` (keys, shapes, finiteness); returns it as arrays."""
+    if not isinstance(particles, dict) or set(particles) != set(GROUPS):
+        raise ValueError(f"particles must be a dict with keys {GROUPS}, got "
+                         f"{sorted(particles) if isinstance(particles, dict) else type(particles).__name__}")
+    L, D, M, Mm = config.L, config.D, config.M, config.M_mlp
+    want = {"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, Mm, D), "W2": (L, Mm, D)}
+    out = {}
+    for name in GROUPS:
+        arr = as_array(f"particles[{name!r}]", particles[name])
+        if arr.shape != want[name]:
+            raise ValueError(f"particles[{name!r}] must have shape {want[name]} (config L={L}, M={M}, "
+                             f"M_mlp={Mm}, D={D}), got {arr.shape}")
+        if not jnp.issubdtype(arr.dtype, jnp.floating):
+            raise ValueError(f"particles[{name!r}] must be floating point, got {arr.dtype}")
+        check_finite_tree(f"particles[{name!r}]", arr)
+        out[name] = arr
+    return out
+
+
+def check_data(config: Config, data, name: str = "data") -> Prompts:
+    """`data` (a `Prompts` or a pair) validated against `config`; errors name the argument `name`."""
+    if not isinstance(data, Prompts):
+        if isinstance(data, tuple) and len(data) == 2:
+            data = Prompts(*data)
+        else:
+            raise ValueError(f"{name} must be a flows.mean_field.Prompts(Z0, y)")
+    Z0, y = as_array(f"{name}.Z0", data.Z0), as_array(f"{name}.y", data.y)
+    for field, arr in ((f"{name}.Z0", Z0), (f"{name}.y", y)):
+        if not jnp.issubdtype(arr.dtype, jnp.floating):
+            raise ValueError(f"{field} must be floating point, got {arr.dtype}")
+        check_finite_tree(field, arr)
+    want = (config.D, config.N + 1)
+    if Z0.ndim != 3 or Z0.shape[1:] != want:
+        raise ValueError(f"{name}.Z0 must have shape (n, D, N + 1) = (n, {want[0]}, {want[1]}), got {Z0.shape}")
+    if y.shape != (Z0.shape[0],):
+        raise ValueError(f"{name}.y must have shape (n,) = ({Z0.shape[0]},), got {y.shape}")
+    return Prompts(Z0, y)
+
+
+# --------------------------------------------------------------------------- forward, risk, objective
+
+
+def layer_scales(particles):
+    """(1/(M L), 1/(M_mlp L)): the weights of the attention and the MLP sublayers, read from the shapes."""
+    L, M = particles["V"].shape[:2]
+    Mm = particles["W1"].shape[1]
+    return 1.0 / (M * L), 1.0 / (Mm * L)
+
+
+def group_weighted(values, scales, reduce=lambda x: jnp.sum(x * x)):
+    """scales[0] sum over the attention groups + scales[1] sum over the MLP groups of `reduce(values[k])`
+    (default |.|^2): the weight decay of (2.3), the dissipation and the coupled distance of the observables."""
+    att = sum(reduce(values[k]) for k in ATTENTION)
+    mlp = sum(reduce(values[k]) for k in MLP)
+    return scales[0] * att + scales[1] * mlp
+
+
+def forward_states(particles, Z0, threshold, rev=False):
+    """(Z_{2L}, Z_in_attention (L, n, D, K), Z_in_mlp (L, n, D, K)) of eqs. (2.1)-(2.2). `rev=True` uses
+    `attention_update_rev` (faster gradients; no forward-mode AD)."""
+    sa, sm = layer_scales(particles)
+    attention = attention_update_rev if rev else attention_update
+
+    def layer(Z, p):
+        V, W, W1, W2 = p
+        Z1 = Z + sa * attention(Z, V, W)
+        Z2 = Z1 + sm * mlp_update(Z1, W1, W2, threshold)
+        return Z2, (Z, Z1)
+
+    Z_final, (Z_att, Z_mlp) = jax.lax.scan(layer, Z0, tuple(particles[k] for k in GROUPS))
+    return Z_final, Z_att, Z_mlp
+
+
+def predict(particles, Z0, threshold, d, rev=False):
+    """yhat = Z_{2L}[d, N] of every prompt."""
+    return forward_states(particles, Z0, threshold, rev)[0][:, d, -1]
+
+
+def decay(particles, lam):
+    """lam/(2 M L) sum (|V|^2 + |W|^2) + lam/(2 M_mlp L) sum (|W1|^2 + |W2|^2)."""
+    return 0.5 * lam * group_weighted(particles, layer_scales(particles))
+
+
+def risk_value(particles, Z0, y, threshold, d, rev=False):
+    """R = mean (yhat - y)^2 / 2."""
+    err = predict(particles, Z0, threshold, d, rev) - y
+    return 0.5 * jnp.mean(err * err)
+
+
+def objective_value(particles, Z0, y, lam, threshold, d, rev=False):
+    """Q = R + the weight decay (2.3)."""
+    return risk_value(particles, Z0, y, threshold, d, rev) + decay(particles, lam)
+
+
+def traced_constants(config: Config, dtype):
+    """(lam, threshold, d) as arrays: traced arguments of the jitted evaluations (new values do not recompile)."""
+    return (jnp.asarray(config.lam, dtype), jnp.asarray(config.threshold, dtype),
+            jnp.asarray(config.d, jnp.int32))
+
+
+# One jitted program per shape: called eagerly, the depth `lax.scan` would be traced and compiled on every call.
+_predict_jit = xla_jit(predict, static_argnames=("rev",))
+_risk_jit = xla_jit(risk_value, static_argnames=("rev",))
+_objective_jit = xla_jit(objective_value, static_argnames=("rev",))
+
+
+def forward(config: Config, particles, Z0) -> jax.Array:
+    """yhat = Z_{2L}[d, N] for prompts `Z0 (n, D, N + 1)` -> `(n,)`."""
+    particles = check_particles(config, particles)
+    Z0 = check_data(config, Prompts(Z0, jnp.zeros(jnp.shape(Z0)[:1], jnp.result_type(Z0)))).Z0
+    _, threshold, d = traced_constants(config, Z0.dtype)
+    return _predict_jit(particles, Z0, threshold, d)
+
+
+def risk(config: Config, particles, data: Prompts) -> jax.Array:
+    """R = mean over prompts of (yhat - y)^2 / 2 (a scalar)."""
+    particles, data = check_particles(config, particles), check_data(config, data)
+    _, threshold, d = traced_constants(config, data.Z0.dtype)
+    return _risk_jit(particles, data.Z0, data.y, threshold, d)
+
+
+def objective(config: Config, particles, data: Prompts) -> jax.Array:
+    """Q = R + lam/(2 M L) sum(|V|^2 + |W|^2) + lam/(2 M_mlp L) sum(|W1|^2 + |W2|^2) (eq. 2.3)."""
+    particles, data = check_particles(config, particles), check_data(config, data)
+    return _objective_jit(particles, data.Z0, data.y, *traced_constants(config, data.Z0.dtype))
