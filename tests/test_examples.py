@@ -144,8 +144,8 @@ def test_readme_findings_section_is_the_known_findings():
         assert stem in stems, f"KNOWN_FINDINGS names an example that does not exist: {stem}"
         assert f.title and f.claim and f.measured and f.reason and "\n" not in f.reason, (stem, name)
         assert f"`{name}`" in section, f"the README section does not name {stem} {name}"
-        assert f.reason in findings.expected_note(stem, name), (stem, name)
-    assert findings.expected_note("no_such_example", "x") == ""
+        assert f.reason in f.note and findings.known(stem, name) is f, (stem, name)
+    assert findings.known("no_such_example", "x") is None
 
 
 def _verdict_preds(marked=(), **verdicts):

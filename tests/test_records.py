@@ -205,5 +205,4 @@ def test_four_verdicts(tmp_path):
     assert m["c"]["verdict"] == "not tested at this size"
     assert m["d"]["known_finding"] == finding.anchor and m["d"]["verdict"] == records.KNOWN
     assert records.verdict(m["d"]) == records.KNOWN and "known_finding" not in m["b"]
-    assert m["d"]["expected"] == "1.0" + findings.expected_note("scan_snap_fig4",
-                                                              "etaY1_etaZ1_distinct_logits_rise_network_fraction")
+    assert m["d"]["expected"] == "1.0" + finding.note

@@ -6,7 +6,7 @@ and every finding is listed here, in this one place:
 
 * the examples pass ``known_finding=findings.known(example, prediction)`` to
   `flows.experiments.records.RunRecord.add_prediction`, which appends the reason to the prediction's ``expected`` text
-  (:func:`expected_note`) and stores the finding's :attr:`Finding.anchor` as the prediction's
+  (:attr:`Finding.note`) and stores the finding's :attr:`Finding.anchor` as the prediction's
   ``known_finding`` marker, so that its failure is a known finding and not a failure;
 * ``REPORT.md`` of ``python -m flows reproduce`` links each known finding to its entry in the report's own
   "Known findings" section (:func:`report_markdown`);
@@ -24,7 +24,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-__all__ = ["KNOWN_FINDINGS", "Finding", "by_anchor", "expected_note", "known", "markdown", "report_markdown"]
+__all__ = ["KNOWN_FINDINGS", "Finding", "by_anchor", "known", "markdown", "report_markdown"]
 
 _SECTION = "Where the papers and the solver disagree"
 
@@ -144,13 +144,6 @@ def known(example: str, prediction: str) -> Finding | None:
     """The finding that prediction `prediction` of example `example` is, or None; pass it as the
     ``known_finding`` of `flows.experiments.records.RunRecord.add_prediction`."""
     return KNOWN_FINDINGS.get((example, prediction))
-
-
-def expected_note(example: str, prediction: str) -> str:
-    """The text appended to a prediction's ``expected`` when the prediction is a known finding (``""``
-    otherwise); `flows.experiments.records.RunRecord.add_prediction` appends it for a ``known_finding``."""
-    f = known(example, prediction)
-    return "" if f is None else f.note
 
 
 def by_anchor(anchor: str) -> Finding | None:

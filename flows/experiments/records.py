@@ -58,24 +58,9 @@ from .findings import Finding
 from .provenance import versions
 
 # the writers, the example parser and the verdicts are re-exported: this is the module every example imports
-__all__ = [
-    "FAILS",
-    "HOLDS",
-    "KNOWN",
-    "NOT_TESTED",
-    "RunRecord",
-    "atomic_savez",
-    "atomic_write_json",
-    "atomic_write_text",
-    "example_parser",
-    "is_complete",
-    "load_record",
-    "log_predictions",
-    "verdict",
-    "verdict_counts",
-    "verdict_tag",
-    "versions",
-]
+__all__ = ["FAILS", "HOLDS", "KNOWN", "NOT_TESTED", "RunRecord", "atomic_savez", "atomic_write_json",
+           "atomic_write_text", "example_parser", "is_complete", "load_record", "log_predictions", "verdict",
+           "verdict_counts", "verdict_tag", "versions"]
 
 logger = logging.getLogger(__name__)
 

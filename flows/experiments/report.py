@@ -47,13 +47,20 @@ def logged_wall_s(log_path: Path) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def holding(rec_dir: Path) -> str:
+def _verdicts(rec_dir: Path) -> list[str] | None:
+    """The verdicts of a record's predictions, None where the record cannot be read."""
     try:
         preds = _predictions(records.load_record(rec_dir)["metrics"])
     except (OSError, ValueError):
+        return None
+    return [records.verdict(p) for p in preds.values()]
+
+
+def holding(rec_dir: Path) -> str:
+    v = _verdicts(rec_dir)
+    if v is None:
         return "?/? predictions hold"
-    v = [records.verdict(p) for p in preds.values()]
-    text = f"{v.count(records.HOLDS)}/{len(preds)} predictions hold"
+    text = f"{v.count(records.HOLDS)}/{len(v)} predictions hold"
     n_known = v.count(records.KNOWN)
     text += f", {n_known} known finding{'' if n_known == 1 else 's'}" if n_known else ""
     return text + (f", {v.count(records.NOT_TESTED)} not tested at this size" if records.NOT_TESTED in v else "")
@@ -62,11 +69,9 @@ def holding(rec_dir: Path) -> str:
 def _counts(rec_dir: Path) -> tuple[str, str, str, str]:
     """("holding/total", "failing", "not tested", "known findings") of a record, for the summary table (known
     findings last, so that the other columns keep their places)."""
-    try:
-        preds = _predictions(records.load_record(rec_dir)["metrics"])
-    except (OSError, ValueError):
+    v = _verdicts(rec_dir)
+    if v is None:
         return "?", "?", "?", "?"
-    v = [records.verdict(p) for p in preds.values()]
     return (f"{v.count(records.HOLDS)}/{len(v)}", str(v.count(records.FAILS)), str(v.count(records.NOT_TESTED)),
             str(v.count(records.KNOWN)))
 
