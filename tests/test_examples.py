@@ -113,11 +113,12 @@ def check_verdicts(stem, preds):
     unexpected = {name: preds[name]["measured"] for name, v in verdicts.items()
                   if v == records.FAILS or (v == records.KNOWN and not listed[name].at_quick)}
     assert not unexpected, (f"{stem}: predictions fail at quick size that are not known findings at that size (a "
-                            f"regression, or a new finding for flows/findings.py and the README): {unexpected}")
+                            f"regression, or a new finding for flows/experiments/findings.py and the README): "
+                            f"{unexpected}")
     started = {name: (verdicts[name], preds[name]["measured"]) for name, f in listed.items()
                if f.at_quick and verdicts[name] != records.KNOWN}
-    assert not started, (f"{stem}: known findings no longer fail at quick size; update flows/findings.py and the "
-                         f"README section: {started}")
+    assert not started, (f"{stem}: known findings no longer fail at quick size; update "
+                         f"flows/experiments/findings.py and the README section: {started}")
     for name, p in preds.items():
         if verdicts[name] == records.NOT_TESTED:
             assert isinstance(p.get("tested_at"), str) and p["tested_at"], f"{stem} {name}: no tested_at"
