@@ -1,5 +1,5 @@
 """Argument checks shared by the configs and entry points: every bad value raises a `ValueError` that names
-the field and its allowed range (docs/DESIGN.md, Conventions), never a `TypeError`, `OverflowError` or an
+the field and its allowed range, never a `TypeError`, `OverflowError` or an
 error from deep inside numpy or a compiled program, and no NaN or inf reaches a solver.
 
 Integers are Python or numpy integers (never `bool`); sizes, step counts and other counters are at most

@@ -3,7 +3,7 @@
 On the CPU backend JAX lowers the threefry2x32 hash as a rolled `fori_loop` (5 iterations of 4 rounds): each
 round becomes its own pass over the whole array of counters, and every draw brings its own while loop to
 compile. Measured on 2 CPU cores (float64, 160 x 128 x 127 uniforms, the per-step draw of the Scan-and-Snap
-Fig. 6 sweep): rolled 2.96 s compile / 122 ms run, the unrolled hash 0.31 s / 29 ms (issue 9).
+Fig. 6 sweep): rolled 2.96 s compile / 122 ms run, the unrolled hash 0.31 s / 29 ms.
 
 `fused(key)` rewraps a threefry key (raw uint32 `(..., 2)` data or a typed threefry key) as a typed key of
 `THREEFRY_FUSED`, a `jax.extend.random.define_prng_impl` whose split, random_bits and fold_in are those of JAX's

@@ -1,6 +1,6 @@
 """Compile options of the library's own programs.
 
-Compile time dominates a first call here (issue 9): a `flows.solve` of a scalar ODE with an event spends
+Compile time dominates a first call: a `flows.solve` of a scalar ODE with an event spends
 seconds in XLA and microseconds running. On the CPU backend most of that time is XLA's MLIR fusion
 emitters; with `xla_cpu_use_fusion_emitters=False` XLA uses its classic elemental emitters, which compile
 the same fused kernels in about half the time and run them as fast (measured in `benchmarks/`, and in the

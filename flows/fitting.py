@@ -1,6 +1,7 @@
 """Power-law fits with bootstrap confidence intervals (system-agnostic; numpy only).
 
-Used by the rate experiments (theory digest mean_field §4): errors err measured over a grid of sizes
+Used by the rate experiments (Gao et al. 2024, Theorem 3.1: the gap to the mean-field limit is O(1/L) in
+depth and O(sqrt(log L / M)) in width): errors err measured over a grid of sizes
 (depth L, width M) and several seeds, fitted on log-log axes.
 
 **One-variable fit** (`power_law_fit`): ordinary least squares of log y on log x,

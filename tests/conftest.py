@@ -50,7 +50,7 @@ os.environ["FLOWS_NO_COMPILE_CACHE"] = "1"
 
 
 # Examples whose --quick run takes more than about 25 s on 2 cores: their quick run (and its verdict check) is
-# in `pytest -m slow` only, to keep the default suite within 5 minutes (issue 10 item 6). The default run keeps
+# in `pytest -m slow` only, to keep the default suite within 5 minutes. The default run keeps
 # one co-occurrence example and four Scan-and-Snap ones; the building blocks of the others are checked in the
 # default run by tests/<system>/ (flows vs closed forms, flow vs GD to first order in the learning rate, the
 # mean-field flow vs GD in tests/test_readme.py), and `python -m flows reproduce --quick` still runs them all.

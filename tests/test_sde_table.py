@@ -60,7 +60,7 @@ _SRK2 = {"sra1": dict(w1=0.0, h1=0.0, a=0.75, w2=0.75, h2=1.5, c2=0.75, b=(1.0 /
          "shark": dict(w1=0.0, h1=1.0, a=5.0 / 6.0, w2=5.0 / 6.0, h2=1.0, c2=5.0 / 6.0, b=(0.4, 0.6))}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _increments(levy):
     """(W, H) per step of [0, T1] of the Brownian motion solve_sde draws for KEY (diffrax.UnsafeBrownianPath;
     H is None without a Lévy area)."""

@@ -1,6 +1,6 @@
 """flows.solve at its entry: a vector field of the wrong output shape or one that fails is a ValueError
 before the solve is traced; lists become arrays; non-finite y0 is refused; the failure messages name the
-right remedies (issue 11, item 4)."""
+right remedies."""
 
 import jax.numpy as jnp
 import numpy as np

@@ -1,6 +1,6 @@
 """flows.solve with save grids of any length: one compiled program (the grid runs in chunks of
 `flows._chunked.SAVE_CHUNK` save points), the same results as closed forms across chunk boundaries, stops and
-events in a later chunk, and the step budget counted over the whole grid (issue 11, item 5)."""
+events in a later chunk, and the step budget counted over the whole grid."""
 
 import jax.numpy as jnp
 import numpy as np

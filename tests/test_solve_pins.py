@@ -1,4 +1,4 @@
-"""flows.solve events and statuses pinned against closed forms (issue 10, item 3).
+"""flows.solve events and statuses pinned against closed forms.
 
 One vector field, switched by traced args (so that each Event configuration compiles once):
 
@@ -107,8 +107,8 @@ def test_upcrossing_only_skips_the_downcrossing_and_a_step_condition_is_located(
     traj = run("decay", DOWN_FIRST, UP)
     assert traj.status == "ok" and np.isnan(float(traj.t_event)) and float(traj.t_final) == T1
     _check_saved_until(traj, "decay", DOWN_FIRST, T1)
-    # the same upcrossing with a piecewise-constant condition: bisection locates its jump (Newton, the root
-    # finder before issue 9's event cost cut, could not: it reported "failed" here)
+    # the same upcrossing with a piecewise-constant condition: bisection locates its jump (a Newton root finder
+    # cannot: it reports "failed" here)
     traj = run("osc", UP_FIRST, UP, smooth=0.0)
     assert traj.status == "event" and traj.ok
     assert abs(float(traj.t_event) - (T0 + 7 * math.pi / 6)) <= T_EV_TOL
