@@ -20,7 +20,8 @@ from ._xla import compile_lowered, options_key
 from .events import BracketBisection
 from .trajectory import DIVERGED, DT_MIN, EVENT, MAX_STEPS, NONFINITE, OK, OTHER
 
-__all__ = ["COMPILED", "SOLVERS", "all_finite", "build", "compiled", "is_compiled", "max_abs", "signature"]
+__all__ = ["COMPILED", "SOLVERS", "all_finite", "build", "compiled", "is_compiled", "max_abs", "saved_outputs",
+           "signature"]
 
 SOLVERS: dict[str, type[diffrax.AbstractSolver]] = {
     "tsit5": diffrax.Tsit5,
@@ -96,11 +97,9 @@ def _flat_state(vector_field, y0):
     return flat_field, flat, unravel
 
 
-def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save_states, event,
-           blowup, progress, constant_step=False):
-    """Build the function (y0, args, t0, t1, ts) -> raw outputs that is jitted (and possibly vmapped)."""
-    solver_obj = SOLVERS[solver]()
-    controller = diffrax.ConstantStepSize() if constant_step else diffrax.PIDController(rtol=rtol, atol=atol)
+def saved_outputs(observables, save_states: bool):
+    """The function `(t, y, args) -> {name: array}` of what a solve saves: the observables (a mapping name ->
+    `g(t, y, args)`, or one function returning the dict) and, with `save_states`, the state as `"__y__"`."""
     obs = observables if callable(observables) else dict(observables or {})
 
     def save_fn(t, y, args):
@@ -108,6 +107,16 @@ def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save
         if save_states:
             out["__y__"] = y
         return out
+
+    return save_fn
+
+
+def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save_states, event,
+           blowup, progress, constant_step=False):
+    """Build the function (y0, args, t0, t1, ts) -> raw outputs that is jitted (and possibly vmapped)."""
+    solver_obj = SOLVERS[solver]()
+    controller = diffrax.ConstantStepSize() if constant_step else diffrax.PIDController(rtol=rtol, atol=atol)
+    save_fn = saved_outputs(observables, save_states)
 
     def final_fn(t, y, args):
         return y

@@ -191,18 +191,6 @@ def _shard_batch(call_args, in_axes, mesh):
     return padded_args, padded, place
 
 
-def _take_members(traj: Trajectory, size: int) -> Trajectory:
-    """The first `size` members of a batched trajectory (drops the padding of a sharded batch)."""
-    import dataclasses
-
-    take = lambda x: jax.tree_util.tree_map(lambda a: a[:size], x)  # noqa: E731
-    return dataclasses.replace(
-        traj, ts=traj.ts[:size], ys=None if traj.ys is None else take(traj.ys), observables=take(traj.observables),
-        status=traj.status[:size], message=traj.message[:size], t_final=traj.t_final[:size],
-        t_event=traj.t_event[:size], num_steps=traj.num_steps[:size],
-        num_accepted_steps=traj.num_accepted_steps[:size], num_rejected_steps=traj.num_rejected_steps[:size])
-
-
 def solve_batch(
     vector_field: Callable,
     y0,
@@ -278,7 +266,7 @@ def solve_batch(
         call_args, padded, place = _shard_batch(call_args, in_axes, mesh)
     traj = execute(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
     if padded != size:
-        traj = _take_members(traj, size)
+        traj = traj[:size]  # drop the padding of a sharded batch
     if throw and not traj.ok:
         bad = [i for i, s in enumerate(traj.status) if s not in ("ok", "event")]
         raise FlowError(f"{len(bad)} of {len(traj.status)} solves failed, e.g. member {bad[0]}: "

@@ -87,7 +87,7 @@ from jax.flatten_util import ravel_pytree
 from ._checks import INT_MAX, SEED_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real
 from ._inputs import as_state, check_observables, check_save_times, check_state
 from ._prng import fused
-from ._program import all_finite, compiled, max_abs, signature
+from ._program import all_finite, compiled, max_abs, saved_outputs, signature
 from .grids import check_horizon
 from .trajectory import MAX_STEPS, NONFINITE, OK, OTHER, STATUS_NAMES, FlowError, Trajectory
 
@@ -211,7 +211,7 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
            brownian="tree"):
     solver_cls, levy = SDE_SOLVERS[solver]
     solver_obj = solver_cls()
-    obs = observables if callable(observables) else dict(observables or {})
+    save = saved_outputs(observables, save_states)
 
     def run(y0, args, sigma, key, t0, t1, ts, dt):
         key = fused(key)  # the same Brownian draws, the threefry hash unrolled (flows._prng)
@@ -239,11 +239,7 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
             f = drift
 
         def save_fn(t, z, args):
-            y = unravel(z)
-            out = dict(obs(t, y, args)) if callable(obs) else {name: fn(t, y, args) for name, fn in obs.items()}
-            if save_states:
-                out["__y__"] = y
-            return out
+            return save(t, unravel(z), args)
 
         if diffusion is None:
             noise_struct = jax.tree_util.tree_map(

@@ -69,24 +69,16 @@ class Trajectory:
         statuses = (self.status,) if isinstance(self.status, str) else self.status
         return all(s in ("ok", "event") for s in statuses)
 
-    def __getitem__(self, i: int) -> Trajectory:
-        """Member `i` of a batched trajectory."""
+    def __getitem__(self, i) -> Trajectory:
+        """Member `i` (or the members of a slice `i`) of a batched trajectory."""
         if isinstance(self.status, str):
             raise TypeError("indexing is only defined for a batched Trajectory (from solve_batch)")
         take = lambda x: jax.tree_util.tree_map(lambda a: a[i], x)
-        return dataclasses.replace(
-            self,
-            ts=self.ts[i],
-            ys=None if self.ys is None else take(self.ys),
-            observables=take(self.observables),
-            status=self.status[i],
-            message=self.message[i],
-            t_final=self.t_final[i],
-            t_event=self.t_event[i],
-            num_steps=self.num_steps[i],
-            num_accepted_steps=self.num_accepted_steps[i],
-            num_rejected_steps=self.num_rejected_steps[i],
-        )
+        per_member = ("ts", "status", "message", "t_final", "t_event", "num_steps", "num_accepted_steps",
+                      "num_rejected_steps")
+        return dataclasses.replace(self, ys=None if self.ys is None else take(self.ys),
+                                   observables=take(self.observables),
+                                   **{name: getattr(self, name)[i] for name in per_member})
 
 
 def message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_finite=True):
