@@ -47,7 +47,7 @@ from .model import (
     risk_value,
 )
 
-__all__ = ["OBSERVABLES", "coupled_rms", "dissipation", "first_variation", "make_args", "max_speed",
+__all__ = ["OBSERVABLES", "clouds", "coupled_rms", "dissipation", "first_variation", "make_args", "max_speed",
            "mean_speed", "objective_Q", "risk_R", "sinkhorn_bias_bound", "summary", "test_rmse", "train_rmse",
            "w2_per_slice"]
 
@@ -147,8 +147,9 @@ BASIC_OBSERVABLES = {"Q": objective_Q, "R": risk_R}
 # --------------------------------------------------------------------------- clouds
 
 
-def _clouds(particles):
-    """(attention cloud (L, M, 2 D^2), MLP cloud (L, M_mlp, 2 D)) of a particle dict."""
+def clouds(particles):
+    """(attention cloud (L, M, 2 D^2), MLP cloud (L, M_mlp, 2 D)) of a particle dict: every particle as one
+    point, (V, W) flattened and joined for attention, (W1, W2) for the MLP."""
     L, M = particles["V"].shape[:2]
     att = jnp.concatenate([particles["V"].reshape(L, M, -1), particles["W"].reshape(L, M, -1)], axis=-1)
     mlp = jnp.concatenate([particles["W1"], particles["W2"]], axis=-1)
@@ -232,7 +233,7 @@ def w2_per_slice(a: dict, b: dict, method: str = "exact", epsilon: float = 1e-2)
     if a["V"].shape[0] != b["V"].shape[0] or a["V"].shape[2:] != b["V"].shape[2:]:
         raise ValueError(f"a and b must have the same depth L and dimension D, got V shapes "
                          f"{a['V'].shape} and {b['V'].shape}")
-    ca, cb = _clouds(a), _clouds(b)
+    ca, cb = clouds(a), clouds(b)
     pairs = {"attention": (ca[0], cb[0]), "mlp": (ca[1], cb[1])}
     if method == "sinkhorn":
         return _sinkhorn_groups(pairs, float(epsilon))
@@ -310,3 +311,6 @@ def _first_variation(particles, Z0, y, threshold, d, att, mlp):
 
         out["mlp"] = jax.vmap(g_mlp)(Z_mlp, P_mlp)
     return out
+
+
+_clouds = clouds  # the name `noise` reads until it imports `clouds`

@@ -136,6 +136,8 @@ def test_initial_law_bounded_iid_tied_smooth():
     assert np.allclose(smooth["V"][2], curves["V"][1], atol=1e-15)
     lin = 0.6 * curves["W2"][0] + 0.4 * curves["W2"][2]
     assert np.allclose(curves["W2"][1], lin, atol=1e-15)
+    # one set of base draws: the smooth curves start at the tied particles (t = 0)
+    assert all(np.array_equal(smooth[k][0], tied[k][0]) for k in smooth)
     # same seed, same particles
     again = as_np(mf.init_particles(cfg))
     assert all(np.array_equal(again[k], p[k]) for k in p)

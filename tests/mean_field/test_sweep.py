@@ -32,8 +32,13 @@ def test_bad_seeds_and_divergence():
     with pytest.raises(ValueError, match="eta_tau"):
         train_gd_seeds(CFG, -1.0, 4, seeds=[0])
     # from init_scale = 40, eta_tau = 0.1 blows up (the batched program of the test above: 3 seeds, 5 saves)
-    with pytest.raises(flows.FlowError, match="GD diverged for seed "):
+    # the shared failed-run rule: every run's record truncated before the first non-finite step
+    with pytest.raises(flows.TrainingError, match="GD diverged for seed ") as err:
         train_gd_seeds(CFG.replace(init_scale=40.0), 0.1, 20, seeds=[0, 1, 2], save_every=5)
+    record = err.value.record
+    assert record is err.value.trajectory and np.all(record.steps < err.value.step)
+    assert record["Q"].shape == (3, record.steps.size) and np.all(np.isfinite(record["Q"]))
+    assert record.seeds == (0, 1, 2) and np.array_equal(record.tau, record.ts)
 
 
 def test_batch_of_given_particles_equals_single_runs():
