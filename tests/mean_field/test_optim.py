@@ -1,4 +1,4 @@
-"""Mean-field optimiser limits (`flows.mean_field.optim.solve_optim`, issue 12) against today's particle flow
+"""Mean-field optimiser limits (`flows.mean_field.solve_flow(optimizer=...)`) against the particle flow
 and against optax Adam on the network's particles. The solves are `-m slow`; the default run checks the same
 wiring on the vector fields."""
 
@@ -10,8 +10,7 @@ import pytest
 from flows import mean_field as mf
 from flows import optim_limits as ol
 from flows.mean_field import observables as obs
-from flows.mean_field.flow import _vector_field_rev
-from flows.mean_field.optim import limit_loss, limit_problem, solve_optim
+from flows.mean_field.flow import _vector_field_rev, limit_loss, limit_problem
 from tests.optim_limits._wiring import wiring_gaps
 
 CFG = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
@@ -33,10 +32,10 @@ def fields():
     slow manifold, and the wiring of the Adam, sign and momentum limits against optax (`wiring_gaps`)."""
     lr, beta, eps_sign = 1e-3, 0.5, 0.1
     limit, args, particles = limit_problem(CFG, "gd")
-    mom, margs, _ = limit_problem(CFG, "momentum", {"eta_tau": 0.1, "beta": 0.5})
+    mom, margs, _ = limit_problem(CFG, "momentum", {"lr": 0.1, "beta": 0.5})
     adam, aargs, _ = limit_problem(CFG, "adam", {"c1": C1, "c2": C2, "eps": EPS})
     sign, sargs, _ = limit_problem(CFG, "sign", {"eps": eps_sign})
-    mom_w, mwargs, _ = limit_problem(CFG, "momentum", {"eta_tau": lr, "beta": beta})
+    mom_w, mwargs, _ = limit_problem(CFG, "momentum", {"lr": lr, "beta": beta})
     opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
     att, mlp = CFG.M * CFG.L, CFG.M_mlp * CFG.L
     heavy = optax.multi_transform({"att": optax.sgd(lr * att, momentum=beta),
@@ -90,7 +89,7 @@ def test_gd_limit_equals_the_particle_flow():
     """optimizer="gd" (gradient flow of Q with the clocks M L, M_mlp L) is `solve_particles` to 1e-10."""
     ts = np.linspace(0.0, 2.0, 5)
     today = mf.solve_particles(CFG, ts, observables="basic", save_states=True, **TIGHT)
-    gd = solve_optim(CFG, ts, "gd", save_states=True, **TIGHT)
+    gd = mf.solve_flow(CFG, ts, optimizer="gd", observables="basic", save_states=True, **TIGHT)
     assert _sup(gd.ys, today.ys) < 1e-10
     assert _sup(gd.observables["Q"], today.observables["Q"]) < 1e-10
     assert today.observables["Q"][-1] < 0.9 * today.observables["Q"][0]
@@ -101,8 +100,9 @@ HORIZON = 0.5  # lr * steps
 
 def _adam_gap(lr):
     steps = round(HORIZON / lr)
-    flow = solve_optim(CFG, np.linspace(0.0, HORIZON, 11), "adam", {"c1": C1, "c2": C2, "eps": EPS},
-                       save_states=True, rtol=1e-10, atol=1e-12)
+    flow = mf.solve_flow(CFG, np.linspace(0.0, HORIZON, 11), optimizer="adam",
+                         optim_args={"c1": C1, "c2": C2, "eps": EPS}, observables="basic", save_states=True,
+                         rtol=1e-10, atol=1e-12)
     batch = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
     disc = ol.run_optax(limit_loss, mf.init_particles(CFG), batch,
                         optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS), steps, steps // 10)
@@ -123,8 +123,8 @@ def test_adam_limit_against_optax_adam_first_order():
 
 @pytest.mark.parametrize("optimizer, options, field", [
     ("rmsprop", None, "optimizer"),
-    ("momentum", {"beta": 0.9}, "eta_tau"),
-    ("momentum", {"beta": 1.0, "eta_tau": 0.1}, "beta"),
+    ("momentum", {"beta": 0.9}, "lr"),
+    ("momentum", {"beta": 1.0, "lr": 0.1}, "beta"),
     ("adam", None, "lr"),
     ("adam", {"c1": 1.0, "c2": 1.0, "lr": 0.1}, "c1"),
     ("sign", {"eps": 0.0}, "eps"),
@@ -132,7 +132,16 @@ def test_adam_limit_against_optax_adam_first_order():
 ])
 def test_bad_optimizer_arguments(optimizer, options, field):
     with pytest.raises(ValueError, match=field):
-        solve_optim(CFG, [0.0, 1.0], optimizer, options)
+        mf.solve_flow(CFG, [0.0, 1.0], optimizer=optimizer, optim_args=options)
+
+
+def test_solve_optim_is_a_deprecated_alias():
+    """`optim.solve_optim` (one release): a DeprecationWarning, then `solve_flow(optimizer=...)` with its old
+    "basic" observables and its old momentum key "eta_tau" read as "lr"."""
+    from flows.mean_field import optim
+
+    with pytest.warns(DeprecationWarning, match="solve_flow"), pytest.raises(ValueError, match="beta"):
+        optim.solve_optim(CFG, [0.0, 1.0], "momentum", {"eta_tau": 0.1, "beta": 1.0})
 
 
 BETA_SLOW, EPS_SIGN = 0.5, 0.1
@@ -142,9 +151,9 @@ def _momentum_or_sign_gap(optimizer, lr):
     per_step = 1.0 / (1.0 - BETA_SLOW) if optimizer == "momentum" else 1.0
     horizon = HORIZON * per_step  # tau = 1 for heavy ball (50 steps at lr 1e-2), 0.5 for sign descent
     steps = round(horizon / (lr * per_step))
-    options = {"eta_tau": lr, "beta": BETA_SLOW} if optimizer == "momentum" else {"eps": EPS_SIGN}
-    flow = solve_optim(CFG, np.linspace(0.0, horizon, 11), optimizer, options, save_states=True, rtol=1e-10,
-                       atol=1e-12)
+    options = {"lr": lr, "beta": BETA_SLOW} if optimizer == "momentum" else {"eps": EPS_SIGN}
+    flow = mf.solve_flow(CFG, np.linspace(0.0, horizon, 11), optimizer=optimizer, optim_args=options,
+                         observables="basic", save_states=True, rtol=1e-10, atol=1e-12)
     att, mlp = CFG.M * CFG.L, CFG.M_mlp * CFG.L
     labels = {"V": "att", "W": "att", "W1": "mlp", "W2": "mlp"}
     if optimizer == "momentum":
@@ -186,8 +195,8 @@ SIGN_KAPPA = 1e-3
 
 def _true_sign_gap(lr):
     steps = round(HORIZON / lr)
-    flow = solve_optim(CFG, np.linspace(0.0, HORIZON, 11), "sign", {"eps": SIGN_KAPPA * lr}, save_states=True,
-                       rtol=1e-8, atol=1e-10)
+    flow = mf.solve_flow(CFG, np.linspace(0.0, HORIZON, 11), optimizer="sign", optim_args={"eps": SIGN_KAPPA * lr},
+                         observables="basic", save_states=True, rtol=1e-8, atol=1e-10)
     batch = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
     disc = ol.run_optax(limit_loss, mf.init_particles(CFG), batch, optax.sign_sgd(lr), steps, steps // 10)
     moved = _sup(jax.tree_util.tree_map(lambda x: x[-1], flow.ys), jax.tree_util.tree_map(lambda x: x[0], flow.ys))

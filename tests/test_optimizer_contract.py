@@ -1,0 +1,151 @@
+"""One contract for `solve_flow(optimizer=..., optim_args=...)` in the three systems
+(`flows.optim_limits.limit_problem`): the same optimiser names, the same `optim_args` names and defaults (the
+sign smoothing a documented per-system default), the same clocks per parameter group, and a ValueError that
+names a bad or unknown key. Each solve is short (the limits' accuracy is in each system's test_optim.py)."""
+
+import functools
+from typing import NamedTuple
+
+import jax
+import numpy as np
+import pytest
+
+from flows import cooccurrence as co
+from flows import mean_field as mf
+from flows import optim_limits as ol
+from flows import scan_snap as ss
+from flows.cooccurrence.flow import limit_problem as co_problem
+from flows.mean_field.flow import limit_problem as mf_problem
+from flows.scan_snap.flow import limit_problem as ss_problem
+
+LR, BETA = 0.1, 0.5
+ETA = {"Y": LR, "Z": 2 * LR}  # Scan and Snap's solve_flow takes the groups' rates itself (lr = 1, clock = step)
+
+
+class System(NamedTuple):
+    solve: callable  # (ts, **solve_flow keywords) -> Trajectory
+    problem: callable  # (optimizer, optim_args) -> (limit, args)
+    takes_lr: bool  # optim_args gives "lr" (Scan and Snap: solve_flow's own rates)
+    group_lr: callable  # (optimizer, lr) -> {leaf: that leaf's learning rate} (None: every leaf at lr)
+    sign_eps: float  # the system's documented default smoothing
+    loss: str  # the observable that falls along every limit
+
+
+def _scan_snap():
+    classes = ss.syn_small()
+    return System(lambda ts, **kw: ss.solve_flow(classes, ETA["Y"], ETA["Z"], ts, **kw),
+                  lambda o, a: ss_problem(classes, ETA["Y"], ETA["Z"], o, a), False, lambda o, lr: dict(ETA), 1e-3,
+                  "loss")
+
+
+def _cooccurrence():
+    config = co.Config(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8, seed=1)
+    args = co.data_args(config, num_test=24)
+    return System(lambda ts, **kw: co.solve_flow(config, ts, args=args, locate_T1=False, **kw),
+                  lambda o, a: co_problem(config, o, a, args=args)[:2], True, lambda o, lr: None, 1e-3, "loss")
+
+
+def _mean_field():
+    config = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
+    att, mlp = config.M * config.L, config.M_mlp * config.L
+
+    def group_lr(optimizer, lr):  # GD and heavy ball at eta_tau M L; sign and Adam, scale-free, at one lr
+        return {"V": lr * att, "W": lr * att, "W1": lr * mlp, "W2": lr * mlp} if optimizer == "momentum" else None
+
+    return System(lambda ts, **kw: mf.solve_flow(config, ts, observables="basic", **kw),
+                  lambda o, a: mf_problem(config, o, a)[:2], True, group_lr, 1e-6, "Q")
+
+
+SYSTEMS = {"scan_snap": _scan_snap, "cooccurrence": _cooccurrence, "mean_field": _mean_field}
+
+
+@functools.cache
+def _system(name):
+    return SYSTEMS[name]()
+
+
+@pytest.fixture(scope="module", params=list(SYSTEMS))
+def system(request):
+    return _system(request.param)
+
+
+def _lr(system):
+    return {"lr": LR} if system.takes_lr else {}
+
+
+def _per_leaf(value, like):
+    return {k: float(value[k]) for k in like} if isinstance(value, dict) else float(value)
+
+
+def test_optim_args_names_defaults_and_clocks(system):
+    """The same names and defaults in every system: momentum's friction (1 - beta)^2 / lr_g and Adam's
+    c = (1 - b) / lr_g (b1 = 0.9, b2 = 0.999, eps = 1e-8 by default) per group at that group's learning rate,
+    sign descent's eps the system's default, and gd's args the data and the clocks alone."""
+    lrs = system.group_lr("momentum", LR)
+    _, args = system.problem("momentum", {"beta": BETA, **_lr(system)})
+    expected = (1 - BETA) ** 2 / LR if lrs is None else {k: (1 - BETA) ** 2 / v for k, v in lrs.items()}
+    assert _per_leaf(args["friction"], expected) == pytest.approx(expected, rel=1e-12)
+    lrs = system.group_lr("adam", LR)
+    _, args = system.problem("adam", _lr(system))
+    for key, b in (("c1", 0.9), ("c2", 0.999)):
+        expected = (1 - b) / LR if lrs is None else {k: (1 - b) / v for k, v in lrs.items()}
+        assert _per_leaf(args[key], expected) == pytest.approx(expected, rel=1e-12)
+    assert args["eps"] == 1e-8
+    _, args = system.problem("adam", {"c1": 2.0, "c2": 5.0})
+    assert (float(args["c1"]), float(args["c2"])) == (2.0, 5.0)
+    _, args = system.problem("sign", None)
+    assert args["eps"] == system.sign_eps
+    _, args = system.problem("gd", {})
+    assert set(args) <= {"batch", "rates"}
+
+
+@pytest.mark.parametrize("optimizer, optim_args, field", [
+    ("rmsprop", None, "optimizer"),
+    ("gd", {"beta": 0.5}, "unknown keys \\['beta'\\]"),
+    ("sign", {"epsilon": 1e-3}, "unknown keys \\['epsilon'\\]"),
+    ("momentum", {"lr": LR}, "beta"),
+    ("momentum", {"lr": LR, "beta": 1.0}, "beta"),
+    ("momentum", {"lr": -1.0, "beta": BETA}, "lr"),
+    ("sign", {"eps": 0.0}, "eps"),
+    ("adam", {"c1": 1.0}, "c2"),
+    ("adam", {"c1": 1.0, "c2": 1.0, "b1": 0.9}, "c1"),
+    ("adam", {"lr": LR, "b2": 1.0}, "b2"),
+    ("adam", {"lr": LR, "eps": float("nan")}, "eps"),
+    (None, {"eps": 1e-3}, "optimizer"),
+])
+def test_bad_optim_args_name_the_key(system, optimizer, optim_args, field):
+    if not system.takes_lr and optim_args and "lr" in optim_args:
+        optim_args = {k: v for k, v in optim_args.items() if k != "lr"}
+        if not optim_args or field == "lr":
+            return
+    with pytest.raises(ValueError, match=field):
+        system.solve([0.0, 1.0], optimizer=optimizer, optim_args=optim_args)
+
+
+def test_lr_is_an_optim_arg_exactly_where_solve_flow_has_no_rates(system):
+    """Momentum needs lr where the system's solve_flow has no learning rate (co-occurrence, mean field); Scan
+    and Snap's solve_flow has its rates (eta_Y, eta_Z), and an "lr" there is an unknown key."""
+    match = "\\['lr'\\]" if system.takes_lr else "unknown keys \\['lr'\\]"
+    with pytest.raises(ValueError, match=match):
+        system.solve([0.0, 1.0], optimizer="momentum",
+                     optim_args={"beta": BETA} if system.takes_lr else {"beta": BETA, "lr": LR})
+
+
+# Every (system, optimizer) pair; the default run solves each optimiser once, in one system (a solve compiles
+# for seconds; the per-group clocks and defaults of all twelve are checked above without a solve).
+_DEFAULT_SOLVES = {("scan_snap", "adam"), ("cooccurrence", "gd"), ("cooccurrence", "momentum"),
+                   ("mean_field", "sign")}
+
+
+@pytest.mark.parametrize("name, optimizer", [
+    pytest.param(name, optimizer, marks=() if (name, optimizer) in _DEFAULT_SOLVES else pytest.mark.slow)
+    for name in SYSTEMS for optimizer in ol.OPTIMIZERS])
+def test_every_limit_solves_and_descends(name, optimizer):
+    """Every optimiser's limit in every system: a finite solve along which the loss falls."""
+    system = _system(name)
+    optim_args = {"gd": None, "momentum": {"beta": BETA, **_lr(system)}, "sign": {"eps": 10 * system.sign_eps},
+                  "adam": _lr(system)}[optimizer]
+    traj = system.solve(np.linspace(0.0, 0.05, 3), optimizer=optimizer, optim_args=optim_args)
+    loss = np.asarray(traj.observables[system.loss])
+    assert np.all(np.isfinite(loss)) and loss[-1] < loss[0], loss
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(traj.observables))
