@@ -197,6 +197,16 @@ def test_nonfinite_raises_flow_error():
     assert tr.status == "nonfinite" and not tr.ok and "non-finite" in tr.message
 
 
+
+def test_nonfinite_observable_before_t1_is_a_failure():
+    """A saved observable that is NaN from t = 0.5 on, the state finite to the end: status nonfinite, the
+    message naming the first saved time where it happened."""
+    obs = {"late": lambda t, y, a: jnp.where(t > 0.4, jnp.nan, 1.0)}
+    tr = solve_sde(scalar_drift, jnp.asarray(Y0), sigma=S, seed=0, args={"a": A, "b": 0.0}, dt=0.05, t1=1.0,
+                   ts=TS, observables=obs, throw=False)
+    assert np.isfinite(np.asarray(tr.ys)[-1])
+    assert tr.status == "nonfinite" and "by t = 0.5" in tr.message, tr.message
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
