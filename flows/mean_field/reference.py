@@ -18,10 +18,9 @@ with L replaced by K).
 f(Z, theta) = V Z softmax(Z^T W Z), h(Z, w) = W2 sigma(W1 Z) (`model.attention_update`, `mlp_update`).
 It is integrated with a high-order diffrax solver (`DEPTH_SOLVERS`, Tsit5 by default) segment by segment,
 a `jax.lax.scan` over the K - 1 node intervals [s_k, s_{k+1}] with `substeps` equal steps each; inside a
-segment the interpolant is smooth, so the solver keeps its order. Per segment, `integrator="scan"` (default)
-takes the diffrax solver's own steps in a `lax.scan`, `integrator="diffeqsolve"` calls `diffrax.diffeqsolve`
-(`StepTo` the same grid, `RecursiveCheckpointAdjoint`); the two are the same arithmetic (tests: equal to
-1e-13), and the scan compiles about twice as fast inside a tau-solve. yhat = Z(1)[d, N],
+segment the interpolant is smooth, so the solver keeps its order. Per segment the diffrax solver's own steps
+run in a `lax.scan`: the arithmetic of `diffrax.diffeqsolve` with `StepTo` on the same grid (tests: equal to
+1e-13), compiled about twice as fast inside a tau-solve. yhat = Z(1)[d, N],
 R = mean over prompts of (yhat - y)^2 / 2.
 
 **Objective** (eq. 2.3 in the mean-field form):
@@ -40,8 +39,7 @@ int_0^1 |a (1 - u) + b u|^2 du Delta = Delta (|a|^2 + a.b + |b|^2) / 3.
 `gradients.velocity` in the limit, *not* the gradient of Q_ref with respect to the node values. P(s_k) at
 all nodes comes from one reverse pass through the diffrax solves: zero perturbations eps_k are added to
 Z(s_k) at every node (Z(s_k) -> Z(s_k) + eps_k before the next segment, and to Z(1) at the last node),
-and P(s_k) = dR/d eps_k at eps = 0 (reverse-mode through the solver steps; with
-`integrator="diffeqsolve"`, through diffrax's `RecursiveCheckpointAdjoint`). The per-particle
+and P(s_k) = dR/d eps_k at eps = 0 (reverse-mode through the solver steps). The per-particle
 gradients are then closed-form (`gradients.particle_gradients` with Z_att = Z_mlp = Z(s_k),
 P_att = P_mlp = P(s_k)), vmapped over the nodes.
 
@@ -69,7 +67,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import INT_MAX, check_finite_tree, check_real, real_array
+from .._checks import check_choice, check_finite_tree, check_int, check_real, real_array
 from .._xla import jit as xla_jit
 from ..solve import Trajectory, solve
 from . import observables as obs
@@ -78,16 +76,13 @@ from .gradients import particle_gradients
 from .initial import init_curves
 from .model import GROUPS, as_array, attention_update, check_data, group_weighted, mlp_update
 
-__all__ = ["DEPTH_SOLVERS", "INTEGRATORS", "REFERENCE_OBSERVABLES", "check_nodes", "depth_grid", "init_reference",
+__all__ = ["DEPTH_SOLVERS", "REFERENCE_OBSERVABLES", "check_nodes", "depth_grid", "init_reference",
            "make_reference_args", "reference_adjoint", "reference_dissipation", "reference_forward", "reference_nodes",
            "reference_objective", "reference_risk", "reference_states", "reference_vector_field",
            "reference_velocity", "solve_reference"]
 
 #: diffrax solvers for the depth ODE (explicit, high order; the interpolant is smooth within a segment).
 DEPTH_SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
-#: How a node interval is integrated: "scan" (the solver's steps in a `lax.scan`; reverse-mode AD through
-#: it) or "diffeqsolve" (one `diffrax.diffeqsolve` with `StepTo`, `RecursiveCheckpointAdjoint`).
-INTEGRATORS = ("scan", "diffeqsolve")
 
 _DEFAULT_K = 9
 _DEFAULT_SUBSTEPS = 4
@@ -97,15 +92,11 @@ _DEFAULT_SUBSTEPS = 4
 
 
 def _check_K(K):
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or not 2 <= K <= INT_MAX:
-        raise ValueError(f"K (the number of depth nodes) must be an integer >= 2, got {K!r}")
-    return int(K)
+    return check_int("K (the number of depth nodes)", K, 2)
 
 
 def _check_substeps(substeps):
-    if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or not 1 <= substeps <= INT_MAX:
-        raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
-    return int(substeps)
+    return check_int("substeps", substeps, 1)
 
 
 def reference_nodes(config: Config, K: int) -> np.ndarray:
@@ -196,35 +187,19 @@ def _segment_scan(Z, args, grid, depth_solver):
     return Z
 
 
-def _segment_diffeqsolve(Z, args, grid, depth_solver):
-    """Z(s_{k+1}) from Z(s_k): one `diffrax.diffeqsolve` stepping to `grid` (`StepTo`), differentiated by
-    diffrax's `RecursiveCheckpointAdjoint` (every step checkpointed: the grid is short)."""
-    steps = grid.shape[0] - 1
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_segment_field), DEPTH_SOLVERS[depth_solver](), t0=0.0, t1=1.0, dt0=None, y0=Z,
-        args=args, stepsize_controller=diffrax.StepTo(ts=grid), max_steps=steps,
-        saveat=diffrax.SaveAt(t1=True), adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=steps))
-    return sol.ys[0]
-
-
-_SEGMENTS = {"scan": _segment_scan, "diffeqsolve": _segment_diffeqsolve}
-
-
 def _integrate(nodes, Z0, eps, grid, threshold, scheme, delta=None):
     """States Z(s_k) + eps_k at every node, (K, n, D, N + 1), with the perturbation eps_k (K, n, D, N + 1)
-    added at node k before the next segment (eps = 0: the plain forward pass). `scheme` = (depth solver,
-    integrator) names; `delta` (default 1 / (K - 1)) is the length of a node interval: passing it lets a
+    added at node k before the next segment (eps = 0: the plain forward pass). `scheme`: the name of the
+    depth solver; `delta` (default 1 / (K - 1)) is the length of a node interval: passing it lets a
     sub-curve nodes[k:] be integrated from s_k to 1 (tests)."""
-    depth_solver, integrator = scheme
     K = _num_nodes(nodes)
     delta = 1.0 / (K - 1) if delta is None else delta
     heads = {k: nodes[k][:-1] for k in GROUPS}
     tails = {k: nodes[k][1:] for k in GROUPS}
-    segment = _SEGMENTS[integrator]
 
     def step(Z, xs):
         a, b, e = xs
-        Z = segment(Z, (a, b, delta, threshold), grid, depth_solver) + e
+        Z = _segment_scan(Z, (a, b, delta, threshold), grid, scheme) + e
         return Z, Z
 
     Z_start = Z0 + eps[0]
@@ -302,75 +277,69 @@ _forward_jit = xla_jit(_forward, static_argnames=("scheme",))
 # --------------------------------------------------------------------------- public evaluation
 
 
-def _check_scheme(depth_solver, integrator):
-    if depth_solver not in DEPTH_SOLVERS:
-        raise ValueError(f"depth_solver must be one of {tuple(DEPTH_SOLVERS)}, got {depth_solver!r}")
-    if integrator not in INTEGRATORS:
-        raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
-    return (depth_solver, integrator)
+def _check_scheme(depth_solver):
+    return check_choice("depth_solver", depth_solver, tuple(DEPTH_SOLVERS))
 
 
-def _prepare(config, nodes, data, substeps, depth_solver, integrator):
+def _prepare(config, nodes, data, substeps, depth_solver):
     nodes = check_nodes(config, nodes)
     data = check_data(config, data)
     dtype = data.Z0.dtype
     consts = dict(grid=depth_grid(substeps, dtype), threshold=jnp.asarray(config.threshold, dtype),
                   lam=jnp.asarray(config.lam, dtype), d=jnp.asarray(config.d, jnp.int32))
-    return nodes, data, consts, _check_scheme(depth_solver, integrator)
+    return nodes, data, consts, _check_scheme(depth_solver)
 
 
-def reference_states(config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5",
-                     integrator: str = "scan") -> jax.Array:
+def reference_states(config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS,
+                     depth_solver: str = "tsit5") -> jax.Array:
     """Z(s_k) at every depth node for prompts `Z0 (n, D, N + 1)` -> `(K, n, D, N + 1)` (Z(s_0) = Z0).
 
-    `substeps`: equal solver steps per node interval; `depth_solver`: one of `DEPTH_SOLVERS`;
-    `integrator`: `"scan"` (the solver's steps in a `lax.scan`, the default: half the compile time) or
-    `"diffeqsolve"` (one `diffrax.diffeqsolve` per interval); the two agree to rounding.
+    `substeps`: equal solver steps per node interval; `depth_solver`: one of `DEPTH_SOLVERS`.
     """
     Z0 = jnp.asarray(Z0)
     dummy = Prompts(Z0, jnp.zeros(Z0.shape[:1], Z0.dtype)) if Z0.ndim >= 1 else Prompts(Z0, Z0)
-    nodes, data, c, scheme = _prepare(config, nodes, dummy, substeps, depth_solver, integrator)
+    nodes, data, c, scheme = _prepare(config, nodes, dummy, substeps, depth_solver)
     return _states_jit(nodes, data.Z0, c["grid"], c["threshold"], scheme=scheme)
 
 
-def reference_forward(config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5",
-                      integrator: str = "scan") -> jax.Array:
+def reference_forward(config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS,
+                      depth_solver: str = "tsit5") -> jax.Array:
     """yhat = Z(1)[d, N] of the depth ODE for prompts `Z0 (n, D, N + 1)` -> `(n,)` (options as in
     `reference_states`)."""
-    return reference_states(config, nodes, Z0, substeps, depth_solver, integrator)[-1][:, config.d, -1]
+    return reference_states(config, nodes, Z0, substeps, depth_solver)[-1][:, config.d, -1]
 
 
 def reference_risk(config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS,
-                   depth_solver: str = "tsit5", integrator: str = "scan") -> jax.Array:
+                   depth_solver: str = "tsit5") -> jax.Array:
     """R = mean over prompts of (yhat - y)^2 / 2 of the continuous-depth model (a scalar)."""
-    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver, integrator)
+    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
     return _risk_jit(nodes, data.Z0, data.y, c["grid"], c["threshold"], c["d"], scheme=scheme)
 
 
 def reference_objective(config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS,
-                        depth_solver: str = "tsit5", integrator: str = "scan") -> jax.Array:
+                        depth_solver: str = "tsit5") -> jax.Array:
     """Q_ref = R + (lam/2) int_0^1 [(1/M) sum |theta_j(t)|^2 + (1/M_mlp) sum |w_j(t)|^2] dt (module docstring)."""
-    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver, integrator)
+    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
     return _objective_jit(nodes, data.Z0, data.y, c["lam"], c["grid"], c["threshold"], c["d"], scheme=scheme)
 
 
 def reference_adjoint(config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS,
-                      depth_solver: str = "tsit5", integrator: str = "scan") -> tuple[jax.Array, jax.Array]:
+                      depth_solver: str = "tsit5") -> tuple[jax.Array, jax.Array]:
     """(Z(s_k), P(s_k)), each `(K, n, D, N + 1)`: the states and the adjoint P = dR/dZ at every node, from
     one reverse pass through the depth solves (zero perturbations eps_k added at the nodes)."""
-    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver, integrator)
+    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
     return _adjoint_jit(nodes, data.Z0, data.y, c["grid"], c["threshold"], c["d"], scheme=scheme)
 
 
 def reference_velocity(config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS,
-                       depth_solver: str = "tsit5", integrator: str = "scan") -> dict:
+                       depth_solver: str = "tsit5") -> dict:
     """The Wasserstein-gradient-flow velocity at every node (a dict shaped like `nodes`):
 
     v_j(s_k) = -sum_prompts grad_theta <P(s_k), f(Z(s_k), theta_j(s_k))> - lam theta_j(s_k)
 
     (h and w_j for MLP particles). Pointwise in depth, not the gradient w.r.t. node values.
     """
-    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver, integrator)
+    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
     return _velocity_jit(nodes, data.Z0, data.y, c["lam"], c["grid"], c["threshold"], c["d"], scheme=scheme)
 
 
@@ -401,7 +370,7 @@ def _vf(t, nodes, args, scheme):
 
 def reference_vector_field(t, nodes, args):
     """d nodes / d tau = `reference_velocity` (Tsit5 steps in depth) for `args = make_reference_args(...)`."""
-    return _vf(t, nodes, args, ("tsit5", "scan"))
+    return _vf(t, nodes, args, "tsit5")
 
 
 def _obs_Q(t, nodes, args, scheme):
@@ -446,7 +415,7 @@ _OBS_FNS = {"Q": _obs_Q, "R": _obs_R, "dissipation": _obs_dissipation, "max_spee
 def _bundle(scheme):
     """(vector field, all observables, basic observables) for one depth scheme, built once so that
     `flows.solve` finds its compiled programs again on the next call."""
-    vf = reference_vector_field if scheme == ("tsit5", "scan") else functools.partial(_vf, scheme=scheme)
+    vf = reference_vector_field if scheme == "tsit5" else functools.partial(_vf, scheme=scheme)
     every = {name: functools.partial(fn, scheme=scheme) for name, fn in _OBS_FNS.items()}
     basic = {name: every[name] for name in ("Q", "R")}
     return vf, every, basic
@@ -455,13 +424,13 @@ def _bundle(scheme):
 #: The observables saved by `solve_reference(observables="all")` with the default depth scheme, functions
 #: f(t, nodes, args) of `args = make_reference_args(...)`: Q, R, dissipation (approximately -dQ/dtau),
 #: max_speed (over nodes and particles), train_rmse, test_rmse.
-REFERENCE_OBSERVABLES = _bundle(("tsit5", "scan"))[1]
+REFERENCE_OBSERVABLES = _bundle("tsit5")[1]
 
 
 def solve_reference(config: Config, ts, *, K: int | None = None, nodes=None, data: Prompts | None = None,
                     test: Prompts | None = None, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5",
-                    integrator: str = "scan", solver: str = "tsit5", rtol: float = 1e-7, atol: float = 1e-9,
-                    dt: float | None = None, max_steps: int = 100_000, observables: str | dict = "all",
+                    solver: str = "tsit5", rtol: float = 1e-7, atol: float = 1e-9, dt: float | None = None,
+                    max_steps: int = 100_000, observables: str | dict = "all",
                     save_states: bool = False, progress: bool = False, throw: bool = True) -> Trajectory:
     """Integrate the reference particle flow d nodes/d tau = `reference_velocity` with `flows.solve`.
 
@@ -471,7 +440,7 @@ def solve_reference(config: Config, ts, *, K: int | None = None, nodes=None, dat
     - `K`: depth nodes (default 9) of `init_reference(config, K)`; `nodes`: start from these node values
       instead (K is then read from them; a given `K` must match).
     - `data`, `test`: training prompts and fresh test prompts (defaults from `config`).
-    - `substeps`, `depth_solver`, `integrator`: the depth integration (as in `reference_states`).
+    - `substeps`, `depth_solver`: the depth integration (as in `reference_states`).
     - `solver`, `rtol`, `atol`, `dt`, `max_steps`, `progress`, `throw`: the tau-integration, as in
       `flow.solve_particles` (`dt`: constant steps instead of adaptive).
     - `observables`: `"all"` (`REFERENCE_OBSERVABLES`), `"basic"` (Q and R only, the cheapest to compile)
@@ -487,7 +456,7 @@ def solve_reference(config: Config, ts, *, K: int | None = None, nodes=None, dat
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     substeps = _check_substeps(substeps)
-    scheme = _check_scheme(depth_solver, integrator)
+    scheme = _check_scheme(depth_solver)
     if nodes is None:
         nodes = init_reference(config, _DEFAULT_K if K is None else K)
     nodes = check_nodes(config, nodes)

@@ -1,5 +1,5 @@
-"""The continuous-depth reference (theory digest §2.5 item 2): the node adjoint against re-solves and finite
-differences, the closed-form velocity against autodiff, the two diffrax integrators, depth convergence of
+"""The continuous-depth reference: the node adjoint against re-solves and finite differences, the
+closed-form velocity against autodiff, the scan of solver steps against diffrax.diffeqsolve, depth convergence of
 the finite network to the reference (forward, velocity, and after training), K-convergence, the energy
 identity (at tau = 0 in the default run, along the reference flow in `-m slow`), and input validation.
 
@@ -22,7 +22,7 @@ from flows.mean_field import model
 from flows.mean_field import reference as ref
 
 CFG = mf.Config(d=2, D=3, N=4, L=4, M=4, n_train=8, n_test=8, lam=1e-2, init_scale=2.0, init="smooth", seed=1)
-SCHEME = ("tsit5", "scan")
+SCHEME = "tsit5"  # the depth solver of the default scheme
 SUB = 8  # depth substeps per node interval for the forward checks (Tsit5: ODE error far below the gaps)
 _net_forward = jax.jit(model.predict, static_argnums=(2, 3))
 TAUS = np.linspace(0.0, 1.0, 11)  # save times of the flows in tau
@@ -129,11 +129,40 @@ def test_velocity_is_the_pointwise_first_variation_gradient(curved_nodes, data, 
     assert _max_abs(v) > 1e-3
 
 
-def test_diffeqsolve_integrator_matches_the_scan(curved_nodes, data, adjoint):
+def _diffeqsolve_adjoint(nodes, Z0, y, substeps):
+    """The states and node adjoints of the depth ODE through one `diffrax.diffeqsolve` per node interval
+    (`StepTo` the grid, `RecursiveCheckpointAdjoint`): the plain form of the library's scan of solver steps."""
+    K, M, Mm = nodes["V"].shape[0], nodes["V"].shape[1], nodes["W1"].shape[1]
+    grid = ref.depth_grid(substeps, Z0.dtype)
+
+    def field(u, Z, ab):
+        p = {k: (1.0 - u) * ab[0][k] + u * ab[1][k] for k in ab[0]}
+        att = model.attention_update(Z, p["V"], p["W"]) / M
+        return (att + model.mlp_update(Z, p["W1"], p["W2"], CFG.threshold) / Mm) / (K - 1)
+
+    def segment(Z, ab):
+        sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Tsit5(), t0=0.0, t1=1.0, dt0=None, y0=Z, args=ab,
+                                  stepsize_controller=diffrax.StepTo(ts=grid), max_steps=substeps,
+                                  saveat=diffrax.SaveAt(t1=True),
+                                  adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=substeps))
+        return sol.ys[0]
+
+    def risk_of_eps(eps):
+        states = [Z0 + eps[0]]
+        for k in range(K - 1):
+            ab = ({g: v[k] for g, v in nodes.items()}, {g: v[k + 1] for g, v in nodes.items()})
+            states.append(segment(states[-1], ab) + eps[k + 1])
+        err = states[-1][:, CFG.d, -1] - y
+        return 0.5 * jnp.mean(err * err), jnp.stack(states)
+
+    P, Z = jax.jit(jax.grad(risk_of_eps, has_aux=True))(jnp.zeros((K,) + Z0.shape, Z0.dtype))
+    return Z, P
+
+
+def test_the_scan_of_solver_steps_matches_diffeqsolve(curved_nodes, data, adjoint):
     """The reverse pass through one `diffrax.diffeqsolve` per interval (RecursiveCheckpointAdjoint) gives
-    the same states and node adjoints as the default scan of the solver's steps (same arithmetic)."""
-    Z, P = (np.asarray(x) for x in ref.reference_adjoint(CFG, curved_nodes, data, substeps=4,
-                                                           integrator="diffeqsolve"))
+    the same states and node adjoints as the library's scan of the solver's steps (same arithmetic)."""
+    Z, P = (np.asarray(x) for x in _diffeqsolve_adjoint(curved_nodes, data.Z0, data.y, 4))
     Z_scan, P_scan = (np.asarray(x) for x in adjoint)
     assert np.max(np.abs(Z - Z_scan)) <= 1e-13
     assert np.max(np.abs(P - P_scan)) <= 1e-13 * np.max(np.abs(P_scan))
@@ -337,8 +366,6 @@ def test_validation_names_the_field(data):
         ref.reference_forward(CFG, nodes, data.Z0, substeps=0)
     with pytest.raises(ValueError, match="depth_solver"):
         ref.reference_forward(CFG, nodes, data.Z0, depth_solver="euler")
-    with pytest.raises(ValueError, match="integrator"):
-        ref.reference_forward(CFG, nodes, data.Z0, integrator="odeint")
     with pytest.raises(ValueError, match="K = 5"):
         ref.solve_reference(CFG, [0.0, 1.0], K=5, nodes=nodes)
     with pytest.raises(ValueError, match="data.Z0"):
