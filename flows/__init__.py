@@ -12,9 +12,13 @@ The public surface (names re-exported from the submodules, each imported on firs
   sympy reductions).
 - `fitting`: power-law fits (log-log least squares, joint M^a L^b fits, model comparison) with bootstrap
   confidence intervals.
-- `records`: run records (metrics.json, series.npz, PNGs, meta.json), written atomically.
-- `event_time`, `TrainingError` (`flows.network_records`): the first crossing of an observable on a network
+- `training`: the one training layer of the systems' networks (`NetworkRecord`, the training loop, the
+  optimiser factory); `event_time`, `TrainingError` from it: the first crossing of an observable on a network
   record or a `Trajectory` (T1, a knee), and the error a training run raises when it goes non-finite.
+- `optim_limits`: the ODE/SDE limits of momentum, sign descent, Adam and SGD noise for any system's loss.
+- `experiments`: the tooling of the examples (run records, REPORT.md, reproduce, findings, compile cache).
+- `compile_cache`, `network_records`, `plotting`, `records`: the old paths of modules now in `experiments`
+  and `training`, deprecated.
 
 Everything is imported on first use (`import flows` alone imports neither jax nor diffrax).
 """
@@ -26,12 +30,12 @@ __version__ = "0.1.0"
 
 # Each name is imported on first use: a script that needs one system does not pay for the others, nor for
 # scipy.stats (flows.fitting), and a records-only script (the CLI's main job) does not import diffrax.
-_SUBMODULES = ("compile_cache", "cooccurrence", "fitting", "mean_field", "network_records", "optim_limits", "plotting",
-               "records", "scan_snap", "sde")
+_SUBMODULES = ("cooccurrence", "experiments", "fitting", "mean_field", "optim_limits", "scan_snap", "sde", "training",
+               "compile_cache", "network_records", "plotting", "records")
 _LAZY_NAMES = {
     **dict.fromkeys(("SOLVERS", "Event", "FlowError", "Trajectory", "batch_mesh", "linear_grid", "log_grid",
                      "solve", "solve_batch"), "_solve"),
-    "solve_sde": "sde", "event_time": "network_records", "TrainingError": "network_records",
+    "solve_sde": "sde", "event_time": "training", "TrainingError": "training",
 }
 
 
