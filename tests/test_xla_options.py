@@ -99,6 +99,8 @@ def test_suite_optimisation_level_gives_the_default_results():
     representative programs give XLA's default level's numbers to 1e-12: a flows.solve program with
     observables, an event and the blow-up guard; mean-field GD steps with every summary observable (a depth
     scan, autodiff, optax); the mean-field adjoint velocity."""
+    from flows.mean_field import gradients as mf_grad
+    from flows.mean_field import model as mf_model
     from flows.mean_field import network as mf_net
     from flows.mean_field import observables as mf_obs
 
@@ -108,17 +110,16 @@ def test_suite_optimisation_level_gives_the_default_results():
     _assert_trees_close(low, default)
 
     cfg = flows.mean_field.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, seed=1)
-    particles = mf_net.init_particles(cfg)
-    args = mf_obs.make_args(cfg, mf_net.training_set(cfg), mf_net.held_out_set(cfg))
-    template = mf_net._optimizer(0.1 * cfg.M * cfg.L, 0.1 * cfg.M_mlp * cfg.L)
-    opt_state = template.init(particles)
-    gd = mf_net._gd_program(False, template)
-    low, default = _at_both_levels(gd, particles, opt_state, jnp.asarray([5, 5], jnp.int32), args)
+    particles = flows.mean_field.init_particles(cfg)
+    data = flows.mean_field.training_set(cfg)
+    args = mf_obs.make_args(cfg, data, flows.mean_field.held_out_set(cfg))
+    opt_state = mf_net.optimizer_state(cfg, particles, 0.1)
+    gd = mf_net.gd_program(False)
+    call = (particles, opt_state, None, jnp.asarray([5, 5], jnp.int32), args, jnp.zeros((0,)))
+    low, default = _at_both_levels(gd, *call)
     _assert_trees_close(low, default)
-    data = mf_net.training_set(cfg)
-    consts = mf_net._traced_constants(cfg, data.Z0.dtype)
-    low, default = _at_both_levels(lambda p: mf_net._VELOCITY_METHODS["adjoint"](p, data.Z0, data.y, *consts),
-                                   particles)
+    consts = mf_model.traced_constants(cfg, data.Z0.dtype)
+    low, default = _at_both_levels(lambda p: mf_grad.velocity_adjoint(p, data.Z0, data.y, *consts), particles)
     _assert_trees_close(low, default)
 
 
