@@ -24,9 +24,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from .._checks import INT_MAX, SEED_MAX, check_choice, check_real
+from .._checks import INT_MAX, SEED_MAX, check_choice, check_int, check_real
 from .._xla import device_array
 from .._xla import jit as xla_jit
 
@@ -34,15 +33,6 @@ __all__ = ["INITS", "Config", "Prompts", "held_out_set", "sample_prompts", "trai
 
 #: Initial laws rho0(., t) of the particles, see `Config`.
 INITS = ("iid", "tied", "smooth")
-
-
-def _check_int(name, value, low, high=INT_MAX):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
-
-
-def _check_real(name, value, *, low=None, strict=False):
-    return check_real(name, value, low=low, strict=strict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,29 +81,26 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        _check_int("d", self.d, 1)
-        _check_int("D", self.D, 1)
+        def set_int(name, low, high=INT_MAX):
+            object.__setattr__(self, name, check_int(name, getattr(self, name), low, high))
+
+        set_int("d", 1)
+        set_int("D", 1)
         if self.D < self.d + 1:
             raise ValueError(f"D must be >= d + 1 = {self.d + 1} (x, then the label row), got {self.D}")
-        _check_int("N", self.N, 1)
-        _check_int("L", self.L, 1)
-        _check_int("M", self.M, 1)
+        for name in ("N", "L", "M"):
+            set_int(name, 1)
         # not a dataclass field (so neither compared, hashed nor serialised): `replace` reads it to let a
         # defaulted M_mlp follow a new M
         object.__setattr__(self, "_M_mlp_defaulted", self.M_mlp is None)
         if self.M_mlp is None:
-            object.__setattr__(self, "M_mlp", int(self.M))
-        _check_int("M_mlp", self.M_mlp, 1)
-        _check_int("n_train", self.n_train, 1)
-        _check_int("n_test", self.n_test, 1)
-        _check_int("seed", self.seed, 0, SEED_MAX)
-        object.__setattr__(self, "lam", _check_real("lam", self.lam, low=0.0))
-        object.__setattr__(self, "label_noise", _check_real("label_noise", self.label_noise, low=0.0))
-        object.__setattr__(self, "threshold", _check_real("threshold", self.threshold, low=0.0, strict=True))
-        object.__setattr__(self, "init_scale", _check_real("init_scale", self.init_scale, low=0.0, strict=True))
+            object.__setattr__(self, "M_mlp", self.M)
+        for name in ("M_mlp", "n_train", "n_test"):
+            set_int(name, 1)
+        set_int("seed", 0, SEED_MAX)
+        for name, strict in (("lam", False), ("label_noise", False), ("threshold", True), ("init_scale", True)):
+            object.__setattr__(self, name, check_real(name, getattr(self, name), low=0.0, strict=strict))
         check_choice("init", self.init, INITS)
-        for name in ("d", "D", "N", "L", "M", "M_mlp", "n_train", "n_test", "seed"):
-            object.__setattr__(self, name, int(getattr(self, name)))
 
     @property
     def init_radius(self) -> float:
@@ -187,7 +174,7 @@ _sample_jit = xla_jit(_sample, one_shot=True, static_argnums=(1, 2, 3, 4, 6))
 
 def sample_prompts(config: Config, key, n: int, dtype=None) -> Prompts:
     """`n` fresh prompts of the law in the module docstring (one jitted, vectorised draw)."""
-    _check_int("n", n, 1)
+    check_int("n", n, 1)
     dtype = jnp.dtype(dtype or jnp.result_type(float))
     Z0, y = _sample_jit(key, int(n), config.d, config.D, config.N, config.label_noise, dtype)
     return Prompts(Z0=Z0, y=y)
