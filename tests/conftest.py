@@ -23,7 +23,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # FLOWS_TEST_XLA_DEFAULT_OPT=1 runs the whole suite at the default level, and so does a `-m slow` run (its
 # long agreements were measured at the default level; pytest_configure below).
 # The same goes for XLA's CPU fusion emitters: the library compiles its own programs without them
-# (flows._xla.COMPILER_OPTIONS), but the tests' own jitted and eager computations (references, observables
+# (flows._xla.compiler_options()), but the tests' own jitted and eager computations (references, observables
 # on the host, autodiff checks) compiled with them, at about twice the backend compile time (measured: 18
 # small programs 0.83-0.89 s -> 0.38-0.39 s). XLA_FLAGS applies to every program of the process and of its
 # subprocesses; it is read when the backend starts (after pytest_configure below, which drops it for -m slow).
