@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_int
 from .model import GROUPS
 
 __all__ = ["LAYOUTS", "depth_weights", "sample_depth", "subsample_particles"]
@@ -32,12 +33,6 @@ __all__ = ["LAYOUTS", "depth_weights", "sample_depth", "subsample_particles"]
 #: Depth layouts of the input of `sample_depth`: "nodes" (K values at s_k = k/(K-1), the reference's
 #: layout, s_{K-1} = 1) or "layers" (L_ref values at t_l = l/L_ref, a network's layout).
 LAYOUTS = ("nodes", "layers")
-
-
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
 
 
 def _check_dict(name, particles):
@@ -127,8 +122,8 @@ def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, ke
     the indices if asked. **Raises:** `ValueError` naming the field (bad keys or shapes, M > M_ref, ...).
     """
     arrays, depth, M_ref, Mm_ref = _check_dict("particles", particles)
-    M = _check_int("M", M, 1)
-    M_mlp = M if M_mlp is None else _check_int("M_mlp", M_mlp, 1)
+    M = check_int("M", M, 1)
+    M_mlp = M if M_mlp is None else check_int("M_mlp", M_mlp, 1)
     if not isinstance(replace, (bool, np.bool_)):
         raise ValueError(f"replace must be a bool, got {replace!r}")
     if M > M_ref and not replace:
@@ -155,8 +150,8 @@ def depth_weights(K: int, L: int, layout: str = "nodes"):
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    K = _check_int("K", K, 2 if layout == "nodes" else 1)
-    L = _check_int("L", L, 1)
+    K = check_int("K", K, 2 if layout == "nodes" else 1)
+    L = check_int("L", L, 1)
     if layout == "layers" and L > K:
         raise ValueError(f"L must be <= the input's depth {K} for layout 'layers' (layer depths (L - 1)/L past "
                          f"the last input layer {K - 1}/{K} would need extrapolation), got {L}")
