@@ -3,7 +3,6 @@
 function) by this module, which `flows/__init__.py` undoes."""
 
 from ._program import COMPILED as _COMPILED
-from ._program import signature as _signature
 from ._solve import (
     SAVE_CHUNK,
     SOLVERS,
@@ -19,4 +18,4 @@ from ._solve import (
 
 __all__ = ["SAVE_CHUNK", "SOLVERS", "Event", "FlowError", "Trajectory", "batch_mesh", "linear_grid", "log_grid",
            "solve", "solve_batch"]
-_ = _COMPILED, _signature  # tests/scan_snap/test_decoder.py and flows/mean_field/network.py import these
+_ = _COMPILED  # tests/scan_snap/test_decoder.py imports it
