@@ -1,4 +1,4 @@
-"""The SGD SDE of the co-occurrence network (issue 12): minibatch SGD's diffusion limit on the parameters.
+"""The SGD SDE of the co-occurrence network: minibatch SGD's diffusion limit on the parameters.
 
 `network.train(config, "sgd", lr, batch_size=B)` draws each step's batch as B distinct training samples
 (`jax.random.permutation(key, n)[:B]`), independently across steps, and its clock is t = lr * step. Its

@@ -2,7 +2,7 @@
 
 - 3-token mean-field system (`flows/_generated/cooccurrence_3token.py`): state `(40,)` = G1..G3, S, then
   the 3x3 blocks of A (key row, query column), M_V, M_K, M_Q row-major; params m, m1, L. Random tokens are
-  inert and each group is one representative sequence weighted (1/2, 1/6, 1/6, 1/6) (theory digest §3.2).
+  inert and each group is one representative sequence weighted (1/2, 1/6, 1/6, 1/6).
 - 4-ODE phase-2 skeleton (`flows/_generated/cooccurrence_phase2.py`): state `(4,)` = G1, G2, G3, S; param m1
   (uniform attention, m1 M_V term dropped; proofs of Lemma F.6 and Thm F.8 in Yang et al. 2024).
 
@@ -50,8 +50,8 @@ def three_token_args(config: Config, dtype=None) -> dict:
 
 
 def idealized_three_token_state(config: Config, dtype=None):
-    """The large-m initial state (theory digest §3.2 [recon]): G = 0, A = 0, M_V = M_K = M_Q = sigma0^2 m I,
-    S = sigma1^2 m m1, with the (sigma0, sigma1) of `config.init_stds`."""
+    """The large-m initial state (the m -> infinity limit of the Grams of `network.init_params`): G = 0,
+    A = 0, M_V = M_K = M_Q = sigma0^2 m I, S = sigma1^2 m m1, with the (sigma0, sigma1) of `config.init_stds`."""
     dtype = dtype or jnp.result_type(float)
     s0, s1 = config.init_stds
     eye = (s0 ** 2 * config.m) * np.eye(3).reshape(-1)

@@ -14,7 +14,7 @@ sqrt(2 T / (M L)) dB_s: Langevin dynamics of the potential M L Q_{L,M} at temper
 is prop. to exp(-M L Q_{L,M} / T)). Euler-Maruyama with step eta_tau is noisy full-batch GD at learning
 rate eta = eta_tau M L with Gaussian noise sqrt(2 T eta_tau) per coordinate. The temperature is thus per
 particle and does not depend on M: as M -> infinity the empirical law of every depth slice follows the
-Fokker-Planck equation (theory digest §7; Mei-Montanari-Nguyen 2018, Thm 5, with T = 1/beta)
+Fokker-Planck equation (Mei-Montanari-Nguyen 2018, Thm 5, with T = 1/beta)
 
     d rho / d tau = div_theta( rho grad_theta delta Q/delta rho[rho] ) + T Laplacian_theta rho,
 

@@ -87,7 +87,7 @@ from jax.flatten_util import ravel_pytree
 from .._checks import INT_MAX, check_bool, check_int, check_real
 from .._prng import fused
 from .._xla import options_key
-from .ode import cached
+from .ode import bias_corrected, cached
 
 __all__ = ["AdamSDE", "SGDSDE", "adam_sde", "adam_sde_hyper", "batch_covariance_factor", "gradient_covariance",
            "noise_factor", "per_sample_grads",
@@ -402,12 +402,6 @@ def adam_sde_hyper(lr, c1, c2, sigma0, eps0) -> dict:
             "steps_per_time": 1.0 / (lr * lr)}
 
 
-def _over(moment, weight, limit):
-    weight = weight.astype(moment.dtype)
-    ok = weight > 0
-    return jnp.where(ok, moment / jnp.where(ok, weight, 1.0), limit)
-
-
 @cached
 def _adam_fields(per_sample_loss):
     def drift(t, y, args):
@@ -416,7 +410,7 @@ def _adam_fields(per_sample_loss):
         dt = lambda x, c: jnp.asarray(c).astype(x.dtype)  # noqa: E731 - a cast
 
         def dtheta(g, d, m, u, wm, wu):
-            mhat, uhat = _over(m, wm, g), _over(u, wu, d)
+            mhat, uhat = bias_corrected(m, wm, g), bias_corrected(u, wu, d)
             return -mhat / (dt(m, args["sigma0"]) * jnp.sqrt(jnp.maximum(uhat, 0.0)) + dt(m, args["eps0"]))
 
         c1, c2 = args["c1"], args["c2"]

@@ -267,8 +267,9 @@ def adam_betas(lr, c1, c2):
     return 1.0 - c1 * lr, 1.0 - c2 * lr
 
 
-def _corrected(moment, weight, limit):
-    """moment / weight, and its limit `limit` where weight = 0 (t = 0, where both vanish)."""
+def bias_corrected(moment, weight, limit):
+    """moment / weight (Adam's bias correction, the weight 1 - e^{-c t} integrated as a state), and its limit
+    `limit` where weight = 0 (t = 0, where both vanish)."""
     weight = weight.astype(moment.dtype)
     ok = weight > 0
     return jnp.where(ok, moment / jnp.where(ok, weight, 1.0), limit)
@@ -282,8 +283,8 @@ def _adam(loss):
         g = grad(y["theta"], args["batch"])
 
         def dtheta(gi, mi, vi, wm, wv):
-            mhat = _corrected(mi, wm, gi)
-            vhat = _corrected(vi, wv, gi * gi)
+            mhat = bias_corrected(mi, wm, gi)
+            vhat = bias_corrected(vi, wv, gi * gi)
             return -mhat / (jnp.sqrt(jnp.maximum(vhat, 0.0)) + _rate(args["eps"], mi))
 
         c1, c2 = _per_leaf(args["c1"], g, "c1"), _per_leaf(args["c2"], g, "c2")

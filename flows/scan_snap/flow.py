@@ -42,6 +42,7 @@ from ..solve import FlowError, Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
 from .network import init_params, rate_pairs
+from .theory import gamma_of_h
 
 __all__ = ["flow_args", "full_vector_field", "limit_problem", "population_loss", "reduced_vector_field",
            "single_ct_vector_field", "symmetric_vector_field",
@@ -110,18 +111,13 @@ def h_rate(h, M, eta_Y, K):
     return eta_Y / (K * ((M - 1.0) + jnp.exp(M * h)))
 
 
-def _gamma_of_h(h, M):
-    e = jnp.exp(-M * h)
-    return (M - 1.0) ** 2 * h * e / ((M - 1.0) * e + 1.0)
-
-
 def _reduced_parts(Z, h, args):
     f = obs.normalized_attention(obs.attention(Z, args["cond"], args["Q"]))
     G = f @ f.T  # F^T F in the paper's notation, (K, K)
     Ginv = jnp.linalg.inv(G)
     gt = Ginv @ f  # row n: (F^dagger)^T e_n = sum_j Ginv_{jn} f_j (Ginv symmetric)
     gt_c = gt - args["center"] * jnp.mean(gt, axis=0, keepdims=True) * (args["K"] / args["Md"])
-    gamma = _gamma_of_h(h, args["Md"]) * args["scale"]
+    gamma = gamma_of_h(h, args["Md"]) * args["scale"]
     perp = gt_c - f * jnp.sum(f * gt_c, axis=-1, keepdims=True)
     xi = gamma * (jnp.diagonal(Ginv) - jnp.sum(f * gt, axis=-1))  # gamma sum_{n'!=n} beta f_n.f_n'
     return f, gamma, perp, xi
@@ -157,7 +153,7 @@ def _obs_loss(t, y, args):
 
 
 def _obs_gamma(t, y, args):
-    return _gamma_of_h(y["h"], args["Md"])
+    return gamma_of_h(y["h"], args["Md"])
 
 
 def _obs_full(t, y, args):
@@ -169,7 +165,7 @@ def _obs_full(t, y, args):
 
 def _obs_reduced(t, y, args):
     c = obs.attention(y["Z"], args["cond"], args["Q"])
-    return {**obs.attention_observables(c, args["cond"]), "gamma": _gamma_of_h(y["h"], args["Md"])}
+    return {**obs.attention_observables(c, args["cond"]), "gamma": gamma_of_h(y["h"], args["Md"])}
 
 
 def _rates(eta_Y, eta_Z, lr=None):
@@ -380,7 +376,7 @@ def single_ct_vector_field(t, y, args):
     h, z = y[0], y[1]
     M = args["M"]
     h_dot = h_rate(h, M, args["eta_Y"], args["K"])
-    rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(4.0 * z) / args["C0"]
+    rate = args["eta_Z"] * gamma_of_h(h, M) * jnp.exp(4.0 * z) / args["C0"]
     return jnp.stack([h_dot, -rate, rate])
 
 
@@ -404,6 +400,6 @@ def symmetric_vector_field(t, y, args):
     M = args["M"]
     h_dot = h_rate(h, M, args["eta_Y"], args["K"])
     # the generated field takes exactly its PARAMS (M and eta_Y drive the h-flow here, not it)
-    gargs = {**{k: args[k] for k in gen.PARAMS if k != "gamma"}, "gamma": _gamma_of_h(h, M)}
+    gargs = {**{k: args[k] for k in gen.PARAMS if k != "gamma"}, "gamma": gamma_of_h(h, M)}
     z_dot = gen.vector_field(t, y[1:], gargs)
     return jnp.concatenate([h_dot[None], z_dot])

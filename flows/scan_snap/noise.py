@@ -1,4 +1,4 @@
-"""The SGD SDE of Scan and Snap at finite context length T and batch size B (issue 12).
+"""The SGD SDE of Scan and Snap at finite context length T and batch size B.
 
 **The population.** `network.train(classes, "sgd", lr=eta, T=T, batch_size=B)` draws at every step B fresh
 i.i.d. pairs (class n ~ P(n), context counts N ~ Multinomial(T - 1, P(.|n))) and steps (Y, Z) by -eta times

@@ -20,8 +20,8 @@ import numpy as np
 
 from .._checks import real_array
 
-__all__ = ["B", "Gamma", "chi_bounds", "gamma", "gamma_early", "gamma_late", "h", "h_discrete", "pair_invariant_rhs",
-           "regime_times", "scan_time", "snap_time"]
+__all__ = ["B", "Gamma", "chi_bounds", "gamma", "gamma_early", "gamma_late", "gamma_of_h", "h", "h_discrete",
+           "pair_invariant_rhs", "regime_times", "scan_time", "snap_time"]
 
 _NEWTON_ITERS = 80
 
@@ -95,10 +95,16 @@ def h_discrete(s, M, eta_Y):
     return path[jnp.asarray(s_int)]
 
 
+def gamma_of_h(h, M):
+    """gamma = (M-1)^2 h / ((M-1) + e^{M h}) (eq. 85) as a function of h, written as
+    (M-1)^2 h e^{-Mh} / ((M-1) e^{-Mh} + 1) so that it does not overflow for large M h."""
+    e = jnp.exp(-M * h)
+    return (M - 1.0) ** 2 * h * e / ((M - 1.0) * e + 1.0)
+
+
 def gamma(t, M, K, eta_Y):
     """Speed-control coefficient gamma(t) = (M-1)^2 h(t/K) / ((M-1) + exp(M h(t/K))) (eq. 85).
 
-    Written as (M-1)^2 h e^{-Mh} / ((M-1) e^{-Mh} + 1) so it does not overflow for large M h.
     Lemma 9: gamma ~ eta_Y t / K early, ~ K ln(M eta_Y t / K) / (eta_Y t) late.
     """
     _check("t", t, nonneg=True)
@@ -106,9 +112,7 @@ def gamma(t, M, K, eta_Y):
     _check("K", K, positive=True)
     _check("eta_Y", eta_Y, positive=True)
     hv = h(_float(t) / _float(K), M, eta_Y)
-    M = _float(M)
-    e = jnp.exp(-M * hv)
-    return (M - 1) ** 2 * hv * e / ((M - 1) * e + 1)
+    return gamma_of_h(hv, _float(M))
 
 
 def gamma_early(t, K, eta_Y):
@@ -142,7 +146,7 @@ def regime_times(M, K, eta_Y):
     return float(K) * lnM / float(eta_Y), 2 * (1 + omega) * float(K) * lnM / float(eta_Y)
 
 
-# --- closed forms of the attention dynamics (Tian et al. 2023, Theorems 3-4; digest §3.4) -------------------
+# --- closed forms of the attention dynamics (Tian et al. 2023, Theorems 3-4) ------------------------------
 
 
 def Gamma(t, M, K, eta_Y, eta_Z):
@@ -161,7 +165,7 @@ def B(t, M, K, eta_Y, eta_Z, C0=1.0, printed=False):
 
     Default: the exact integral (1/4) ln(1 + 4 Gamma(t) / C0) = (1/4) ln(1 + 2 (eta_Z/eta_Y) K (M-1)^2 h(t/K)^2
     / C0), so B(0) = 0. `printed=True` gives eq. 129 as printed, (1/4) ln(C0 + 4 Gamma); the two agree for
-    C0 = 1 (digest §8). `C0 = rho_0^4 / K` in the paper; here a free positive constant.
+    C0 = 1. `C0 = rho_0^4 / K` in the paper; here a free positive constant.
     """
     _check("C0", C0, positive=True)
     G = Gamma(t, M, K, eta_Y, eta_Z)

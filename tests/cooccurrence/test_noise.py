@@ -1,4 +1,4 @@
-"""flows.cooccurrence.noise: the SGD SDE of the co-occurrence network against minibatch SGD (issue 12).
+"""flows.cooccurrence.noise: the SGD SDE of the co-occurrence network against minibatch SGD.
 
 A small network (n = 12, L = 3, d = 4, m = m1 = 4, P = 64 parameters), batches of B = 3 distinct samples
 (c = (n - B)/(n - 1) = 9/11), horizon t = 0.5 (the GD loss falls from 1.18 to 0.20). One compiled SDE

@@ -1,4 +1,4 @@
-"""Co-occurrence optimiser limits on the parameters (`solve_flow(optimizer=...)`, issue 12).
+"""Co-occurrence optimiser limits on the parameters (`solve_flow(optimizer=...)`).
 
 The parameter flows run on (W, W_V, W_K, W_Q) with `network_loss` over the full training set (Adam and sign
 descent are not rotation invariant: no Gram reduction). A small instance (n = 12, L = 4, m = 16, m1 = 8). The

@@ -1,4 +1,4 @@
-"""The sympy-reduced co-occurrence trajectories pinned against the exact Gram ODE (issue 10, item 3).
+"""The sympy-reduced co-occurrence trajectories pinned against the exact Gram ODE.
 
 On a **symmetric instance** (theory variant: every random token occurs once; exact group proportions; random
 tokens start inert: G = 0, zero scores as keys and as queries, no Gram coupling to mu_1..mu_3, identical

@@ -1,4 +1,4 @@
-"""The sympy-derived reduced systems: against the full Gram RHS, against the digest's 4-ODE, up to date."""
+"""The sympy-derived reduced systems: against the full Gram RHS, against the hand-written 4-ODE, up to date."""
 
 import inspect
 
@@ -54,7 +54,7 @@ def test_three_token_equals_full_rhs_on_symmetric_instance(seed, L):
     np.testing.assert_allclose(np.asarray(red), np.asarray(full), rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(full))))
 
 
-def test_phase2_is_the_restricted_three_token_system_and_matches_the_digest():
+def test_phase2_is_the_restricted_three_token_system_and_matches_the_hand_written_one():
     rng = np.random.default_rng(5)
     m1 = 7.0
     for _ in range(5):
@@ -66,7 +66,7 @@ def test_phase2_is_the_restricted_three_token_system_and_matches_the_digest():
         y4 = jnp.asarray(np.concatenate([G, [S]]))
         skel = np.asarray(reduced.phase2_vector_field(0.0, y4, {"m1": jnp.asarray(m1)}))
         np.testing.assert_allclose(skel, full, rtol=1e-13, atol=1e-13)
-        # theory digest §3.2: dG1 = S(q1 g1 - q2 g2), ..., dS = 2 m1 sum_k q_k g_k rho_k
+        # written out: dG1 = S(q1 g1 - q2 g2), ..., dS = 2 m1 sum_k q_k g_k rho_k
         rho = np.array([G.sum(), -(G[0] + G[2]), -(G[1] + G[2]), -G[2]])
         g = 1 / (1 + np.exp(rho))
         q = np.array([1 / 2, 1 / 6, 1 / 6, 1 / 6])

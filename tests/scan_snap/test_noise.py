@@ -1,4 +1,4 @@
-"""flows.scan_snap.noise: the SGD SDE of Scan and Snap at finite T and B against `train_sweep` (issue 12).
+"""flows.scan_snap.noise: the SGD SDE of Scan and Snap at finite T and B against `train_sweep`.
 
 Classes: `zipfian(2 queries, 1 next token each, 2 distinct tokens, 1 common)`: K = 2, M = 9, supports of 3
 tokens; T = 4 (3 context tokens): 2 x 10 distinct (class, count vector) pairs, enumerated with their

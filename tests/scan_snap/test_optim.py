@@ -1,4 +1,4 @@
-"""Scan and Snap's optimiser limits (`solve_flow(optimizer=...)`, issue 12) against today's flow and optax.
+"""Scan and Snap's optimiser limits (`solve_flow(optimizer=...)`) against the hand-written flow and optax.
 
 syn_small (K = 2 classes, M = 22 tokens), full flow, float64. The Adam ODE is held against optax Adam on the
 T -> inf network (the population loss, full batch: the (Y, Z) model of `train` with T -> inf), each group at its

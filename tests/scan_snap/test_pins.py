@@ -1,6 +1,6 @@
-"""Scan and Snap physics pinned against independent references (issue 10, item 3).
+"""Scan and Snap physics pinned against independent references.
 
-Tian, Wang, Chen, Du 2023 (theory digest §3.3-3.5):
+Tian, Wang, Chen, Du 2023 (Sec. 4-5):
 
 - the reduced flow's decoder scalar h and speed coefficient gamma (Lemma 6, eqs. 45, 85), in paper time and
   in real time, against `theory.h(t / K)`, `theory.gamma` and the implicit equation
