@@ -115,10 +115,7 @@ def _as_keys(key, seed, num_paths):
     if (key is None) == (seed is None):
         raise ValueError("give exactly one of key (a jax.random key) or seed (an integer)")
     if seed is not None:
-        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) \
-                or not -SEED_MAX - 1 <= seed <= SEED_MAX:
-            raise ValueError(f"seed must be an integer in [-2**63, 2**63 - 1], got {seed!r}")
-        key = jax.random.key(int(seed))
+        key = jax.random.key(check_int("seed", seed, -SEED_MAX - 1, SEED_MAX))
     elif isinstance(key, bool) or not isinstance(key, (jax.Array, np.ndarray)):
         raise ValueError(f"key must be a jax.random key (or a batch of keys), got {key!r}")
     elif not (jnp.issubdtype(jnp.result_type(key), jax.dtypes.prng_key) or jnp.result_type(key) == jnp.uint32):
@@ -392,12 +389,8 @@ def solve_sde(
     if needed > INT_MAX - 1:
         raise ValueError(f"dt = {dt} is too small for the horizon [t0, t1] = [{t0}, {t1}]: {needed:.3g} steps "
                          f"(at most {INT_MAX - 1})")
-    if max_steps is None:
-        max_steps = needed + 1
-    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) \
-            or not needed <= max_steps <= INT_MAX:
-        raise ValueError(f"max_steps must be an integer in [{needed}, {INT_MAX}] (at least the constant steps "
-                         f"dt = {dt} over [{t0}, {t1}]), got {max_steps!r}")
+    # at least the constant steps dt over [t0, t1]
+    max_steps = needed + 1 if max_steps is None else check_int("max_steps", max_steps, needed)
     save_states, throw = check_bool("save_states", save_states), check_bool("throw", throw)
     ts = check_save_times(ts, t0, t1)
     obs_key = check_observables(observables, save_states)
