@@ -29,9 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_bool, check_dtype, real_array
+from .._solve import Event, Trajectory, solve
 from .._xla import device_array
 from ..optim_limits.problem import limit_problem as optimizer_limit
-from ..solve import Event, Trajectory, solve
 from . import observables as obs
 from .data import Config
 from .network import check_args, data_args, init_params, network_loss, with_seed_init

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._generated import cooccurrence_3token as _gen3
 from .._generated import cooccurrence_phase2 as _gen2
-from ..solve import Trajectory, solve
+from .._solve import Trajectory, solve
 from .data import Config
 
 __all__ = ["PHASE2_STATE", "THREE_TOKEN_STATE", "idealized_three_token_state", "phase2_vector_field",

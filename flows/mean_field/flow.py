@@ -33,8 +33,8 @@ import diffrax
 import numpy as np
 
 from .._checks import check_choice, check_real, real_array
+from .._solve import SOLVERS, Trajectory, solve
 from ..optim_limits.problem import limit_problem as optimizer_limit
-from ..solve import SOLVERS, Trajectory, solve
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
 from .gradients import velocity_autodiff
@@ -42,7 +42,7 @@ from .initial import init_particles
 from .model import check_data, check_particles, objective_value
 from .network import with_seed_init
 
-__all__ = ["limit_loss", "limit_problem", "solve_flow", "solve_particles", "vector_field"]
+__all__ = ["field_for", "limit_loss", "limit_problem", "solve_flow", "solve_particles", "vector_field"]
 
 
 def vector_field(t, particles, args):
@@ -60,8 +60,9 @@ def _vector_field_rev(t, particles, args):
                              rev=True)
 
 
-def _field_for(solver: str):
-    """Implicit solvers differentiate the vector field (Newton iterations) and get the forward-mode one."""
+def field_for(solver: str):
+    """`vector_field` for implicit solvers (their Newton iterations differentiate it in forward mode), the
+    faster reverse-mode form otherwise (explicit ODE and SDE solvers, GD)."""
     cls = SOLVERS.get(solver) if isinstance(solver, str) else None  # a bad name is reported by flows.solve
     implicit = cls is not None and issubclass(cls, diffrax.AbstractImplicitSolver)
     return vector_field if implicit else _vector_field_rev
@@ -172,7 +173,7 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
     if mesh is not None:
         particles = shard_particles(particles, mesh)
     args = obs.make_args(config, data, test)
-    field, y0 = _field_for(solver), particles
+    field, y0 = field_for(solver), particles
     if on_limit:
         limit, args = _optimizer_limit(config, optimizer, optim_args, args)
         field, y0 = limit.vector_field, limit.initial_state(particles)

@@ -45,12 +45,13 @@ from scipy.spatial import cKDTree
 from scipy.special import digamma, gammaln
 
 from .._checks import check_choice, check_real, real_array
+from .._solve import Trajectory
 from ..sde import SDE_SOLVERS, solve_sde
-from ..solve import Trajectory
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
-from .flow import _vector_field_rev
-from .network import _check_data, check_particles, init_particles, objective, risk
+from .flow import field_for
+from .initial import init_particles
+from .model import check_data, check_particles, objective, risk
 
 __all__ = ["entropic_objective", "entropy_knn", "entropy_per_slice", "solve_particles_sde"]
 
@@ -101,12 +102,12 @@ def solve_particles_sde(config: Config, ts, temperature: float, *, dt: float, ke
             raise ValueError(f"observables must be 'all', 'basic' or a dict, got {observables!r}")
         observables = obs.summary if observables == "all" else obs.BASIC_OBSERVABLES
     particles = check_particles(config, init_particles(config) if particles is None else particles)
-    data = _check_data(config, training_set(config) if data is None else data)
-    test = _check_data(config, held_out_set(config) if test is None else test, "test")
+    data = check_data(config, training_set(config) if data is None else data)
+    test = check_data(config, held_out_set(config) if test is None else test, "test")
     args = obs.make_args(config, data, test)
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
-    return solve_sde(_vector_field_rev, particles, sigma=sigma, t1=float(ts[-1]), dt=float(dt), ts=ts, args=args,
+    return solve_sde(field_for(solver), particles, sigma=sigma, t1=float(ts[-1]), dt=float(dt), ts=ts, args=args,
                      solver=solver, key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps,
                      observables=observables, save_states=save_states, throw=throw)
 
@@ -151,7 +152,7 @@ def entropy_knn(points, k: int = 3) -> float | np.ndarray:
 def entropy_per_slice(particles, k: int = 3) -> dict:
     """`entropy_knn` per depth slice: `{"attention": (L,), "mlp": (L,)}` in nats, for the attention cloud
     (V, W flattened, R^{2 D^2}) and the MLP cloud (W1, W2, R^{2 D}) of every slice."""
-    att, mlp = obs._clouds({key: jnp.asarray(particles[key]) for key in ("V", "W", "W1", "W2")})
+    att, mlp = obs.clouds({key: jnp.asarray(particles[key]) for key in ("V", "W", "W1", "W2")})
     return {"attention": np.asarray(entropy_knn(np.asarray(att), k)),
             "mlp": np.asarray(entropy_knn(np.asarray(mlp), k))}
 
@@ -167,7 +168,7 @@ def entropic_objective(config: Config, particles, temperature: float, *, data: P
     """
     temperature = _check_temperature(temperature)
     particles = check_particles(config, particles)
-    data = _check_data(config, training_set(config) if data is None else data)
+    data = check_data(config, training_set(config) if data is None else data)
     Q = float(objective(config, particles, data))  # jitted: one program per shape (eager would retrace each call)
     R = float(risk(config, particles, data))
     H = entropy_per_slice(particles, k)

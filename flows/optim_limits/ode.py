@@ -338,7 +338,7 @@ def adam(loss) -> Limit:
 def solve_limit(limit: Limit, theta0, args, ts, *, observables=None, **solve_kwargs):
     """`flows.solve(limit.vector_field, limit.initial_state(theta0), t1=ts[-1], ts=ts, args=args, ...)` from
     t0 = 0. `observables` as in `flows.solve` (functions of (t, y, args); `limit.params(y)` is theta)."""
-    from ..solve import solve
+    from .._solve import solve
 
     if not isinstance(limit, Limit):
         raise ValueError(f"limit must be a flows.optim_limits.Limit, got {type(limit).__name__}")

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._checks import check_dtype, real_array
 from .._generated import scan_snap_decoder as _gen
-from ..solve import Trajectory, solve, solve_batch
+from .._solve import Trajectory, solve, solve_batch
 
 __all__ = ["decoder_vector_field", "solve_decoder", "target_probability"]
 

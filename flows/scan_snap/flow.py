@@ -35,10 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
+from .._solve import FlowError, Trajectory, solve, solve_batch
 from .._xla import device_array
 from ..optim_limits.problem import OPTIMIZERS
 from ..optim_limits.problem import limit_problem as optimizer_limit
-from ..solve import FlowError, Trajectory, solve, solve_batch
 from . import observables as obs
 from .data import SequenceClasses
 from .network import init_params, rate_pairs
