@@ -35,7 +35,13 @@ __all__ = ["SAVE_CHUNK", "SOLVERS", "Event", "FlowError", "Trajectory", "batch_m
            "solve", "solve_batch"]
 
 
-def _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0):
+def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
+             save_states, event, blowup, progress, constant_step=False):
+    if not callable(vector_field):
+        raise ValueError("vector_field must be callable f(t, y, args)")
+    constant_step = check_bool("constant_step", constant_step)
+    save_states = check_bool("save_states", save_states)
+    progress = check_bool("progress", progress)
     check_choice("solver", solver, sorted(SOLVERS))
     rtol = check_real("rtol", rtol, low=0.0, strict=True)
     atol = check_real("atol", atol, low=0.0, strict=True)
@@ -45,17 +51,7 @@ def _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0):
         blowup = check_real("blowup", blowup, low=0.0, strict=True, finite=False)
     if dt0 is not None:
         dt0 = check_real("dt0", dt0, low=0.0, strict=True)
-    return check_save_times(ts, t0, t1), rtol, atol, max_steps, blowup, dt0
-
-
-def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
-             save_states, event, blowup, progress, constant_step=False):
-    if not callable(vector_field):
-        raise ValueError("vector_field must be callable f(t, y, args)")
-    constant_step = check_bool("constant_step", constant_step)
-    save_states = check_bool("save_states", save_states)
-    progress = check_bool("progress", progress)
-    ts, rtol, atol, max_steps, blowup, dt0 = _validate(solver, rtol, atol, t0, t1, ts, max_steps, blowup, dt0)
+    ts = check_save_times(ts, t0, t1)
     if constant_step:
         if dt0 is None:
             raise ValueError("dt0 (the step size) must be given with constant_step=True")
