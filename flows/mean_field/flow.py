@@ -42,7 +42,8 @@ from .initial import init_particles
 from .model import check_data, check_particles, objective_value
 from .network import with_seed_init
 
-__all__ = ["field_for", "limit_loss", "limit_problem", "solve_flow", "solve_particles", "vector_field"]
+__all__ = ["field_for", "limit_loss", "limit_problem", "particle_problem", "solve_flow", "solve_particles",
+           "vector_field"]
 
 
 def vector_field(t, particles, args):
@@ -86,6 +87,13 @@ def _optimizer_limit(config, optimizer, optim_args, batch):
                            sign_eps=1e-6)
 
 
+def _particles_and_args(config, particles, data, test):
+    particles = check_particles(config, init_particles(config) if particles is None else particles)
+    data = check_data(config, training_set(config) if data is None else data)
+    test = check_data(config, held_out_set(config) if test is None else test, "test")
+    return particles, obs.make_args(config, data, test)
+
+
 def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None, *, particles=None,
                   data: Prompts | None = None, test: Prompts | None = None):
     """(limit, args, particles0) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` on
@@ -93,10 +101,8 @@ def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None
     particles."""
     if not isinstance(config, Config):
         raise ValueError(f"config must be a mean_field.Config, got {type(config).__name__}")
-    particles = check_particles(config, init_particles(config) if particles is None else particles)
-    data = check_data(config, training_set(config) if data is None else data)
-    test = check_data(config, held_out_set(config) if test is None else test, "test")
-    return (*_optimizer_limit(config, optimizer, optim_args, obs.make_args(config, data, test)), particles)
+    particles, batch = _particles_and_args(config, particles, data, test)
+    return (*_optimizer_limit(config, optimizer, optim_args, batch), particles)
 
 
 def _particles_of(y):
@@ -115,8 +121,22 @@ def _limit_R(t, y, args):
     return obs.risk_R(t, _particles_of(y), args["batch"])
 
 
-_OBSERVABLES = {"all": (obs.summary, _limit_summary),
-                "basic": (obs.BASIC_OBSERVABLES, {"Q": _limit_Q, "R": _limit_R})}
+_LIMIT_OBSERVABLES = {"all": _limit_summary, "basic": {"Q": _limit_Q, "R": _limit_R}}
+
+
+def particle_problem(config: Config, ts, particles=None, data: Prompts | None = None, test: Prompts | None = None,
+                     observables: str | dict = "all"):
+    """(ts, particles, args, observables) of a particle solve: `ts` checked (non-decreasing, starting at 0, >= 2
+    entries), the initial particles (`init_particles(config)` by default), `observables.make_args` of the
+    training set and the test prompts (`training_set`, `held_out_set` by default), and `observables`
+    resolved: `"all"` is `observables.summary`, `"basic"` `observables.BASIC_OBSERVABLES`, a dict itself."""
+    ts = real_array("ts", ts, finite=False)
+    if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
+        raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
+    if isinstance(observables, str):
+        observables = {"all": obs.summary, "basic": obs.BASIC_OBSERVABLES}[
+            check_choice("observables", observables, ("all", "basic"))]
+    return (ts, *_particles_and_args(config, particles, data, test), observables)
 
 
 def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None = None,
@@ -159,20 +179,14 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
     config = with_seed_init(config, seed, init)
     if init is not None and particles is not None:
         raise ValueError("init must be None when particles are given (the particles are the initialisation)")
-    ts = real_array("ts", ts, finite=False)
-    if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
-        raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     on_limit = optimizer is not None
-    if isinstance(observables, str) or on_limit:
-        observables = _OBSERVABLES[check_choice("observables", observables, tuple(_OBSERVABLES))][on_limit]
     if optim_args is not None and not on_limit:
         raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
-    particles = check_particles(config, init_particles(config) if particles is None else particles)
-    data = check_data(config, training_set(config) if data is None else data)
-    test = check_data(config, held_out_set(config) if test is None else test, "test")
+    if on_limit:
+        observables = _LIMIT_OBSERVABLES[check_choice("observables", observables, tuple(_LIMIT_OBSERVABLES))]
+    ts, particles, args, observables = particle_problem(config, ts, particles, data, test, observables)
     if mesh is not None:
         particles = shard_particles(particles, mesh)
-    args = obs.make_args(config, data, test)
     field, y0 = field_for(solver), particles
     if on_limit:
         limit, args = _optimizer_limit(config, optimizer, optim_args, args)

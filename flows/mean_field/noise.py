@@ -44,13 +44,12 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.special import digamma, gammaln
 
-from .._checks import check_choice, check_real, real_array
+from .._checks import check_choice, check_real
 from .._solve import Trajectory
 from ..sde import SDE_SOLVERS, solve_sde
 from . import observables as obs
-from .data import Config, Prompts, held_out_set, training_set
-from .flow import field_for
-from .initial import init_particles
+from .data import Config, Prompts, training_set
+from .flow import field_for, particle_problem
 from .model import check_data, check_particles, objective, risk
 
 __all__ = ["entropic_objective", "entropy_knn", "entropy_per_slice", "solve_particles_sde"]
@@ -91,20 +90,10 @@ def solve_particles_sde(config: Config, ts, temperature: float, *, dt: float, ke
     smallest `dt`; the same key and `tol` then give the same Brownian path at every `dt`, for weak/strong
     convergence on common random numbers) and one `max_steps` (>= the most steps of any solve) to compile once.
     """
-    ts = real_array("ts", ts, finite=False)
-    if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
-        raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     temperature = _check_temperature(temperature)
     dt = check_real("dt", dt, low=0.0, strict=True)
     check_choice("solver", solver, sorted(SDE_SOLVERS))
-    if isinstance(observables, str):
-        if observables not in ("all", "basic"):
-            raise ValueError(f"observables must be 'all', 'basic' or a dict, got {observables!r}")
-        observables = obs.summary if observables == "all" else obs.BASIC_OBSERVABLES
-    particles = check_particles(config, init_particles(config) if particles is None else particles)
-    data = check_data(config, training_set(config) if data is None else data)
-    test = check_data(config, held_out_set(config) if test is None else test, "test")
-    args = obs.make_args(config, data, test)
+    ts, particles, args, observables = particle_problem(config, ts, particles, data, test, observables)
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
     return solve_sde(field_for(solver), particles, sigma=sigma, t1=float(ts[-1]), dt=float(dt), ts=ts, args=args,
