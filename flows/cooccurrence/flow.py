@@ -135,18 +135,19 @@ def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver:
     locate_T1 = check_bool("locate_T1", locate_T1)
     args = data_args(config, num_test=num_test) if args is None else check_args(args)
     if optimizer is not None:
-        return _solve_limit(config, ts, args, y0, optimizer, optim_args, locate_T1, save_states,
-                            dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw))
-    if optim_args is not None:
-        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
-    if y0 is not None and (not isinstance(y0, dict) or set(y0) != set(_STATE_KEYS)):
-        got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
-        raise ValueError(f"y0 must be a dict with the keys {_STATE_KEYS} (see initial_state), got {got}")
-    y0 = initial_state(config) if y0 is None else y0
-    t1 = float(ts[-1])
-    common = dict(args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw)
-    traj = solve(vector_field, y0, t1=t1, ts=ts, observables=obs.observe, save_states=save_states,
-                 event=_T1_EVENT if locate_T1 else None, **common)
+        limit, args, params = limit_problem(config, optimizer, optim_args, args=args, y0=y0)
+        field, y0, observe, event = limit.vector_field, limit.initial_state(params), _obs_limit, _LIMIT_T1_EVENT
+    else:
+        if optim_args is not None:
+            raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
+        if y0 is not None and (not isinstance(y0, dict) or set(y0) != set(_STATE_KEYS)):
+            got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
+            raise ValueError(f"y0 must be a dict with the keys {_STATE_KEYS} (see initial_state), got {got}")
+        field, observe, event = vector_field, obs.observe, _T1_EVENT
+        y0 = initial_state(config) if y0 is None else y0
+    traj = solve(field, y0, t1=float(ts[-1]), ts=ts, args=args, observables=observe, save_states=save_states,
+                 event=event if locate_T1 else None, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
+                 throw=throw)
     if locate_T1 and float(traj.observables["min_margin"][0]) > 0:
         # zero training error already at t = 0 (ts[0] = 0): T1 = 0, whatever the margin does later
         traj = dataclasses.replace(traj, t_event=0.0)
@@ -196,12 +197,3 @@ def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None
         params = {k: jnp.asarray(real_array(f"y0[{k!r}]", y0[k]).astype(params[k].dtype)) for k in _PARAM_KEYS}
     return limit, limit_args, params
 
-
-def _solve_limit(config, ts, args, y0, optimizer, options, locate_T1, save_states, common):
-    limit, limit_args, params = limit_problem(config, optimizer, options, args=args, y0=y0)
-    traj = solve(limit.vector_field, limit.initial_state(params), t1=float(ts[-1]), ts=ts, args=limit_args,
-                 observables=_obs_limit, save_states=save_states,
-                 event=_LIMIT_T1_EVENT if locate_T1 else None, **common)
-    if locate_T1 and float(traj.observables["min_margin"][0]) > 0:
-        traj = dataclasses.replace(traj, t_event=0.0)
-    return traj
