@@ -68,7 +68,8 @@ class NetworkRecord:
     - `params`: the final parameters (or their values at the saved steps, where a system keeps a history).
     - `optimizer`, `lr` (a number or one per parameter group), `momentum`, `config`: what was trained.
     - `compile_s`, `run_s`: compile and training wall time.
-    - `extras`: what a system records beside these, reachable as attributes (`record.batch_loss`).
+    - `extras`: what a system records beside these; both these and the parameters are reachable as
+      attributes too (`record.batch_loss`, `record.Y`).
     """
 
     ts: np.ndarray
@@ -87,9 +88,9 @@ class NetworkRecord:
         return self.observables[name]
 
     def __getattr__(self, name):
-        for field in ("observables", "extras"):
-            found = self.__dict__.get(field, {})
-            if name != field and name in found:
+        for field in ("observables", "extras", "params"):
+            found = self.__dict__.get(field)
+            if name != field and isinstance(found, dict) and name in found:
                 return found[name]
         raise AttributeError(name)
 
@@ -246,8 +247,9 @@ def training_program(loss, observe, optimizer, *, sample=None, finite=all_finite
 def run_training(name, structure, build, params, opt_state, key, save, data, *, batch_loss=False):
     """Compile (once per `name`, `structure` and argument shapes) and run `build()`, a `training_program`, for
     the saved steps `save`. Returns `(final params, series, snapshots, losses, bad, compile_s, run_s)` as
-    numpy (the parameters stay arrays)."""
-    losses = jnp.zeros((int(save[-1]) if batch_loss else 0,), jnp.result_type(float))
+    numpy (the parameters stay arrays; `bad` is an array of one entry per run when `build()` is vmapped)."""
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
+    losses = jnp.zeros((int(save[-1]) if batch_loss else 0,), dtype)
     increments = jnp.asarray(np.diff(save), jnp.int32)
     call = (params, opt_state, key, increments, data, losses)
     program, compile_s = compiled((name, structure, signature(call)), build, call)
@@ -256,7 +258,7 @@ def run_training(name, structure, build, params, opt_state, key, save, data, *, 
     run_s = time.perf_counter() - start
     series = {k: np.asarray(v) for k, v in series.items()}
     snaps = None if snaps is None else jax.tree_util.tree_map(np.asarray, snaps)
-    return final, series, snaps, np.asarray(losses), int(bad), compile_s, run_s
+    return final, series, snaps, np.asarray(losses), np.asarray(bad), compile_s, run_s
 
 
 def first_nonfinite_step(saved_steps, observables: dict, param_step: int = -1) -> int:

@@ -8,10 +8,9 @@ hook `flows._program.compiled` as `flows.sde` calls it) by a stub that
 checks that every floating input is finite (no NaN reaches a solver) and raises `Reached`. A valid call must
 end in `Reached`; an invalid one must raise its `ValueError` before it.
 
-The trainings of the three systems stop at their compile the same way (`stop_at_trainings`): Scan and Snap's
-`_train_jit`, co-occurrence's `jax.jit(run).lower(...)` (or `flows._program.compiled`) and the mean field's
-`compile_cached` are replaced by
-stubs that check that every floating input (parameters, optimiser state, data) is finite and raise `Reached`.
+The trainings of the three systems stop at their compile the same way (`stop_at_trainings`): the training
+layer's single compile hook `flows.training.compiled` is replaced by a stub that checks that every floating
+input (parameters, optimiser state, data) is finite and raises `Reached`.
 
 Strategies follow the rules of `flows._checks`: integers are Python or numpy ints (never bool) up to
 `INT_MAX`, seeds up to `SEED_MAX`, reals are Python or numpy reals, flags are bools.
@@ -114,77 +113,18 @@ def stop_at_solvers():
         yield
 
 
-def _scan_snap_jit_stub(*args, **static):
-    assert_finite_inputs(arrays=tuple(args[0]), rates=args[2:])
-    raise Reached({"args": args, "static": static})
-
-
-_scan_snap_jit_stub.lower = _scan_snap_jit_stub  # `train` compiles by `_train_jit.lower(...).compile()`
-
-
-class _LowerReached:
-    """What `jax.jit(run)` returns under `stop_at_trainings`: `.lower(*call)` checks the call and raises."""
-
-    def lower(self, *call):
-        assert_finite_inputs(call=call)
-        raise Reached({"call": call})
-
-
-class _JaxJitReached:
-    """`jax` for `flows.cooccurrence.network`, except that `jax.jit(f)` returns a `_LowerReached`."""
-
-    def __getattr__(self, name):
-        return getattr(jax, name)
-
-    def jit(self, *a, **k):
-        return _LowerReached()
-
-
-class _ProgramReached:
-    """`flows._program` for `flows.cooccurrence.network`, except that `compiled(key, build, call)` checks the
-    call and raises `Reached` (no compile)."""
-
-    def __init__(self, module):
-        self._module = module
-
-    def __getattr__(self, name):
-        return getattr(self._module, name)
-
-    def compiled(self, key, build, call):
-        assert_finite_inputs(call=call)
-        raise Reached({"call": call})
-
-
 def _training_compile_stub(key, build, call):
-    """`flows.training.compiled` under `stop_at_trainings`: checks the call and raises `Reached`."""
+    """`flows.training.compiled` under `stop_at_trainings`: checks the call and raises `Reached` (with the
+    program's cache key, which names its static options)."""
     assert_finite_inputs(call=call)
-    raise Reached({"call": call})
-
-
-def _mean_field_compile_stub(cache, jitted, call):
-    particles, opt_state, increments, args = call
-    assert_finite_inputs(particles=particles, opt_state=opt_state, args=args)
-    raise Reached({"call": call})
+    raise Reached({"call": call, "key": key})
 
 
 @contextlib.contextmanager
 def stop_at_trainings():
-    """Stop `scan_snap.train`, `cooccurrence.train` and `mean_field.train` (and `train_gd`) at their compile
-    (see the module docstring)."""
-    ss = importlib.import_module("flows.scan_snap.network")
-    co = importlib.import_module("flows.cooccurrence.network")
-    mf = importlib.import_module("flows.mean_field.network")
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(ss, "_train_jit", _scan_snap_jit_stub))
-        if hasattr(mf, "compile_cached"):  # until the mean field trains through flows.training
-            stack.enter_context(mock.patch.object(mf, "compile_cached", _mean_field_compile_stub))
-        # the shared training layer's single compile hook
-        stack.enter_context(mock.patch.object(importlib.import_module("flows.training"), "compiled",
-                                              _training_compile_stub))
-        # co-occurrence compiles by `jax.jit(run).lower(...)` or through `flows._program.compiled`: stop both
-        stack.enter_context(mock.patch.object(co, "jax", _JaxJitReached()))
-        if hasattr(co, "_program"):
-            stack.enter_context(mock.patch.object(co, "_program", _ProgramReached(co._program)))
+    """Stop `scan_snap.train`, `cooccurrence.train` and `mean_field.train` (and the batched runs) at their
+    compile (see the module docstring)."""
+    with mock.patch.object(importlib.import_module("flows.training"), "compiled", _training_compile_stub):
         yield
 
 

@@ -16,6 +16,7 @@ from unittest import mock
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -408,17 +409,18 @@ def _train(system, kw):
 
 
 def _check_reached(system, kw, inputs, seen):
-    """What reached the compile is what was asked for."""
-    if system == "scan_snap":
-        args, static = inputs["args"], inputs["static"]
-        lr = kw["lr"] if isinstance(kw["lr"], dict) else {"Y": kw["lr"], "Z": kw["lr"]}
-        np.testing.assert_allclose([float(args[2]), float(args[3])], [lr["Y"], lr["Z"]], rtol=1e-6)
-        assert int(args[1]) == int(kw["seed"]) and static["init"] == kw["init"]
-        assert static["save_every"] == min(int(kw["save_every"]), int(kw["steps"]))
-        return
-    increments = np.asarray(inputs["call"][3 if system == "cooccurrence" else 2])
+    """What reached the compile (the call of `flows.training.run_training`) is what was asked for."""
+    params, opt_state, keys, increments, *_ = inputs["call"]
+    increments = np.asarray(increments)
     assert increments.sum() == int(kw["steps"]) and np.all(increments >= 1)
     assert increments.size == -(-int(kw["steps"]) // int(kw["save_every"]))  # ceil(steps / save_every)
+    if system == "scan_snap":
+        lr = kw["lr"] if isinstance(kw["lr"], dict) else {"Y": kw["lr"], "Z": kw["lr"]}
+        rates = {path[1].key: float(v) for path, v in
+                 optax.tree_utils.tree_get_all_with_path(opt_state, "learning_rate")}
+        np.testing.assert_allclose([rates["Y"], rates["Z"]], [lr["Y"], lr["Z"]], rtol=1e-6)
+        assert np.asarray(keys).shape[0] == int(kw["steps"])  # one batch key per step
+        assert bool(np.all(np.asarray(params["Z"]) == 0)) == (kw["init"] == "zero")
     if system == "mean_field":
         config = seen[-1]
         assert config.seed == (MF_TINY.seed if kw["seed"] is None else int(kw["seed"]))

@@ -29,26 +29,22 @@ but finite) instead of producing NaN.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import time
-import warnings
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
+from .. import training
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from .._prng import fused
 from .._xla import device_array
-from .._xla import jit as xla_jit
-from ..network_records import TrainingError, first_nonfinite_step
+from ..training import NetworkRecord
 from . import observables as obs
 from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
 
-__all__ = ["TrainRecord", "blowup_bound", "count_loss", "observe", "embedding_loss", "embedding_to_yz",
+__all__ = ["NetworkRecord", "TrainRecord", "blowup_bound", "count_loss", "observe", "embedding_loss", "embedding_to_yz",
            "init_embedding", "init_params", "token_loss", "train", "train_embedding", "train_sweep"]
 
 OPTIMIZERS = ("sgd", "adam")
@@ -130,12 +126,6 @@ def init_params(M: int, init: str, key, dtype=None):
             "Z": jax.random.uniform(kZ, (M, M), dtype, -bound, bound)}
 
 
-def _optimizer(name, lr, momentum):
-    if name == "sgd":
-        return optax.sgd(lr, momentum=momentum if momentum > 0 else None)
-    return optax.adam(lr)
-
-
 def observe(params, arrays: ClassArrays):
     """The observables of the flow's `Trajectory` (`flow.solve_flow`, full flow) on one (Y, Z): the attention
     observables `observables.ATTENTION_OBSERVABLES` (`attention` c_n (K, M), `entropy`, `entropy_distinct`,
@@ -165,97 +155,9 @@ def _finite(params):
                               for v in jax.tree_util.tree_leaves(params)]))
 
 
-def _run(arrays, key, eta_Y, eta_Z, params0, *, optimizer, momentum, T, batch_size, steps, form, history,
-         save_every=1):
-    """The jittable training loop (lax.scan over saved segments of `save_every` steps); learning rates are
-    traced. Returns (batch losses (steps,), final params, params at the saved steps or None, observables at
-    the saved steps, first non-finite step or -1)."""
-    opt_Y = _optimizer(optimizer, eta_Y, momentum)
-    opt_Z = _optimizer(optimizer, eta_Z, momentum)
-    loss_fn = {"counts": count_loss, "tokens": token_loss}[form]
-    sampler = {"counts": sample_counts, "tokens": sample_tokens}[form]
 
-    def step(carry, k):
-        params, sY, sZ, i, bad = carry
-        cls, data = sampler(arrays, k, batch_size, T)
-        loss, grads = jax.value_and_grad(loss_fn)(params, arrays, cls, data)
-        with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
-            uY, sY = opt_Y.update(grads["Y"], sY, params["Y"])
-            uZ, sZ = opt_Z.update(grads["Z"], sZ, params["Z"])
-        params = {"Y": params["Y"] + uY, "Z": params["Z"] + uZ}
-        bad = jnp.where((bad < 0) & ~_finite(params), i + 1, bad)
-        return (params, sY, sZ, i + 1, bad), loss
-
-    def segment(carry, ks):
-        carry, losses = jax.lax.scan(step, carry, ks)
-        return carry, (losses, carry[0] if history else None, observe(carry[0], arrays))
-
-    keys = jax.random.split(fused(key), steps)
-    n_seg, rem = divmod(steps, save_every)
-    carry = (params0, opt_Y.init(params0["Y"]), opt_Z.init(params0["Z"]), jnp.asarray(0, jnp.int32),
-             jnp.asarray(-1, jnp.int32))
-    first = (params0 if history else None, observe(params0, arrays))
-    carry, (losses, hist, series) = jax.lax.scan(segment, carry, keys[:n_seg * save_every].reshape(
-        (n_seg, save_every) + keys.shape[1:]))
-    parts = [(hist, series)]
-    losses = [losses.reshape(-1)]
-    if rem:
-        carry, (l2, h2, o2) = segment(carry, keys[n_seg * save_every:])
-        losses.append(l2)
-        parts.append(jax.tree_util.tree_map(lambda x: x[None], (h2, o2)))
-    hist, series = jax.tree_util.tree_map(lambda a, *b: jnp.concatenate([a[None], *b]), first, *parts)
-    return jnp.concatenate(losses), carry[0], hist, series, carry[4]
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainRecord:
-    """Result of `train` (and `train_embedding`), in the vocabulary of every system's network record.
-
-    - `ts`: (k,) flow time of each saved step (step / (1 - momentum) for SGD, step for Adam);
-      `steps`: (k,) the saved step numbers (0, save_every, 2 save_every, ..., and the last step).
-    - `observables`: name -> array with leading axis k, the same names as the flow's `Trajectory`
-      (`solve_flow`, full flow): `attention` c_n (k, K, M), `entropy`, `entropy_distinct` and `common_mass`
-      (k, K) (`observables.attention_observables`) and `loss` the population loss (k,), computed from the
-      saved (Y, Z). Also reachable as `record["attention"]`, `record.attention`, `record["loss"]`.
-    - `batch_loss`: (steps,) batch-mean training loss at each step (before its update).
-    - `Y`, `Z`: (k, M, M) parameters at the saved steps (index 0 = initialisation), or only the final
-      (M, M) values when `history=False`.
-    - `config`: the arguments; `compile_s`, `run_s`: compile and training wall time.
-    - Deprecated: `t` (use `ts`; with `save_every=1` they are equal), `loss` (the per-step batch loss, now
-      `batch_loss`; `record["loss"]` is the population loss at the saved steps, as on the flow).
-    """
-
-    ts: np.ndarray
-    steps: np.ndarray
-    observables: dict
-    batch_loss: np.ndarray
-    Y: np.ndarray
-    Z: np.ndarray
-    config: dict
-    compile_s: float = math.nan
-    run_s: float = math.nan
-
-    def __getitem__(self, name):
-        return self.observables[name]
-
-    def __getattr__(self, name):
-        if name != "observables" and name in self.__dict__.get("observables", {}):
-            return self.__dict__["observables"][name]
-        raise AttributeError(name)
-
-    @property
-    def t(self):
-        warnings.warn("TrainRecord.t is deprecated; use TrainRecord.ts (the same flow times)", DeprecationWarning,
-                      stacklevel=2)
-        return self.ts
-
-    @property
-    def loss(self):
-        warnings.warn("TrainRecord.loss (the per-step batch loss) is deprecated; use TrainRecord.batch_loss "
-                      "(record['loss'] is the population loss at the saved steps, as on the flow)",
-                      DeprecationWarning, stacklevel=2)
-        return self.batch_loss
-
+#: the record of `train`, `train_embedding` (the one record of every system)
+TrainRecord = NetworkRecord
 
 #: seeds become uint32 `jax.random.PRNGKey` seeds
 _SEED_MAX = 2**32 - 1
@@ -281,43 +183,69 @@ def _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, 
     check_choice("form", form, ("counts", "tokens"))
 
 
-@partial(xla_jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "form", "history",
-                                   "init", "M", "save_every"))
-def _train_jit(arrays, seed, eta_Y, eta_Z, *, optimizer, momentum, T, batch_size, steps, form, history,
-               init, M, save_every=1):
+def _keys(seed, steps):
+    """The initialisation key and the raw per-step batch keys (steps, 2) of a run with uint32 `seed`."""
     k_init, k_data = jax.random.split(fused(jax.random.PRNGKey(seed)))
-    params0 = init_params(M, init, k_init, arrays.cond.dtype)
-    losses, final, hist, series, bad = _run(arrays, k_data, eta_Y, eta_Z, params0, optimizer=optimizer,
-                                            momentum=momentum, T=T, batch_size=batch_size, steps=steps,
-                                            form=form, history=history, save_every=save_every)
-    return losses, (hist if history else final), series, bad
+    return k_init, jax.random.key_data(jax.random.split(fused(k_data), steps))
 
 
-def _saved_steps(steps, save_every):
-    out = np.arange(0, steps + 1, save_every, dtype=np.int64)
-    return out if out[-1] == steps else np.concatenate([out, [steps]])
+def _optimizer(optimizer, lr: dict, momentum):
+    """One optax transformation per parameter group (Y, Z; or U, W_Q, W_K, W_V) at its rate."""
+    return training.make_optimizer(optimizer, lr, momentum if momentum > 0 else None, labels={k: k for k in lr})
 
 
-def _record(losses, params, series, bad, *, save, scale, history, config, compile_s, run_s):
-    """The TrainRecord, or a TrainingError carrying the record of the saved steps before the first non-finite one."""
-    series = {k: np.asarray(v) for k, v in series.items()}
-    bad = first_nonfinite_step(save, series, int(bad))
-    keep = np.ones(save.shape, bool) if bad < 0 else save < bad
-    Y, Z = np.asarray(params["Y"]), np.asarray(params["Z"])
-    if history:
-        Y, Z = Y[keep], Z[keep]
-    losses = np.asarray(losses)
-    record = TrainRecord(ts=save[keep] * scale, steps=save[keep], observables={k: v[keep] for k, v in series.items()},
-                         batch_loss=losses if bad < 0 else losses[:bad], Y=Y, Z=Z, config=config,
-                         compile_s=compile_s, run_s=run_s)
-    if bad >= 0:
-        raise TrainingError(f"training went non-finite at step {bad} (optimizer={config['optimizer']!r}, "
-                            f"eta_Y={config['eta_Y']:g}, eta_Z={config['eta_Z']:g}): the parameters or the "
-                            f"observables hold NaN or inf, or Y or Z an entry beyond {blowup_bound(Y.dtype):.4g} "
-                            f"in magnitude (ln of the largest float: its exponential overflows; see "
-                            f"blowup_bound); lower the learning rates. error.record holds the "
-                            f"{int(keep.sum())} saved steps before it", step=bad, record=record)
-    return record
+def _state(optimizer, lr: dict, momentum, params):
+    """The optimiser state, its floating hyperparameters in the dtype of the parameters."""
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
+    state = _optimizer(optimizer, lr, momentum).init(params)
+    return jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x, state)
+
+
+def _program(template, *, form, T, batch_size, history, observed=True):
+    """The spec of this system on `flows.training.training_program`: loss of `form` ("counts", "tokens",
+    "embedding") on a batch of `batch_size` sequences of length `T` drawn with the step's key."""
+    loss = {"counts": count_loss, "tokens": token_loss, "embedding": embedding_loss}[form]
+    sampler = sample_tokens if form == "tokens" else sample_counts
+    to_yz = embedding_to_yz if form == "embedding" else (lambda params: params)
+
+    def sample(arrays, keys, step):
+        return keys, sampler(arrays, keys[step], batch_size, T)
+
+    def finite(params):
+        return _finite(params) & _finite(to_yz(params)) if form == "embedding" else _finite(params)
+
+    return training.training_program(
+        lambda params, arrays, batch: loss(params, arrays, *batch),
+        (lambda params, arrays: observe(to_yz(params), arrays)) if observed else (lambda params, arrays: {}),
+        template, sample=sample, finite=finite, snapshot=to_yz if history else None)
+
+
+def _fit(arrays, optimizer, lr: dict, momentum, params0, keys, save, *, form, T, batch_size, history,
+         observed=True, batched=False):
+    """`flows.training.run_training` of this system (`batched`: many runs, vmapped over the leading axis of
+    `params0`, `keys` and the rates in `lr`)."""
+    template = _optimizer(optimizer, dict.fromkeys(lr, 1.0), 0.5 if momentum else 0.0)
+    opts = dict(form=form, T=int(T), batch_size=int(batch_size), history=history, observed=observed)
+    if batched:
+        state = jax.vmap(lambda p, rates: _state(optimizer, rates, momentum, p))(params0, lr)
+        build = lambda: jax.vmap(_program(template, **opts), in_axes=(0, 0, 0, None, None, None))  # noqa: E731
+    else:
+        state = _state(optimizer, lr, momentum, params0)
+        build = lambda: _program(template, **opts)  # noqa: E731
+    structure = (optimizer, bool(momentum), batched, ("groups", tuple(lr)), *sorted(opts.items()))
+    return training.run_training("scan_snap.train", structure, build, params0, state, keys, save, arrays,
+                                 batch_loss=True)
+
+
+def _finish(optimizer, lr, momentum, save, out, config):
+    final, series, snaps, losses, bad, compile_s, run_s = out
+    dtype = jax.tree_util.tree_leaves(final)[0].dtype
+    return training.finish(
+        save, series, bad, params={k: np.asarray(v) for k, v in final.items()}, snapshots=snaps, clock=1.0,
+        momentum=momentum, batch_loss=losses, optimizer=optimizer, lr=lr, config=config, compile_s=compile_s,
+        run_s=run_s, hint=f"or Y or Z holds an entry beyond {blowup_bound(dtype):.4g} in magnitude (ln of the "
+                          f"largest float: its exponential overflows; see blowup_bound); lower the learning rates")
 
 
 def rate_pairs(eta_Y, eta_Z, lr):
@@ -363,7 +291,7 @@ def train(classes: SequenceClasses, optimizer: str, eta_Y: float | None = None, 
     **Time:** `record.ts` = step / (1 - momentum) for SGD (t = eta step / (1 - beta) in units where the flow
     rates are eta_Y, eta_Z), step for Adam (its clock t = lr * step, as in every system).
 
-    **Raises:** `ValueError` naming a bad argument; `flows.network_records.TrainingError` (a
+    **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` (a
     `flows.FlowError`) naming the first step whose Y or Z is not finite or has an entry beyond `blowup_bound`
     (ln of the largest float: at an absurd learning rate the bounded gradients drive Y, Z to huge finite values
     and the loss to exactly 0, not to NaN), with the partial record as `error.record`.
@@ -371,35 +299,17 @@ def train(classes: SequenceClasses, optimizer: str, eta_Y: float | None = None, 
     eta_Y, eta_Z = _learning_rates(eta_Y, eta_Z, lr)
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form)
     history = check_bool("history", history)
-    save_every = check_int("save_every", save_every, 1)
+    save = training.save_steps(int(steps), check_int("save_every", save_every, 1))
     arrays = classes.arrays()
-    dtype = arrays.cond.dtype
-    call = (arrays, device_array(seed, jnp.uint32), device_array(eta_Y, dtype), device_array(eta_Z, dtype))
-    static = dict(optimizer=optimizer, momentum=float(momentum), T=int(T), batch_size=int(batch_size),
-                  steps=int(steps), form=form, history=history, init=init, M=classes.vocab_size,
-                  save_every=min(int(save_every), int(steps)))
-    start = time.perf_counter()
-    compiled = _train_jit.lower(*call, **static).compile()  # cached in memory: a repeated call compiles nothing
-    compile_s = time.perf_counter() - start
-    start = time.perf_counter()
-    out = jax.block_until_ready(compiled(*call))
-    run_s = time.perf_counter() - start
-    scale = 1.0 / (1.0 - float(momentum)) if optimizer == "sgd" else 1.0
+    k_init, keys = _keys(device_array(seed, jnp.uint32), int(steps))
+    params0 = init_params(classes.vocab_size, init, k_init, arrays.cond.dtype)
+    rates = {"Y": float(eta_Y), "Z": float(eta_Z)}
+    out = _fit(arrays, optimizer, rates, float(momentum), params0, keys, save, form=form, T=T,
+               batch_size=batch_size, history=history)
     config = dict(classes=classes.name, optimizer=optimizer, eta_Y=float(eta_Y), eta_Z=float(eta_Z), T=int(T),
                   batch_size=int(batch_size), steps=int(steps), momentum=float(momentum), init=init,
                   seed=int(seed), form=form, save_every=int(save_every))
-    return _record(*out, save=_saved_steps(int(steps), static["save_every"]), scale=scale, history=history,
-                   config=config, compile_s=compile_s, run_s=run_s)
-
-
-@partial(xla_jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "init", "M"))
-def _sweep_jit(arrays, seeds, eta_Y, eta_Z, *, optimizer, momentum, T, batch_size, steps, init, M):
-    def one(seed, eY, eZ):
-        return _train_jit.__wrapped__(arrays, seed, eY, eZ, optimizer=optimizer, momentum=momentum, T=T,
-                                      batch_size=batch_size, steps=steps, form="counts", history=False, init=init,
-                                      M=M, save_every=steps)[:2]
-
-    return jax.vmap(one)(seeds, eta_Y, eta_Z)
+    return _finish(optimizer, rates, float(momentum), save, out, config)
 
 
 def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y=None, eta_Z=None, seeds=None, T: int | None = None,
@@ -429,47 +339,13 @@ def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y=None, eta_Z=None
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, 0, "counts", sweep=True)
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
-    losses, params = _sweep_jit(arrays, jnp.asarray(seeds, jnp.uint32), jnp.asarray(eta_Y, dtype),
-                                jnp.asarray(eta_Z, dtype), optimizer=optimizer, momentum=float(momentum),
-                                T=int(T), batch_size=int(batch_size), steps=int(steps), init=init,
-                                M=classes.vocab_size)
-    return np.asarray(losses), {k: np.asarray(v) for k, v in params.items()}
-
-
-@partial(xla_jit, static_argnames=("optimizer", "momentum", "T", "batch_size", "steps", "history", "M", "d"))
-def _train_embedding_jit(arrays, seed, lrs, init_scale, *, optimizer, momentum, T, batch_size, steps, history,
-                         M, d):
-    k_init, k_data = jax.random.split(fused(jax.random.PRNGKey(seed)))
-    emb0 = init_embedding(M, d, k_init, 1.0, arrays.cond.dtype)
-    emb0 = dict(emb0, W_Q=emb0["W_Q"] * init_scale, W_K=emb0["W_K"] * init_scale)
-    opts = {k: _optimizer(optimizer, lrs[k], momentum) for k in EMBEDDING_PARAMS}
-
-    def step(carry, k):
-        emb, states = carry[:2]
-        cls, counts = sample_counts(arrays, k, batch_size, T)
-        loss, grads = jax.value_and_grad(embedding_loss)(emb, arrays, cls, counts)
-        new, new_states = {}, {}
-        with jax.numpy_dtype_promotion("standard"):
-            for name in EMBEDDING_PARAMS:
-                u, new_states[name] = opts[name].update(grads[name], states[name], emb[name])
-                new[name] = emb[name] + u
-        yz = embedding_to_yz(new)
-        bad = jnp.where((carry[2] < 0) & ~(_finite(new) & _finite(yz)), carry[3] + 1, carry[2])
-        return (new, new_states, bad, carry[3] + 1), (loss, yz if history else None, observe(yz, arrays))
-
-    states = {k: opts[k].init(emb0[k]) for k in EMBEDDING_PARAMS}
-    start = (emb0, states, jnp.asarray(-1, jnp.int32), jnp.asarray(0, jnp.int32))
-    (final, _, bad, _), (losses, hist, series) = jax.lax.scan(step, start, jax.random.split(k_data, steps))
-    yz0 = embedding_to_yz(emb0)
-    series = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), observe(yz0, arrays), series)
-    if history:
-        hist = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), yz0, hist)
-    else:
-        hist = embedding_to_yz(final)
-    return losses, hist, series, bad, final
-
-
-EMBEDDING_PARAMS = ("U", "W_Q", "W_K", "W_V")
+    k_init, keys = jax.vmap(partial(_keys, steps=int(steps)))(jnp.asarray(seeds, jnp.uint32))
+    params0 = jax.vmap(lambda k: init_params(classes.vocab_size, init, k, dtype))(k_init)
+    rates = {"Y": jnp.asarray(eta_Y, dtype), "Z": jnp.asarray(eta_Z, dtype)}
+    final, _, _, losses, _, _, _ = _fit(arrays, optimizer, rates, float(momentum), params0, keys,
+                                        np.asarray([0, int(steps)]), form="counts", T=T, batch_size=batch_size,
+                                        history=False, observed=False, batched=True)
+    return losses, {k: np.asarray(v) for k, v in final.items()}
 
 
 def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_Z: float, T: int,
@@ -495,7 +371,7 @@ def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_
     width, `eta_U` >= 0, `init_scale` > 0. Returns a `TrainRecord` whose `Y`, `Z` are the (steps + 1, M, M)
     histories (or final (M, M) values when `history=False`) of Y = U W_V^T U^T and Z = U W_Q W_K^T U^T /
     sqrt(d); `config["final_embedding"]` holds the final {"U", "W_Q", "W_K", "W_V"} arrays; `ts`, `steps`,
-    `observables` as in `train` (saved at every step; `compile_s` is nan, `run_s` includes a first compile).
+    `observables` as in `train` (saved at every step).
     """
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, "zero", seed, "counts")
     check_int("d", d, 1, integral_float=True)
@@ -503,18 +379,15 @@ def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_
     init_scale = check_real("init_scale", init_scale, low=0.0, strict=True)
     history = check_bool("history", history)
     arrays = classes.arrays()
-    dtype = arrays.cond.dtype
-    lrs = {"U": eta_U, "W_Q": eta_Z, "W_K": eta_Z, "W_V": eta_Y}
-    start = time.perf_counter()
-    losses, yz, series, bad, final = _train_embedding_jit(
-        arrays, jnp.asarray(seed, jnp.uint32), {k: jnp.asarray(v, dtype) for k, v in lrs.items()},
-        jnp.asarray(init_scale, dtype), optimizer=optimizer, momentum=float(momentum), T=int(T),
-        batch_size=int(batch_size), steps=int(steps), history=history, M=classes.vocab_size, d=int(d))
-    scale = 1.0 / (1.0 - float(momentum)) if optimizer == "sgd" else 1.0
+    k_init, keys = _keys(device_array(seed, jnp.uint32), int(steps))
+    emb0 = init_embedding(classes.vocab_size, int(d), k_init, 1.0, arrays.cond.dtype)
+    emb0 = dict(emb0, W_Q=emb0["W_Q"] * init_scale, W_K=emb0["W_K"] * init_scale)
+    rates = {"U": float(eta_U), "W_Q": float(eta_Z), "W_K": float(eta_Z), "W_V": float(eta_Y)}
+    final, *rest = _fit(arrays, optimizer, rates, float(momentum), emb0, keys, np.arange(int(steps) + 1),
+                        form="embedding", T=T, batch_size=batch_size, history=history)
     config = dict(classes=classes.name, optimizer=optimizer, eta_Y=float(eta_Y), eta_Z=float(eta_Z),
                   eta_U=float(eta_U), T=int(T), batch_size=int(batch_size), steps=int(steps),
                   momentum=float(momentum), init="embedding", init_scale=float(init_scale), seed=int(seed),
                   form="embedding", d=int(d), final_embedding={k: np.asarray(v) for k, v in final.items()})
-    run_s = time.perf_counter() - start  # compile included on a first call
-    return _record(losses, yz, series, bad, save=np.arange(int(steps) + 1), scale=scale, history=history,
-                   config=config, compile_s=math.nan, run_s=run_s)
+    return _finish(optimizer, rates, float(momentum), np.arange(int(steps) + 1),
+                   (embedding_to_yz(final), *rest), config)

@@ -5,9 +5,7 @@ tests/fuzzing.py). The flows run up to the solver stub, the trainings up to thei
 
 from __future__ import annotations
 
-import importlib
 import math
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -23,7 +21,6 @@ from tests.fuzzing import (
     ENTRY_FEW,
     FIELD,
     Reached,
-    assert_finite_inputs,
     bad_bools,
     bad_choices,
     bad_ints,
@@ -35,6 +32,7 @@ from tests.fuzzing import (
     raises_naming,
     real_edges,
     stop_at_solvers,
+    stop_at_trainings,
 )
 
 # --------------------------------------------------------------------------- SequenceClasses and generators
@@ -213,19 +211,26 @@ def test_single_common_token_and_decoder(data):
 # --------------------------------------------------------------------------- trainings (up to the jit)
 
 
-def _jit_stub(*args, **static):
-    arrays = args[0]
-    assert_finite_inputs(arrays=tuple(arrays), rates=args[2:])
-    raise Reached({"args": args, "static": static})
+class _StopAtTrainings:
+    """A reusable `with`: `fuzzing.stop_at_trainings()` (train stops at the training layer's compile)."""
 
+    def __enter__(self):
+        self._cm = stop_at_trainings()
+        return self._cm.__enter__()
 
-_jit_stub.lower = _jit_stub  # `train` compiles by `_train_jit.lower(...).compile()`
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
 
 
 @pytest.fixture(scope="module")
 def stop_at_jit():
-    network = importlib.import_module("flows.scan_snap.network")
-    return mock.patch.multiple(network, _train_jit=_jit_stub, _sweep_jit=_jit_stub, _train_embedding_jit=_jit_stub)
+    return _StopAtTrainings()
+
+
+def _reached(info):
+    """(params, per-step keys, static options) of the call that reached the compile."""
+    params, _, keys, *_ = info.value.inputs["call"]
+    return params, keys, dict(item for item in info.value.inputs["key"][1] if isinstance(item, tuple))
 
 
 @st.composite
@@ -252,8 +257,8 @@ def test_train_valid_and_invalid(stop_at_jit, field, kw, data):
     with stop_at_jit, pytest.raises(Reached) as info:
         ss.train(CLASSES, **kw, init=data.draw(st.sampled_from(["zero", "random"])),
                  form=data.draw(st.sampled_from(["counts", "tokens"])), history=data.draw(st.booleans()))
-    static = info.value.inputs["static"]
-    assert static["T"] == int(kw["T"]) and static["steps"] == int(kw["steps"]) and static["M"] == M
+    params, keys, static = _reached(info)
+    assert static["T"] == int(kw["T"]) and keys.shape[0] == int(kw["steps"]) and params["Y"].shape == (M, M)
     kw[field] = data.draw(BAD_TRAIN[field], label=field)
     if field == "momentum" or (field == "optimizer" and kw["momentum"]):
         kw["optimizer"] = "sgd" if field == "momentum" else kw["optimizer"]
@@ -268,7 +273,7 @@ def test_train_valid_and_invalid(stop_at_jit, field, kw, data):
 def test_train_embedding_and_sweep_valid_and_invalid(stop_at_jit, field, kw, d, eta_U, init_scale, data):
     with stop_at_jit, pytest.raises(Reached) as info:
         ss.train_embedding(CLASSES, **kw, d=d, eta_U=eta_U, init_scale=init_scale)
-    assert info.value.inputs["static"]["d"] == d
+    assert _reached(info)[0]["U"].shape == (M, d)
     R = data.draw(st.integers(1, 3))
     sweep = dict(eta_Y=np.full(R, float(kw["eta_Y"])), eta_Z=np.full(R, float(kw["eta_Z"])), seeds=np.arange(R),
                  T=kw["T"], batch_size=kw["batch_size"], steps=kw["steps"])

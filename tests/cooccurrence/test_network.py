@@ -1,23 +1,15 @@
-"""The co-occurrence network record speaks the shared vocabulary: the momentum clock t = lr*step/(1-beta),
-momentum for SGD only, a minibatch seed separate from the data seed, and a non-finite run stopped by name."""
+"""The co-occurrence network's own part of the shared vocabulary (the rest is tests/test_vocabulary.py): a
+minibatch seed separate from the data seed, `seed`/`init` as overrides of the Config, a frozen parameter group,
+and `solve_flow` starting where `train` starts."""
 
 import numpy as np
 import pytest
 
-from flows import FlowError
 from flows import cooccurrence as co
 from flows.cooccurrence.observables import gram_state
-from flows.network_records import TrainingError
 from tests.fuzzing import Reached, stop_at_solvers
 
 TINY = dict(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=4, m1=2)
-
-
-def test_momentum_is_for_sgd_only():
-    cfg = co.Config(**TINY)
-    for opt, bs in (("gd", None), ("adam", None)):
-        with pytest.raises(ValueError, match="momentum"):
-            co.train(cfg, opt, 1e-2, 10, batch_size=bs, momentum=0.9)
 
 
 def test_sgd_momentum_clock_and_batch_seed():
@@ -31,17 +23,6 @@ def test_sgd_momentum_clock_and_batch_seed():
     np.testing.assert_array_equal(runs[0]["loss"][0], runs[1]["loss"][0])
     # ... but another minibatch order: the trajectories part (a tolerance far above round-off)
     assert np.max(np.abs(runs[0]["loss"][1:] - runs[1]["loss"][1:])) > 1e-6
-
-
-def test_non_finite_training_stops_naming_the_step():
-    cfg = co.Config(**TINY, seed=1)
-    with pytest.raises(TrainingError, match="non-finite at step") as info:
-        co.train(cfg, "gd", 1e3, 400, save_every=1, num_test=4)
-    err = info.value
-    assert isinstance(err, FlowError) and 1 <= err.step <= 400
-    rec = err.record
-    assert rec.steps.tolist() == list(range(err.step))  # every saved step before the first non-finite one
-    assert np.all(np.isfinite(rec["loss"]))
 
 
 def test_seed_and_init_are_keywords_of_train_and_solve_flow():
