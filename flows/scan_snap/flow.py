@@ -300,16 +300,16 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     Z0 = np.zeros((M, M), np_dtype) if Z0 is None else _square("Z0", Z0, M, np_dtype)
     common = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
                   throw=throw)
-    if optimizer is not None:
+    if not reduced:  # the reduced flow has no Y
         Y0 = np.zeros((M, M), np_dtype) if Y0 is None else _square("Y0", Y0, M, np_dtype)
-        return _solve_limit(limit, limit_args, {"Y": Y0, "Z": Z0[qt]}, common, Z0, qt)
-    if reduced:
+    if optimizer is not None:
+        vf, observables, y0 = limit.vector_field, _obs_limit, limit.initial_state({"Y": Y0, "Z": Z0[qt]})
+        common["args"] = limit_args
+    elif reduced:
         vf, observables = reduced_vector_field, _obs_reduced
         y0 = {"Z": Z0[qt], "h": np.zeros((), np_dtype), "B": np.zeros((classes.num_classes,), np_dtype)}
     else:
-        vf, observables = full_vector_field, _obs_full
-        Y0 = np.zeros((M, M), np_dtype) if Y0 is None else _square("Y0", Y0, M, np_dtype)
-        y0 = {"Y": Y0, "Z": Z0[qt]}
+        vf, observables, y0 = full_vector_field, _obs_full, {"Y": Y0, "Z": Z0[qt]}
     try:
         traj = (solve_batch if n else solve)(vf, y0, observables=observables, **common)
     except FlowError as err:
@@ -336,23 +336,6 @@ def limit_problem(classes: SequenceClasses, eta_Y, eta_Z, optimizer: str, optim_
                            lr=1.0, rates={"Y": eta_Y, "Z": eta_Z})
 
 
-def _solve_limit(limit, args, theta0, common, Z0, qt):
-    """solve_flow(optimizer=...): the optimiser limit on the population loss, ys as {"Y", "Z", ...}."""
-    def reshape(traj):
-        if traj is None or traj.ys is None:
-            return traj
-        ys = traj.ys
-        if "theta" in ys:
-            ys = {**ys["theta"], **{k: v for k, v in ys.items() if k != "theta"}}
-        return _full_Z(dataclasses.replace(traj, ys=ys), Z0, qt)
-
-    try:
-        traj = solve(limit.vector_field, limit.initial_state(theta0), observables=_obs_limit, **dict(common, args=args))
-    except FlowError as err:
-        raise FlowError(str(err), reshape(err.trajectory)) from None
-    return reshape(traj)
-
-
 def _square(name, a, M, dtype):
     a = real_array(name, a).astype(dtype)
     if a.shape != (M, M):
@@ -361,13 +344,17 @@ def _square(name, a, M, dtype):
 
 
 def _full_Z(traj, Z0, qt):
-    """The trajectory with ys["Z"] rebuilt as (..., M, M): Z0 outside the query rows (constant there)."""
+    """The trajectory with ys["Z"] rebuilt as (..., M, M): Z0 outside the query rows (constant there); an
+    optimiser limit's state {"theta": {"Y", "Z"}, moments...} flattened to {"Y", "Z", moments...}."""
     if traj is None or traj.ys is None:
         return traj
-    zq = np.asarray(traj.ys["Z"])
+    ys = traj.ys
+    if "theta" in ys:
+        ys = {**ys["theta"], **{k: v for k, v in ys.items() if k != "theta"}}
+    zq = np.asarray(ys["Z"])
     Z = np.array(np.broadcast_to(Z0, zq.shape[:-2] + Z0.shape))
     Z[..., qt, :] = zq
-    return dataclasses.replace(traj, ys={**traj.ys, "Z": Z})
+    return dataclasses.replace(traj, ys={**ys, "Z": Z})
 
 
 def single_ct_vector_field(t, y, args):
