@@ -311,6 +311,3 @@ def _first_variation(particles, Z0, y, threshold, d, att, mlp):
 
         out["mlp"] = jax.vmap(g_mlp)(Z_mlp, P_mlp)
     return out
-
-
-_clouds = clouds  # the name `noise` reads until it imports `clouds`
