@@ -15,11 +15,10 @@ import pytest
 from flows import FlowError, TrainingError
 from flows import mean_field as mf
 from flows import scan_snap as ss
-from flows.network_records import event_time
 from flows.scan_snap import observables as ss_obs
 from flows.scan_snap.data import SYN_MEDIUM_QUERIES
 from flows.scan_snap.network import blowup_bound
-
+from flows.training import event_time
 
 # --- mean field: a defaulted M_mlp follows M through replace -----------------------------------------------
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from flows import cooccurrence as co
-from flows.network_records import event_time
+from flows.training import event_time
 
 SMALL = dict(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8)
 

@@ -70,7 +70,7 @@ def test_heavy_ball_tracks_gd_at_the_effective_rate():
         hb = mf.train(CFG, "sgd", lr, steps, steps // 4, momentum=beta, **BASIC)
         ref = mf.train_gd(CFG, lr / (1 - beta), steps, steps // 4, **BASIC)
         np.testing.assert_allclose(hb.ts, ref.ts, rtol=1e-15, atol=0)
-        np.testing.assert_allclose(hb.ts, flows.network_records.flow_time(lr, hb.steps, beta), rtol=0, atol=0)
+        np.testing.assert_allclose(hb.ts, flows.training.flow_time(lr, hb.steps, beta), rtol=0, atol=0)
         assert hb.momentum == beta and hb.optimizer == "sgd"
         gaps.append(_gap(hb, ref))
         moves.append(float(np.max(np.abs(ref["Q"] - ref["Q"][0]))))
