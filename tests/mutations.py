@@ -97,8 +97,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              '"scale": a((Md / (Md - 1.0)) if exact_slaving else 1.0)', SS,
              "exact slaving: (M/(M-1))^2 -> M/(M-1)"),
     Mutation("ss-single-ct-exp", "flows/scan_snap/flow.py",
-             'rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(4.0 * z) / args["C0"]',
-             'rate = args["eta_Z"] * _gamma_of_h(h, M) * jnp.exp(2.0 * z) / args["C0"]', SS_THEORY,
+             'rate = args["eta_Z"] * gamma_of_h(h, M) * jnp.exp(4.0 * z) / args["C0"]',
+             'rate = args["eta_Z"] * gamma_of_h(h, M) * jnp.exp(2.0 * z) / args["C0"]', SS_THEORY,
              "single common token (eq. 13): e^{4z} -> e^{2z}"),
     # --- Scan and Snap: closed forms ------------------------------------------------------------------------
     Mutation("th-h-M", "flows/scan_snap/theory.py", "a = M * eta_Y * t", "a = eta_Y * t", SS_THEORY,
