@@ -59,7 +59,7 @@ def test_heavy_ball_recursion_and_per_group_scaled_rates():
 def test_a_failed_run_is_truncated_and_carries_its_record_as_trajectory_too():
     """GD at lr = 3 on 0.5 x^2 multiplies x by -2 a step (exactly): the update 3 x of the entry x_0 = 3 overflows
     (9 * 2^1021 > the largest float64) in step 1022, the first non-finite one."""
-    save = training.save_steps(1100, 100)
+    save = training.save_steps(1100, explicit=[*range(0, 1101, 100), 1022])  # the first non-finite step saved too
     final, series, _, losses, bad, _, _ = _quadratic_run("gd", 3.0, None, save, batch_loss=True)
     assert bad == 1022
     with pytest.raises(training.TrainingError, match="non-finite at step") as info:

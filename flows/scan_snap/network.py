@@ -51,26 +51,10 @@ OPTIMIZERS = ("sgd", "adam")
 INITS = ("zero", "random")
 
 
-def _attended(counts, zq):
-    """u = N e^{z} / <N, e^{z}> (B, M), stable (max-shifted over the support)."""
-    on = counts > 0
-    zmax = jax.lax.stop_gradient(jnp.max(jnp.where(on, zq, -jnp.inf), axis=-1, keepdims=True))
-    w = counts * jnp.exp(jnp.where(on, zq - zmax, 0.0))
-    return w / jnp.sum(w, axis=-1, keepdims=True)
-
-
-def _ce(f, Y, target):
-    logits = f @ Y  # (B, M): Y^T f per sample
-    picked = jnp.take_along_axis(logits, target[:, None], axis=1)[:, 0]
-    return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - picked)
-
-
 def count_loss(params, arrays: ClassArrays, cls, counts):
     """Batch-mean cross-entropy through the count-vector reduction; `counts` (B, M), `cls` (B,)."""
-    zq = params["Z"][arrays.query[cls]]
-    u = _attended(counts, zq)
-    f = u / jnp.linalg.norm(u, axis=-1, keepdims=True)
-    return _ce(f, params["Y"], arrays.next_token[cls])
+    u = obs.attention_weights(counts, params["Z"][arrays.query[cls]])
+    return jnp.mean(obs.cross_entropy(obs.normalized_attention(u) @ params["Y"], arrays.next_token[cls]))
 
 
 def token_loss(params, arrays: ClassArrays, cls, tokens):
@@ -80,8 +64,7 @@ def token_loss(params, arrays: ClassArrays, cls, tokens):
     b = jax.nn.softmax(jnp.take_along_axis(zq, tokens, axis=1), axis=-1)  # (B, T-1)
     X = jax.nn.one_hot(tokens, M, dtype=zq.dtype)  # (B, T-1, M)
     xb = jnp.einsum("bt,btm->bm", b, X)
-    f = xb / jnp.linalg.norm(xb, axis=-1, keepdims=True)
-    return _ce(f, params["Y"], arrays.next_token[cls])
+    return jnp.mean(obs.cross_entropy(obs.normalized_attention(xb) @ params["Y"], arrays.next_token[cls]))
 
 
 def embedding_to_yz(emb):
@@ -134,10 +117,8 @@ def observe(params, arrays: ClassArrays):
     M = arrays.cond.shape[1]
     dtype = arrays.cond.dtype
     c = obs.attention(params["Z"], arrays.cond, jax.nn.one_hot(arrays.query, M, dtype=dtype))
-    logits = obs.normalized_attention(c) @ params["Y"]
-    picked = jnp.take_along_axis(logits, arrays.next_token[:, None], axis=1)[:, 0]
-    ce = jax.nn.logsumexp(logits, axis=-1) - picked
-    return {**obs.attention_observables(c, arrays.cond), "loss": jnp.sum(arrays.class_probs * ce)}
+    return {**obs.attention_observables(c, arrays.cond),
+            "loss": obs.population_loss(c, params["Y"], arrays.next_token, arrays.class_probs)}
 
 
 def blowup_bound(dtype) -> float:

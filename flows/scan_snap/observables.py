@@ -2,7 +2,10 @@
 
 All functions are array functions of a state (jit/vmap friendly); shapes: K classes, M tokens.
 
-- `attention(Z, cond, query_onehot)`: c_{l|n} = P(l|n) e^{z_{ml}} / sum_l' P(l'|n) e^{z_{ml'}} (eq. 5), (K, M).
+- `attention(Z, cond, query_onehot)`: c_{l|n} = P(l|n) e^{z_{ml}} / sum_l' P(l'|n) e^{z_{ml'}} (eq. 5), (K, M);
+  `attention_weights` the same softmax on any weights (a sequence's context counts).
+- `cross_entropy`, `population_loss`: -log softmax(Y^T f)_n per row, and its sum over the classes weighted by
+  P(n) (the T -> infinity loss).
 - `normalized_attention`: f_n = c_n / ||c_n||_2, (K, M).
 - `entropy_distinct`: entropy of c_n restricted to the distinct tokens of n and renormalised (Fig. 6), (K,).
 - `entropy`: entropy of c_n over all tokens, (K,).
@@ -21,12 +24,14 @@ All functions are array functions of a state (jit/vmap friendly); shapes: K clas
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["ATTENTION_OBSERVABLES", "attention", "attention_observables", "common_mass", "common_tokens",
-           "distinct_tokens", "entropy", "entropy_distinct", "growth_factor", "knee_time", "log_slope",
-           "normalized_attention", "pair_invariant_residual", "query_rows", "relative_gain", "slowdown_time"]
+__all__ = ["ATTENTION_OBSERVABLES", "attention", "attention_observables", "attention_weights", "common_mass",
+           "common_tokens", "cross_entropy", "distinct_tokens", "entropy", "entropy_distinct", "growth_factor",
+           "knee_time", "log_slope", "normalized_attention", "pair_invariant_residual", "population_loss",
+           "query_rows", "relative_gain", "slowdown_time"]
 
 
 def query_rows(Z, query_onehot):
@@ -34,13 +39,31 @@ def query_rows(Z, query_onehot):
     return query_onehot @ Z
 
 
-def attention(Z, cond, query_onehot):
-    """c_n(Z) (eq. 5, Lemma 2), (K, M); zero outside supp(n). Max-shifted over the support."""
-    zq = query_rows(Z, query_onehot)
-    on = cond > 0
-    zmax = jnp.max(jnp.where(on, zq, -jnp.inf), axis=-1, keepdims=True)
-    w = cond * jnp.exp(jnp.where(on, zq - zmax, 0.0))
+def attention_weights(weights, zq):
+    """w e^{z} / <w, e^{z}> along the last axis, zero where w = 0: the attention of eq. 5 on a class's law
+    (w = P(.|n)) or on one sequence's context counts (w = N, the exact finite-T reduction). The shift by the
+    largest logit on the support cancels in the ratio, so no gradient flows through it."""
+    on = weights > 0
+    zmax = jax.lax.stop_gradient(jnp.max(jnp.where(on, zq, -jnp.inf), axis=-1, keepdims=True))
+    w = weights * jnp.exp(jnp.where(on, zq - zmax, 0.0))
     return w / jnp.sum(w, axis=-1, keepdims=True)
+
+
+def attention(Z, cond, query_onehot):
+    """c_n(Z) (eq. 5, Lemma 2), (K, M); zero outside supp(n)."""
+    return attention_weights(cond, query_rows(Z, query_onehot))
+
+
+def cross_entropy(logits, target):
+    """-log softmax(logits)_target per row: `logits` (..., M), `target` (...) token indices."""
+    picked = jnp.take_along_axis(logits, target[..., None], axis=-1)[..., 0]
+    return jax.nn.logsumexp(logits, axis=-1) - picked
+
+
+def population_loss(c, Y, next_token, class_probs):
+    """sum_n P(n) CE(Y^T f_n, n) with f_n = c_n / ||c_n||: the T -> infinity loss (minus eq. 2), from the
+    attention `c` (K, M), the next token of each class (K,) and P(n) (K,)."""
+    return jnp.sum(class_probs * cross_entropy(normalized_attention(c) @ Y, next_token))
 
 
 def normalized_attention(c):
@@ -95,9 +118,10 @@ def attention_observables(c, cond) -> dict:
             "common_mass": common_mass(c, common_tokens(cond))}
 
 
-def relative_gain(c, l, lp):
-    """r_{l/l'|n} = c_{l|n}^2 / c_{l'|n}^2 - 1 (Theorem 3) for token indices `l`, `l'`; shape c[..., 0]."""
-    return (c[..., l] / c[..., lp]) ** 2 - 1.0
+def relative_gain(c, token, other):
+    """r_{l/l'|n} = c_{l|n}^2 / c_{l'|n}^2 - 1 (Theorem 3) for the token indices l = `token`, l' = `other`;
+    shape c[..., 0]."""
+    return (c[..., token] / c[..., other]) ** 2 - 1.0
 
 
 def growth_factor(Z, Z0, query_onehot):
