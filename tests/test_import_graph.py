@@ -34,24 +34,10 @@ DEPRECATED = ("flows.compile_cache", "flows.findings", "flows.network_records", 
 #: ("module:line" of a read at import time), `deprecated` ("importer: old module path").
 KNOWN_VIOLATIONS: dict[str, set] = {
     "cycles": set(),
-    # flows/mean_field: the model's helpers, to be made public where they are defined
-    "private": {
-        "flows.mean_field.noise: flows.mean_field.flow._vector_field_rev",
-        "flows.mean_field.noise: flows.mean_field.network._check_data",
-        "flows.mean_field.noise: flows.mean_field.observables._clouds",
-    },
+    "private": set(),
     "environ": set(),
-    # the systems' flows: `from ..solve import` becomes `from .._solve import` (or the public core modules)
-    "deprecated": {
-        "flows.cooccurrence.flow: flows.solve",
-        "flows.cooccurrence.reduced: flows.solve",
-        "flows.mean_field.flow: flows.solve",
-        "flows.mean_field.noise: flows.solve",
-        "flows.mean_field.reference: flows.solve",
-        "flows.optim_limits.ode: flows.solve",
-        "flows.scan_snap.decoder: flows.solve",
-        "flows.scan_snap.flow: flows.solve",
-    },
+    # `from ..solve import` becomes `from .._solve import`
+    "deprecated": {"flows.mean_field.reference: flows.solve"},
 }
 
 
