@@ -171,13 +171,9 @@ def _heavy_ball(loss):
         theta = _floats(theta0)
         return {"theta": theta, "v": _tmap(jnp.zeros_like, theta)}
 
-    def make_args(batch, *, lr=None, beta=None, friction=None, rates=None):
+    def make_args(batch, *, friction=None, rates=None):
         if friction is None:
-            if lr is None or beta is None:
-                raise ValueError("heavy ball needs friction, or lr and beta (friction = (1 - beta)^2 / lr)")
-            friction = momentum_friction(lr, beta)
-        elif lr is not None or beta is not None:
-            raise ValueError("pass either friction or (lr, beta), not both")
+            raise ValueError("heavy ball needs friction (1 - beta)^2 / lr (`momentum_friction(lr, beta)`)")
         return _with_rates({"batch": batch, "friction": _positive_tree("friction", friction)}, rates)
 
     return Limit("momentum", vector_field, initial_state, lambda y: y["theta"], make_args)
@@ -187,8 +183,8 @@ def heavy_ball(loss) -> Limit:
     """The heavy-ball ODE of `optax.sgd(lr, momentum=beta)` on the clock s = lr * step / (1 - beta):
     dtheta/ds = -v, dv/ds = c (grad L - v), v = (1 - beta) p, c = (1 - beta)^2 / lr, v(0) = 0.
 
-    State `{"theta", "v"}`; `make_args(batch, lr=, beta=)` or `make_args(batch, friction=c)` (c one number
-    or a pytree like theta), and `rates=` as in `gradient_flow`. One optax step
+    State `{"theta", "v"}`; `make_args(batch, friction=c)` (c = `momentum_friction(lr, beta)`, one number or
+    a pytree like theta), and `rates=` as in `gradient_flow`. One optax step
     is exactly one semi-implicit Euler step of size h = lr / (1 - beta) (v, then theta with the new v). Large
     c is stiff: use `solver="kvaerno5"` there (measured: c = 1e6 in ~1200 steps at rtol 1e-8; at rtol 1e-10 and
     below its Newton iterations stalled through `flows.solve`); c -> inf is gradient flow on the clock s, with a
@@ -301,15 +297,9 @@ def _adam(loss):
         return {"theta": theta, "m": _tmap(jnp.zeros_like, theta), "v": _tmap(jnp.zeros_like, theta),
                 "m_weight": zeros, "v_weight": zeros}
 
-    def make_args(batch, *, c1=None, c2=None, eps=1e-8, lr=None, b1=None, b2=None, rates=None):
-        if lr is not None or b1 is not None or b2 is not None:
-            if c1 is not None or c2 is not None:
-                raise ValueError("pass either (c1, c2) or (lr, b1, b2), not both")
-            if lr is None or b1 is None or b2 is None:
-                raise ValueError("the Adam ODE from optax settings needs lr, b1 and b2")
-            c1, c2 = adam_rates(lr, b1, b2)
+    def make_args(batch, *, c1=None, c2=None, eps=1e-8, rates=None):
         if c1 is None or c2 is None:
-            raise ValueError("the Adam ODE needs c1 and c2 (b1 = 1 - c1 lr, b2 = 1 - c2 lr), or lr, b1, b2")
+            raise ValueError("the Adam ODE needs c1 and c2 (`adam_rates(lr, b1, b2)`: b = 1 - c lr)")
         return _with_rates({"batch": batch, "c1": _positive_tree("c1", c1), "c2": _positive_tree("c2", c2),
                             "eps": _pos("eps", eps)}, rates)
 
@@ -325,8 +315,8 @@ def adam(loss) -> Limit:
     per parameter leaf, on that leaf's clock) are states too, dw/dt = c (1 - w), w(0) = 0 (the moment of the
     constant 1, as optax's 1 - beta^step is), so that mhat = m / m_weight divides two quantities the solver
     integrates alike: on a constant gradient mhat = g at every stage of every step, and the 1/t amplification
-    of the solver's error in m near t = 0 cancels. `make_args(batch, c1=, c2=, eps=1e-8)` or
-    `make_args(batch, lr=, b1=, b2=, eps=)` (c1, c2 one number or a pytree like theta), and `rates=` as in
+    of the solver's error in m near t = 0 cancels. `make_args(batch, c1=, c2=, eps=1e-8)` (c1, c2 one number
+    or a pytree like theta; `adam_rates(lr, b1, b2)` for optax's settings), and `rates=` as in
     `gradient_flow`. Large c1, c2 are stiff (then
     m -> g, v -> g^2 and the flow is sign descent with `form="adam"`)."""
     _check_loss(loss)

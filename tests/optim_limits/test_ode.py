@@ -63,7 +63,8 @@ def smoothed_sign_sgd(lr, eps, form="adam"):
 
 CASES = {  # name -> (limit, args(lr), optimizer(lr), flow time per step / lr)
     "gd": (ol.gradient_flow(loss), lambda lr: ol.gradient_flow(loss).make_args(BATCH), optax.sgd, 1.0),
-    "momentum": (ol.heavy_ball(loss), lambda lr: ol.heavy_ball(loss).make_args(BATCH, lr=lr, beta=BETA),
+    "momentum": (ol.heavy_ball(loss),
+                 lambda lr: ol.heavy_ball(loss).make_args(BATCH, friction=ol.momentum_friction(lr, BETA)),
                  lambda lr: optax.sgd(lr, momentum=BETA), 1.0 / (1.0 - BETA)),
     # the form g / (|g| + eps): the program of test_adam_reduces_to_sign_flow (form "sqrt": -m slow)
     "sign": (ol.sign_descent(loss, "adam"), lambda lr: ol.sign_descent(loss, "adam").make_args(BATCH, eps=EPS_SIGN),
@@ -111,7 +112,7 @@ def test_heavy_ball_step_is_semi_implicit_euler():
     the heavy-ball field (v first, then theta with the new v), to rounding."""
     lr = 0.05
     limit = ol.heavy_ball(loss)
-    args = limit.make_args(BATCH, lr=lr, beta=BETA)
+    args = limit.make_args(BATCH, friction=ol.momentum_friction(lr, BETA))
     h = lr / (1.0 - BETA)
     opt = optax.sgd(lr, momentum=BETA)
 
@@ -255,15 +256,13 @@ def test_clocks_and_rates():
     (lambda: ol.sign_descent(loss, form="tanh"), "form"),
     (lambda: ol.sign_descent(loss).make_args(BATCH, eps=0.0), "eps"),
     (lambda: ol.heavy_ball(loss).make_args(BATCH), "friction"),
-    (lambda: ol.heavy_ball(loss).make_args(BATCH, lr=0.1, beta=1.0), "beta"),
-    (lambda: ol.heavy_ball(loss).make_args(BATCH, lr=-0.1, beta=0.5), "lr"),
-    (lambda: ol.heavy_ball(loss).make_args(BATCH, friction=1.0, lr=0.1, beta=0.5), "friction"),
+    (lambda: ol.momentum_friction(0.1, 1.0), "beta"),
+    (lambda: ol.momentum_friction(-0.1, 0.5), "lr"),
     (lambda: ol.heavy_ball(loss).make_args(BATCH, friction=math.nan), "friction"),
     (lambda: ol.adam(loss).make_args(BATCH), "c1"),
     (lambda: ol.adam(loss).make_args(BATCH, c1=1.0, c2=-1.0), "c2"),
     (lambda: ol.adam(loss).make_args(BATCH, c1=1.0, c2=1.0, eps=0.0), "eps"),
-    (lambda: ol.adam(loss).make_args(BATCH, lr=1e-3, b1=0.9), "b2"),
-    (lambda: ol.adam(loss).make_args(BATCH, c1=1.0, c2=1.0, lr=1e-3, b1=0.9, b2=0.99), "c1"),
+    (lambda: ol.adam_rates(1e-3, 0.9, 1.0), "b2"),
     (lambda: ol.adam_betas(0.1, 20.0, 1.0), "c1"),
     (lambda: ol.run_optax(loss, THETA0, BATCH, "adam", 10), "optimizer"),
     (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 10, hyper=0.1), "optimizer"),
