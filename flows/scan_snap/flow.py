@@ -74,22 +74,18 @@ def flow_args(classes: SequenceClasses, eta_Y, eta_Z, *, paper_time=True, exact_
     a = lambda x: device_array(x, dtype)  # noqa: E731
     return {
         "cond": a(classes.cond_probs), "Q": a(Q), "E": a(E), "p": a(p), "w": a(weights),
+        "next": device_array(np.asarray(classes.next_token, np.int32)),
         "eta_Y": a(eta_Y), "eta_Z": a(eta_Z), "K": a(K), "Md": a(Md),
         "center": a(1.0 if exact_slaving else 0.0),
         "scale": a((Md / (Md - 1.0)) ** 2 if exact_slaving else 1.0),
     }
 
 
-def _loss_of_attention(c, Y, args):
-    """sum_n P(n) (-log softmax(Y^T f_n)_n) from the attention c_n, f_n = c_n / ||c_n||."""
-    logits = obs.normalized_attention(c) @ Y
-    ce = jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * args["E"], axis=-1)
-    return jnp.sum(args["p"] * ce)
-
-
 def population_loss(params, args):
-    """sum_n P(n) (-log softmax(Y^T f_n)_n), the T -> infinity loss (minus eq. 2)."""
-    return _loss_of_attention(obs.attention(params["Z"], args["cond"], args["Q"]), params["Y"], args)
+    """sum_n P(n) (-log softmax(Y^T f_n)_n), the T -> infinity loss (minus eq. 2), as `loss(theta, batch)`
+    on `flow_args` (`observables.population_loss`)."""
+    c = obs.attention(params["Z"], args["cond"], args["Q"])
+    return obs.population_loss(c, params["Y"], args["next"], args["p"])
 
 
 def full_vector_field(t, y, args):
@@ -160,7 +156,8 @@ def _obs_full(t, y, args):
     """The attention observables (`observables.attention_observables`, as on the network record) and the loss
     from one evaluation of c_n (one function: the intermediate is shared)."""
     c = obs.attention(y["Z"], args["cond"], args["Q"])
-    return {**obs.attention_observables(c, args["cond"]), "loss": _loss_of_attention(c, y["Y"], args)}
+    return {**obs.attention_observables(c, args["cond"]), "loss": obs.population_loss(c, y["Y"], args["next"],
+                                                                                        args["p"])}
 
 
 def _obs_reduced(t, y, args):
