@@ -1,24 +1,21 @@
 """The training layer every system's finite network runs on: one record, one loop, one optimiser factory, one
 rule for a failed run, one clock.
 
-A system supplies a small spec (its initial parameters, `loss(params, data, batch)`, `observe(params, data)`,
-its parameter groups and their rate scale, and a batch sampler) and its `train` is validation plus
-`run_training`:
+A system supplies a small spec (initial parameters, `loss(params, data, batch)`, `observe(params, data)`, its
+parameter groups and their rate scale, a batch sampler); its `train` is validation plus `run_training` and
+`finish`:
 
-- `NetworkRecord`: `ts`, `steps`, `observables` (also `record["loss"]`, `record.loss`), `params`,
-  `optimizer`, `lr`, `momentum`, `config`, `compile_s`, `run_s`, and `extras` a system adds (Scan and Snap's
-  `batch_loss`, co-occurrence's `a`, ...), reachable as attributes too.
-- `training_program`: the compiled loop (segments of steps between saved steps, the observables at each saved
-  step, the first step whose parameters are not finite).
-- `make_optimizer`: optax's SGD (optionally heavy ball) or Adam with the rates injected as hyperparameters
-  (one compiled program serves every rate), one per parameter group through `optax.multi_transform`, each
-  group's rate times a scale (the mean field's M L).
+- `NetworkRecord`: what every system's `train` returns.
+- `training_program`, `run_training`: the compiled loop (segments of steps between saved steps, the
+  observables at each saved step, the first step whose parameters are not finite), compiled once per shape.
+- `make_optimizer`: optax's SGD (heavy ball with `momentum`) or Adam, rates injected as hyperparameters, one
+  per parameter group through `optax.multi_transform`, each times a scale (the mean field's M L).
 - `finish`: a failed run is truncated at its first non-finite step and raises `TrainingError` with `.record`
   and `.trajectory` both the truncated record.
-- `flow_time(lr, steps, momentum)`: t = lr * step / (1 - momentum), the one momentum clock (heavy-ball SGD with
-  momentum beta moves at the effective rate lr / (1 - beta); plain GD/SGD and Adam use t = lr * step).
-- `event_time(record, name, level, direction)`: the first time an observable crosses `level`, by linear
-  interpolation between saved points; works on a network record and on a `flows.Trajectory` alike.
+- `flow_time(lr, steps, momentum)`: t = lr * step / (1 - momentum), the one momentum clock (heavy-ball SGD
+  moves at the effective rate lr / (1 - beta); plain GD/SGD and Adam use t = lr * step).
+- `event_time(record, name, level, direction)`: the first time an observable crosses `level`, on a network
+  record and on a `flows.Trajectory` alike.
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ import optax
 
 from ._checks import check_choice, check_int, check_real, real_array
 from ._prng import fused
-from ._program import compiled, signature
+from ._program import all_finite, compiled, signature
 from .trajectory import FlowError
 
 __all__ = ["NetworkRecord", "TrainingError", "check_lr", "check_momentum", "clock_rate", "event_time", "finish",
@@ -186,11 +183,6 @@ def make_optimizer(optimizer: str, lr, momentum: float | None = None, *, labels=
     rates = lr if isinstance(lr, dict) else dict.fromkeys(labels.values(), lr)
     return optax.multi_transform({g: make(rates[g] * scale.get(g, 1.0)) for g in dict.fromkeys(labels.values())},
                                  dict(labels))
-
-
-def all_finite(params):
-    """Every entry of every leaf finite."""
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(params)]))
 
 
 def training_program(loss, observe, optimizer, *, sample=None, finite=all_finite, snapshot=None):

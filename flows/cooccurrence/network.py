@@ -32,8 +32,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["NetworkRecord", "TrainRecord", "data_args", "forward", "init_params", "network_loss", "train"]
 
-_OPTIMIZERS = ("gd", "sgd", "adam")
-
 
 def init_params(config: Config, key=None, dtype=None):
     """(params, a): params = {W (m1, m), W_V, W_K, W_Q (m, d)} and the fixed signs a (m1,) in {+-1}.
@@ -173,7 +171,7 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps:
     carries the record of the saved steps before it as `error.record`.
     """
     config = with_seed_init(config, seed, init)
-    check_choice("optimizer", optimizer, _OPTIMIZERS)
+    check_choice("optimizer", optimizer, training.OPTIMIZERS)
     lr = training.check_lr(lr, _GROUPS)
     steps = check_int("steps", steps, 1)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
@@ -184,9 +182,8 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps:
     if optimizer == "gd" and batch_size is not None:
         raise ValueError("batch_size must be None for optimizer='gd' (full batch)")
     beta = training.check_momentum(optimizer, momentum)
-    if batch_seed is not None and (isinstance(batch_seed, bool) or not isinstance(batch_seed, (int, np.integer))
-                                   or not 0 <= batch_seed < 2**32):
-        raise ValueError(f"batch_seed must be None or an integer in [0, 2**32), got {batch_seed!r}")
+    if batch_seed is not None:
+        check_int("batch_seed", batch_seed, 0, 2**32 - 1)
     save = training.save_steps(int(steps), save_every, save_steps)
     args = data_args(config, num_test=num_test) if args is None else check_args(args)
     params, a = init_params(config)
@@ -201,7 +198,8 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps:
                                        None if heavy is None else 0.5, labels=labels)
     structure = (optimizer, batch_size, heavy is not None, labels is not None)
     final, series, _, _, bad, compile_s, run_s = training.run_training(
-        "cooccurrence.train", structure, lambda: _training_program(batch_size, template), params, opt_state, key, save, data)
+        "cooccurrence.train", structure, lambda: _training_program(batch_size, template), params, opt_state, key,
+        save, data)
     logger.info("train %s lr=%s steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
     return training.finish(save, series, bad, params=final, clock=training.clock_rate(lr), momentum=beta,
                            hint="lower lr", optimizer=optimizer, lr=dict(lr) if isinstance(lr, dict) else float(lr),
