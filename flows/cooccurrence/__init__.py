@@ -2,7 +2,7 @@
 
 - `Config`, `training_set`, `sample_test`: the data model (Def. 2.1, Assumption 2.3), tokens as indices.
 - `init_params`, `forward`, `train`: the finite network of eq. (1) trained by GD / SGD / Adam (optax).
-- `vector_field`, `initial_state`, `solve_flow`: the exact closed Gram ODE (theory digest §3.2).
+- `vector_field`, `initial_state`, `solve_flow`: the exact closed Gram ODE.
 - `reduced`: the sympy-derived 3-token mean-field system and the 4-ODE phase-2 skeleton.
 - `observables`: functions of the Gram state shared by the network record and the flow trajectory.
 """

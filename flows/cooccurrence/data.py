@@ -161,7 +161,7 @@ class Config:
 
         Samplers and initial states are drawn with numpy (PCG64, vectorised, no Python loop over samples):
         a `jax.random` program costs 0.3-1 s to compile on the first call of a process, more than the
-        whole flow it feeds (issue 9). The streams are independent and fixed by `seed`.
+        whole flow it feeds. The streams are independent and fixed by `seed`.
         """
         return np.random.default_rng([self.seed, _STREAMS.index(stream)])
 

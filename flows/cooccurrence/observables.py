@@ -1,6 +1,6 @@
 """Observables of the co-occurrence model as functions of the Gram state (Yang et al. 2024, Sec. 3).
 
-The **Gram state** is a dict of arrays (theory digest §3.2):
+The **Gram state** is a dict of arrays:
 
 - `G`  `(d,)`: G(mu) = a^T W W_V mu, the linear sub-network per token (Def. E.18);
 - `S`  `()`: S = ||W^T a||^2 = sum_{j1,j2} a_j1 a_j2 <w_j1, w_j2> (eq. 5);
@@ -65,7 +65,7 @@ def attention(A, tokens, sqrt_m):
 
 def outputs(state, tokens, sqrt_m):
     """(p, Gx, F): attention `(n, L, L)`, G at the tokens `(n, L)`, and the network output
-    F_i = sum_l G(X_i)^T p_l `(n,)` (eq. 1 rewritten with G; theory digest §1)."""
+    F_i = sum_l G(X_i)^T p_l `(n,)` (eq. 1 rewritten with G)."""
     p = attention(state["A"], tokens, sqrt_m)
     Gx = state["G"][tokens]
     F = jnp.einsum("nh,nhl->n", Gx, p)
@@ -182,7 +182,7 @@ OBSERVABLES = {
 def observe(t, state, args):
     """Every observable of `OBSERVABLES` at once, sharing the attention and outputs of the training set
     (one attention evaluation for the training set and one for the test draws instead of one per
-    observable: a smaller program to compile at every save point; issue 9). Same names and values as
+    observable: a smaller program to compile at every save point). Same names and values as
     `{name: f(t, state, args) for name, f in OBSERVABLES.items()}` (tested)."""
     tokens, labels, onehot, sqrt_m = args["tokens"], args["labels"], args["group_onehot"], args["sqrt_m"]
     p, _, F = outputs(state, tokens, sqrt_m)

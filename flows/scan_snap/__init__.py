@@ -2,7 +2,7 @@
 attention logits Z.
 
 - `SequenceClasses`, `syn_small`, `syn_medium`, `zipfian`, `sample_counts`, `sample_tokens`: the data
-  (sequence classes, theory digest §2).
+  (sequence classes, Sec. 3.2).
 - `train`, `train_sweep`, `train_embedding`, `TrainRecord`: the finite-T model trained with optax
   (count-vector reduction, literal token sequences, the embedding form U, W_Q, W_K, W_V).
 - `solve_flow`: the T->inf (Y, Z) flow or the quasi-static reduced Z-flow (eq. 10); `solve_single_common_token`

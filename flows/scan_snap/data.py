@@ -1,4 +1,4 @@
-"""Sequence classes of Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, Sec. 3.2; theory digest §2).
+"""Sequence classes of Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, Sec. 3.2).
 
 A class n is (P(l|n), psi(n), next token): the query token x_T = psi(n), the next token x_{T+1} = n, and T-1
 context tokens drawn i.i.d. from P(.|n) (no positional structure, Assumption 1a). Tokens live in one vocabulary
@@ -9,7 +9,7 @@ contexts, the official code's one-hot size is 34).
 - common tokens (CT): |Omega(l)| > 1.
 
 `sample_counts` draws the count vectors N ~ Multinomial(T-1, P(.|n)) that the exact finite-T reduction needs
-(digest §2, [ours]); `sample_tokens` draws the literal token sequences *from the same random numbers*, so the
+(ours); `sample_tokens` draws the literal token sequences *from the same random numbers*, so the
 two implementations of the network can be compared sample by sample.
 """
 
@@ -276,7 +276,7 @@ def sample_counts(arrays: ClassArrays, key, batch_size: int, T: int):
     cls, u = _draw(arrays, key, batch_size, T)
     cdf = arrays.support_cdf[cls]  # (B, S)
     # support entry of each token, j = #{k : cdf_k <= u_t} (integer sums: a float reduction over (B, T-1, S)
-    # was 4x slower on CPU), then two small scatter-adds: counts over the support, then into the vocabulary
+    # is slower on CPU), then two small scatter-adds: counts over the support, then into the vocabulary
     j = jnp.sum(cdf[:, None, :] <= u[:, :, None], axis=-1, dtype=jnp.int32)  # (B, T-1)
     rows = jnp.arange(batch_size)[:, None]
     counts_s = jnp.zeros(cdf.shape, cdf.dtype).at[rows, j].add(1.0)  # (B, S)

@@ -1,25 +1,26 @@
 """The finite-T 1-layer Y/Z transformer of Scan and Snap, trained with optax (Tian et al. 2023, Sec. 3.1).
 
-Model (digest §1): the query m = x_T attends over the T-1 contexts with logits z_{m, x_t} (the query is
+Model (Sec. 3.1, eqs. 1-2): the query m = x_T attends over the T-1 contexts with logits z_{m, x_t} (the query is
 masked), b_t = softmax_t(z_{m x_t}); the attended one-hot average X^T b is normalised, f = X^T b / ||X^T b||,
 and the output logits are Y^T f; the loss is the cross-entropy of the next token n (minus eq. 2):
 
     loss = -log softmax(Y^T f)_n,     Y, Z in R^{M x M}.
 
-Exact count-vector reduction (digest §2, [ours]): X^T b = u with u_l = N_l e^{z_ml} / sum_l' N_l' e^{z_ml'},
+Exact count-vector reduction (ours): X^T b = u with u_l = N_l e^{z_ml} / sum_l' N_l' e^{z_ml'},
 N the context counts. `count_loss` uses this form (no token sequences; shapes (B, M)); `token_loss` is the
 literal implementation on token sequences (B, T-1), used to cross-check it. Gradients are `jax.grad` of these
 losses, i.e. Lemma 1: grad_Y = f (alpha - e_n)^T, grad_{z_m} = diag(u) P^perp_f Y (alpha - e_n) / ||u||.
 
-`train_embedding` trains the embedding form (U, W_Q, W_K, W_V) of the same model (digest §1, §6) and records
+`train_embedding` trains the embedding form (U, W_Q, W_K, W_V) of the same model (Sec. 3.1, App. G) and records
 Y = U W_V^T U^T and Z = U W_Q W_K^T U^T / sqrt(d), so the same observables apply.
 
-`train` runs SGD (optional heavy-ball momentum) or Adam with separate learning rates for Y and Z, batch-mean
-gradients, zero or random (uniform +-1/sqrt(M), PyTorch's nn.Linear default) initialisation. Time
-convention: one batch-mean step of learning rate eta is one unit of flow time of the flow with rate eta
-(digest §3.2 [ours]); with momentum beta the effective rate is eta / (1 - beta), so `record.ts` is
-step / (1 - beta) for SGD and the step count for Adam (the learning rates are rates of the flow, not part
-of its clock; `solve_flow(..., paper_time=...)` chooses the flow's class weights, see `flow.flow_args`).
+`train` runs SGD (optional heavy-ball momentum) or Adam on `flows.training`, with separate learning rates for
+Y and Z, batch-mean gradients, zero or random (uniform +-1/sqrt(M), PyTorch's nn.Linear default)
+initialisation. Time convention (ours; tests/scan_snap/test_pins_clock.py): one batch-mean step of learning
+rate eta is one unit of flow time of the flow with rate eta; with momentum beta the effective rate is
+eta / (1 - beta), so `record.ts` is step / (1 - beta) for SGD and the step count for Adam (the learning rates
+are rates of the flow, not part of its clock; `solve_flow(..., paper_time=...)` chooses the flow's class
+weights, see `flow.flow_args`).
 
 A run whose Y or Z goes non-finite or past `blowup_bound` (ln of the largest float) raises
 `flows.TrainingError` with the record of the saved steps before it, as in every system: the loss and its
@@ -333,10 +334,10 @@ def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_
                     batch_size: int, steps: int, d: int, momentum: float = 0.0, seed: int = 0, *, eta_U=None,
                     init_scale: float = 1.0, history: bool = True):
     """Train the embedding form (U, W_Q, W_K, W_V) of the 1-layer model (eqs. 1-2; loss `embedding_loss`)
-    with optax, batch-mean gradients on count vectors (the exact finite-T reduction, digest §2).
+    with optax, batch-mean gradients on count vectors (the exact finite-T reduction of `count_loss`).
 
     **Learning rates.** W_V is trained at `eta_Y`, W_Q and W_K at `eta_Z`, U at `eta_U` (default `eta_Z`;
-    0 freezes U). The paper leaves the map to the Y/Z rates open (App. G; digest §6). To first order in the
+    0 freezes U). The paper leaves the map to the Y/Z rates open (App. G). To first order in the
     step, with U^T U = I_d and G_Y, G_Z the Y/Z gradients (Lemma 1):
     - dY = -eta_Y P G_Y P with P = U U^T (the projector on the embedding span; P = I when d >= M and U is
       orthogonal), so eta_Y maps to itself on that span;

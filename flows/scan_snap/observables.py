@@ -81,7 +81,7 @@ def entropy(c):
 
 
 def entropy_distinct(c, distinct_mask):
-    """Entropy of c_n restricted to G_DT(n) and renormalised (the Fig. 6 quantity, digest §5), (K,)."""
+    """Entropy of c_n restricted to G_DT(n) and renormalised (the Fig. 6 quantity), (K,)."""
     d = jnp.where(distinct_mask, c, 0.0)
     p = d / jnp.sum(d, axis=-1, keepdims=True)
     return -jnp.sum(_plogp(p), axis=-1)
