@@ -276,5 +276,5 @@ def test_gd_velocity_paths_agree(setup):
                                                                rev=False)
     for k in a:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-12, atol=1e-14)
-    assert flow._field_for("kvaerno5") is flow.vector_field
-    assert flow._field_for("tsit5") is flow._vector_field_rev
+    assert flow.field_for("kvaerno5") is flow.vector_field
+    assert flow.field_for("tsit5") is flow._vector_field_rev
