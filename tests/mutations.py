@@ -238,7 +238,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              'out["attention"] = jax.vmap(g_att)(Z_att, P_att)', 'out["attention"] = jax.vmap(g_att)(Z_mlp, P_att)',
              MF, "first variation at attention probes: the MLP input Z_{2l+1} in place of Z_{2l}"),
     Mutation("mf-heavy-clock", "flows/mean_field/network.py", "params=final, clock=clock, momentum=beta,",
-             "params=final, clock=clock, momentum=0.0,", ("tests/mean_field/test_vocabulary.py",),
+             "params=final, clock=clock, momentum=0.0,", ("tests/mean_field/test_train.py",),
              "heavy-ball clock: tau = lr k / (1 - beta) -> lr k"),
     # --- mean-field reference, data law, Sinkhorn, rates example ---
     Mutation("ref-drift-widths", "flows/mean_field/reference.py",
