@@ -1,6 +1,6 @@
 """The particle velocity of the mean-field transformer: the first variation of Q and its adjoints.
 
-In training time tau every particle moves with d theta/d tau = v(theta) (Gao et al., NeurIPS 2024, Sec. 2),
+In training time tau every particle moves with d theta/d tau = v(theta) (Gao et al., NeurIPS 2024),
 
     v_{V_{l,j}} = -M L dQ/dV_{l,j} = -sum_prompts grad_V <P_{2l+1}, V Z_{2l} S> - lam V_{l,j},
 

@@ -4,7 +4,7 @@ Functions `f(t, particles, args)` (the `flows.solve` observable signature) with 
 
 - `Q`, `R`: objective and risk (eq. 2.3);
 - `dissipation`: (1/(M L)) sum |v_att|^2 + (1/(M_mlp L)) sum |v_mlp|^2, so that the energy identity of the
-  Wasserstein gradient flow reads dQ/dtau = -dissipation (Gao et al., Sec. 2);
+  Wasserstein gradient flow reads dQ/dtau = -dissipation;
 - `max_speed`, `mean_speed`: max and mean particle speed |v| over all particles (P5, stationarity);
 - `train_rmse`, `test_rmse`: sqrt(mean (yhat - y)^2) on the training prompts and on fresh prompts.
 
