@@ -6,7 +6,7 @@ and the scipy side of `bench_solve` (run in its own process: `scipy_main`).
 - `scan_snap_reduced_rhs`: the quasi-static reduced Z-flow of `flows.scan_snap.flow.reduced_vector_field`.
 - `mean_field_rhs`: the particle velocity of `flows.mean_field` in its first-variation form (a forward pass
   storing every sublayer input, a backward pass for the adjoints P_k, the closed-form per-particle gradients
-  of `flows.mean_field.network`), all as broadcast `np.matmul` over (prompt, head).
+  of `flows.mean_field.gradients`), all as broadcast `np.matmul` over (prompt, head).
 
 Every RHS maps `(t, state dict, args dict of numpy arrays)` to a dict of the same shapes; `make_flat_rhs`
 wraps one for `scipy.integrate.solve_ivp` on the flat vector (keys in sorted order, as `jax.tree_util`
@@ -159,7 +159,7 @@ def prepare_mean_field(args: dict, shapes: dict) -> dict:
 def mean_field_rhs(t, particles, args):
     """-(M L) dQ/d theta per attention particle, -(M_mlp L) dQ/d w per MLP particle (the velocity of
     `flows.mean_field.vector_field`), by a forward pass, a backward pass of adjoints and the closed-form
-    per-particle gradients (module docstring of `flows.mean_field.network`)."""
+    per-particle gradients (module docstring of `flows.mean_field.gradients`)."""
     V, W, W1, W2 = (particles[k] for k in ("V", "W", "W1", "W2"))
     Z0, y = args["Z0"], args["y"]
     lam, h0, d = float(args["lam"]), float(args["threshold"]), int(args["d"])

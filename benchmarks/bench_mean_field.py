@@ -13,7 +13,7 @@ Rows (`benchmarks._harness.row`):
   whole solve in the same process (`solve_compile_s`); ratio = budget 1.5 s / vector-field compile.
 - `mean_field/gd` and `mean_field/gd_torch_eager`: full-batch GD steps (same forward, same loss with weight
   decay, same learning rates) by `mf.train_gd` (recording Q and R only) and by the same network written
-  in PyTorch eager (float64, the heads-last contraction order of `network.attention_update`, the fastest
+  in PyTorch eager (float64, the heads-last contraction order of `model.attention_update`, the fastest
   of the three orders tried; CPU, torch's default intra-op threads), timed back to back; error = the
   largest relative gap of Q and of the gradient between the two at the initial particles; ratio =
   (flows particle-steps/s) / (torch particle-steps/s), target 2. Skipped with a note without torch.
@@ -51,7 +51,7 @@ import numpy as np  # noqa: E402
 from benchmarks._harness import bench_main, best_of, fresh_process, ratio, row  # noqa: E402
 from flows import fitting  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
-from flows.mean_field import network as mf_network  # noqa: E402
+from flows.mean_field import model as mf_model  # noqa: E402
 
 SCALING_M = (16, 64, 256, 1024, 4096, 12500)  # P = 8 M at L = 4: 128 ... 100000 particles
 SCALING_PROMPTS = 16  # N = 4, 16 prompts: the attention intermediates of P = 1e5 stay well under 1 GB
@@ -153,7 +153,7 @@ def _torch_network(cfg: mf.Config, particles: dict, data):
         pos = torch.clamp(z, min=0.0)
         return torch.where(z > h0, z - 0.5 * h0, 0.5 * pos * pos / h0)
 
-    def attention(Z, V, W):  # heads-last order, as network.attention_update
+    def attention(Z, V, W):  # heads-last order, as model.attention_update
         n, D, K = Z.shape
         M = V.shape[0]
         ZZ = torch.einsum("ndk,nei->nikde", Z, Z).reshape(n * K * K, D * D)
@@ -220,7 +220,7 @@ def _step_flops_xla(cfg: mf.Config) -> float:
     one = cfg.replace(L=1)
     p = mf.init_particles(one)
     data = mf.training_set(one)
-    grad = jax.jit(jax.grad(lambda p: mf_network._objective(p, data.Z0, data.y, one.lam, one.threshold, one.d,
+    grad = jax.jit(jax.grad(lambda p: mf_model.objective_value(p, data.Z0, data.y, one.lam, one.threshold, one.d,
                                                             True)))
     cost = grad.lower(p).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
@@ -255,7 +255,7 @@ def gd_throughput(cfg: mf.Config, quick: bool, matmul_n: int = 2048) -> list[dic
         q_t = objective(tp)
         q_t.backward()
         q_t = float(q_t.detach())
-        g_j = jax.jit(jax.grad(lambda p: mf_network._objective(p, data.Z0, data.y, cfg.lam, cfg.threshold, cfg.d,
+        g_j = jax.jit(jax.grad(lambda p: mf_model.objective_value(p, data.Z0, data.y, cfg.lam, cfg.threshold, cfg.d,
                                                                True)))(particles)
         q_j = mf.objective(cfg, particles, data)
         gaps = [float(np.max(np.abs(tp[k].grad.numpy() - np.asarray(g_j[k]))) / np.max(np.abs(np.asarray(g_j[k]))))

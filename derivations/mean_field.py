@@ -1,7 +1,7 @@
 """First variation and particle velocity of the mean-field transformer (Gao et al., NeurIPS 2024).
 
-Theory digest `docs/theory/mean_field.md` §1.2 (the two encoders), §2.3 (first variation), §2.4 (particle
-ODE); the hand-written array code is `flows.mean_field.network.particle_gradients`. For one prompt Z in
+Gao et al. 2024, eqs. (2.1)-(2.3) (the two encoders), the first variation and the particle ODE of its
+Wasserstein gradient flow; the hand-written array code is `flows.mean_field.gradients.particle_gradients`. For one prompt Z in
 R^{D x K} (K = N + 1 columns) and its adjoint P in R^{D x K}, the first variation of Q at a particle is
 
     attention  g(theta) = <P, f(Z, theta)>_F + lam/2 (|V|^2 + |W|^2),   f(Z, theta) = V Z S,

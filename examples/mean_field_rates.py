@@ -61,7 +61,7 @@ from flows import mean_field as mf  # noqa: E402
 from flows.experiments import plotting, records  # noqa: E402
 from flows.mean_field import coupling, sharding  # noqa: E402
 from flows.mean_field import reference as ref  # noqa: E402
-from flows.mean_field.network import _forward  # noqa: E402
+from flows.mean_field.model import predict  # noqa: E402
 
 NAME = "mean_field_rates"
 TAU, ETA_TAU = 2.0, 0.05
@@ -83,7 +83,7 @@ def sizes(quick):
 @jax.jit
 def _outputs(particles, Z0, threshold, d):
     """y_hat of a batch of networks (leading axis) on their own prompts."""
-    return jax.vmap(_forward, in_axes=(0, 0, None, None))(particles, Z0, threshold, d)
+    return jax.vmap(predict, in_axes=(0, 0, None, None))(particles, Z0, threshold, d)
 
 
 def _stack(trees):

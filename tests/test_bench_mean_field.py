@@ -24,7 +24,7 @@ def test_torch_network_matches_flows():
     torch = pytest.importorskip("torch")
     import jax
 
-    from flows.mean_field import network
+    from flows.mean_field import model
 
     p = mf.init_particles(TINY)
     p = {k: v * (3.0 if k in ("W1", "W2") else 1.0) for k, v in p.items()}  # visit every HuberizedReLU piece
@@ -33,7 +33,7 @@ def test_torch_network_matches_flows():
     q = objective(tp)
     q.backward()
     assert abs(float(q.detach()) / float(mf.objective(TINY, p, data)) - 1) < 1e-12
-    g = jax.jit(jax.grad(lambda p: network._objective(p, data.Z0, data.y, TINY.lam, TINY.threshold, TINY.d,
+    g = jax.jit(jax.grad(lambda p: model.objective_value(p, data.Z0, data.y, TINY.lam, TINY.threshold, TINY.d,
                                                       True)))(p)
     for k in g:
         np.testing.assert_allclose(tp[k].grad.numpy(), np.asarray(g[k]), rtol=1e-10, atol=1e-13)

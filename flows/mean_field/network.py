@@ -20,9 +20,8 @@ from .._checks import check_choice, check_int, check_real
 from ..training import NetworkRecord
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
-from .gradients import particle_gradients  # noqa: F401
 from .initial import init_particles
-from .model import attention_update, check_data, check_particles, mlp_update, objective_value, predict  # noqa: F401
+from .model import check_data, check_particles, objective_value
 from .sharding import shard_particles
 
 logger = logging.getLogger(__name__)
@@ -172,9 +171,3 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
     eta_tau = check_real("eta_tau", eta_tau, low=0.0, strict=True)
     return train(config, "gd", eta_tau, steps, save_every, particles=particles, data=data, test=test, mesh=mesh,
                  observables=observables)
-
-
-
-# The benchmarks, an example and the derivations test read these names here; they move to `model` and
-# `gradients`.
-_forward, _objective = predict, objective_value

@@ -12,7 +12,8 @@ import sympy as sp
 import derivations
 from derivations.mean_field import HUBER_PIECES, MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from flows.__main__ import main
-from flows.mean_field.network import attention_update, mlp_update, particle_gradients
+from flows.mean_field.gradients import particle_gradients
+from flows.mean_field.model import attention_update, mlp_update
 
 RTOL = 1e-12  # max |a - b| / max |b| over a gradient block (float64)
 # jitted: one compiled program per shape for all random points (eagerly, every operation compiles alone)
