@@ -146,14 +146,14 @@ def test_state_dtype_follows_y0():
 def test_vmapped_sweep_compiles_once():
     rates = jnp.linspace(0.1, 2.0, 64)
     ts = linear_grid(0.0, 1.0, 5)
-    before = len(_COMPILED)
+    before = set(_COMPILED)
     batch = solve_batch(decay, jnp.array([1.0]), t1=1.0, ts=ts, args=rates)
-    assert len(_COMPILED) == before + 1
+    assert len(set(_COMPILED) - before) == 1
     assert len(batch.status) == 64 and batch.ok
     assert batch.ys.shape == (64, 5, 1)
     np.testing.assert_allclose(np.asarray(batch.ys)[:, :, 0], np.exp(-np.outer(rates, ts)), rtol=1e-6)
     again = solve_batch(decay, jnp.array([1.0]), t1=1.0, ts=ts, args=rates * 2)
-    assert again.compile_s == 0.0 and len(_COMPILED) == before + 1
+    assert again.compile_s == 0.0 and len(set(_COMPILED) - before) == 1
     member = batch[7]
     assert member.status == "ok" and member.ys.shape == (5, 1)
 
@@ -216,10 +216,10 @@ BATCH_EVENT = dict(t1=3.0, ts=linear_grid(0.0, 3.0, 13), args=jnp.array([0.5, 1.
 def test_event_without_stopping_in_a_batch_and_without_states():
     """Each member continues past its own event time; observables only; one compiled program."""
     rates, ts = BATCH_EVENT["args"], BATCH_EVENT["ts"]
-    before = len(_COMPILED)
+    before = set(_COMPILED)
     batch = solve_batch(decay, jnp.array([1.0]), **BATCH_EVENT)
     again = solve_batch(decay, jnp.array([1.0]), **BATCH_EVENT)
-    assert len(_COMPILED) <= before + 1 and again.compile_s == 0.0  # (+0: test_batch_sharded compiled it)
+    assert len(set(_COMPILED) - before) <= 1 and again.compile_s == 0.0  # (+0: test_batch_sharded compiled it)
     assert batch.status == ("ok",) * 5
     t_ev = np.asarray(batch.t_event)
     has_event = np.asarray(rates) != 0.1
