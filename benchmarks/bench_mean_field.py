@@ -9,7 +9,7 @@ Rows (`benchmarks._harness.row`):
   (full run only).
 - `mean_field/vector_field_compile`: cold compile of the particle vector field (the velocity of every
   particle, what the explicit solvers call) in a fresh process with the compile cache off, with the compile
-  options the library's programs use (`flows._xla.COMPILER_OPTIONS`), and of the
+  options the library's programs use (`flows._xla.compiler_options()`), and of the
   whole solve in the same process (`solve_compile_s`); ratio = budget 1.5 s / vector-field compile.
 - `mean_field/gd` and `mean_field/gd_torch_eager`: full-batch GD steps (same forward, same loss with weight
   decay, same learning rates) by `mf.train_gd` (recording Q and R only) and by the same network written

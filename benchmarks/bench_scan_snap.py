@@ -13,7 +13,7 @@ Rows (`benchmarks._harness.row`):
   ||Z_flow||_F at the final time. Targets: 10 at the Fig. 4 size (100 steps), 2 at the quick size (30).
 - `scan_snap/vector_field_compile(...)`: for the full (Y, Z) flow, the reduced Z-flow and the decoder h-flow,
   the compile of the jitted vector field alone (`compile_s`, target 1.5 s; with the compile options the
-  library's programs use, `flows._xla.COMPILER_OPTIONS`) and of its whole `flows.solve`
+  library's programs use, `flows._xla.compiler_options()`) and of its whole `flows.solve`
   program (`solve_compile_s`), in a fresh process.
 - `scan_snap/flow_scaling(M=...)` and `scan_snap/flow_scaling_fit`: wall time per unit flow time of the full
   (Y, Z) flow (tsit5, rtol 1e-8) on K = 2 Zipfian classes against the vocabulary M (64 ... 4096), and the

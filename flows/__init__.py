@@ -10,6 +10,8 @@ The public surface (names re-exported from the submodules, each imported on firs
   and reduced flows, the decoder h-flow, closed forms).
 - `cooccurrence`: Yang et al. 2024, word co-occurrence (data, the eq. (1) network, the exact Gram flow,
   sympy reductions).
+- `mean_field`: Gao et al. 2024, the mean-field transformer (data, the residual network trained by GD, the
+  particle Wasserstein gradient flow, the continuous-depth reference, W2 per depth slice).
 - `fitting`: power-law fits (log-log least squares, joint M^a L^b fits, model comparison) with bootstrap
   confidence intervals.
 - `training`: the one training layer of the systems' networks (`NetworkRecord`, the training loop, the
@@ -22,9 +24,6 @@ The public surface (names re-exported from the submodules, each imported on firs
 
 Everything is imported on first use (`import flows` alone imports neither jax nor diffrax).
 """
-
-import sys as _sys
-import types as _types
 
 __version__ = "0.1.0"
 
@@ -51,16 +50,3 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(_SUBMODULES) | set(_LAZY_NAMES))
-
-
-class _Package(_types.ModuleType):
-    """Keeps `flows.solve` the function when the module `flows/solve.py` (the old path of `flows._solve`) is
-    imported, which sets the package attribute to that module. Goes with that module."""
-
-    def __setattr__(self, name, value):
-        if name == "solve" and isinstance(value, _types.ModuleType):
-            value = value.solve
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package

@@ -44,7 +44,7 @@ try:
 except RuntimeError:  # backend already initialised by another plugin; keep what we have
     pass
 
-# The suite runs cold: no persistent compilation cache (flows.compile_cache), so that timings and files are
+# The suite runs cold: no persistent compilation cache (flows.experiments.compile_cache), so that timings and files are
 # those of a first run on a new machine. tests/test_compile_cache.py turns it on in its own subprocesses.
 os.environ["FLOWS_NO_COMPILE_CACHE"] = "1"
 

@@ -26,7 +26,7 @@ import flows
 from flows import cooccurrence as co
 from flows import mean_field as mf
 from flows import scan_snap as ss
-from flows.records import FAILS, HOLDS, NOT_TESTED, RunRecord
+from flows.experiments.records import FAILS, HOLDS, NOT_TESTED, RunRecord
 from tests.fuzzing import (
     ENTRY,
     ENTRY_FEW,

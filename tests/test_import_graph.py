@@ -25,9 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("flows", "derivations")
 EXEMPT_PRIVATE = ("flows._generated",)
 #: modules kept at their old path for one release (each forwards to its new home): the library imports the new
-#: homes; `flows.solve` goes with the `__class__` swap in flows/__init__.py once nothing imports it
-DEPRECATED = ("flows.compile_cache", "flows.findings", "flows.network_records", "flows.plotting", "flows.records",
-              "flows.solve")
+#: homes
+DEPRECATED = ("flows.compile_cache", "flows.findings", "flows.network_records", "flows.plotting", "flows.records")
 
 #: Violations that remain in modules under restructuring, by rule: `cycles` (the sorted modules of each
 #: strongly connected component of the import graph), `private` ("importer: module.name"), `environ`
@@ -36,8 +35,7 @@ KNOWN_VIOLATIONS: dict[str, set] = {
     "cycles": set(),
     "private": set(),
     "environ": set(),
-    # `from ..solve import` becomes `from .._solve import`
-    "deprecated": {"flows.mean_field.reference: flows.solve"},
+    "deprecated": set(),
 }
 
 

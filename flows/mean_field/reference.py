@@ -69,7 +69,7 @@ import numpy as np
 
 from .._checks import check_choice, check_finite_tree, check_int, check_real, real_array
 from .._xla import jit as xla_jit
-from ..solve import Trajectory, solve
+from .._solve import Trajectory, solve
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
 from .gradients import particle_gradients
