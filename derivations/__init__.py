@@ -22,7 +22,7 @@ from . import codegen as codegen
 from . import verify as verify
 from .base import Derivation as Derivation
 from .cooccurrence import Cooccurrence3TokenDerivation, CooccurrencePhase2Derivation
-from .gradient_flow import FlowSystem as FlowSystem
+from .system import FlowSystem as FlowSystem
 from .gradient_flow import ParameterGroup as ParameterGroup
 from .gradient_flow import Projection as Projection
 from .gradient_flow import gradient_flow as gradient_flow

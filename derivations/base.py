@@ -6,7 +6,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ._printing import readable
-from .gradient_flow import FlowSystem
+from .system import FlowSystem
 
 __all__ = ["Derivation"]
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .base import Derivation
-from .gradient_flow import FlowSystem
+from .system import FlowSystem
 
 __all__ = ["GROUP_SPECIALS", "Cooccurrence3TokenDerivation", "CooccurrencePhase2Derivation",
            "three_token_symbols"]

@@ -23,13 +23,11 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import sympy as sp
 
-from ._printing import readable
+from .system import FlowSystem, check_same_symbols, ordered_params, simplified, sympy_value
 
 __all__ = [
-    "FlowSystem",
     "ParameterGroup",
     "Projection",
     "gradient_flow",
@@ -39,29 +37,9 @@ __all__ = [
 ]
 
 
-def _simplify(expr: sp.Expr) -> sp.Expr:
-    return sp.simplify(sp.together(expr))
-
-
-def _sympy_value(field: str, value, *, what: str) -> sp.Expr:
-    """`value` as a sympy expression; strings (which sympify would parse into fresh symbols without the
-    assumptions of the user's own) and bools are refused."""
-    if isinstance(value, str):
-        raise ValueError(f"{field} must be a sympy expression or a number, not the string {value!r}: sympify "
-                         f"would make new symbols that differ from yours; build {what} from your sp.Symbol objects")
-    if isinstance(value, bool) or not isinstance(value, sp.Basic | numbers.Real):
-        raise ValueError(f"{field} must be a sympy expression or a number, got {type(value).__name__}")
-    expr = sp.sympify(value)
-    if not isinstance(expr, sp.Expr):
-        raise ValueError(f"{field} must be a scalar sympy expression, got {type(expr).__name__}: {expr}")
-    if expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
-        raise ValueError(f"{field} must be finite, got {expr}")
-    return expr
-
-
 def _multiplicity(field: str, value) -> sp.Expr:
     """A multiplicity: a positive integer, or a symbolic count not known to be non-positive or non-integer."""
-    m = _sympy_value(field, value, what="the multiplicity")
+    m = sympy_value(field, value, what="the multiplicity")
     if m.is_Integer:
         if m < 1:
             raise ValueError(f"{field} must be a positive integer (how many entries the symbol stands for), "
@@ -123,204 +101,11 @@ class ParameterGroup:
             mult = tuple(_multiplicity(f"ParameterGroup.multiplicities[{i}] (of {s} in group {self.name!r})", m)
                          for i, (s, m) in enumerate(zip(syms, mult, strict=True)))
         object.__setattr__(self, "multiplicities", mult)
-        lr = _sympy_value(f"ParameterGroup.learning_rate of {self.name!r}", self.learning_rate,
+        lr = sympy_value(f"ParameterGroup.learning_rate of {self.name!r}", self.learning_rate,
                           what="the learning rate")
         if lr.is_positive is False:
             raise ValueError(f"ParameterGroup.learning_rate of {self.name!r} must be positive, got {lr}")
         object.__setattr__(self, "learning_rate", lr)
-
-
-def _assumptions(s: sp.Symbol) -> str:
-    """The assumptions the symbol was created with (`real=True`, ...), or "none"."""
-    given = getattr(s, "_assumptions_orig", None)
-    given = s.assumptions0 if given is None else given
-    given = {k: v for k, v in sorted(given.items()) if not (k == "commutative" and v)}
-    return ", ".join(f"{k}={v}" for k, v in given.items()) if given else "none"
-
-
-def _check_same_symbols(named_exprs) -> None:
-    """Two different symbols with one name (e.g. `Symbol("x", real=True)` in the loss and `Symbol("x")` in a
-    group) are different variables to sympy: d/dx of the loss would silently be 0. Refuse them, naming the
-    arguments that hold each."""
-    seen: dict = {}
-    for arg, expr in named_exprs:
-        symbols = {expr} if isinstance(expr, sp.Symbol) else expr.free_symbols
-        for s in sorted(symbols, key=lambda x: (x.name, str(x.assumptions0))):
-            first = seen.setdefault(s.name, (s, arg))
-            if first[0] != s:
-                raise ValueError(
-                    f"{arg} uses a symbol {s.name!r} with assumptions {_assumptions(s)}, but {first[1]} uses a "
-                    f"different symbol {s.name!r} with assumptions {_assumptions(first[0])}: sympy treats them "
-                    "as different variables (a derivative would silently be 0); create the symbol once and "
-                    "use it everywhere")
-
-
-@dataclasses.dataclass(frozen=True)
-class FlowSystem:
-    """An autonomous-in-structure ODE system d state/dt = rhs(state; params).
-
-    - `name`: registry name, e.g. `"scan_snap-decoder"`.
-    - `state`: tuple of sympy symbols (the coordinates, in order).
-    - `rhs`: tuple of sympy expressions, one per state symbol.
-    - `params`: the other free symbols, in a fixed order (they become `args[name]` in generated code, and
-      `PARAMS` lists them in this order). `gradient_flow` and `project` order them as declared: see there.
-    - `metric`: the diagonal of the metric of the coordinates (multiplicities), used by `project`.
-    - `description`: one paragraph with the equation's source (paper, lemma, equation number).
-    """
-
-    name: str
-    state: tuple
-    rhs: tuple
-    params: tuple
-    metric: tuple
-    description: str = ""
-
-    def __post_init__(self):
-        if len(self.state) != len(self.rhs):
-            raise ValueError(f"FlowSystem '{self.name}': {len(self.state)} state symbols but "
-                             f"{len(self.rhs)} right-hand sides")
-        if len(self.metric) != len(self.state):
-            raise ValueError(f"FlowSystem '{self.name}': metric needs one entry per state symbol")
-        free = set().union(*(sp.sympify(e).free_symbols for e in self.rhs)) - set(self.state)
-        missing = free - set(self.params)
-        if missing:
-            raise ValueError(f"FlowSystem '{self.name}': rhs uses symbols {sorted(map(str, missing))} "
-                             "that are neither state nor params")
-
-    def equations(self) -> list[sp.Eq]:
-        t = sp.Symbol("t")
-        return [sp.Eq(sp.Derivative(sp.Function(str(s))(t), t), e)
-                for s, e in zip(self.state, self.rhs, strict=True)]
-
-    def to_text(self) -> str:
-        """One line `dX/dt = ...` per state symbol, each right-hand side in its readable form
-        (`derivations.readable`: an equal expression, factored or collected where that is shorter)."""
-        return "\n".join(f"d{s}/dt = {sp.sstr(readable(e))}" for s, e in zip(self.state, self.rhs, strict=True))
-
-    def to_latex(self) -> str:
-        lines = [
-            rf"\frac{{d {sp.latex(s)}}}{{dt}} = {sp.latex(readable(e))}"
-            for s, e in zip(self.state, self.rhs, strict=True)
-        ]
-        return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
-
-    def state_names(self) -> tuple:
-        """The names of the state symbols, in order: the generated module's `STATE`."""
-        return tuple(s.name for s in self.state)
-
-    def pack_state(self, values: Mapping, dtype=float) -> np.ndarray:
-        """The state array whose last axis holds `values[name]` for every state symbol, in `state` order (the
-        `y0` of `flows.solve` and of the generated `vector_field`; the generated module's `pack_state` does
-        the same with JAX arrays).
-
-        **Arguments:**
-
-        - `values`: a mapping with exactly one entry per state symbol, keyed by its name (or by the symbol);
-          each value a real number or array. The arrays broadcast against each other: values of shape `s`
-          give states of shape `s + (len(state),)`.
-        - `dtype`: the array's dtype (default float64).
-
-        A missing or unknown name is a `ValueError` naming it.
-        """
-        if not isinstance(values, Mapping):
-            raise ValueError(f"values must be a mapping {{name: value}} with the state names "
-                             f"{self.state_names()}, got {type(values).__name__}")
-        by_name: dict = {}
-        for key, value in values.items():
-            name = key.name if isinstance(key, sp.Symbol) else key
-            if name in by_name:
-                raise ValueError(f"values gives the state {name!r} twice (as a name and as a symbol)")
-            by_name[name] = value
-        _check_names("values", by_name, self.state_names(), f"the state of {self.name!r}")
-        arrays = []
-        for name in self.state_names():
-            value = by_name[name]
-            try:
-                arr = np.asarray(value, dtype=float if isinstance(value, sp.Basic) else None)
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"values[{name!r}] must be a real number or array, got {value!r}") from err
-            if arr.dtype.kind not in "iuf":
-                raise ValueError(f"values[{name!r}] must be real numbers, got {value!r} (dtype {arr.dtype})")
-            arrays.append(arr)
-        try:
-            arrays = np.broadcast_arrays(*arrays)
-        except ValueError as err:
-            shapes = {n: a.shape for n, a in zip(self.state_names(), arrays, strict=True)}
-            raise ValueError(f"values: the shapes {shapes} do not broadcast against each other") from err
-        return np.stack(arrays, axis=-1).astype(dtype)
-
-    def unpack_state(self, ys) -> dict:
-        """`{name: ys[..., i]}` for every state symbol (the inverse of `pack_state`).
-
-        `ys`: one state `(n,)`, the saved states of a solve `(T, n)`, of a batch `(B, T, n)` (numpy or JAX
-        arrays, returned as views of the same kind), or a `flows.Trajectory` (its `ys`). A last axis of
-        another length is a `ValueError`.
-        """
-        if hasattr(ys, "ys") and hasattr(ys, "ts"):  # a flows.Trajectory
-            if ys.ys is None:
-                raise ValueError("ys: the trajectory saved no states (ys is None); solve with save_states=True")
-            ys = ys.ys
-        if not hasattr(ys, "shape") or not hasattr(ys, "ndim"):
-            try:
-                ys = np.asarray(ys, dtype=float)
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"ys must be an array of states or a flows.Trajectory, got {ys!r}") from err
-        n = len(self.state)
-        if ys.ndim == 0 or ys.shape[-1] != n:
-            raise ValueError(f"ys must hold the {n} coordinates {self.state_names()} of {self.name!r} on its "
-                             f"last axis, got shape {tuple(ys.shape)}")
-        return {name: ys[..., i] for i, name in enumerate(self.state_names())}
-
-    def lambdify(self):
-        """A plain numpy function `f(y, **params) -> list of rhs values` (for checks, not for solving)."""
-        return sp.lambdify([list(self.state), *self.params], list(self.rhs), modules="numpy")
-
-
-def _check_names(field: str, given, expected, what: str) -> None:
-    """`given` (names) must be exactly `expected`; a `ValueError` names the missing and the unknown ones."""
-    missing = [n for n in expected if n not in given]
-    unknown = [n for n in given if n not in expected]
-    if missing or unknown:
-        parts = ([f"unknown {', '.join(map(repr, unknown))}"] if unknown else []) + (
-            [f"missing {', '.join(map(repr, missing))}"] if missing else [])
-        raise ValueError(f"{field}: {'; '.join(parts)}; expected exactly the names of {what}: {tuple(expected)}")
-
-
-def _free_params(exprs, state) -> set:
-    return set().union(*(sp.sympify(e).free_symbols for e in exprs)) - set(state)
-
-
-def _ordered_params(exprs, state, declared, params=None) -> tuple:
-    """The parameters of `exprs` (their free symbols that are not `state`).
-
-    Default order: the symbols of `declared` first, in its order (the order the user declared them in: the
-    groups' learning rates and multiplicities, or the parameters of the system being projected), then any
-    other symbol by name (the loss's own constants, whose order of appearance sympy does not keep). An
-    explicit `params` (a sequence with exactly these symbols) sets the order instead.
-    """
-    free = _free_params(exprs, state)
-    if params is not None:
-        if isinstance(params, sp.Basic | str):
-            raise ValueError(f"params must be a sequence of sympy Symbols; wrap a single one as ({params},)")
-        params = tuple(params)
-        bad = [p for p in params if not isinstance(p, sp.Symbol)]
-        if bad:
-            raise ValueError(f"params must hold sympy Symbols, got {bad!r}")
-        if len(set(params)) != len(params):
-            raise ValueError(f"params lists a symbol twice: {params}")
-        given = {p.name: p for p in params}
-        expected = {p.name: p for p in sorted(free, key=lambda x: x.name)}
-        _check_names("params", given, tuple(expected), "the right-hand sides' parameters")
-        other = [n for n in given if given[n] != expected[n]]
-        if other:
-            raise ValueError(f"params: {other} have other assumptions than the symbols of the right-hand sides; "
-                             "create each symbol once and use it everywhere")
-        return params
-    ordered: list = []
-    for s in declared:
-        if s in free and s not in ordered:
-            ordered.append(s)
-    return tuple(ordered) + tuple(sorted(free - set(ordered), key=lambda x: x.name))
 
 
 def _declared_by_groups(groups) -> list:
@@ -367,7 +152,7 @@ def gradient_flow(
             if sym in seen:
                 raise ValueError(f"symbol {sym} appears in more than one parameter group")
             seen.add(sym)
-    _check_same_symbols([("loss", loss)] + [
+    check_same_symbols([("loss", loss)] + [
         (f"groups (group {g.name!r}{', ' + label if label else ''})", e)
         for g in groups
         for label, exprs in (("", g.symbols), ("learning_rate", (g.learning_rate,)),
@@ -386,13 +171,13 @@ def gradient_flow(
         for sym, mult in zip(group.symbols, group.multiplicities, strict=True):
             expr = -group.learning_rate / mult * sp.diff(loss, sym)
             state.append(sym)
-            rhs.append(_simplify(expr) if simplify else expr)
+            rhs.append(simplified(expr) if simplify else expr)
             metric.append(mult)
     return FlowSystem(
         name=name,
         state=tuple(state),
         rhs=tuple(rhs),
-        params=_ordered_params(rhs, state, _declared_by_groups(groups), params),
+        params=ordered_params(rhs, state, _declared_by_groups(groups), params),
         metric=tuple(metric),
         description=description,
     )
@@ -440,8 +225,8 @@ def push_forward(system: FlowSystem, observables: Mapping[sp.Symbol, sp.Expr],
         raise ValueError(f"system must be a FlowSystem, got {type(system).__name__}")
     if not isinstance(observables, Mapping):
         raise ValueError(f"observables must be a mapping {{symbol: expression}}, got {type(observables).__name__}")
-    exprs = {sym: _sympy_value(f"observables[{sym}]", e, what="the observable") for sym, e in observables.items()}
-    _check_same_symbols([("system (state)", s) for s in system.state]
+    exprs = {sym: sympy_value(f"observables[{sym}]", e, what="the observable") for sym, e in observables.items()}
+    check_same_symbols([("system (state)", s) for s in system.state]
                         + [("system (params)", s) for s in system.params]
                         + [(f"observables[{k}]", v) for k, v in exprs.items()])
     out = {}
@@ -450,7 +235,7 @@ def push_forward(system: FlowSystem, observables: Mapping[sp.Symbol, sp.Expr],
             (sp.diff(expr, s) * e for s, e in zip(system.state, system.rhs, strict=True)),
             sp.Integer(0),
         )
-        out[sym] = _simplify(rate) if simplify else rate
+        out[sym] = simplified(rate) if simplify else rate
     return out
 
 
@@ -506,8 +291,8 @@ def project(
     for key, value in ansatz.items():
         if not isinstance(key, sp.Symbol):
             raise ValueError(f"ansatz keys must be the state symbols of the system, got {key!r}")
-        values[key] = _sympy_value(f"ansatz[{key}]", value, what="the ansatz")
-    _check_same_symbols(
+        values[key] = sympy_value(f"ansatz[{key}]", value, what="the ansatz")
+    check_same_symbols(
         [("system (state)", s) for s in system.state] + [("system (params)", s) for s in system.params]
         + [(f"ansatz (key {k})", k) for k in values] + [(f"ansatz[{k}]", v) for k, v in values.items()]
         + [("coords", c) for c in coords])
@@ -532,13 +317,13 @@ def project(
     if normal.det() == 0:
         raise ValueError("the ansatz Jacobian has dependent columns (J^T G J is singular)")
     h_dot = normal.inv() * (J.T * G * theta_dot)
-    h_dot = [_simplify(e) for e in h_dot]
+    h_dot = [simplified(e) for e in h_dot]
     residual = tuple(sp.simplify(e) for e in (theta_dot - J * sp.Matrix(h_dot)))
     reduced = FlowSystem(
         name=name,
         state=coords,
         rhs=tuple(h_dot),
-        params=_ordered_params(h_dot, coords, system.params, params),
+        params=ordered_params(h_dot, coords, system.params, params),
         metric=tuple(sp.Integer(1) for _ in coords),
         description=description,
     )
@@ -554,4 +339,4 @@ def naive_reduced_gradient(loss: sp.Expr, ansatz: Mapping[sp.Symbol, sp.Expr],
     the metric and runs on the wrong time scale.
     """
     reduced_loss = sp.sympify(loss).subs(ansatz)
-    return tuple(_simplify(-learning_rate * sp.diff(reduced_loss, c)) for c in coords)
+    return tuple(simplified(-learning_rate * sp.diff(reduced_loss, c)) for c in coords)
