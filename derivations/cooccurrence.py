@@ -1,6 +1,6 @@
 """Symbolic reduced systems of word co-occurrence (Yang, Kailkhura, Wang, Liang, NeurIPS 2024).
 
-The exact flow (theory digest §3.2, `flows.cooccurrence.flow`) lives on the Gram state
+The exact flow (the Gram reformulation of the dynamics of Sec. 3 and App. C, `flows.cooccurrence.flow`) lives on the Gram state
 (G, S, M_V, M_K, M_Q, A). For any loss that depends on the parameters only through G = W_V^T W^T a and
 A = W_K^T W_Q, the parameter gradient flow pushes forward to (a fixed, +-1, a^T a = m1)
 
@@ -11,7 +11,7 @@ A = W_K^T W_Q, the parameter gradient flow pushes forward to (a fixed, +-1, a^T 
 This module states the **reduced losses** and lets sympy differentiate them (z and B are derived, not
 typed in); the pushforward above then gives the reduced right-hand sides, emitted by `codegen`.
 
-1. `cooccurrence-3token` (mean-field reduction, digest §3.2 [recon]): random tokens have G = 0, zero scores
+1. `cooccurrence-3token` (mean-field reduction of the Gram flow): random tokens have G = 0, zero scores
    as keys and uniform rows as queries, and do not learn (their O(1/n) learning, Lemmas E.6/F.14, is
    dropped). Each group I_k is one representative sequence (its special tokens plus L - #special random
    tokens) with weight q = (1/2, 1/6, 1/6, 1/6). With A_ij the score of key mu_i for query mu_j,
@@ -21,7 +21,7 @@ typed in); the pushforward above then gives the reduced right-hand sides, emitte
        L̂ = sum_k q_k log(1 + e^{-y_k F_k}).
 
    State: G1, G2, G3, S and the 3x3 blocks of A, M_V, M_K, M_Q (40 coordinates; params m, m1, L).
-2. `cooccurrence-phase2` (4-ODE skeleton, digest §3.2): the 3-token system at uniform attention (A = 0,
+2. `cooccurrence-phase2` (4-ODE skeleton of the Gram flow): the 3-token system at uniform attention (A = 0,
    attention frozen) without the m1 M_V term (O(sigma0^2/sigma1^2) relative to S): state (G1, G2, G3, S),
 
        dG1 = S (q1 g1 - q2 g2),  dG2 = S (q1 g1 - q3 g3),  dG3 = S (q1 g1 - q2 g2 - q3 g3 - q4 g4),
@@ -124,7 +124,7 @@ class Cooccurrence3TokenDerivation(Derivation):
             params=(m, m1, L),  # as declared by three_token_symbols
             metric=tuple(sp.Integer(1) for _ in state),
             description=(
-                "Word co-occurrence (Yang et al. 2024), 3-token mean-field reduction (theory digest §3.2):\n"
+                "Word co-occurrence (Yang et al. 2024), 3-token mean-field reduction of the Gram flow:\n"
                 "G1..G3, S and the 3x3 blocks of A (key row, query column), M_V, M_K, M_Q; random tokens\n"
                 "inert (G = 0, zero key scores, uniform query rows); groups weighted (1/2, 1/6, 1/6, 1/6).\n"
                 "z = -dL/dG and B = -sqrt(m) dL/dA by sympy; Gram pushforward of §3.2."
@@ -174,7 +174,7 @@ class CooccurrencePhase2Derivation(Derivation):
             params=(m1,),
             metric=tuple(sp.Integer(1) for _ in state),
             description=(
-                "Word co-occurrence (Yang et al. 2024), phase-2 skeleton (theory digest §3.2; proofs of\n"
+                "Word co-occurrence (Yang et al. 2024), phase-2 skeleton (the Gram flow; proofs of\n"
                 "Lemma F.6, Thm F.8): the 3-token system at uniform attention (A = 0) without the m1 M_V\n"
                 "term; dG = S z, dS = 2 m1 G^T z, z = -dL/dG."
             ),

@@ -192,7 +192,7 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
             [ParameterGroup("V", tuple(self.V), 1), ParameterGroup("W", tuple(self.W), 1)],
             name=self.name, simplify=False,
             description=(
-                "Mean-field transformer (Gao et al. 2024, theory digest §1.2, §2.3-2.4), attention particle\n"
+                "Mean-field transformer (Gao et al. 2024, eqs. 2.1-2.3 and its particle flow), attention particle\n"
                 f"theta = (V, W) on a D = {D}, K = N + 1 = {K} symbolic instance: first variation\n"
                 "g = <P, V Z S>_F + lam/2 (|V|^2 + |W|^2), S = softmax over keys of Z^T W Z; velocity\n"
                 "d theta/d tau = -grad_theta g derived by sympy and shown equal to the closed matrix form."),
@@ -367,7 +367,7 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
             [ParameterGroup("W1", tuple(self.W1), 1), ParameterGroup("W2", tuple(self.W2), 1)],
             name=self.name, simplify=False,
             description=(
-                "Mean-field transformer (Gao et al. 2024, theory digest §1.2, §2.3-2.4), MLP particle\n"
+                "Mean-field transformer (Gao et al. 2024, eqs. 2.1-2.3 and its particle flow), MLP particle\n"
                 f"w = (W1 row a, W2 column b) on a D = {D}, K = N + 1 = {K} symbolic instance: first variation\n"
                 "g = <P, W2 sigma(W1 Z)>_F + lam/2 (|W1|^2 + |W2|^2), sigma = HuberizedReLU(h0); velocity\n"
                 "d w/d tau = -grad_w g derived by sympy and shown equal to the closed form on every piece."),

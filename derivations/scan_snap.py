@@ -102,7 +102,7 @@ def explicit_decoder_h_flow(M: int) -> sp.Expr:
     return proj.system.rhs[0]
 
 
-# --- quasi-static reduced Z-flow on a class-symmetric instance (Lemma 4, eq. 10; digest §3.5-3) ------------
+# --- quasi-static reduced Z-flow on a class-symmetric instance (Lemma 4, eq. 10) ------------------------------
 
 
 def reduced_symmetric_symbols():

@@ -2,7 +2,7 @@
 
 Derivation: derivations.cooccurrence:Cooccurrence3TokenDerivation
 System: cooccurrence-3token
-Word co-occurrence (Yang et al. 2024), 3-token mean-field reduction (theory digest §3.2):
+Word co-occurrence (Yang et al. 2024), 3-token mean-field reduction of the Gram flow:
 G1..G3, S and the 3x3 blocks of A (key row, query column), M_V, M_K, M_Q; random tokens
 inert (G = 0, zero key scores, uniform query rows); groups weighted (1/2, 1/6, 1/6, 1/6).
 z = -dL/dG and B = -sqrt(m) dL/dA by sympy; Gram pushforward of §3.2.

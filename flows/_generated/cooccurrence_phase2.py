@@ -2,7 +2,7 @@
 
 Derivation: derivations.cooccurrence:CooccurrencePhase2Derivation
 System: cooccurrence-phase2
-Word co-occurrence (Yang et al. 2024), phase-2 skeleton (theory digest §3.2; proofs of
+Word co-occurrence (Yang et al. 2024), phase-2 skeleton (the Gram flow; proofs of
 Lemma F.6, Thm F.8): the 3-token system at uniform attention (A = 0) without the m1 M_V
 term; dG = S z, dS = 2 m1 G^T z, z = -dL/dG.
 Equations:
