@@ -1,13 +1,5 @@
 """Deprecated alias of `flows.experiments.compile_cache`, kept for one release: import that module instead."""
 
-import importlib
-import warnings
+from ._deprecated import forwarder
 
-_MOVED_TO = "flows.experiments.compile_cache"
-
-
-def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    warnings.warn(f"{__name__} is deprecated: import {_MOVED_TO}", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(_MOVED_TO), name)
+__getattr__ = forwarder(__name__, "flows.experiments.compile_cache")
