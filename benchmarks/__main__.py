@@ -21,8 +21,9 @@ from benchmarks._harness import HEADER, format_row
 
 def available() -> list[str]:
     """Names of the benchmark modules, without the `bench_` prefix."""
-    return sorted(m.name[len("bench_"):] for m in pkgutil.iter_modules(benchmarks.__path__)
-                  if m.name.startswith("bench_"))
+    return sorted(
+        m.name[len("bench_") :] for m in pkgutil.iter_modules(benchmarks.__path__) if m.name.startswith("bench_")
+    )
 
 
 def main(argv=None) -> int:
@@ -31,8 +32,11 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="+", metavar="NAME", help=f"run only these modules (of {available()})")
     p.add_argument("--out", default="out/benchmarks/results.jsonl", help="JSON-lines file (appended)")
     p.add_argument("--results", default=None, help="also write DIR/<module>.json per module")
-    p.add_argument("--no-compile-cache", action="store_true",
-                   help="cold compiles: do not use the persistent compilation cache (flows.experiments.compile_cache)")
+    p.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="cold compiles: do not use the persistent compilation cache (flows.experiments.compile_cache)",
+    )
     ns = p.parse_args(argv)
     names = available()
     if ns.only:
@@ -45,9 +49,12 @@ def main(argv=None) -> int:
     for name in names:
         mod = importlib.import_module(f"benchmarks.bench_{name}")
         print(f"== bench_{name}", flush=True)
-        mod.main((["--quick"] if ns.quick else []) + ["--out", str(out)]
-                 + (["--results", ns.results] if ns.results else [])
-                 + (["--no-compile-cache"] if ns.no_compile_cache else []))
+        mod.main(
+            (["--quick"] if ns.quick else [])
+            + ["--out", str(out)]
+            + (["--results", ns.results] if ns.results else [])
+            + (["--no-compile-cache"] if ns.no_compile_cache else [])
+        )
     rows = [json.loads(line) for line in out.read_text().splitlines()[first_line:]]
     print("\n" + HEADER)
     for r in rows:

@@ -27,8 +27,19 @@ import jax
 
 from flows.experiments import records
 
-__all__ = ["best_of", "bench_main", "fresh_process", "machine", "numpy_kernel_env", "parser", "ratio", "row",
-           "start", "write_results", "write_rows"]
+__all__ = [
+    "best_of",
+    "bench_main",
+    "fresh_process",
+    "machine",
+    "numpy_kernel_env",
+    "parser",
+    "ratio",
+    "row",
+    "start",
+    "write_results",
+    "write_rows",
+]
 
 #: Committed results (one JSON file per benchmark module) live here.
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -49,15 +60,31 @@ def ratio(value: float, of: str, target: float | None = None) -> dict:
     """A measured ratio (`value` = how many times cheaper/faster), what it compares (`of`, e.g.
     "GD first call / flow first call") and the issue's target (met when value >= target)."""
     value = float(value)
-    return {"value": value, "of": of, "target": target,
-            "met": None if target is None else bool(value >= target)}
+    return {"value": value, "of": of, "target": target, "met": None if target is None else bool(value >= target)}
 
 
-def row(bench: str, *, params: dict, compile_s: float | None, run_s_min: float | None, repeats: int = 1,
-        steps=None, error: float | None = None, **extra) -> dict:
+def row(
+    bench: str,
+    *,
+    params: dict,
+    compile_s: float | None,
+    run_s_min: float | None,
+    repeats: int = 1,
+    steps=None,
+    error: float | None = None,
+    **extra,
+) -> dict:
     """One benchmark row in the common format (see the module docstring)."""
-    return {"bench": bench, "params": params, "compile_s": compile_s, "run_s_min": run_s_min,
-            "repeats": int(repeats), "steps": steps, "error": error, **extra}
+    return {
+        "bench": bench,
+        "params": params,
+        "compile_s": compile_s,
+        "run_s_min": run_s_min,
+        "repeats": int(repeats),
+        "steps": steps,
+        "error": error,
+        **extra,
+    }
 
 
 def numpy_kernel_env(env: dict | None = None) -> dict:
@@ -71,14 +98,17 @@ def numpy_kernel_env(env: dict | None = None) -> dict:
 
 def blas_kernel() -> dict:
     """Which BLAS numpy runs here (threadpoolctl if installed, else numpy's build config)."""
-    info = {"OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
-            "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE")}
+    info = {
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+        "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
+    }
     try:
         import threadpoolctl
 
         libs = threadpoolctl.threadpool_info()
-        info["libraries"] = [{k: lib.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
-                             for lib in libs]
+        info["libraries"] = [
+            {k: lib.get(k) for k in ("internal_api", "version", "architecture", "num_threads")} for lib in libs
+        ]
     except ImportError:
         info["libraries"] = None
     return info
@@ -106,9 +136,15 @@ def _memory_gib() -> float | None:
 
 def machine() -> dict:
     """CPU model, core count, memory, platform, the BLAS kernel numpy runs, and today's date."""
-    return {"cpu": _cpu_model(), "cores": os.cpu_count(), "memory_gib": _memory_gib(),
-            "platform": platform.platform(), "python": platform.python_version(),
-            "date": datetime.date.today().isoformat(), "blas": blas_kernel()}
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+        "blas": blas_kernel(),
+    }
 
 
 def fresh_process(code: str, *, timeout: float = 600.0, env: dict | None = None) -> dict:
@@ -124,8 +160,9 @@ def fresh_process(code: str, *, timeout: float = 600.0, env: dict | None = None)
     root = str(Path(__file__).resolve().parent.parent)
     child_env["PYTHONPATH"] = root + (os.pathsep + child_env["PYTHONPATH"] if child_env.get("PYTHONPATH") else "")
     begin = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                          env=child_env, cwd=root)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=child_env, cwd=root
+    )
     wall = time.perf_counter() - begin
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark subprocess failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -139,10 +176,16 @@ def parser(description: str):
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
     p.add_argument("--out", default="out/benchmarks/results.jsonl", help="JSON-lines file (appended)")
-    p.add_argument("--results", default=None,
-                   help="also write the rows to DIR/<module>.json (the committed results: benchmarks/results)")
-    p.add_argument("--no-compile-cache", action="store_true",
-                   help="do not use the persistent compilation cache (flows.experiments.compile_cache): cold compiles")
+    p.add_argument(
+        "--results",
+        default=None,
+        help="also write the rows to DIR/<module>.json (the committed results: benchmarks/results)",
+    )
+    p.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="do not use the persistent compilation cache (flows.experiments.compile_cache): cold compiles",
+    )
     return p
 
 
@@ -157,11 +200,15 @@ def _env() -> dict:
     from flows.experiments import compile_cache
 
     cache = compile_cache.enabled_dir()
-    return {"versions": {k: v for k, v in records.versions().items()
-                         if k in ("jax", "jaxlib", "diffrax", "numpy", "scipy", "jax_backend", "jax_enable_x64",
-                                  "git_sha")},
-            "machine": machine(),
-            "compile_cache": cache is not None}  # True: compile_s may be a cache read, not a cold compile
+    return {
+        "versions": {
+            k: v
+            for k, v in records.versions().items()
+            if k in ("jax", "jaxlib", "diffrax", "numpy", "scipy", "jax_backend", "jax_enable_x64", "git_sha")
+        },
+        "machine": machine(),
+        "compile_cache": cache is not None,
+    }  # True: compile_s may be a cache read, not a cold compile
 
 
 def _check(rows: list[dict]) -> None:
@@ -193,16 +240,24 @@ def write_results(name: str, rows: list[dict], folder: Path | str = RESULTS_DIR)
 
 def format_row(r: dict) -> str:
     """One table line: bench, compile, best run, steps, error, ratio (what over what) and its target."""
+
     def num(x, fmt):
         width = int(fmt.split(".")[0])
         return f"{'-':>{width}s}" if x is None else format(x, fmt)
 
     rat = r.get("ratio")
-    rat_s = "" if not rat else (f"{rat['value']:.3g}x ({rat['of']})"
-                                + ("" if rat["target"] is None else
-                                   f" target >= {rat['target']:g}: {'met' if rat['met'] else 'MISSED'}"))
-    return (f"{r['bench']:48s} {num(r['compile_s'], '10.3f')} {num(r['run_s_min'], '12.5f')} "
-            f"{str(r['steps']) if r['steps'] is not None else '-':>8s} {num(r['error'], '10.2e')}  {rat_s}")
+    rat_s = (
+        ""
+        if not rat
+        else (
+            f"{rat['value']:.3g}x ({rat['of']})"
+            + ("" if rat["target"] is None else f" target >= {rat['target']:g}: {'met' if rat['met'] else 'MISSED'}")
+        )
+    )
+    return (
+        f"{r['bench']:48s} {num(r['compile_s'], '10.3f')} {num(r['run_s_min'], '12.5f')} "
+        f"{str(r['steps']) if r['steps'] is not None else '-':>8s} {num(r['error'], '10.2e')}  {rat_s}"
+    )
 
 
 HEADER = f"{'bench':48s} {'compile_s':>10s} {'run_s_min':>12s} {'steps':>8s} {'error':>10s}  ratio"

@@ -23,8 +23,19 @@ import time
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["RHS", "cooccurrence_rhs", "flatten", "load_problem", "make_flat_rhs", "mean_field_rhs", "prepare",
-           "scan_snap_reduced_rhs", "scipy_main", "shapes_of", "unflatten"]
+__all__ = [
+    "RHS",
+    "cooccurrence_rhs",
+    "flatten",
+    "load_problem",
+    "make_flat_rhs",
+    "mean_field_rhs",
+    "prepare",
+    "scan_snap_reduced_rhs",
+    "scipy_main",
+    "shapes_of",
+    "unflatten",
+]
 
 
 # --------------------------------------------------------------------------- state layout
@@ -45,7 +56,7 @@ def unflatten(vec: np.ndarray, shapes) -> dict:
     out, start = {}, 0
     for k, shape in shapes:
         size = math.prod(shape)
-        out[k] = vec[start:start + size].reshape(shape)
+        out[k] = vec[start : start + size].reshape(shape)
         start += size
     return out
 
@@ -152,8 +163,13 @@ def _huber_grad(z, h0):
 
 
 def prepare_mean_field(args: dict, shapes: dict) -> dict:
-    return {"Z0": np.asarray(args["Z0"]), "y": np.asarray(args["y"]), "lam": float(args["lam"]),
-            "threshold": float(args["threshold"]), "d": int(args["d"])}
+    return {
+        "Z0": np.asarray(args["Z0"]),
+        "y": np.asarray(args["y"]),
+        "lam": float(args["lam"]),
+        "threshold": float(args["threshold"]),
+        "d": int(args["d"]),
+    }
 
 
 def mean_field_rhs(t, particles, args):
@@ -243,15 +259,17 @@ def _kernel() -> list:
         import threadpoolctl
     except ImportError:
         return []
-    return [{k: lib.get(k) for k in ("internal_api", "architecture", "version", "num_threads")}
-            for lib in threadpoolctl.threadpool_info()]
+    return [
+        {k: lib.get(k) for k in ("internal_api", "architecture", "version", "num_threads")}
+        for lib in threadpoolctl.threadpool_info()
+    ]
 
 
 def load_problem(path):
     """(system, shapes, y0 flat, numpy args, t1, reference final state flat) from a `bench_solve` npz."""
     with np.load(path, allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
-        args = {k[len("arg_"):]: z[k] for k in z.files if k.startswith("arg_")}
+        args = {k[len("arg_") :]: z[k] for k in z.files if k.startswith("arg_")}
         y0, ref = z["y0"], z["ref"]
     shapes = [(k, tuple(s)) for k, s in meta["shapes"]]
     return meta["system"], shapes, y0, prepare(meta["system"], args, shapes), float(meta["t1"]), ref
@@ -283,12 +301,21 @@ def scipy_main(path, runs, repeats: int, budget_s: float = 20.0) -> dict:
             took = time.perf_counter() - begin
             best, done, spent = min(best, took), done + 1, spent + took
         err = float(np.max(np.abs(sol.y[:, -1] - ref)) / scale)
-        out.append({"method": method, "rtol": rtol, "atol": atol, "run_s_min": best, "repeats": done,
-                    "nfev": int(sol.nfev),
-                    "steps": int(sol.t.size - 1), "status": int(sol.status), "message": str(sol.message),
-                    "error": err})
-    result = {"system": system, "rhs_call_s": rhs_s, "runs": out, "numpy_kernel": _kernel(),
-              "numpy": np.__version__}
+        out.append(
+            {
+                "method": method,
+                "rtol": rtol,
+                "atol": atol,
+                "run_s_min": best,
+                "repeats": done,
+                "nfev": int(sol.nfev),
+                "steps": int(sol.t.size - 1),
+                "status": int(sol.status),
+                "message": str(sol.message),
+                "error": err,
+            }
+        )
+    result = {"system": system, "rhs_call_s": rhs_s, "runs": out, "numpy_kernel": _kernel(), "numpy": np.__version__}
     print(json.dumps(result))
     return result
 

@@ -93,14 +93,23 @@ def first_call(size: str) -> dict:
     for side in (flow, gd):  # the interpreter's start counts with the imports
         side["stages"]["imports"] += side["wall_s"] - side["stages"]["total"]
     no_imports = (gd["wall_s"] - gd["stages"]["imports"]) / (flow["wall_s"] - flow["stages"]["imports"])
-    return row(f"cooccurrence/first_call({size})", params={**shape, "lr": lr, "gd_steps": steps, "t": lr * steps},
-               compile_s=flow["stages"]["compile"], run_s_min=flow["wall_s"], repeats=1, steps=flow["steps"],
-               error=abs(flow["loss_end"] - gd["loss_end"]) / abs(gd["loss_end"]),
-               ratio=ratio(gd["wall_s"] / flow["wall_s"], "GD first call / flow first call (fresh processes)",
-                           target),
-               flow_wall_s=flow["wall_s"], gd_wall_s=gd["wall_s"], flow_stages=flow["stages"],
-               gd_stages=gd["stages"], ratio_without_imports=no_imports, T1_flow=flow["T1"],
-               note="run_s_min is the flow's whole first call; error = |loss_flow - loss_GD| / loss_GD at t_end")
+    return row(
+        f"cooccurrence/first_call({size})",
+        params={**shape, "lr": lr, "gd_steps": steps, "t": lr * steps},
+        compile_s=flow["stages"]["compile"],
+        run_s_min=flow["wall_s"],
+        repeats=1,
+        steps=flow["steps"],
+        error=abs(flow["loss_end"] - gd["loss_end"]) / abs(gd["loss_end"]),
+        ratio=ratio(gd["wall_s"] / flow["wall_s"], "GD first call / flow first call (fresh processes)", target),
+        flow_wall_s=flow["wall_s"],
+        gd_wall_s=gd["wall_s"],
+        flow_stages=flow["stages"],
+        gd_stages=gd["stages"],
+        ratio_without_imports=no_imports,
+        T1_flow=flow["T1"],
+        note="run_s_min is the flow's whole first call; error = |loss_flow - loss_GD| / loss_GD at t_end",
+    )
 
 
 _FLOOR_CHILD = """
@@ -146,10 +155,19 @@ def diffrax_floor(first_calls: list[dict]) -> dict:
         fs = r["flow_stages"]
         best = out["imports"] + fs["data"] + fs["initial_state"] + floor_s + fs["run"]
         bounds[f"best_ratio_{r['bench'].split('(')[1].rstrip(')')}"] = r["gd_wall_s"] / best
-    return row("cooccurrence/diffrax_floor", params={"state_size": size, "save_points": 161}, compile_s=floor_s,
-               run_s_min=None, repeats=1, imports_s=out["imports"], trace_s=out["trace"], lower_s=out["lower"],
-               xla_compile_s=out["compile"], **bounds,
-               note="compile_s = trace + lower + XLA compile of a bare diffeqsolve of dy/dt = -y (no flows)")
+    return row(
+        "cooccurrence/diffrax_floor",
+        params={"state_size": size, "save_points": 161},
+        compile_s=floor_s,
+        run_s_min=None,
+        repeats=1,
+        imports_s=out["imports"],
+        trace_s=out["trace"],
+        lower_s=out["lower"],
+        xla_compile_s=out["compile"],
+        **bounds,
+        note="compile_s = trace + lower + XLA compile of a bare diffeqsolve of dy/dt = -y (no flows)",
+    )
 
 
 _VF_COMPILE_CHILD = """
@@ -173,9 +191,15 @@ def vector_field_compile() -> dict:
     """The Gram vector field's own compile (fresh process, library options) against the 1.5 s budget."""
     shape = SIZES["paper"][0]
     out = fresh_process(_VF_COMPILE_CHILD.format(shape=shape))
-    return row("cooccurrence/vector_field_compile(paper)", params={**shape, "fresh_process": True},
-               compile_s=out["compile_s"], run_s_min=None, repeats=1, trace_s=out["trace_s"],
-               ratio=ratio(1.5 / out["compile_s"], "budget 1.5 s / compile of the vector field", 1.0))
+    return row(
+        "cooccurrence/vector_field_compile(paper)",
+        params={**shape, "fresh_process": True},
+        compile_s=out["compile_s"],
+        run_s_min=None,
+        repeats=1,
+        trace_s=out["trace_s"],
+        ratio=ratio(1.5 / out["compile_s"], "budget 1.5 s / compile of the vector field", 1.0),
+    )
 
 
 def compile_and_event(quick: bool) -> list[dict]:
@@ -200,20 +224,40 @@ def compile_and_event(quick: bool) -> list[dict]:
         regrid[n] = {"wall_s": time.perf_counter() - start, "compile_s": traj.compile_s, "run_s": traj.run_s}
     extra = max(r["wall_s"] - r["run_s"] for r in regrid.values())
     return [
-        row("cooccurrence/new_save_grid(paper)", params={**shape, "t": lr * steps, "save_points": list(regrid)},
-            compile_s=max(r["compile_s"] for r in regrid.values()), run_s_min=None, repeats=1,
+        row(
+            "cooccurrence/new_save_grid(paper)",
+            params={**shape, "t": lr * steps, "save_points": list(regrid)},
+            compile_s=max(r["compile_s"] for r in regrid.values()),
+            run_s_min=None,
+            repeats=1,
             ratio=ratio(0.5 / max(extra, 1e-9), "budget 0.5 s / extra cost of a new number of save points", 1.0),
-            per_grid=regrid, note="after the first call; extra = wall - run of solve_flow with a new grid length"),
-        row("cooccurrence/flow_compile(paper)", params=params, compile_s=with_event.compile_s,
-            run_s_min=event_s, repeats=repeats, steps=int(with_event.num_steps),
-            ratio=ratio(1.5 / with_event.compile_s, "budget 1.5 s / compile of the solve (observables, T1 event)",
-                        1.0),
-            compile_without_event_s=plain.compile_s),
-        row("cooccurrence/event_cost(paper)", params=params, compile_s=plain.compile_s, run_s_min=event_s,
-            repeats=repeats, steps=int(with_event.num_steps), error=diff,
+            per_grid=regrid,
+            note="after the first call; extra = wall - run of solve_flow with a new grid length",
+        ),
+        row(
+            "cooccurrence/flow_compile(paper)",
+            params=params,
+            compile_s=with_event.compile_s,
+            run_s_min=event_s,
+            repeats=repeats,
+            steps=int(with_event.num_steps),
+            ratio=ratio(1.5 / with_event.compile_s, "budget 1.5 s / compile of the solve (observables, T1 event)", 1.0),
+            compile_without_event_s=plain.compile_s,
+        ),
+        row(
+            "cooccurrence/event_cost(paper)",
+            params=params,
+            compile_s=plain.compile_s,
+            run_s_min=event_s,
+            repeats=repeats,
+            steps=int(with_event.num_steps),
+            error=diff,
             ratio=ratio(2.0 * plain_s / event_s, "2 x plain run / run with the located T1", 1.0),
-            plain_run_s=plain_s, event_run_s=event_s, plain_steps=int(plain.num_steps),
-            note="error = max |loss with event - loss without| over the save grid"),
+            plain_run_s=plain_s,
+            event_run_s=event_s,
+            plain_steps=int(plain.num_steps),
+            note="error = max |loss with event - loss without| over the save grid",
+        ),
     ]
 
 
@@ -226,20 +270,39 @@ def scaling(quick: bool) -> list[dict]:
         args, y0 = co.data_args(cfg, num_test=60), co.initial_state(cfg)
         ts = np.array([0.0, horizon])
         traj = co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False)
-        run_s = best_of(lambda cfg=cfg, args=args, y0=y0, ts=ts: co.solve_flow(
-            cfg, ts, args=args, y0=y0, locate_T1=False).observables, 2 if quick else 3)
-        rows.append(row(f"cooccurrence/scaling(d={d})", params={"d": d, "n": 60, "L": 5, "m": 128, "m1": 256,
-                                                                "t": horizon},
-                        compile_s=traj.compile_s, run_s_min=run_s, repeats=2 if quick else 3,
-                        steps=int(traj.num_steps), s_per_unit_time=run_s / horizon,
-                        s_per_step=run_s / int(traj.num_steps)))
+        run_s = best_of(
+            lambda cfg=cfg, args=args, y0=y0, ts=ts: (
+                co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False).observables
+            ),
+            2 if quick else 3,
+        )
+        rows.append(
+            row(
+                f"cooccurrence/scaling(d={d})",
+                params={"d": d, "n": 60, "L": 5, "m": 128, "m1": 256, "t": horizon},
+                compile_s=traj.compile_s,
+                run_s_min=run_s,
+                repeats=2 if quick else 3,
+                steps=int(traj.num_steps),
+                s_per_unit_time=run_s / horizon,
+                s_per_step=run_s / int(traj.num_steps),
+            )
+        )
     d_arr = np.array([r["params"]["d"] for r in rows], float)
     per_t = np.array([r["s_per_unit_time"] for r in rows])
     fit = fitting.power_law_fit(d_arr, per_t, n_boot=2000, rng=0, interval="percentile") if len(rows) >= 3 else None
-    rows.append(row("cooccurrence/scaling_fit", params={"d": d_arr.tolist()}, compile_s=None, run_s_min=None,
-                    repeats=0, exponent=None if fit is None else fit.slope,
-                    exponent_ci=None if fit is None else list(fit.slope_ci),
-                    note="run time per unit flow time ~ d^exponent"))
+    rows.append(
+        row(
+            "cooccurrence/scaling_fit",
+            params={"d": d_arr.tolist()},
+            compile_s=None,
+            run_s_min=None,
+            repeats=0,
+            exponent=None if fit is None else fit.slope,
+            exponent_ci=None if fit is None else list(fit.slope_ci),
+            note="run time per unit flow time ~ d^exponent",
+        )
+    )
     return rows
 
 

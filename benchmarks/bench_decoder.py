@@ -27,26 +27,45 @@ def run(quick: bool) -> list[dict]:
     ref = np.asarray(theory.h(ts, M, eta))
     repeats = 3 if quick else 10
     rows = []
-    for rtol in ([1e-8] if quick else [1e-6, 1e-8, 1e-10, 1e-12]):
+    for rtol in [1e-8] if quick else [1e-6, 1e-8, 1e-10, 1e-12]:
         start = time.perf_counter()
         traj = solve_decoder(M, eta, ts, rtol=rtol, atol=1e-30)
         first = time.perf_counter() - start
         run_s = best_of(lambda rtol=rtol: solve_decoder(M, eta, ts, rtol=rtol, atol=1e-30).ys, repeats)
         err = float(np.max(np.abs(np.asarray(traj.ys)[1:] - ref[1:]) / ref[1:]))
-        rows.append(row("decoder_h/flows.solve(dopri8)", params={"M": M, "eta_Y": eta, "rtol": rtol},
-                        compile_s=traj.compile_s or first, run_s_min=run_s, repeats=repeats,
-                        steps=int(traj.num_steps), error=err))
+        rows.append(
+            row(
+                "decoder_h/flows.solve(dopri8)",
+                params={"M": M, "eta_Y": eta, "rtol": rtol},
+                compile_s=traj.compile_s or first,
+                run_s_min=run_s,
+                repeats=repeats,
+                steps=int(traj.num_steps),
+                error=err,
+            )
+        )
 
         def rhs(t, y):
             return eta / ((M - 1) + np.exp(M * y))
 
         sol = solve_ivp(rhs, (0.0, ts[-1]), [0.0], method="DOP853", t_eval=ts, rtol=rtol, atol=1e-30)
-        scipy_s = best_of(lambda rtol=rtol: solve_ivp(rhs, (0.0, ts[-1]), [0.0], method="DOP853", t_eval=ts,
-                                            rtol=rtol, atol=1e-30).y, repeats)
+        scipy_s = best_of(
+            lambda rtol=rtol: solve_ivp(rhs, (0.0, ts[-1]), [0.0], method="DOP853", t_eval=ts, rtol=rtol, atol=1e-30).y,
+            repeats,
+        )
         err_s = float(np.max(np.abs(sol.y[0][1:] - ref[1:]) / ref[1:]))
-        rows.append(row("decoder_h/scipy.solve_ivp(DOP853)", params={"M": M, "eta_Y": eta, "rtol": rtol},
-                        compile_s=0.0, run_s_min=scipy_s, repeats=repeats, steps=int(sol.nfev), error=err_s,
-                        ratio=ratio(scipy_s / run_s, "scipy run / flows.solve run")))
+        rows.append(
+            row(
+                "decoder_h/scipy.solve_ivp(DOP853)",
+                params={"M": M, "eta_Y": eta, "rtol": rtol},
+                compile_s=0.0,
+                run_s_min=scipy_s,
+                repeats=repeats,
+                steps=int(sol.nfev),
+                error=err_s,
+                ratio=ratio(scipy_s / run_s, "scipy run / flows.solve run"),
+            )
+        )
 
     n = 16 if quick else 64
     etas = np.geomspace(0.01, 1.0, n)
@@ -55,11 +74,26 @@ def run(quick: bool) -> list[dict]:
     sweep_s = best_of(lambda: solve_decoder(M, etas, grid).ys, repeats)
     solve_decoder(M, etas[0], grid)  # compile the single solve once
     loop_s = best_of(lambda: [solve_decoder(M, e, grid).ys for e in etas], max(1, repeats // 2))
-    rows.append(row("decoder_h/sweep_vmap", params={"M": M, "n": n}, compile_s=sweep.compile_s,
-                    run_s_min=sweep_s, repeats=repeats, steps=int(np.max(sweep.num_steps)),
-                    ratio=ratio(loop_s / sweep_s, "Python loop of cached solves / vmapped sweep")))
-    rows.append(row("decoder_h/sweep_python_loop", params={"M": M, "n": n}, compile_s=0.0,
-                    run_s_min=loop_s, repeats=max(1, repeats // 2)))
+    rows.append(
+        row(
+            "decoder_h/sweep_vmap",
+            params={"M": M, "n": n},
+            compile_s=sweep.compile_s,
+            run_s_min=sweep_s,
+            repeats=repeats,
+            steps=int(np.max(sweep.num_steps)),
+            ratio=ratio(loop_s / sweep_s, "Python loop of cached solves / vmapped sweep"),
+        )
+    )
+    rows.append(
+        row(
+            "decoder_h/sweep_python_loop",
+            params={"M": M, "n": n},
+            compile_s=0.0,
+            run_s_min=loop_s,
+            repeats=max(1, repeats // 2),
+        )
+    )
     return rows
 
 

@@ -69,8 +69,16 @@ def _config(shape: dict) -> mf.Config:
 
 
 def _params(cfg: mf.Config) -> dict:
-    return {"L": cfg.L, "M": cfg.M, "M_mlp": cfg.M_mlp, "D": cfg.D, "N": cfg.N, "n_train": cfg.n_train,
-            "particles": cfg.num_particles, "dtype": "float64"}
+    return {
+        "L": cfg.L,
+        "M": cfg.M,
+        "M_mlp": cfg.M_mlp,
+        "D": cfg.D,
+        "N": cfg.N,
+        "n_train": cfg.n_train,
+        "particles": cfg.num_particles,
+        "dtype": "float64",
+    }
 
 
 def run(quick: bool) -> list[dict]:
@@ -91,16 +99,23 @@ def particle_solve(cfg: mf.Config, quick: bool) -> list[dict]:
     ts = np.array([0.0, 0.25, 0.5])
     repeats = 2 if quick else 3
     traj = mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)
-    run_s = best_of(lambda: mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables,
-                    repeats)
+    run_s = best_of(lambda: mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables, repeats)
     error = None
     if not quick:  # the reference compiles a second program; the full run measures the error
         ref = mf.solve_particles(cfg, ts, observables="basic", solver="dopri8", rtol=1e-10, atol=1e-12)
         q_ref = float(ref.observables["Q"][-1])
         error = abs(float(traj.observables["Q"][-1]) - q_ref) / abs(q_ref)
-    return [row("mean_field/particle_solve(tsit5)", params={**_params(cfg), "tau": 0.5, "rtol": 1e-6},
-                compile_s=traj.compile_s, run_s_min=run_s, repeats=repeats, steps=int(traj.num_steps),
-                error=error)]
+    return [
+        row(
+            "mean_field/particle_solve(tsit5)",
+            params={**_params(cfg), "tau": 0.5, "rtol": 1e-6},
+            compile_s=traj.compile_s,
+            run_s_min=run_s,
+            repeats=repeats,
+            steps=int(traj.num_steps),
+            error=error,
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- compile of the vector field
@@ -131,10 +146,18 @@ print(json.dumps({{"import_s": t_import, "trace_s": trace_s, "vf_compile_s": vf_
 def vector_field_compile(shape: dict) -> list[dict]:
     out = fresh_process(_COMPILE_CHILD.format(shape=repr(shape)))
     compile_s = out["vf_compile_s"]
-    return [row("mean_field/vector_field_compile", params={**_params(_config(shape)), "fresh_process": True},
-                compile_s=compile_s, run_s_min=None, repeats=1, trace_s=out["trace_s"],
-                solve_compile_s=out["solve_compile_s"],
-                ratio=ratio(COMPILE_BUDGET_S / compile_s, f"budget {COMPILE_BUDGET_S} s / compile", target=1))]
+    return [
+        row(
+            "mean_field/vector_field_compile",
+            params={**_params(_config(shape)), "fresh_process": True},
+            compile_s=compile_s,
+            run_s_min=None,
+            repeats=1,
+            trace_s=out["trace_s"],
+            solve_compile_s=out["solve_compile_s"],
+            ratio=ratio(COMPILE_BUDGET_S / compile_s, f"budget {COMPILE_BUDGET_S} s / compile", target=1),
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- GD throughput and FLOP rate
@@ -171,8 +194,11 @@ def _torch_network(cfg: mf.Config, particles: dict, data):
             pre = torch.einsum("jd,ndk->njk", p["W1"][layer], Z)
             Z = Z + sm * torch.einsum("jc,njk->nck", p["W2"][layer], huberized_relu(pre))
         err = Z[:, d, -1] - y
-        decay = 0.5 * lam * (sa * (p["V"].pow(2).sum() + p["W"].pow(2).sum())
-                             + sm * (p["W1"].pow(2).sum() + p["W2"].pow(2).sum()))
+        decay = (
+            0.5
+            * lam
+            * (sa * (p["V"].pow(2).sum() + p["W"].pow(2).sum()) + sm * (p["W1"].pow(2).sum() + p["W2"].pow(2).sum()))
+        )
         return 0.5 * torch.mean(err * err) + decay
 
     return objective, tp
@@ -208,8 +234,9 @@ def _step_flops(cfg: mf.Config) -> float:
     - MLP: n K M_mlp D six times (pre-activation, output, and four in the backward pass).
     """
     n, K, D, M, Mm = cfg.n_train, cfg.N + 1, cfg.D, cfg.M, cfg.M_mlp
-    macs = (4 * n * K**2 * D**2 * M + 3 * n * K**2 * M * D + 4 * n * K * M * D**2 + 2 * n * K**2 * D**2
-            + 6 * n * K * Mm * D)
+    macs = (
+        4 * n * K**2 * D**2 * M + 3 * n * K**2 * M * D + 4 * n * K * M * D**2 + 2 * n * K**2 * D**2 + 6 * n * K * Mm * D
+    )
     return 2.0 * macs * cfg.L
 
 
@@ -220,8 +247,9 @@ def _step_flops_xla(cfg: mf.Config) -> float:
     one = cfg.replace(L=1)
     p = mf.init_particles(one)
     data = mf.training_set(one)
-    grad = jax.jit(jax.grad(lambda p: mf_model.objective_value(p, data.Z0, data.y, one.lam, one.threshold, one.d,
-                                                            True)))
+    grad = jax.jit(
+        jax.grad(lambda p: mf_model.objective_value(p, data.Z0, data.y, one.lam, one.threshold, one.d, True))
+    )
     cost = grad.lower(p).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     return float(cost["flops"]) * cfg.L
@@ -245,21 +273,42 @@ def gd_throughput(cfg: mf.Config, quick: bool, matmul_n: int = 2048) -> list[dic
         torch = None
     if torch is None:
         gd_s = best_of(flows_gd, repeats)
-        rows.append(row("mean_field/gd", params=params, compile_s=rec.compile_s, run_s_min=gd_s, repeats=repeats,
-                        steps=steps, particle_steps_per_s=steps * P / gd_s, s_per_step=gd_s / steps))
-        rows.append(row("mean_field/gd_torch_eager", params=params, compile_s=None, run_s_min=None, repeats=0,
-                        note="skipped: torch is not installed (pip install '.[bench]')"))
+        rows.append(
+            row(
+                "mean_field/gd",
+                params=params,
+                compile_s=rec.compile_s,
+                run_s_min=gd_s,
+                repeats=repeats,
+                steps=steps,
+                particle_steps_per_s=steps * P / gd_s,
+                s_per_step=gd_s / steps,
+            )
+        )
+        rows.append(
+            row(
+                "mean_field/gd_torch_eager",
+                params=params,
+                compile_s=None,
+                run_s_min=None,
+                repeats=0,
+                note="skipped: torch is not installed (pip install '.[bench]')",
+            )
+        )
     else:
         particles, data = mf.init_particles(cfg), mf.training_set(cfg)
         objective, tp = _torch_network(cfg, particles, data)
         q_t = objective(tp)
         q_t.backward()
         q_t = float(q_t.detach())
-        g_j = jax.jit(jax.grad(lambda p: mf_model.objective_value(p, data.Z0, data.y, cfg.lam, cfg.threshold, cfg.d,
-                                                               True)))(particles)
+        g_j = jax.jit(
+            jax.grad(lambda p: mf_model.objective_value(p, data.Z0, data.y, cfg.lam, cfg.threshold, cfg.d, True))
+        )(particles)
         q_j = mf.objective(cfg, particles, data)
-        gaps = [float(np.max(np.abs(tp[k].grad.numpy() - np.asarray(g_j[k]))) / np.max(np.abs(np.asarray(g_j[k]))))
-                for k in g_j]
+        gaps = [
+            float(np.max(np.abs(tp[k].grad.numpy() - np.asarray(g_j[k]))) / np.max(np.abs(np.asarray(g_j[k]))))
+            for k in g_j
+        ]
         error = max([abs(float(q_t) - float(q_j)) / abs(float(q_j))] + gaps)
         lr = {"V": rec.lr_attention, "W": rec.lr_attention, "W1": rec.lr_mlp, "W2": rec.lr_mlp}
         _torch_gd(objective, tp, lr, 1)  # warm up the allocator
@@ -270,22 +319,52 @@ def gd_throughput(cfg: mf.Config, quick: bool, matmul_n: int = 2048) -> list[dic
             begin = time.perf_counter()
             _torch_gd(objective, fresh, lr, steps)
             torch_s = min(torch_s, time.perf_counter() - begin)
-        rows.append(row("mean_field/gd", params=params, compile_s=rec.compile_s, run_s_min=gd_s, repeats=repeats,
-                        steps=steps, particle_steps_per_s=steps * P / gd_s, s_per_step=gd_s / steps))
-        rows.append(row("mean_field/gd_torch_eager", params={**params, "torch": torch.__version__,
-                                                              "torch_threads": torch.get_num_threads()},
-                        compile_s=0.0, run_s_min=torch_s, repeats=repeats, steps=steps, error=error,
-                        particle_steps_per_s=steps * P / torch_s, s_per_step=torch_s / steps,
-                        ratio=ratio(torch_s / gd_s, "flows GD / torch eager (particle-steps/s)", target=2)))
+        rows.append(
+            row(
+                "mean_field/gd",
+                params=params,
+                compile_s=rec.compile_s,
+                run_s_min=gd_s,
+                repeats=repeats,
+                steps=steps,
+                particle_steps_per_s=steps * P / gd_s,
+                s_per_step=gd_s / steps,
+            )
+        )
+        rows.append(
+            row(
+                "mean_field/gd_torch_eager",
+                params={**params, "torch": torch.__version__, "torch_threads": torch.get_num_threads()},
+                compile_s=0.0,
+                run_s_min=torch_s,
+                repeats=repeats,
+                steps=steps,
+                error=error,
+                particle_steps_per_s=steps * P / torch_s,
+                s_per_step=torch_s / steps,
+                ratio=ratio(torch_s / gd_s, "flows GD / torch eager (particle-steps/s)", target=2),
+            )
+        )
     flops = _step_flops(cfg)
     flops_xla = _step_flops_xla(cfg)
     matmul = _matmul_rate(repeats + 2, matmul_n)
     achieved = flops * steps / rows[0]["run_s_min"]
-    rows.append(row("mean_field/gd_flop_rate", params=params, compile_s=None, run_s_min=rows[0]["run_s_min"],
-                    repeats=repeats, steps=steps, flops_per_step=flops, flops_per_step_xla=flops_xla,
-                    achieved_flop_s=achieved,
-                    matmul_flop_s=matmul, matmul_size=matmul_n,
-                    ratio=ratio(achieved / matmul, "GD step FLOP rate / float64 matmul rate")))
+    rows.append(
+        row(
+            "mean_field/gd_flop_rate",
+            params=params,
+            compile_s=None,
+            run_s_min=rows[0]["run_s_min"],
+            repeats=repeats,
+            steps=steps,
+            flops_per_step=flops,
+            flops_per_step_xla=flops_xla,
+            achieved_flop_s=achieved,
+            matmul_flop_s=matmul,
+            matmul_size=matmul_n,
+            ratio=ratio(achieved / matmul, "GD step FLOP rate / float64 matmul rate"),
+        )
+    )
     return rows
 
 
@@ -324,8 +403,7 @@ print(json.dumps({{"import_s": t_import, "call_s": time.perf_counter() - t, "com
 def first_call_equal_accuracy(quick: bool) -> list[dict]:
     shape = dict(d=3, D=4, N=8, L=2, M=16, n_train=32) if quick else dict(d=3, D=4, N=8, L=4, M=64, n_train=64)
     cfg, tau = _config(shape), 1.0
-    ref = mf.solve_particles(cfg, np.array([0.0, tau]), observables="basic", solver="dopri8", rtol=1e-11,
-                             atol=1e-13)
+    ref = mf.solve_particles(cfg, np.array([0.0, tau]), observables="basic", solver="dopri8", rtol=1e-11, atol=1e-13)
     q_ref = float(ref.observables["Q"][-1])
 
     def rel(q):
@@ -337,8 +415,7 @@ def first_call_equal_accuracy(quick: bool) -> list[dict]:
         flow_tol = None
         for rtol in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7):  # each tolerance compiles its own solve
             if rtol not in flow_err:
-                traj = mf.solve_particles(cfg, np.array([0.0, tau]), observables="basic", rtol=rtol,
-                                          atol=rtol * 1e-2)
+                traj = mf.solve_particles(cfg, np.array([0.0, tau]), observables="basic", rtol=rtol, atol=rtol * 1e-2)
                 flow_err[rtol] = rel(float(traj.observables["Q"][-1]))
             if flow_err[rtol] <= accuracy:
                 flow_tol = rtol
@@ -352,25 +429,57 @@ def first_call_equal_accuracy(quick: bool) -> list[dict]:
             if gd_err[steps] <= accuracy:
                 gd_steps = steps
                 break
-        params = {**_params(cfg), "tau": tau, "accuracy": accuracy, "reference": "dopri8 rtol 1e-11",
-                  "flow_rtol": flow_tol, "gd_steps": gd_steps,
-                  "gd_eta_tau": None if gd_steps is None else tau / gd_steps}
+        params = {
+            **_params(cfg),
+            "tau": tau,
+            "accuracy": accuracy,
+            "reference": "dopri8 rtol 1e-11",
+            "flow_rtol": flow_tol,
+            "gd_steps": gd_steps,
+            "gd_eta_tau": None if gd_steps is None else tau / gd_steps,
+        }
         label = f"acc={accuracy:g},L={cfg.L},M={cfg.M}"
         if flow_tol is None or gd_steps is None:
-            rows.append(row(f"mean_field/first_call_equal_accuracy({label})", params=params, compile_s=None,
-                            run_s_min=None, note="no setting on the grids reached the accuracy"))
+            rows.append(
+                row(
+                    f"mean_field/first_call_equal_accuracy({label})",
+                    params=params,
+                    compile_s=None,
+                    run_s_min=None,
+                    note="no setting on the grids reached the accuracy",
+                )
+            )
             continue
         flow = fresh_process(_FLOW_CHILD.format(shape=repr(shape), tau=tau, rtol=flow_tol, atol=flow_tol * 1e-2))
         gd = fresh_process(_GD_CHILD.format(shape=repr(shape), eta=tau / gd_steps, steps=gd_steps))
         rows += [
-            row(f"mean_field/first_call_equal_accuracy(flow,{label})", params=params, compile_s=flow["compile_s"],
-                run_s_min=flow["wall_s"], repeats=1, steps=flow["steps"], error=rel(flow["Q"]),
-                import_s=flow["import_s"], call_s=flow["call_s"], first_call_s=flow["wall_s"]),
-            row(f"mean_field/first_call_equal_accuracy(gd,{label})", params=params, compile_s=gd["compile_s"],
-                run_s_min=gd["wall_s"], repeats=1, steps=gd_steps, error=rel(gd["Q"]), import_s=gd["import_s"],
-                call_s=gd["call_s"], first_call_s=gd["wall_s"],
-                ratio=ratio(gd["wall_s"] / flow["wall_s"], "GD first call / flow first call at equal accuracy",
-                            target=1)),
+            row(
+                f"mean_field/first_call_equal_accuracy(flow,{label})",
+                params=params,
+                compile_s=flow["compile_s"],
+                run_s_min=flow["wall_s"],
+                repeats=1,
+                steps=flow["steps"],
+                error=rel(flow["Q"]),
+                import_s=flow["import_s"],
+                call_s=flow["call_s"],
+                first_call_s=flow["wall_s"],
+            ),
+            row(
+                f"mean_field/first_call_equal_accuracy(gd,{label})",
+                params=params,
+                compile_s=gd["compile_s"],
+                run_s_min=gd["wall_s"],
+                repeats=1,
+                steps=gd_steps,
+                error=rel(gd["Q"]),
+                import_s=gd["import_s"],
+                call_s=gd["call_s"],
+                first_call_s=gd["wall_s"],
+                ratio=ratio(
+                    gd["wall_s"] / flow["wall_s"], "GD first call / flow first call at equal accuracy", target=1
+                ),
+            ),
         ]
     return rows
 
@@ -382,11 +491,16 @@ def _fit_row(bench: str, rows: list[dict], key: str, min_P: float) -> dict:
     P = np.array([r["params"]["particles"] for r in rows], float)
     y = np.array([r[key] for r in rows])
     use = P >= min_P
-    fit = fitting.power_law_fit(P[use], y[use], n_boot=2000, rng=0, interval="percentile") \
-        if use.sum() >= 3 else None
-    return row(bench, params={"P": P.tolist(), "fit_over": P[use].tolist(), "quantity": key}, compile_s=None,
-               run_s_min=None, repeats=0, exponent=None if fit is None else float(fit.slope),
-               exponent_ci=None if fit is None else [float(c) for c in fit.slope_ci])
+    fit = fitting.power_law_fit(P[use], y[use], n_boot=2000, rng=0, interval="percentile") if use.sum() >= 3 else None
+    return row(
+        bench,
+        params={"P": P.tolist(), "fit_over": P[use].tolist(), "quantity": key},
+        compile_s=None,
+        run_s_min=None,
+        repeats=0,
+        exponent=None if fit is None else float(fit.slope),
+        exponent_ci=None if fit is None else [float(c) for c in fit.slope_ci],
+    )
 
 
 def scaling(quick: bool) -> list[dict]:
@@ -399,11 +513,22 @@ def scaling(quick: bool) -> list[dict]:
         steps = 2 if P >= 32768 or quick else 5
         repeats = 1 if P >= 32768 or quick else 3
         rec = mf.train_gd(cfg, 0.05, steps, save_every=steps, observables="basic")  # compiles
-        run_s = best_of(lambda cfg=cfg, steps=steps: mf.train_gd(cfg, 0.05, steps, save_every=steps,
-                                                                 observables="basic").particles, repeats)
-        rows.append(row(f"mean_field/gd_scaling(P={P})", params={**_params(cfg), "steps": steps},
-                        compile_s=rec.compile_s, run_s_min=run_s, repeats=repeats, steps=steps,
-                        particle_steps_per_s=steps * P / run_s, s_per_step=run_s / steps))
+        run_s = best_of(
+            lambda cfg=cfg, steps=steps: mf.train_gd(cfg, 0.05, steps, save_every=steps, observables="basic").particles,
+            repeats,
+        )
+        rows.append(
+            row(
+                f"mean_field/gd_scaling(P={P})",
+                params={**_params(cfg), "steps": steps},
+                compile_s=rec.compile_s,
+                run_s_min=run_s,
+                repeats=repeats,
+                steps=steps,
+                particle_steps_per_s=steps * P / run_s,
+                s_per_step=run_s / steps,
+            )
+        )
     return rows + [_fit_row("mean_field/gd_scaling_fit", rows, "s_per_step", 0 if quick else 2048)]
 
 
@@ -417,12 +542,22 @@ def flow_scaling(quick: bool) -> list[dict]:
         ts = np.array([0.0, tau])
         traj = mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)  # compiles
         repeats = 1 if quick or cfg.num_particles >= 32768 else 2
-        run_s = best_of(lambda cfg=cfg, ts=ts: mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6,
-                                                                  atol=1e-8).observables, repeats)
-        rows.append(row(f"mean_field/flow_scaling(P={cfg.num_particles})",
-                        params={**_params(cfg), "tau": tau, "rtol": 1e-6, "solver": "tsit5"},
-                        compile_s=traj.compile_s, run_s_min=run_s, repeats=repeats, steps=int(traj.num_steps),
-                        s_per_unit_time=run_s / tau, s_per_step=run_s / max(int(traj.num_steps), 1)))
+        run_s = best_of(
+            lambda cfg=cfg, ts=ts: mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables,
+            repeats,
+        )
+        rows.append(
+            row(
+                f"mean_field/flow_scaling(P={cfg.num_particles})",
+                params={**_params(cfg), "tau": tau, "rtol": 1e-6, "solver": "tsit5"},
+                compile_s=traj.compile_s,
+                run_s_min=run_s,
+                repeats=repeats,
+                steps=int(traj.num_steps),
+                s_per_unit_time=run_s / tau,
+                s_per_step=run_s / max(int(traj.num_steps), 1),
+            )
+        )
     return rows + [_fit_row("mean_field/flow_scaling_fit", rows, "s_per_unit_time", 0 if quick else 2048)]
 
 

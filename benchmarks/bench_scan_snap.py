@@ -76,13 +76,26 @@ def fig6_sweep(quick: bool) -> list[dict]:
     out = fresh_process(_FIG6_CHILD.format(argv=["--quick"] if quick else []))
     sweeps = {k: v for k, v in out["timings"].items() if k.startswith("sweep_")}
     sweep_s = float(sum(sweeps.values()))
-    params = {"quick": quick, "cells_x_seeds": "2 L x 4 cells x 3 seeds" if quick else "4 L x 16 cells x 10 seeds",
-              "fresh_process": True}
-    return [row("scan_snap/fig6_sweep", params=params, compile_s=None, run_s_min=sweep_s, repeats=1,
-                sweep_s=sweeps, example_s=out["example_s"], process_s=out["wall_s"],
-                predictions_hold=all(out["predictions"].values()), predictions=out["predictions"],
-                ratio=None if quick else ratio(FIG6_BUDGET_S / sweep_s, f"budget {FIG6_BUDGET_S:g} s / sweep",
-                                               target=1))]
+    params = {
+        "quick": quick,
+        "cells_x_seeds": "2 L x 4 cells x 3 seeds" if quick else "4 L x 16 cells x 10 seeds",
+        "fresh_process": True,
+    }
+    return [
+        row(
+            "scan_snap/fig6_sweep",
+            params=params,
+            compile_s=None,
+            run_s_min=sweep_s,
+            repeats=1,
+            sweep_s=sweeps,
+            example_s=out["example_s"],
+            process_s=out["wall_s"],
+            predictions_hold=all(out["predictions"].values()),
+            predictions=out["predictions"],
+            ratio=None if quick else ratio(FIG6_BUDGET_S / sweep_s, f"budget {FIG6_BUDGET_S:g} s / sweep", target=1),
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- first calls, Fig. 4 sizes
@@ -138,18 +151,50 @@ def first_call(steps: int, target: float) -> list[dict]:
         sgd = fresh_process(_SGD_CHILD.format(steps=steps, momentum=MOMENTUM, path=zs))
         Z_flow, Z_sgd = np.load(zf), np.load(zs)
     err = float(np.linalg.norm(Z_sgd - Z_flow) / np.linalg.norm(Z_flow))
-    params = {"classes": "syn_small", "steps": steps, "t1": float(ts[-1]), "T": 128, "batch": 128,
-              "momentum": MOMENTUM, "fresh_process": True}
+    params = {
+        "classes": "syn_small",
+        "steps": steps,
+        "t1": float(ts[-1]),
+        "T": 128,
+        "batch": 128,
+        "momentum": MOMENTUM,
+        "fresh_process": True,
+    }
     return [
-        row(f"scan_snap/first_call(flow,steps={steps})", params=params, compile_s=flow["compile_s"],
-            run_s_min=flow["wall_s"], repeats=1, steps=flow["steps"], error=err, import_s=flow["import_s"],
-            call_s=flow["call_s"], solve_run_s=flow["run_s"], first_call_s=flow["wall_s"]),
-        row(f"scan_snap/first_call(sgd,steps={steps})", params=params, compile_s=None, run_s_min=sgd["wall_s"],
-            repeats=1, steps=steps, error=err, import_s=sgd["import_s"], call_s=sgd["call_s"],
-            first_call_s=sgd["wall_s"]),
-        row(f"scan_snap/first_call_ratio(steps={steps})", params=params, compile_s=None, run_s_min=None,
-            error=err, after_imports=sgd["call_s"] / flow["call_s"],
-            ratio=ratio(sgd["wall_s"] / flow["wall_s"], "SGD first call / flow first call", target=target)),
+        row(
+            f"scan_snap/first_call(flow,steps={steps})",
+            params=params,
+            compile_s=flow["compile_s"],
+            run_s_min=flow["wall_s"],
+            repeats=1,
+            steps=flow["steps"],
+            error=err,
+            import_s=flow["import_s"],
+            call_s=flow["call_s"],
+            solve_run_s=flow["run_s"],
+            first_call_s=flow["wall_s"],
+        ),
+        row(
+            f"scan_snap/first_call(sgd,steps={steps})",
+            params=params,
+            compile_s=None,
+            run_s_min=sgd["wall_s"],
+            repeats=1,
+            steps=steps,
+            error=err,
+            import_s=sgd["import_s"],
+            call_s=sgd["call_s"],
+            first_call_s=sgd["wall_s"],
+        ),
+        row(
+            f"scan_snap/first_call_ratio(steps={steps})",
+            params=params,
+            compile_s=None,
+            run_s_min=None,
+            error=err,
+            after_imports=sgd["call_s"] / flow["call_s"],
+            ratio=ratio(sgd["wall_s"] / flow["wall_s"], "SGD first call / flow first call", target=target),
+        ),
     ]
 
 
@@ -196,12 +241,19 @@ def vector_field_compile() -> list[dict]:
     rows = []
     for name in ("full_YZ_flow", "reduced_Z_flow", "decoder_h_flow"):
         o = out[name]
-        rows.append(row(f"scan_snap/vector_field_compile({name})",
-                        params={"classes": "syn_small", "M": 34, "fresh_process": True},
-                        compile_s=o["vf_compile_s"], run_s_min=None, repeats=1, trace_s=o["trace_s"],
-                        solve_compile_s=o["solve_compile_s"], solve_first_call_s=o["solve_first_call_s"],
-                        ratio=ratio(COMPILE_BUDGET_S / o["vf_compile_s"], f"budget {COMPILE_BUDGET_S:g} s / compile",
-                                    target=1)))
+        rows.append(
+            row(
+                f"scan_snap/vector_field_compile({name})",
+                params={"classes": "syn_small", "M": 34, "fresh_process": True},
+                compile_s=o["vf_compile_s"],
+                run_s_min=None,
+                repeats=1,
+                trace_s=o["trace_s"],
+                solve_compile_s=o["solve_compile_s"],
+                solve_first_call_s=o["solve_first_call_s"],
+                ratio=ratio(COMPILE_BUDGET_S / o["vf_compile_s"], f"budget {COMPILE_BUDGET_S:g} s / compile", target=1),
+            )
+        )
     return rows
 
 
@@ -219,20 +271,32 @@ def scaling_row(M: int, repeats: int, t1: float = SCALING_T1) -> dict:
     ts = [0.0, t1]
     tr = solve_flow(classes, 1.0, 1.0, ts)
     run_s = best_of(lambda: solve_flow(classes, 1.0, 1.0, ts).ys, repeats)
-    return row(f"scan_snap/flow_scaling(M={M})", params={"M": M, "K": 2, "t1": t1, "solver": "tsit5", "rtol": 1e-8},
-               compile_s=tr.compile_s, run_s_min=run_s, repeats=repeats, steps=int(tr.num_steps),
-               s_per_unit_time=run_s / t1, s_per_step=run_s / max(int(tr.num_steps), 1))
+    return row(
+        f"scan_snap/flow_scaling(M={M})",
+        params={"M": M, "K": 2, "t1": t1, "solver": "tsit5", "rtol": 1e-8},
+        compile_s=tr.compile_s,
+        run_s_min=run_s,
+        repeats=repeats,
+        steps=int(tr.num_steps),
+        s_per_unit_time=run_s / t1,
+        s_per_step=run_s / max(int(tr.num_steps), 1),
+    )
 
 
 def scaling_fit(rows: list[dict], min_M: int, key: str = "s_per_unit_time") -> dict:
     M = np.array([r["params"]["M"] for r in rows], dtype=float)
     y = np.array([r[key] for r in rows], dtype=float)
     use = M >= min_M
-    fit = fitting.power_law_fit(M[use], y[use], n_boot=2000, rng=0, interval="percentile") \
-        if use.sum() >= 3 else None
-    return row("scan_snap/flow_scaling_fit", params={"M": M.tolist(), "fit_over": M[use].tolist(), "quantity": key},
-               compile_s=None, run_s_min=None, repeats=0, exponent=None if fit is None else float(fit.slope),
-               exponent_ci=None if fit is None else [float(c) for c in fit.slope_ci])
+    fit = fitting.power_law_fit(M[use], y[use], n_boot=2000, rng=0, interval="percentile") if use.sum() >= 3 else None
+    return row(
+        "scan_snap/flow_scaling_fit",
+        params={"M": M.tolist(), "fit_over": M[use].tolist(), "quantity": key},
+        compile_s=None,
+        run_s_min=None,
+        repeats=0,
+        exponent=None if fit is None else float(fit.slope),
+        exponent_ci=None if fit is None else [float(c) for c in fit.slope_ci],
+    )
 
 
 def scaling(quick: bool) -> list[dict]:
@@ -268,11 +332,27 @@ def sweep(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int = 1, repeat
     loop_s = best_of(loop, loop_repeats)
     err = float(np.max(np.abs(np.asarray(batch.ys["Z"][:, -1]) - np.stack([np.asarray(z) for z in finals]))))
     params = {"classes": "syn_small", "flow": "reduced", "n": n, "t1": float(ts[-1]), "solver": "tsit5"}
-    return [row(f"scan_snap/sweep_vmap(n={n})", params=params, compile_s=batch.compile_s, run_s_min=vmap_s,
-                repeats=repeats, steps=int(np.max(batch.num_steps)), error=err,
-                ratio=ratio(loop_s / vmap_s, "Python loop of cached solves / vmapped sweep", target=50)),
-            row(f"scan_snap/sweep_python_loop(n={n})", params=params, compile_s=single.compile_s, run_s_min=loop_s,
-                repeats=loop_repeats, steps=int(single.num_steps), error=err)]
+    return [
+        row(
+            f"scan_snap/sweep_vmap(n={n})",
+            params=params,
+            compile_s=batch.compile_s,
+            run_s_min=vmap_s,
+            repeats=repeats,
+            steps=int(np.max(batch.num_steps)),
+            error=err,
+            ratio=ratio(loop_s / vmap_s, "Python loop of cached solves / vmapped sweep", target=50),
+        ),
+        row(
+            f"scan_snap/sweep_python_loop(n={n})",
+            params=params,
+            compile_s=single.compile_s,
+            run_s_min=loop_s,
+            repeats=loop_repeats,
+            steps=int(single.num_steps),
+            error=err,
+        ),
+    ]
 
 
 def sweep_symmetric(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int = 1, repeats: int = 3) -> list[dict]:
@@ -298,11 +378,27 @@ def sweep_symmetric(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int =
     loop_s = best_of(loop, loop_repeats)
     err = float(np.max(np.abs(np.asarray(batch.ys[:, -1]) - np.stack([np.asarray(z) for z in finals]))))
     params = {"flow": "class-symmetric reduced (generated)", "n": n, "t1": float(ts[-1]), "solver": "tsit5"}
-    return [row(f"scan_snap/sweep_vmap_symmetric(n={n})", params=params, compile_s=batch.compile_s,
-                run_s_min=vmap_s, repeats=repeats, steps=int(np.max(batch.num_steps)), error=err,
-                ratio=ratio(loop_s / vmap_s, "Python loop of cached solves / vmapped sweep", target=50)),
-            row(f"scan_snap/sweep_python_loop_symmetric(n={n})", params=params, compile_s=single.compile_s,
-                run_s_min=loop_s, repeats=loop_repeats, steps=int(single.num_steps), error=err)]
+    return [
+        row(
+            f"scan_snap/sweep_vmap_symmetric(n={n})",
+            params=params,
+            compile_s=batch.compile_s,
+            run_s_min=vmap_s,
+            repeats=repeats,
+            steps=int(np.max(batch.num_steps)),
+            error=err,
+            ratio=ratio(loop_s / vmap_s, "Python loop of cached solves / vmapped sweep", target=50),
+        ),
+        row(
+            f"scan_snap/sweep_python_loop_symmetric(n={n})",
+            params=params,
+            compile_s=single.compile_s,
+            run_s_min=loop_s,
+            repeats=loop_repeats,
+            steps=int(single.num_steps),
+            error=err,
+        ),
+    ]
 
 
 # --------------------------------------------------------------------------- the Adam ODE vs Adam training
@@ -373,8 +469,16 @@ def adam_ode(lrs=(0.1, 0.025), repeats: int = 3, t1: float = ADAM_T, n: int = AD
     fine = 5
     ts = np.linspace(0.0, t1, fine * n + 1)
     options = {"c1": ADAM_C1, "c2": ADAM_C2, "eps": 1e-8}
-    solve_it = lambda: solve_flow(classes, 1.0, 1.0, ts, optimizer="adam", optim_args=options,  # noqa: E731
-                                  rtol=1e-9, atol=1e-11)
+    solve_it = lambda: solve_flow(
+        classes,
+        1.0,
+        1.0,
+        ts,
+        optimizer="adam",
+        optim_args=options,  # noqa: E731
+        rtol=1e-9,
+        atol=1e-11,
+    )
     begin = time.perf_counter()
     tr = solve_it()  # a Trajectory of numpy arrays: complete on return
     ode_first_s = time.perf_counter() - begin
@@ -383,18 +487,39 @@ def adam_ode(lrs=(0.1, 0.025), repeats: int = 3, t1: float = ADAM_T, n: int = AD
     attention = jax.vmap(lambda z: obs.attention(z, batch["cond"], batch["Q"]))
     c_ode = np.asarray(tr.observables["attention"])[::fine]
     move = float(np.max(np.abs(c_ode - c_ode[0])))
-    params = {"classes": "syn_small", "loss": "population (T -> inf), full batch", "t1": t1, "c1": ADAM_C1,
-              "c2": ADAM_C2, "ode_saves": fine * n + 1, "train_saves": n + 1, "solver": "tsit5",
-              "rtol": 1e-9, "atol": 1e-11}
-    rows = [row(f"scan_snap/adam_ode(t={t1:g})", params=params, compile_s=tr.compile_s, run_s_min=ode_s,
-                repeats=repeats, steps=int(tr.num_steps), first_call_in_process_s=ode_first_s,
-                solve_run_s=tr.run_s, first_call_s=fresh_ode["wall_s"], fresh_call_s=fresh_ode["call_s"],
-                fresh_import_s=fresh_ode["import_s"])]
+    params = {
+        "classes": "syn_small",
+        "loss": "population (T -> inf), full batch",
+        "t1": t1,
+        "c1": ADAM_C1,
+        "c2": ADAM_C2,
+        "ode_saves": fine * n + 1,
+        "train_saves": n + 1,
+        "solver": "tsit5",
+        "rtol": 1e-9,
+        "atol": 1e-11,
+    }
+    rows = [
+        row(
+            f"scan_snap/adam_ode(t={t1:g})",
+            params=params,
+            compile_s=tr.compile_s,
+            run_s_min=ode_s,
+            repeats=repeats,
+            steps=int(tr.num_steps),
+            first_call_in_process_s=ode_first_s,
+            solve_run_s=tr.run_s,
+            first_call_s=fresh_ode["wall_s"],
+            fresh_call_s=fresh_ode["call_s"],
+            fresh_import_s=fresh_ode["import_s"],
+        )
+    ]
     theta0 = {"Y": np.zeros((M, M)), "Z": np.zeros((L, M))}
     for lr in lrs:
         steps = round(t1 / lr)
-        train = functools.partial(optim_limits.run_optax, population_loss, theta0, batch, _adam_make, steps,
-                                  steps // n, hyper={"lr": lr})
+        train = functools.partial(
+            optim_limits.run_optax, population_loss, theta0, batch, _adam_make, steps, steps // n, hyper={"lr": lr}
+        )
         begin = time.perf_counter()
         d = jax.block_until_ready(train())
         train_first_s = time.perf_counter() - begin  # the first lr compiles; the next reuse its program
@@ -404,13 +529,29 @@ def adam_ode(lrs=(0.1, 0.025), repeats: int = 3, t1: float = ADAM_T, n: int = AD
         err = float(np.max(np.abs(c_net - c_ode)) / move)
         p = {**params, "lr": lr, "steps": steps}
         rows += [
-            row(f"scan_snap/adam_train(lr={lr:g},steps={steps})", params=p, compile_s=max(train_first_s - train_s, 0.0),
-                run_s_min=train_s, repeats=repeats, steps=steps, error=err, first_call_in_process_s=train_first_s,
-                first_call_s=fresh["wall_s"], fresh_call_s=fresh["call_s"], fresh_import_s=fresh["import_s"]),
-            row(f"scan_snap/adam_ode_ratio(lr={lr:g})", params=p, compile_s=None, run_s_min=None, error=err,
+            row(
+                f"scan_snap/adam_train(lr={lr:g},steps={steps})",
+                params=p,
+                compile_s=max(train_first_s - train_s, 0.0),
+                run_s_min=train_s,
+                repeats=repeats,
+                steps=steps,
+                error=err,
+                first_call_in_process_s=train_first_s,
+                first_call_s=fresh["wall_s"],
+                fresh_call_s=fresh["call_s"],
+                fresh_import_s=fresh["import_s"],
+            ),
+            row(
+                f"scan_snap/adam_ode_ratio(lr={lr:g})",
+                params=p,
+                compile_s=None,
+                run_s_min=None,
+                error=err,
                 first_call_ratio=fresh["wall_s"] / fresh_ode["wall_s"],
                 first_call_ratio_of="Adam training first call / Adam ODE first call (fresh processes)",
-                ratio=ratio(train_s / ode_s, f"optax Adam to t = {t1:g} ({steps} steps) / Adam ODE, after compile")),
+                ratio=ratio(train_s / ode_s, f"optax Adam to t = {t1:g} ({steps} steps) / Adam ODE, after compile"),
+            ),
         ]
     return rows
 
@@ -418,14 +559,16 @@ def adam_ode(lrs=(0.1, 0.025), repeats: int = 3, t1: float = ADAM_T, n: int = AD
 # --------------------------------------------------------------------------- entry point
 def run(quick: bool) -> list[dict]:
     rows = []
-    for name, part in (("sweep", lambda: sweep(256, repeats=2 if quick else 3)),
-                       ("sweep_symmetric", lambda: sweep_symmetric(256, repeats=2 if quick else 3)),
-                       ("scaling", lambda: scaling(quick)),
-                       ("compile", vector_field_compile),
-                       ("first_call_quick", lambda: first_call(30, target=2)),
-                       ("first_call_fig4", None if quick else (lambda: first_call(100, target=10))),
-                       ("fig6", lambda: fig6_sweep(quick)),
-                       ("adam_ode", lambda: adam_ode(repeats=2 if quick else 3))):
+    for name, part in (
+        ("sweep", lambda: sweep(256, repeats=2 if quick else 3)),
+        ("sweep_symmetric", lambda: sweep_symmetric(256, repeats=2 if quick else 3)),
+        ("scaling", lambda: scaling(quick)),
+        ("compile", vector_field_compile),
+        ("first_call_quick", lambda: first_call(30, target=2)),
+        ("first_call_fig4", None if quick else (lambda: first_call(100, target=10))),
+        ("fig6", lambda: fig6_sweep(quick)),
+        ("adam_ode", lambda: adam_ode(repeats=2 if quick else 3)),
+    ):
         if part is None:
             continue
         begin = time.perf_counter()
@@ -440,4 +583,3 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

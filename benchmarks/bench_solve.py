@@ -86,8 +86,14 @@ class Problem:
 def cooccurrence_problem(n=60, L=5, d=64, m=128, m1=256, t1=300.0, seed=0) -> Problem:
     cfg = co.Config(n=n, L=L, d=d, m=m, m1=m1, variant="paper", seed=seed)
     args = co.data_args(cfg, num_test=6)  # the test draws are not read by the vector field
-    return Problem("cooccurrence", co.vector_field, co.initial_state(cfg), args, float(t1),
-                   {"n": n, "L": L, "d": d, "m": m, "m1": m1, "variant": "paper", "t1": float(t1)})
+    return Problem(
+        "cooccurrence",
+        co.vector_field,
+        co.initial_state(cfg),
+        args,
+        float(t1),
+        {"n": n, "L": L, "d": d, "m": m, "m1": m1, "variant": "paper", "t1": float(t1)},
+    )
 
 
 def scan_snap_problem(eta_Y=10.0, eta_Z=1.0, t1=300.0, classes="syn_small") -> Problem:
@@ -102,24 +108,50 @@ def scan_snap_problem(eta_Y=10.0, eta_Z=1.0, t1=300.0, classes="syn_small") -> P
         raise ValueError(f"classes must be 'syn_small' or 'small', got {classes!r}")
     M, K = classes.vocab_size, classes.num_classes
     y0 = {"Z": jnp.zeros((M, M)), "h": jnp.zeros(()), "B": jnp.zeros((K,))}
-    return Problem("scan_snap_reduced", ss_flow.reduced_vector_field, y0, ss_flow.flow_args(classes, eta_Y, eta_Z),
-                   float(t1), {"classes": name, "M": M, "K": K, "eta_Y": eta_Y, "eta_Z": eta_Z,
-                               "t1": float(t1)})
+    return Problem(
+        "scan_snap_reduced",
+        ss_flow.reduced_vector_field,
+        y0,
+        ss_flow.flow_args(classes, eta_Y, eta_Z),
+        float(t1),
+        {"classes": name, "M": M, "K": K, "eta_Y": eta_Y, "eta_Z": eta_Z, "t1": float(t1)},
+    )
 
 
 def mean_field_problem(L=4, M=32, n_train=16, t1=2.0, seed=0) -> Problem:
     cfg = mf.Config(L=L, M=M, n_train=n_train, n_test=4, lam=1e-3, init_scale=2.0, seed=seed)
     args = mf.observables.make_args(cfg, mf.training_set(cfg), mf.held_out_set(cfg))
-    return Problem("mean_field", mf.vector_field, mf.init_particles(cfg), args, float(t1),
-                   {"L": L, "M": M, "M_mlp": cfg.M_mlp, "D": cfg.D, "N": cfg.N, "n_train": n_train,
-                    "lam": cfg.lam, "init_scale": cfg.init_scale, "t1": float(t1)})
+    return Problem(
+        "mean_field",
+        mf.vector_field,
+        mf.init_particles(cfg),
+        args,
+        float(t1),
+        {
+            "L": L,
+            "M": M,
+            "M_mlp": cfg.M_mlp,
+            "D": cfg.D,
+            "N": cfg.N,
+            "n_train": n_train,
+            "lam": cfg.lam,
+            "init_scale": cfg.init_scale,
+            "t1": float(t1),
+        },
+    )
 
 
-WP_SIZES = {"cooccurrence": dict(n=12, L=4, d=8, m=8, m1=16), "scan_snap_reduced": dict(classes="small"),
-            "mean_field": dict(L=2, M=4, n_train=8)}
+WP_SIZES = {
+    "cooccurrence": dict(n=12, L=4, d=8, m=8, m1=16),
+    "scan_snap_reduced": dict(classes="small"),
+    "mean_field": dict(L=2, M=4, n_train=8),
+}
 RATIO_SIZES = {"cooccurrence": {}, "scan_snap_reduced": {}, "mean_field": {}}
-BUILDERS = {"cooccurrence": cooccurrence_problem, "scan_snap_reduced": scan_snap_problem,
-            "mean_field": mean_field_problem}
+BUILDERS = {
+    "cooccurrence": cooccurrence_problem,
+    "scan_snap_reduced": scan_snap_problem,
+    "mean_field": mean_field_problem,
+}
 
 
 def problem(system: str, size: dict | None = None) -> Problem:
@@ -139,21 +171,37 @@ def rel_error(y, ref) -> float:
 
 def jax_solve(p: Problem, solver: str, rtol: float, atol: float, repeats: int) -> dict:
     """Compile (first call), then the best of `repeats` whole `flows.solve` calls; the final state."""
+
     def call():
-        return flows.solve(p.vector_field, p.y0, t1=p.t1, args=p.args, solver=solver, rtol=rtol, atol=atol,
-                           throw=False)
+        return flows.solve(p.vector_field, p.y0, t1=p.t1, args=p.args, solver=solver, rtol=rtol, atol=atol, throw=False)
 
     begin = time.perf_counter()
     first = call()
     first_s = time.perf_counter() - begin
     run_s = best_of(lambda: call().ys, repeats) if repeats else first.run_s
     y = flat(jax.tree_util.tree_map(lambda a: a[-1], first.ys))
-    logger.info("%s %s rtol=%g: compile %.2f s, first call %.2f s, run %.4f s, %d steps (%d rejected), %s",
-                p.system, solver, rtol, first.compile_s, first_s, run_s, int(first.num_steps),
-                int(first.num_rejected_steps), first.status)
-    return {"compile_s": float(first.compile_s), "first_call_s": first_s, "run_s_min": run_s,
-            "run_s_program": float(first.run_s), "steps": int(first.num_steps),
-            "rejected": int(first.num_rejected_steps), "status": first.status, "y": y}
+    logger.info(
+        "%s %s rtol=%g: compile %.2f s, first call %.2f s, run %.4f s, %d steps (%d rejected), %s",
+        p.system,
+        solver,
+        rtol,
+        first.compile_s,
+        first_s,
+        run_s,
+        int(first.num_steps),
+        int(first.num_rejected_steps),
+        first.status,
+    )
+    return {
+        "compile_s": float(first.compile_s),
+        "first_call_s": first_s,
+        "run_s_min": run_s,
+        "run_s_program": float(first.run_s),
+        "steps": int(first.num_steps),
+        "rejected": int(first.num_rejected_steps),
+        "status": first.status,
+        "y": y,
+    }
 
 
 def jax_rhs_call_s(p: Problem, repeats: int = 20) -> float:
@@ -167,8 +215,14 @@ def reference(p: Problem) -> tuple[np.ndarray, dict]:
     out = jax_solve(p, solver, rtol, atol, repeats=0)
     if out["status"] != "ok":
         raise RuntimeError(f"reference solve of {p.system} failed: {out['status']}")
-    return out["y"], {"solver": solver, "rtol": rtol, "atol": atol, "steps": out["steps"],
-                      "compile_s": out["compile_s"], "run_s": out["run_s_program"]}
+    return out["y"], {
+        "solver": solver,
+        "rtol": rtol,
+        "atol": atol,
+        "steps": out["steps"],
+        "compile_s": out["compile_s"],
+        "run_s": out["run_s_program"],
+    }
 
 
 def scipy_side(p: Problem, ref: np.ndarray, runs, repeats: int) -> dict:
@@ -176,18 +230,28 @@ def scipy_side(p: Problem, ref: np.ndarray, runs, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "problem.npz"
         meta = {"system": p.system, "t1": p.t1, "shapes": _numpy_rhs.shapes_of(p.y0)}
-        np.savez(path, meta=np.asarray(json.dumps(meta)), y0=flat(p.y0), ref=ref,
-                 **{f"arg_{k}": np.asarray(v) for k, v in p.args.items()})
-        code = (f"from benchmarks._numpy_rhs import scipy_main; "
-                f"scipy_main({str(path)!r}, {[list(r) for r in runs]!r}, {int(repeats)})")
+        np.savez(
+            path,
+            meta=np.asarray(json.dumps(meta)),
+            y0=flat(p.y0),
+            ref=ref,
+            **{f"arg_{k}": np.asarray(v) for k, v in p.args.items()},
+        )
+        code = (
+            f"from benchmarks._numpy_rhs import scipy_main; "
+            f"scipy_main({str(path)!r}, {[list(r) for r in runs]!r}, {int(repeats)})"
+        )
         out = fresh_process(code, env=numpy_kernel_env())
-    logger.info("%s scipy: %s (subprocess %.1f s)", p.system,
-                ", ".join(f"{r['method']} {r['run_s_min']:.4f} s nfev {r['nfev']}" for r in out["runs"]), out["wall_s"])
+    logger.info(
+        "%s scipy: %s (subprocess %.1f s)",
+        p.system,
+        ", ".join(f"{r['method']} {r['run_s_min']:.4f} s nfev {r['nfev']}" for r in out["runs"]),
+        out["wall_s"],
+    )
     return out
 
 
-def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_runs: dict,
-               pairs=PAIRS) -> list[dict]:
+def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_runs: dict, pairs=PAIRS) -> list[dict]:
     """The flows.solve and scipy rows of one system, with the ratio of each (scipy method, solver) pair."""
     rows = []
     for _, solver, _ in pairs:
@@ -199,28 +263,58 @@ def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_ru
     for (method, solver, target), s in zip(pairs, sp["runs"], strict=True):
         j = jax_runs[solver]
         params = {**p.params, "rtol": RTOL, "atol": ATOL}
-        rows.append(row(f"solve_vs_scipy/{p.system}/flows.solve({solver})", params=params,
-                        compile_s=j["compile_s"], run_s_min=j["run_s_min"], repeats=repeats, steps=j["steps"],
-                        error=rel_error(j["y"], ref), rejected=j["rejected"], accepted=j["steps"] - j["rejected"],
-                        status=j["status"],
-                        first_call_s=j["first_call_s"], run_s_program=j["run_s_program"],
-                        s_per_step=j["run_s_min"] / max(1, j["steps"]), jax_rhs_call_s=rhs_jax,
-                        rhs_evals_per_step=stages[solver], reference=ref_info))
+        rows.append(
+            row(
+                f"solve_vs_scipy/{p.system}/flows.solve({solver})",
+                params=params,
+                compile_s=j["compile_s"],
+                run_s_min=j["run_s_min"],
+                repeats=repeats,
+                steps=j["steps"],
+                error=rel_error(j["y"], ref),
+                rejected=j["rejected"],
+                accepted=j["steps"] - j["rejected"],
+                status=j["status"],
+                first_call_s=j["first_call_s"],
+                run_s_program=j["run_s_program"],
+                s_per_step=j["run_s_min"] / max(1, j["steps"]),
+                jax_rhs_call_s=rhs_jax,
+                rhs_evals_per_step=stages[solver],
+                reference=ref_info,
+            )
+        )
         nfev = s["nfev"]
-        rows.append(row(f"solve_vs_scipy/{p.system}/scipy.solve_ivp({method})", params=params, compile_s=0.0,
-                        run_s_min=s["run_s_min"], repeats=s.get("repeats", repeats), steps=s["steps"], error=s["error"],
-                        nfev=nfev, accepted=s["steps"], status=s["status"],
-                        s_per_step=s["run_s_min"] / max(1, s["steps"]),
-                        s_per_rhs_eval=s["run_s_min"] / max(1, nfev), rhs_call_s=sp["rhs_call_s"],
-                        jax_rhs_call_s=rhs_jax, numpy_kernel=sp["numpy_kernel"], numpy=sp["numpy"],
-                        numpy_env="OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE unset", subprocess_wall_s=sp["wall_s"],
-                        ratio=ratio(s["run_s_min"] / j["run_s_min"],
-                                    f"scipy {method} run / flows.solve {solver} run", target=target)))
+        rows.append(
+            row(
+                f"solve_vs_scipy/{p.system}/scipy.solve_ivp({method})",
+                params=params,
+                compile_s=0.0,
+                run_s_min=s["run_s_min"],
+                repeats=s.get("repeats", repeats),
+                steps=s["steps"],
+                error=s["error"],
+                nfev=nfev,
+                accepted=s["steps"],
+                status=s["status"],
+                s_per_step=s["run_s_min"] / max(1, s["steps"]),
+                s_per_rhs_eval=s["run_s_min"] / max(1, nfev),
+                rhs_call_s=sp["rhs_call_s"],
+                jax_rhs_call_s=rhs_jax,
+                numpy_kernel=sp["numpy_kernel"],
+                numpy=sp["numpy"],
+                numpy_env="OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE unset",
+                subprocess_wall_s=sp["wall_s"],
+                ratio=ratio(
+                    s["run_s_min"] / j["run_s_min"], f"scipy {method} run / flows.solve {solver} run", target=target
+                ),
+            )
+        )
     return rows
 
 
-def wp_rows(p: Problem, ref: np.ndarray, ref_info: dict, rtols, repeats: int, jax_runs: dict,
-            solvers=WP_SOLVERS) -> list[dict]:
+def wp_rows(
+    p: Problem, ref: np.ndarray, ref_info: dict, rtols, repeats: int, jax_runs: dict, solvers=WP_SOLVERS
+) -> list[dict]:
     """One row per (solver, rtol); `jax_runs` collects the runs at RTOL/ATOL for reuse."""
     rows = []
     for solver in solvers:
@@ -231,23 +325,33 @@ def wp_rows(p: Problem, ref: np.ndarray, ref_info: dict, rtols, repeats: int, ja
             j = jax_solve(p, solver, rtol, atol, 1 if solver == "kvaerno5" else repeats)
             if rtol == RTOL and atol == ATOL:
                 jax_runs[solver] = j
-            rows.append(row(f"solve_wp/{p.system}/{solver}", params={**p.params, "solver": solver, "rtol": rtol,
-                                                                      "atol": atol},
-                            compile_s=j["compile_s"], run_s_min=j["run_s_min"],
-                            repeats=1 if solver == "kvaerno5" else repeats, steps=j["steps"],
-                            error=rel_error(j["y"], ref) if j["status"] == "ok" else None,
-                            rejected=j["rejected"], status=j["status"], system=p.system, solver=solver,
-                            rtol=rtol, reference=ref_info))
+            rows.append(
+                row(
+                    f"solve_wp/{p.system}/{solver}",
+                    params={**p.params, "solver": solver, "rtol": rtol, "atol": atol},
+                    compile_s=j["compile_s"],
+                    run_s_min=j["run_s_min"],
+                    repeats=1 if solver == "kvaerno5" else repeats,
+                    steps=j["steps"],
+                    error=rel_error(j["y"], ref) if j["status"] == "ok" else None,
+                    rejected=j["rejected"],
+                    status=j["status"],
+                    system=p.system,
+                    solver=solver,
+                    rtol=rtol,
+                    reference=ref_info,
+                )
+            )
     return rows
 
 
-def run(quick: bool, systems=SYSTEMS, wp_sizes=None, ratio_sizes=None, rtols=None, repeats=None,
-        solvers=None, pairs=PAIRS) -> list[dict]:
+def run(
+    quick: bool, systems=SYSTEMS, wp_sizes=None, ratio_sizes=None, rtols=None, repeats=None, solvers=None, pairs=PAIRS
+) -> list[dict]:
     """All rows (module docstring). The keywords shrink the run (tests): which systems, their sizes
     (`{system: builder keywords}`), the work-precision tolerances and solvers, the scipy pairs."""
     wp_sizes = WP_SIZES if wp_sizes is None else wp_sizes
-    ratio_sizes = ({s: WP_SIZES[s] for s in SYSTEMS} if quick else RATIO_SIZES) if ratio_sizes is None \
-        else ratio_sizes
+    ratio_sizes = ({s: WP_SIZES[s] for s in SYSTEMS} if quick else RATIO_SIZES) if ratio_sizes is None else ratio_sizes
     rtols = WP_RTOLS[quick] if rtols is None else rtols
     solvers = (WP_QUICK_SOLVERS if quick else WP_SOLVERS) if solvers is None else solvers
     repeats = 3 if repeats is None else repeats

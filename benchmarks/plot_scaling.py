@@ -38,8 +38,11 @@ def scaling_series(rows: list[dict]) -> dict:
     for r in rows:
         m = _POINT.match(r.get("bench", ""))
         if m:
-            y, unit = (r["s_per_unit_time"], "s per unit time") if r.get("s_per_unit_time") is not None else \
-                (r.get("s_per_step"), "s per step")
+            y, unit = (
+                (r["s_per_unit_time"], "s per unit time")
+                if r.get("s_per_unit_time") is not None
+                else (r.get("s_per_step"), "s per step")
+            )
             if y is None:
                 continue
             s = series[(m["system"], m["what"])]
@@ -96,8 +99,9 @@ def plot(rows: list[dict], out: Path) -> Path:
     machine = next((r.get("machine") for r in rows if r.get("machine")), None) or {}
     dates = sorted({(r.get("machine") or {}).get("date") for r in rows} - {None})
     when = dates[0] if len(dates) == 1 else (f"{dates[0]} to {dates[-1]}" if dates else "")
-    fig.suptitle(f"Scaling after compile ({machine.get('cores', '?')} cores, {machine.get('cpu', '')}, "
-                 f"{when})", fontsize=9)
+    fig.suptitle(
+        f"Scaling after compile ({machine.get('cores', '?')} cores, {machine.get('cpu', '')}, {when})", fontsize=9
+    )
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

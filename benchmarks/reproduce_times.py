@@ -114,7 +114,7 @@ def measured_times(out: Path, *, jobs: int | None = None, total_s: float | None 
         raise ValueError(f"total_s must be > 0, got {total_s}")
     return {
         "what": "wall time (s) of each example in one `python -m flows reproduce --quick` run (its run.log "
-                "footer), jobs of them at once on cpus cores, and of the whole run (total_wall_s)",
+        "footer), jobs of them at once on cpus cores, and of the whole run (total_wall_s)",
         "command": shlex.join(["python", "-m", "flows", *_without_paths(argv)]) if argv else None,
         "cpus": _cpus(),
         "cpu_model": _cpu_model(),
@@ -141,8 +141,10 @@ def main(argv=None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     n, total = len(data["examples"]), data["total_wall_s"]
-    print(f"{path}: {n} examples, {sum(data['examples'].values()):.1f} s summed, {total:.1f} s the whole run "
-          f"({data['jobs']} at once on {data['cpus']} CPUs)")
+    print(
+        f"{path}: {n} examples, {sum(data['examples'].values()):.1f} s summed, {total:.1f} s the whole run "
+        f"({data['jobs']} at once on {data['cpus']} CPUs)"
+    )
     return 0
 
 

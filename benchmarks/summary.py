@@ -20,12 +20,16 @@ def table(rows: list[dict]) -> str:
         rat = r.get("ratio")
         if not rat or rat.get("target") is None:
             continue
-        lines.append(f"| `{r['bench']}` | {rat['value']:.3g} | {rat['of']} | >= {rat['target']:g} | "
-                     f"{'met' if rat['met'] else '**missed**'} |")
+        lines.append(
+            f"| `{r['bench']}` | {rat['value']:.3g} | {rat['of']} | >= {rat['target']:g} | "
+            f"{'met' if rat['met'] else '**missed**'} |"
+        )
     machine = next((r.get("machine") for r in rows if r.get("machine")), None) or {}
     lines.append("")
-    lines.append(f"Machine: {machine.get('cpu')}, {machine.get('cores')} cores, {machine.get('memory_gib')} GiB, "
-                 f"{machine.get('platform')}; date {machine.get('date')}.")
+    lines.append(
+        f"Machine: {machine.get('cpu')}, {machine.get('cores')} cores, {machine.get('memory_gib')} GiB, "
+        f"{machine.get('platform')}; date {machine.get('date')}."
+    )
     return "\n".join(lines)
 
 

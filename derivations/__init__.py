@@ -20,24 +20,32 @@ from __future__ import annotations
 
 from . import codegen as codegen
 from . import verify as verify
+from ._printing import readable as readable
 from .base import Derivation as Derivation
 from .cooccurrence import Cooccurrence3TokenDerivation, CooccurrencePhase2Derivation
-from .system import FlowSystem as FlowSystem
 from .gradient_flow import ParameterGroup as ParameterGroup
 from .gradient_flow import Projection as Projection
 from .gradient_flow import gradient_flow as gradient_flow
 from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
-from ._printing import readable as readable
 from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
+from .system import FlowSystem as FlowSystem
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
 # (.module is None: printed and checked only, no generated module); see `Derivation`
-_REGISTRY = {cls.name: cls for cls in (DecoderDerivation, Cooccurrence3TokenDerivation,
-                                         CooccurrencePhase2Derivation, ReducedSymmetricDerivation,
-                                         MeanFieldAttentionDerivation, MeanFieldMLPDerivation)}
+_REGISTRY = {
+    cls.name: cls
+    for cls in (
+        DecoderDerivation,
+        Cooccurrence3TokenDerivation,
+        CooccurrencePhase2Derivation,
+        ReducedSymmetricDerivation,
+        MeanFieldAttentionDerivation,
+        MeanFieldMLPDerivation,
+    )
+}
 # names added by `register` (a user's derivations: never written into the package by write_all)
 _USER: set = set()
 
@@ -92,15 +100,16 @@ def derive(name: str):
         raise ValueError(f"unknown derivation {name!r}; available: {', '.join(available())}")
     d = _REGISTRY[name]()
     if not isinstance(getattr(d, "system", None), FlowSystem):
-        raise ValueError(f"derivation {name!r} did not set self.system to a FlowSystem in __init__ "
-                         f"(got {type(getattr(d, 'system', None)).__name__})")
+        raise ValueError(
+            f"derivation {name!r} did not set self.system to a FlowSystem in __init__ "
+            f"(got {type(getattr(d, 'system', None)).__name__})"
+        )
     return d
 
 
 def generated_names() -> list[str]:
     """The package's registered names that have a generated module (`module` is not None)."""
-    return [name for name in available()
-            if name not in _USER and getattr(_REGISTRY[name], "module", None) is not None]
+    return [name for name in available() if name not in _USER and getattr(_REGISTRY[name], "module", None) is not None]
 
 
 def write_all() -> list:

@@ -71,11 +71,7 @@ def _factor(expr):
     return sp.factor(expr) if den.has(sp.Add) and _small(expr, FACTOR_NODES) else expr
 
 
-_FORMS = (
-    sp.factor_terms,
-    _factor,
-    lambda e: sp.factor_terms(_logistic(e)),
-)
+_FORMS = (sp.factor_terms, _factor, lambda e: sp.factor_terms(_logistic(e)))
 
 
 def readable(expr):
@@ -85,8 +81,13 @@ def readable(expr):
         return sp.Eq(readable(expr.lhs), readable(expr.rhs), evaluate=False)
     if isinstance(expr, sp.MatrixBase):
         return expr.applyfunc(readable)
-    if (not isinstance(expr, sp.Expr) or isinstance(expr, sp.MatrixExpr) or expr.is_Atom
-            or not _small(expr, MAX_NODES) or expr.has(sp.Piecewise, sp.MatrixExpr)):
+    if (
+        not isinstance(expr, sp.Expr)
+        or isinstance(expr, sp.MatrixExpr)
+        or expr.is_Atom
+        or not _small(expr, MAX_NODES)
+        or expr.has(sp.Piecewise, sp.MatrixExpr)
+    ):
         return expr
     best, best_len = expr, len(sp.sstr(expr))
     for form in _FORMS:

@@ -153,8 +153,7 @@ _FUNCTION_NAMES = frozenset({"t", "y", "args"})
 # module-level helpers the emitted function calls (a local of that name would shadow them)
 _HELPER_NAMES = frozenset({"_check_args"})
 _MODULE_NAMES = frozenset({"jnp", "jax", "functools", "numpy", "math", "scipy"})
-_RESERVED = (frozenset(keyword.kwlist) | frozenset(dir(builtins)) | _FUNCTION_NAMES | _MODULE_NAMES
-             | _HELPER_NAMES)
+_RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | _FUNCTION_NAMES | _MODULE_NAMES | _HELPER_NAMES
 
 # math.* functions the Python printer falls back to, and their JAX versions
 _MATH_TO_JAX = {
@@ -180,7 +179,7 @@ class _Printer(JaxPrinter):
             return "jnp"
         for prefix in ("jax.numpy.", "numpy.", "jnp."):
             if fqn.startswith(prefix):
-                return "jnp." + fqn[len(prefix):]
+                return "jnp." + fqn[len(prefix) :]
         if fqn == "abs":  # the builtin, reserved above
             return fqn
         fqn = _MATH_TO_JAX.get(fqn, fqn)
@@ -188,8 +187,10 @@ class _Printer(JaxPrinter):
         if module in _IMPORTABLE:
             self.imports.add(_IMPORTABLE[module])
             return fqn
-        raise ValueError(f"system: the right-hand side needs `{fqn}`, which the JAX code generator cannot emit "
-                         "(write this function with jax.numpy by hand, or rewrite the expression)")
+        raise ValueError(
+            f"system: the right-hand side needs `{fqn}`, which the JAX code generator cannot emit "
+            "(write this function with jax.numpy by hand, or rewrite the expression)"
+        )
 
 
 def _identifier(name: str) -> str:
@@ -220,7 +221,8 @@ def local_names(system: FlowSystem) -> dict:
         if other is not s and other != s:
             raise ValueError(
                 f"system: {system.name!r} has two different symbols named {s.name!r} in its state and params "
-                f"(assumptions {other.assumptions0} and {s.assumptions0}); their STATE / args keys would clash")
+                f"(assumptions {other.assumptions0} and {s.assumptions0}); their STATE / args keys would clash"
+            )
     if len(set(symbols)) != len(symbols):
         dup = sorted({s.name for s in symbols if symbols.count(s) > 1})
         raise ValueError(f"system: {system.name!r} lists {dup} more than once in its state and params")
@@ -292,8 +294,10 @@ def _emit(system, *, module, source, footer) -> str:
     for sym, e in zip(system.state, system.rhs, strict=True):
         bad = [c for c in (sp.zoo, sp.nan, sp.oo, -sp.oo) if sp.sympify(e).has(c)]
         if bad:
-            raise ValueError(f"system: the right-hand side of {sym} contains {bad[0]} (a division by zero or an "
-                             f"undefined value in the derivation): {e}")
+            raise ValueError(
+                f"system: the right-hand side of {sym} contains {bad[0]} (a division by zero or an "
+                f"undefined value in the derivation): {e}"
+            )
     printer = _Printer({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": False})
     rename = {s: sp.Symbol(n) for s, n in local.items()}
     exprs = [sp.sympify(e).xreplace(rename) for e in system.rhs]
@@ -303,27 +307,48 @@ def _emit(system, *, module, source, footer) -> str:
         assigned = [(sym, printer.doprint(expr)) for sym, expr in replacements]
         outs = [printer.doprint(e) for e in reduced]
     except NotImplementedError as err:  # sympy's PrintMethodNotImplementedError
-        raise ValueError(f"system: the JAX code generator cannot print part of the right-hand side: "
-                         f"{str(err).splitlines()[0]}") from err
+        raise ValueError(
+            f"system: the JAX code generator cannot print part of the right-hand side: {str(err).splitlines()[0]}"
+        ) from err
     eq_text = system.to_text()
     if len(eq_text) > _MAX_HEADER_EQUATIONS:
-        eq_text = (f"({len(system.state)} equations, {len(eq_text)} characters: print them with "
-                   f"`python -m flows derive {system.name}`)")
+        eq_text = (
+            f"({len(system.state)} equations, {len(eq_text)} characters: print them with "
+            f"`python -m flows derive {system.name}`)"
+        )
     eq_lines = "\n".join("    " + line for line in eq_text.splitlines())
     desc = "\n".join(line.rstrip() for line in system.description.strip().splitlines())
-    body = [_HEADER.format(source=_doc_text(source or "(not given)"), name=_doc_text(system.name),
-                           description=_doc_text(desc), equations=_doc_text(eq_lines),
-                           footer=_doc_text(footer))]
-    body.append("\n".join(["import difflib", "from collections.abc import Mapping", "",
-                           "import jax.numpy as jnp", *sorted(printer.imports)]) + "\n")
+    body = [
+        _HEADER.format(
+            source=_doc_text(source or "(not given)"),
+            name=_doc_text(system.name),
+            description=_doc_text(desc),
+            equations=_doc_text(eq_lines),
+            footer=_doc_text(footer),
+        )
+    ]
+    body.append(
+        "\n".join(
+            [
+                "import difflib",
+                "from collections.abc import Mapping",
+                "",
+                "import jax.numpy as jnp",
+                *sorted(printer.imports),
+            ]
+        )
+        + "\n"
+    )
     body.append(f"STATE = {ascii(tuple(s.name for s in system.state))}")
     body.append(f"PARAMS = {ascii(tuple(p.name for p in system.params))}")
     body.append(f"SYSTEM = {ascii(system.name)}\n\n")
     body.append("def vector_field(t, y, args):")
-    body.append(f'    """d({_doc_text(", ".join(s.name for s in system.state))})/dt for state `y[..., i]` '
-                'in STATE order and')
-    body.append("    `args` a mapping with exactly the keys in PARAMS (others are a ValueError); broadcasts over "
-                "leading")
+    body.append(
+        f'    """d({_doc_text(", ".join(s.name for s in system.state))})/dt for state `y[..., i]` in STATE order and'
+    )
+    body.append(
+        "    `args` a mapping with exactly the keys in PARAMS (others are a ValueError); broadcasts over leading"
+    )
     body.append('    axes."""')
     body.append("    _check_args(args)")
     # every local is read before any is written, so a state named like a parameter key cannot interfere
@@ -427,8 +452,9 @@ def compile_system(system: FlowSystem, *, source: str = "") -> types.ModuleType:
     The emitted text is kept as `mod.SOURCE` and in `linecache`, so tracebacks show the generated lines.
     """
     _check_system(system)
-    text = _emit(system, module=None, source=source or "derivations.codegen.compile_system (in memory)",
-                 footer=_USER_FOOTER)
+    text = _emit(
+        system, module=None, source=source or "derivations.codegen.compile_system (in memory)", footer=_USER_FOOTER
+    )
     filename = f"<derivations.codegen.compile_system {next(_COMPILED_COUNT)}: {system.name}>"
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     mod = types.ModuleType(_identifier(system.name), f"generated in memory from FlowSystem {system.name!r}")
@@ -445,5 +471,8 @@ def diff(system: FlowSystem, *, module: str, source: str = "", out_dir=None) -> 
     old = path.read_text(encoding="utf-8") if path.exists() else ""
     if old == fresh:
         return ""
-    return "".join(difflib.unified_diff(old.splitlines(True), fresh.splitlines(True),
-                                        fromfile=f"committed {path.name}", tofile="fresh emission"))
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(True), fresh.splitlines(True), fromfile=f"committed {path.name}", tofile="fresh emission"
+        )
+    )

@@ -1,8 +1,8 @@
 """Symbolic reduced systems of word co-occurrence (Yang, Kailkhura, Wang, Liang, NeurIPS 2024).
 
-The exact flow (the Gram reformulation of the dynamics of Sec. 3 and App. C, `flows.cooccurrence.flow`) lives on the Gram state
-(G, S, M_V, M_K, M_Q, A). For any loss that depends on the parameters only through G = W_V^T W^T a and
-A = W_K^T W_Q, the parameter gradient flow pushes forward to (a fixed, +-1, a^T a = m1)
+The exact flow (the Gram reformulation of the dynamics of Sec. 3 and App. C, `flows.cooccurrence.flow`)
+lives on the Gram state (G, S, M_V, M_K, M_Q, A). For any loss that depends on the parameters only through
+G = W_V^T W^T a and A = W_K^T W_Q, the parameter gradient flow pushes forward to (a fixed, +-1, a^T a = m1)
 
     z = -dL/dG,  B = -sqrt(m) dL/dA,
     dG = (S I + m1 M_V) z,  dS = 2 m1 G^T z,  dM_V = G z^T + z G^T,
@@ -38,8 +38,7 @@ import sympy as sp
 from .base import Derivation
 from .system import FlowSystem
 
-__all__ = ["GROUP_SPECIALS", "Cooccurrence3TokenDerivation", "CooccurrencePhase2Derivation",
-           "three_token_symbols"]
+__all__ = ["GROUP_SPECIALS", "Cooccurrence3TokenDerivation", "CooccurrencePhase2Derivation", "three_token_symbols"]
 
 #: special tokens (1-based: mu_1, mu_2, mu_3) of I_1..I_4, their labels and weights (Def. 2.1).
 GROUP_SPECIALS = ((1, 2, 3), (1, 3), (2, 3), (3,))
@@ -52,8 +51,10 @@ def three_token_symbols():
     mu_j+1. The state order is G1..G3, S, then A, M_V, M_K, M_Q row-major."""
     G = sp.Matrix(sp.symbols("G1:4", real=True))
     S = sp.Symbol("S", positive=True)
-    blocks = [sp.Matrix(3, 3, lambda i, j, p=prefix: sp.Symbol(f"{p}{i + 1}{j + 1}", real=True))
-              for prefix in ("A", "MV", "MK", "MQ")]
+    blocks = [
+        sp.Matrix(3, 3, lambda i, j, p=prefix: sp.Symbol(f"{p}{i + 1}{j + 1}", real=True))
+        for prefix in ("A", "MV", "MK", "MQ")
+    ]
     m, m1, L = sp.symbols("m m1 L", positive=True)
     return (G, S, *blocks, m, m1, L)
 
@@ -69,8 +70,7 @@ def three_token_loss(G, A, m, L):
             weights = [sp.exp(A[nu, mu] / sp.sqrt(m)) for nu in idx]
             F += sum(w * G[nu] for w, nu in zip(weights, idx, strict=True)) / (sum(weights) + n_random)
         outputs.append(F)
-    loss = sum(q * sp.log(1 + sp.exp(-y * F))
-               for q, y, F in zip(GROUP_WEIGHTS, GROUP_LABELS, outputs, strict=True))
+    loss = sum(q * sp.log(1 + sp.exp(-y * F)) for q, y, F in zip(GROUP_WEIGHTS, GROUP_LABELS, outputs, strict=True))
     return loss, outputs
 
 
@@ -100,8 +100,7 @@ class Cooccurrence3TokenDerivation(Derivation):
         # chain rule through the group outputs, so that CSE shares F_k and the softmax weights:
         # dL/dtheta = sum_k (dL/dF_k) dF_k/dtheta with dL/dF_k = -q_k y_k / (1 + e^{y_k F_k}).
         F = sp.symbols("F_1:5", real=True)
-        loss_of_F = sum(q * sp.log(1 + sp.exp(-y * f))
-                        for q, y, f in zip(GROUP_WEIGHTS, GROUP_LABELS, F, strict=True))
+        loss_of_F = sum(q * sp.log(1 + sp.exp(-y * f)) for q, y, f in zip(GROUP_WEIGHTS, GROUP_LABELS, F, strict=True))
         dL_dF = [sp.diff(loss_of_F, f).subs(dict(zip(F, self.outputs, strict=True))) for f in F]
 
         def grad(theta):
@@ -137,12 +136,16 @@ class Cooccurrence3TokenDerivation(Derivation):
     def _steps(self):
         G, S, A, MV, MK, MQ, m, m1, L = three_token_symbols()
         return [
-            ("group outputs F_k (I_1..I_4; random tokens inert)",
-             [sp.Eq(sp.Symbol(f"F_{k + 1}"), F) for k, F in enumerate(self.outputs)]),
+            (
+                "group outputs F_k (I_1..I_4; random tokens inert)",
+                [sp.Eq(sp.Symbol(f"F_{k + 1}"), F) for k, F in enumerate(self.outputs)],
+            ),
             ("reduced loss", [sp.Eq(sp.Symbol("L_hat"), self.loss)]),
             ("z = -dL/dG (derived)", [sp.Eq(sp.Symbol(f"z_{i + 1}"), e) for i, e in enumerate(self.z)]),
-            ("B = -sqrt(m) dL/dA (derived; B[i, j]: key i, query j)",
-             [sp.Eq(sp.Symbol(f"B_{i + 1}{j + 1}"), self.B[i, j]) for i in range(3) for j in range(3)]),
+            (
+                "B = -sqrt(m) dL/dA (derived; B[i, j]: key i, query j)",
+                [sp.Eq(sp.Symbol(f"B_{i + 1}{j + 1}"), self.B[i, j]) for i in range(3) for j in range(3)],
+            ),
         ]
 
 
@@ -160,8 +163,9 @@ class CooccurrencePhase2Derivation(Derivation):
         _, outputs = three_token_loss(G, A, m, L)
         # at A = 0 every query attends uniformly: F_k = sum of G over the special tokens of group k
         self.outputs = [sp.cancel(F.subs(frozen)) for F in outputs]
-        self.loss = sum(q * sp.log(1 + sp.exp(-y * F))
-                        for q, y, F in zip(GROUP_WEIGHTS, GROUP_LABELS, self.outputs, strict=True))
+        self.loss = sum(
+            q * sp.log(1 + sp.exp(-y * F)) for q, y, F in zip(GROUP_WEIGHTS, GROUP_LABELS, self.outputs, strict=True)
+        )
         z = sp.Matrix([-sp.diff(self.loss, g) for g in G])
         # the G and S rows of the 3-token pushforward with the m1 M_V term dropped
         dG, dS, *_ = _gram_pushforward(G, S, A, sp.zeros(3, 3), MK, MQ, z, sp.zeros(3, 3), m, m1)
@@ -182,7 +186,9 @@ class CooccurrencePhase2Derivation(Derivation):
 
     def _steps(self):
         return [
-            ("restriction of cooccurrence-3token: A = 0 (uniform attention), m1 M_V term dropped",
-             [sp.Eq(sp.Symbol(f"F_{k + 1}"), F) for k, F in enumerate(self.outputs)]),
+            (
+                "restriction of cooccurrence-3token: A = 0 (uniform attention), m1 M_V term dropped",
+                [sp.Eq(sp.Symbol(f"F_{k + 1}"), F) for k, F in enumerate(self.outputs)],
+            ),
             ("reduced loss at uniform attention", [sp.Eq(sp.Symbol("L_hat"), self.loss)]),
         ]

@@ -27,14 +27,7 @@ import sympy as sp
 
 from .system import FlowSystem, check_same_symbols, ordered_params, simplified, sympy_value
 
-__all__ = [
-    "ParameterGroup",
-    "Projection",
-    "gradient_flow",
-    "naive_reduced_gradient",
-    "project",
-    "push_forward",
-]
+__all__ = ["ParameterGroup", "Projection", "gradient_flow", "naive_reduced_gradient", "project", "push_forward"]
 
 
 def _multiplicity(field: str, value) -> sp.Expr:
@@ -42,18 +35,22 @@ def _multiplicity(field: str, value) -> sp.Expr:
     m = sympy_value(field, value, what="the multiplicity")
     if m.is_Integer:
         if m < 1:
-            raise ValueError(f"{field} must be a positive integer (how many entries the symbol stands for), "
-                             f"got {value!r}")
+            raise ValueError(
+                f"{field} must be a positive integer (how many entries the symbol stands for), got {value!r}"
+            )
         return m
     if m.is_number:
         v = complex(m)
         if not (v.imag == 0 and math.isfinite(v.real) and v.real == round(v.real) and v.real >= 1):
-            raise ValueError(f"{field} must be a positive integer (how many entries the symbol stands for), "
-                             f"got {value!r}")
+            raise ValueError(
+                f"{field} must be a positive integer (how many entries the symbol stands for), got {value!r}"
+            )
         return sp.Integer(round(v.real))
     if m.is_positive is False or m.is_integer is False:
-        raise ValueError(f"{field} must be a positive integer count; {m} is known to be "
-                         f"{'non-positive' if m.is_positive is False else 'non-integer'}")
+        raise ValueError(
+            f"{field} must be a positive integer count; {m} is known to be "
+            f"{'non-positive' if m.is_positive is False else 'non-integer'}"
+        )
     return m
 
 
@@ -77,8 +74,10 @@ class ParameterGroup:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"ParameterGroup.name must be a non-empty string, got {self.name!r}")
         if isinstance(self.symbols, sp.Basic | str):
-            raise ValueError(f"ParameterGroup.symbols of {self.name!r} must be a sequence of sympy Symbols; "
-                             f"wrap a single symbol as ({self.symbols},)")
+            raise ValueError(
+                f"ParameterGroup.symbols of {self.name!r} must be a sequence of sympy Symbols; "
+                f"wrap a single symbol as ({self.symbols},)"
+            )
         syms = tuple(self.symbols)
         if not syms or not all(isinstance(s, sp.Symbol) for s in syms):
             raise ValueError("ParameterGroup.symbols must be a non-empty sequence of sympy Symbols")
@@ -90,19 +89,21 @@ class ParameterGroup:
             mult = tuple(sp.Integer(1) for _ in syms)
         else:
             if isinstance(mult, sp.Basic | str | numbers.Number):
-                raise ValueError(f"ParameterGroup.multiplicities of {self.name!r} must be a sequence with one "
-                                 f"entry per symbol, got {mult!r}")
+                raise ValueError(
+                    f"ParameterGroup.multiplicities of {self.name!r} must be a sequence with one "
+                    f"entry per symbol, got {mult!r}"
+                )
             mult = tuple(mult)
             if len(mult) != len(syms):
                 raise ValueError(
-                    f"ParameterGroup.multiplicities must have one entry per symbol ({len(syms)}), "
-                    f"got {len(mult)}"
+                    f"ParameterGroup.multiplicities must have one entry per symbol ({len(syms)}), got {len(mult)}"
                 )
-            mult = tuple(_multiplicity(f"ParameterGroup.multiplicities[{i}] (of {s} in group {self.name!r})", m)
-                         for i, (s, m) in enumerate(zip(syms, mult, strict=True)))
+            mult = tuple(
+                _multiplicity(f"ParameterGroup.multiplicities[{i}] (of {s} in group {self.name!r})", m)
+                for i, (s, m) in enumerate(zip(syms, mult, strict=True))
+            )
         object.__setattr__(self, "multiplicities", mult)
-        lr = sympy_value(f"ParameterGroup.learning_rate of {self.name!r}", self.learning_rate,
-                          what="the learning rate")
+        lr = sympy_value(f"ParameterGroup.learning_rate of {self.name!r}", self.learning_rate, what="the learning rate")
         if lr.is_positive is False:
             raise ValueError(f"ParameterGroup.learning_rate of {self.name!r} must be positive, got {lr}")
         object.__setattr__(self, "learning_rate", lr)
@@ -152,20 +153,28 @@ def gradient_flow(
             if sym in seen:
                 raise ValueError(f"symbol {sym} appears in more than one parameter group")
             seen.add(sym)
-    check_same_symbols([("loss", loss)] + [
-        (f"groups (group {g.name!r}{', ' + label if label else ''})", e)
-        for g in groups
-        for label, exprs in (("", g.symbols), ("learning_rate", (g.learning_rate,)),
-                             ("multiplicities", g.multiplicities))
-        for e in exprs
-    ])
+    check_same_symbols(
+        [("loss", loss)]
+        + [
+            (f"groups (group {g.name!r}{', ' + label if label else ''})", e)
+            for g in groups
+            for label, exprs in (
+                ("", g.symbols),
+                ("learning_rate", (g.learning_rate,)),
+                ("multiplicities", g.multiplicities),
+            )
+            for e in exprs
+        ]
+    )
     free = loss.free_symbols
     for group in groups:
         absent = [s for s in group.symbols if s not in free]
         if absent:
-            raise ValueError(f"groups: symbol(s) {', '.join(map(str, absent))} of group {group.name!r} do not appear "
-                             f"in the loss, so their rate would be identically 0 (loss symbols: "
-                             f"{', '.join(sorted(map(str, free)))})")
+            raise ValueError(
+                f"groups: symbol(s) {', '.join(map(str, absent))} of group {group.name!r} do not appear "
+                f"in the loss, so their rate would be identically 0 (loss symbols: "
+                f"{', '.join(sorted(map(str, free)))})"
+            )
     state, rhs, metric = [], [], []
     for group in groups:
         for sym, mult in zip(group.symbols, group.multiplicities, strict=True):
@@ -185,8 +194,10 @@ def gradient_flow(
 
 def _check_loss(loss) -> sp.Expr:
     if isinstance(loss, str):
-        raise ValueError(f"loss must be a sympy expression, not the string {loss!r}: build it from your "
-                         "sp.Symbol objects (sympify would create new symbols, and every rate would be 0)")
+        raise ValueError(
+            f"loss must be a sympy expression, not the string {loss!r}: build it from your "
+            "sp.Symbol objects (sympify would create new symbols, and every rate would be 0)"
+        )
     if not isinstance(loss, sp.Expr):
         raise ValueError(f"loss must be a scalar sympy expression, got {type(loss).__name__}")
     if loss.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
@@ -214,8 +225,7 @@ def _check_name(name) -> None:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
 
 
-def push_forward(system: FlowSystem, observables: Mapping[sp.Symbol, sp.Expr],
-                 simplify: bool = True) -> dict:
+def push_forward(system: FlowSystem, observables: Mapping[sp.Symbol, sp.Expr], simplify: bool = True) -> dict:
     """d obs/dt = sum_i (d obs / d theta_i) theta_dot_i for each observable obs(theta).
 
     Returns a dict `{obs_symbol: expression in the state and params of system}`. Observable expressions must
@@ -226,15 +236,14 @@ def push_forward(system: FlowSystem, observables: Mapping[sp.Symbol, sp.Expr],
     if not isinstance(observables, Mapping):
         raise ValueError(f"observables must be a mapping {{symbol: expression}}, got {type(observables).__name__}")
     exprs = {sym: sympy_value(f"observables[{sym}]", e, what="the observable") for sym, e in observables.items()}
-    check_same_symbols([("system (state)", s) for s in system.state]
-                        + [("system (params)", s) for s in system.params]
-                        + [(f"observables[{k}]", v) for k, v in exprs.items()])
+    check_same_symbols(
+        [("system (state)", s) for s in system.state]
+        + [("system (params)", s) for s in system.params]
+        + [(f"observables[{k}]", v) for k, v in exprs.items()]
+    )
     out = {}
     for sym, expr in exprs.items():
-        rate = sum(
-            (sp.diff(expr, s) * e for s, e in zip(system.state, system.rhs, strict=True)),
-            sp.Integer(0),
-        )
+        rate = sum((sp.diff(expr, s) * e for s, e in zip(system.state, system.rhs, strict=True)), sp.Integer(0))
         out[sym] = simplified(rate) if simplify else rate
     return out
 
@@ -293,21 +302,27 @@ def project(
             raise ValueError(f"ansatz keys must be the state symbols of the system, got {key!r}")
         values[key] = sympy_value(f"ansatz[{key}]", value, what="the ansatz")
     check_same_symbols(
-        [("system (state)", s) for s in system.state] + [("system (params)", s) for s in system.params]
-        + [(f"ansatz (key {k})", k) for k in values] + [(f"ansatz[{k}]", v) for k, v in values.items()]
-        + [("coords", c) for c in coords])
+        [("system (state)", s) for s in system.state]
+        + [("system (params)", s) for s in system.params]
+        + [(f"ansatz (key {k})", k) for k in values]
+        + [(f"ansatz[{k}]", v) for k, v in values.items()]
+        + [("coords", c) for c in coords]
+    )
     extra = [k for k in values if k not in system.state]
     if extra:
-        raise ValueError(f"ansatz gives {', '.join(map(str, extra))}, which are not state symbols of "
-                         f"{system.name!r} (state: {', '.join(map(str, system.state))})")
+        raise ValueError(
+            f"ansatz gives {', '.join(map(str, extra))}, which are not state symbols of "
+            f"{system.name!r} (state: {', '.join(map(str, system.state))})"
+        )
     missing = [s for s in system.state if s not in values]
     if missing:
         raise ValueError(f"ansatz must express every state symbol; missing {missing}")
     used = set().union(*(v.free_symbols for v in values.values()))
     unused = [c for c in coords if c not in used]
     if unused:
-        raise ValueError(f"coords {', '.join(map(str, unused))} do not appear in the ansatz (the Jacobian "
-                         "would have a zero column)")
+        raise ValueError(
+            f"coords {', '.join(map(str, unused))} do not appear in the ansatz (the Jacobian would have a zero column)"
+        )
     ansatz = values
     phi = sp.Matrix([ansatz[s] for s in system.state])
     J = phi.jacobian(list(coords))
@@ -327,12 +342,12 @@ def project(
         metric=tuple(sp.Integer(1) for _ in coords),
         description=description,
     )
-    return Projection(system=reduced, residual=residual, ansatz=dict(ansatz), jacobian=J,
-                      metric_matrix=normal)
+    return Projection(system=reduced, residual=residual, ansatz=dict(ansatz), jacobian=J, metric_matrix=normal)
 
 
-def naive_reduced_gradient(loss: sp.Expr, ansatz: Mapping[sp.Symbol, sp.Expr],
-                           coords: Sequence[sp.Symbol], learning_rate: sp.Expr) -> tuple:
+def naive_reduced_gradient(
+    loss: sp.Expr, ansatz: Mapping[sp.Symbol, sp.Expr], coords: Sequence[sp.Symbol], learning_rate: sp.Expr
+) -> tuple:
     """-eta d/dh L(phi(h)): what one gets by differentiating the loss in the ansatz coordinates.
 
     Kept to show (and test) that it is *not* the restricted flow: it equals (J^T G J) h_dot, i.e. it misses

@@ -1,7 +1,8 @@
 """First variation and particle velocity of the mean-field transformer (Gao et al., NeurIPS 2024).
 
 Gao et al. 2024, eqs. (2.1)-(2.3) (the two encoders), the first variation and the particle ODE of its
-Wasserstein gradient flow; the hand-written array code is `flows.mean_field.gradients.particle_gradients`. For one prompt Z in
+Wasserstein gradient flow; the hand-written array code is `flows.mean_field.gradients.particle_gradients`.
+For one prompt Z in
 R^{D x K} (K = N + 1 columns) and its adjoint P in R^{D x K}, the first variation of Q at a particle is
 
     attention  g(theta) = <P, f(Z, theta)>_F + lam/2 (|V|^2 + |W|^2),   f(Z, theta) = V Z S,
@@ -40,8 +41,14 @@ from ._printing import readable
 from .base import Derivation
 from .gradient_flow import ParameterGroup, gradient_flow
 
-__all__ = ["HUBER_PIECES", "MeanFieldAttentionDerivation", "MeanFieldMLPDerivation", "frobenius",
-           "huberized_relu", "huberized_relu_grad"]
+__all__ = [
+    "HUBER_PIECES",
+    "MeanFieldAttentionDerivation",
+    "MeanFieldMLPDerivation",
+    "frobenius",
+    "huberized_relu",
+    "huberized_relu_grad",
+]
 
 
 def _matrix(prefix: str, rows: int, cols: int) -> sp.Matrix:
@@ -190,12 +197,14 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         self.system = gradient_flow(
             self.first_variation,
             [ParameterGroup("V", tuple(self.V), 1), ParameterGroup("W", tuple(self.W), 1)],
-            name=self.name, simplify=False,
+            name=self.name,
+            simplify=False,
             description=(
                 "Mean-field transformer (Gao et al. 2024, eqs. 2.1-2.3 and its particle flow), attention particle\n"
                 f"theta = (V, W) on a D = {D}, K = N + 1 = {K} symbolic instance: first variation\n"
                 "g = <P, V Z S>_F + lam/2 (|V|^2 + |W|^2), S = softmax over keys of Z^T W Z; velocity\n"
-                "d theta/d tau = -grad_theta g derived by sympy and shown equal to the closed matrix form."),
+                "d theta/d tau = -grad_theta g derived by sympy and shown equal to the closed matrix form."
+            ),
         )
         # derived gradients of the pairing (sympy diff, entry by entry)
         self.grad_V = self.V.applyfunc(lambda v: sp.diff(self.pairing, v))
@@ -206,23 +215,27 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         derived_V, derived_W = self.algebraic(self.grad_V), self.algebraic(self.grad_W)
         self.residual_V = (derived_V - self.closed_V).applyfunc(_zero_form)
         self.residual_W = (derived_W - self.closed_W).applyfunc(_zero_form)
-        self.closed_velocity = tuple(-c - self.lam * s for c, s in zip([*self.closed_V, *self.closed_W],
-                                                                      self.system.state, strict=True))
-        self.residual_velocity = tuple(_zero_form(self.algebraic(r) - c)
-                                       for r, c in zip(self.system.rhs, self.closed_velocity, strict=True))
+        self.closed_velocity = tuple(
+            -c - self.lam * s for c, s in zip([*self.closed_V, *self.closed_W], self.system.state, strict=True)
+        )
+        self.residual_velocity = tuple(
+            _zero_form(self.algebraic(r) - c) for r, c in zip(self.system.rhs, self.closed_velocity, strict=True)
+        )
         # the printed forms: derived gradients in the softmax entries S_ki (sum_k S_ki = 1), closed form with
         # symbols S, B, G; their difference is zero as well
         self.S_sym = _matrix("S", K, K)
         self.B_sym, self.G_sym = _matrix("B", K, K), _matrix("G", K, K)
         self.derived_softmax_poly = [self.softmax_form(e) for e in (*derived_V, *derived_W)]
-        last = {self.S_sym[K - 1, i]: 1 - sum(self.S_sym[:K - 1, i]) for i in range(K)}
+        last = {self.S_sym[K - 1, i]: 1 - sum(self.S_sym[: K - 1, i]) for i in range(K)}
         closed_SV, closed_SW = self._closed(self.S_sym)
         closed_S = [sp.expand(e.subs(last)) for e in (*closed_SV, *closed_SW)]
-        self.residual_softmax_form = [sp.expand(d - c)
-                                      for d, c in zip(self.derived_softmax_poly, closed_S, strict=True)]
+        self.residual_softmax_form = [
+            sp.expand(d - c) for d, c in zip(self.derived_softmax_poly, closed_S, strict=True)
+        ]
         c = sp.Symbol("c", positive=True)
         self.homogeneity = (self.f.subs({v: c * v for v in self.V}, simultaneous=True) - c * self.f).applyfunc(
-            sp.expand)
+            sp.expand
+        )
         self.euler = sp.expand(frobenius(self.V, self.grad_V) - self.pairing)
 
     def _closed(self, S):
@@ -256,29 +269,39 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         scales C_i must cancel (softmax invariance), then S_Ki = 1 - sum_{k<K} S_ki."""
         K = self.K
         C = [sp.Symbol(f"C{i + 1}", positive=True) for i in range(K)]
-        scaled = sp.cancel(sp.sympify(expr).subs({self.E[k, i]: C[i] * self.S_sym[k, i]
-                                                  for k in range(K) for i in range(K)}, simultaneous=True))
+        scaled = sp.cancel(
+            sp.sympify(expr).subs(
+                {self.E[k, i]: C[i] * self.S_sym[k, i] for k in range(K) for i in range(K)}, simultaneous=True
+            )
+        )
         if scaled.free_symbols & set(C):
             raise ValueError("expression is not invariant under column scaling of E (not a softmax function)")
-        last = {self.S_sym[K - 1, i]: 1 - sum(self.S_sym[:K - 1, i]) for i in range(K)}
+        last = {self.S_sym[K - 1, i]: 1 - sum(self.S_sym[: K - 1, i]) for i in range(K)}
         return sp.expand(sp.cancel(scaled.subs(last)))
 
     @functools.cached_property
     def derived_softmax_form(self) -> list:
         """The derived gradients (V then W, row-major) in the softmax entries, coefficients factored."""
-        gens = list(self.S_sym[:self.K - 1, :])
+        gens = list(self.S_sym[: self.K - 1, :])
         out = []
         for e in self.derived_softmax_poly:
             terms = sp.Poly(e, *gens).terms()
-            out.append(sp.Add(*[sp.factor(c) * sp.Mul(*[g**m for g, m in zip(gens, mon, strict=True)])
-                                for mon, c in terms]))
+            out.append(
+                sp.Add(*[sp.factor(c) * sp.Mul(*[g**m for g, m in zip(gens, mon, strict=True)]) for mon, c in terms])
+            )
         return out
 
     @property
     def identities_hold(self) -> bool:
         """derived == closed (gradients, velocity, printed softmax form), f(Z, (cV, W)) = c f, Euler."""
-        zero = [*self.residual_V, *self.residual_W, *self.residual_velocity, *self.residual_softmax_form,
-                *self.homogeneity, self.euler]
+        zero = [
+            *self.residual_V,
+            *self.residual_W,
+            *self.residual_velocity,
+            *self.residual_softmax_form,
+            *self.homogeneity,
+            self.euler,
+        ]
         return all(e == 0 for e in zero)
 
     def result_rhs(self) -> tuple:
@@ -286,46 +309,66 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
 
     def _steps(self):
         D, K = self.D, self.K
-        Zm, Pm, Vm, Wm, Sm = (sp.MatrixSymbol(n, *shape) for n, shape in
-                              (("Z", (D, K)), ("P", (D, K)), ("V", (D, D)), ("W", (D, D)), ("S", (K, K))))
+        Zm, Pm, Vm, Wm, Sm = (
+            sp.MatrixSymbol(n, *shape)
+            for n, shape in (("Z", (D, K)), ("P", (D, K)), ("V", (D, D)), ("W", (D, D)), ("S", (K, K)))
+        )
         lam = self.lam
         g_matrix = sp.Trace(Pm.T * Vm * Zm * Sm) + lam / 2 * (sp.Trace(Vm.T * Vm) + sp.Trace(Wm.T * Wm))
-        logits = [(f"a{k + 1}{i + 1}", f"a_{{{k + 1}{i + 1}}}", self.logits[k, i])
-                  for k in range(K) for i in range(K)]
+        logits = [(f"a{k + 1}{i + 1}", f"a_{{{k + 1}{i + 1}}}", self.logits[k, i]) for k in range(K) for i in range(K)]
         softmax = [(f"S{k + 1}{i + 1}", f"S_{{{k + 1}{i + 1}}}", self.S_E[k, i]) for k in range(K) for i in range(K)]
-        derived = [(f"d<P, f>/d{s}", rf"\frac{{\partial \langle P, f\rangle}}{{\partial {sp.latex(s)}}}", e)
-                   for s, e in zip((*self.V, *self.W), self.derived_softmax_form, strict=True)]
+        derived = [
+            (f"d<P, f>/d{s}", rf"\frac{{\partial \langle P, f\rangle}}{{\partial {sp.latex(s)}}}", e)
+            for s, e in zip((*self.V, *self.W), self.derived_softmax_form, strict=True)
+        ]
         B = self.Z.T * self.V.T * self.P
         S, Bs = self.S_sym, self.B_sym
         G = _hadamard(S, Bs - sp.ones(K, K) * _hadamard(S, Bs))
         pieces = [(f"B{k + 1}{i + 1}", f"B_{{{k + 1}{i + 1}}}", B[k, i]) for k in range(K) for i in range(K)]
         pieces += [(f"G{k + 1}{i + 1}", f"G_{{{k + 1}{i + 1}}}", G[k, i]) for k in range(K) for i in range(K)]
         return [
-            ("first variation (matrix form), f(Z, theta) = V Z S, S = softmax over keys of Z^T W Z",
-             [("g", "g", g_matrix)]),
-            (f"symbolic instance D = {D}, K = N + 1 = {K}",
-             [("Z", "Z", self.Z), ("P", "P", self.P), ("V", "V", self.V), ("W", "W", self.W)]),
+            (
+                "first variation (matrix form), f(Z, theta) = V Z S, S = softmax over keys of Z^T W Z",
+                [("g", "g", g_matrix)],
+            ),
+            (
+                f"symbolic instance D = {D}, K = N + 1 = {K}",
+                [("Z", "Z", self.Z), ("P", "P", self.P), ("V", "V", self.V), ("W", "W", self.W)],
+            ),
             ("logits a = Z^T W Z; E_ki := exp(a_ki), S_ki = E_ki / sum_k' E_k'i", logits + softmax),
             ("first variation on the instance", [("g", "g", self.first_variation)]),
-            ("derived gradients (sympy diff of <P, f>; exp(a_ki) = C_i S_ki, the C_i cancel; sum_k S_ki = 1)",
-             derived),
-            ("closed matrix form",
-             [("grad_V <P, V Z S>", r"\nabla_V \langle P, V Z S\rangle", _Raw("P (Z S)^T", "P (Z S)^{T}")),
-              ("grad_W <P, V Z S>", r"\nabla_W \langle P, V Z S\rangle", _Raw("Z G Z^T", "Z G Z^{T}")),
-              ("G", "G", _Raw(_G_TEXT + "  (o entrywise)", _G_LATEX)),
-              ("B", "B", _Raw("Z^T V^T P", "Z^{T} V^{T} P"))] + pieces),
-            ("derived - closed, entrywise after simplify (zero: the closed form is exact)",
-             [("grad_V", r"\nabla_V", self.residual_V), ("grad_W", r"\nabla_W", self.residual_W),
-              ("velocity", r"\dot\theta", sp.Matrix(self.residual_velocity).T),
-              ("softmax form", r"\text{softmax form}", sp.Matrix(self.residual_softmax_form).T)]),
-            ("partial 1-homogeneity f(Z, (c V, W)) - c f(Z, (V, W)) and Euler <V, grad_V g> - <P, f> (zero)",
-             [("f(cV) - c f", r"f(cV) - c f", self.homogeneity), ("Euler", r"\text{Euler}", self.euler)]),
+            ("derived gradients (sympy diff of <P, f>; exp(a_ki) = C_i S_ki, the C_i cancel; sum_k S_ki = 1)", derived),
+            (
+                "closed matrix form",
+                [
+                    ("grad_V <P, V Z S>", r"\nabla_V \langle P, V Z S\rangle", _Raw("P (Z S)^T", "P (Z S)^{T}")),
+                    ("grad_W <P, V Z S>", r"\nabla_W \langle P, V Z S\rangle", _Raw("Z G Z^T", "Z G Z^{T}")),
+                    ("G", "G", _Raw(_G_TEXT + "  (o entrywise)", _G_LATEX)),
+                    ("B", "B", _Raw("Z^T V^T P", "Z^{T} V^{T} P")),
+                ]
+                + pieces,
+            ),
+            (
+                "derived - closed, entrywise after simplify (zero: the closed form is exact)",
+                [
+                    ("grad_V", r"\nabla_V", self.residual_V),
+                    ("grad_W", r"\nabla_W", self.residual_W),
+                    ("velocity", r"\dot\theta", sp.Matrix(self.residual_velocity).T),
+                    ("softmax form", r"\text{softmax form}", sp.Matrix(self.residual_softmax_form).T),
+                ],
+            ),
+            (
+                "partial 1-homogeneity f(Z, (c V, W)) - c f(Z, (V, W)) and Euler <V, grad_V g> - <P, f> (zero)",
+                [("f(cV) - c f", r"f(cV) - c f", self.homogeneity), ("Euler", r"\text{Euler}", self.euler)],
+            ),
         ]
 
     def _velocity(self):
-        lines = [("dV/dtau", r"\frac{dV}{d\tau}", _Raw("-P (Z S)^T - lam V", r"-P (Z S)^{T} - \lambda V")),
-                 ("dW/dtau", r"\frac{dW}{d\tau}", _Raw("-Z G Z^T - lam W", r"-Z G Z^{T} - \lambda W")),
-                 ("G", "G", _Raw(_G_TEXT + ",  B = Z^T V^T P", _G_LATEX + r",\quad B = Z^{T} V^{T} P"))]
+        lines = [
+            ("dV/dtau", r"\frac{dV}{d\tau}", _Raw("-P (Z S)^T - lam V", r"-P (Z S)^{T} - \lambda V")),
+            ("dW/dtau", r"\frac{dW}{d\tau}", _Raw("-Z G Z^T - lam W", r"-Z G Z^{T} - \lambda W")),
+            ("G", "G", _Raw(_G_TEXT + ",  B = Z^T V^T P", _G_LATEX + r",\quad B = Z^{T} V^{T} P")),
+        ]
         vel_V = -self.P * (self.Z * self.S_sym).T - self.lam * self.V
         vel_W = -self.Z * self.G_sym * self.Z.T - self.lam * self.W
         lines += [(*_dtau(s), e) for s, e in zip((*self.V, *self.W), (*vel_V, *vel_W), strict=True)]
@@ -365,27 +408,33 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
         self.system = gradient_flow(
             self.first_variation,
             [ParameterGroup("W1", tuple(self.W1), 1), ParameterGroup("W2", tuple(self.W2), 1)],
-            name=self.name, simplify=False,
+            name=self.name,
+            simplify=False,
             description=(
                 "Mean-field transformer (Gao et al. 2024, eqs. 2.1-2.3 and its particle flow), MLP particle\n"
                 f"w = (W1 row a, W2 column b) on a D = {D}, K = N + 1 = {K} symbolic instance: first variation\n"
                 "g = <P, W2 sigma(W1 Z)>_F + lam/2 (|W1|^2 + |W2|^2), sigma = HuberizedReLU(h0); velocity\n"
-                "d w/d tau = -grad_w g derived by sympy and shown equal to the closed form on every piece."),
+                "d w/d tau = -grad_w g derived by sympy and shown equal to the closed form on every piece."
+            ),
         )
         self.grad_W1 = self.W1.applyfunc(lambda a: sp.diff(self.pairing, a))
         self.grad_W2 = self.W2.applyfunc(lambda b: sp.diff(self.pairing, b))
         self.closed_W2 = self.P * self.sigma.T
         self.closed_W1 = _hadamard(self.W2.T * self.P, self.sigma_grad) * self.Z.T
-        self.closed_velocity = tuple(-c - self.lam * s for c, s in zip([*self.closed_W1, *self.closed_W2],
-                                                                      self.system.state, strict=True))
+        self.closed_velocity = tuple(
+            -c - self.lam * s for c, s in zip([*self.closed_W1, *self.closed_W2], self.system.state, strict=True)
+        )
         # sigma' is the derivative of sigma (per piece), and sigma is C^1 at 0 and h0
         x, h0 = sp.Symbol("x", real=True), self.h0
         dsig = sp.diff(huberized_relu(x, h0), x)
         self.sigma_derivative_residual = [
-            sp.simplify(d.expr - e.expr) for d, e in zip(dsig.args, huberized_relu_grad(x, h0).args, strict=True)]
+            sp.simplify(d.expr - e.expr) for d, e in zip(dsig.args, huberized_relu_grad(x, h0).args, strict=True)
+        ]
         (_, s0, d0), (_, s1, d1), (_, s2, d2) = HUBER_PIECES
-        self.junctions = [sp.simplify(e) for e in (s0(0, h0) - s1(0, h0), s1(h0, h0) - s2(h0, h0),
-                                                   d0(0, h0) - d1(0, h0), d1(h0, h0) - d2(h0, h0))]
+        self.junctions = [
+            sp.simplify(e)
+            for e in (s0(0, h0) - s1(0, h0), s1(h0, h0) - s2(h0, h0), d0(0, h0) - d1(0, h0), d1(h0, h0) - d2(h0, h0))
+        ]
         # derived == closed on each of the 3^K piece combinations (gradients and velocity), and the derived
         # Piecewise gradient on a piece == the gradient of g with sigma replaced by that piece's polynomial
         grads = (*self.grad_W1, *self.grad_W2)
@@ -397,11 +446,12 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
             g_piece = frobenius(self.P, self.W2 * sig)
             redo = [sp.diff(g_piece, s) for s in (*self.W1, *self.W2)]
             res = [_zero_form(d - c) for d, c in zip(derived, closed, strict=True)]
-            res += [_zero_form(r - d) for r, d in zip(redo, derived[:len(redo)], strict=True)]
+            res += [_zero_form(r - d) for r, d in zip(redo, derived[: len(redo)], strict=True)]
             self.piece_residuals[combo] = res
         c = sp.Symbol("c", positive=True)
         self.homogeneity = (self.h.subs({b: c * b for b in self.W2}, simultaneous=True) - c * self.h).applyfunc(
-            sp.expand)
+            sp.expand
+        )
         self.euler = sp.expand(frobenius(self.W2, self.grad_W2) - self.pairing)
 
     def _column(self, pw: sp.Piecewise) -> int:
@@ -426,8 +476,13 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
     @property
     def identities_hold(self) -> bool:
         """derived == closed on every piece, sigma' = d sigma, C^1 junctions, homogeneity in W2, Euler."""
-        zero = [*itertools.chain.from_iterable(self.piece_residuals.values()), *self.sigma_derivative_residual,
-                *self.junctions, *self.homogeneity, self.euler]
+        zero = [
+            *itertools.chain.from_iterable(self.piece_residuals.values()),
+            *self.sigma_derivative_residual,
+            *self.junctions,
+            *self.homogeneity,
+            self.euler,
+        ]
         return all(e == 0 for e in zero)
 
     def result_rhs(self) -> tuple:
@@ -439,35 +494,76 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
         Pm = sp.MatrixSymbol("P", D, K)
         W1m, W2m = sp.MatrixSymbol("W1", 1, D), sp.MatrixSymbol("W2", D, 1)
         sigZ = sp.MatrixSymbol("sigma(W1*Z)", 1, K)
-        g_matrix = (sp.Trace(Pm.T * W2m * sigZ) + self.lam / 2 * (sp.Trace(W1m * W1m.T) + sp.Trace(W2m.T * W2m)))
-        pieces = [(f"piece {''.join(str(p) for p in combo)}", rf"\text{{piece {''.join(str(p) for p in combo)}}}",
-                   sp.Matrix(res).T) for combo, res in self.piece_residuals.items()]
-        derived = [(f"d<P, h>/d{s}", rf"\frac{{\partial \langle P, h\rangle}}{{\partial {sp.latex(s)}}}", e)
-                   for s, e in zip((*self.W1, *self.W2), (*self.grad_W1, *self.grad_W2), strict=True)]
+        g_matrix = sp.Trace(Pm.T * W2m * sigZ) + self.lam / 2 * (sp.Trace(W1m * W1m.T) + sp.Trace(W2m.T * W2m))
+        pieces = [
+            (
+                f"piece {''.join(str(p) for p in combo)}",
+                rf"\text{{piece {''.join(str(p) for p in combo)}}}",
+                sp.Matrix(res).T,
+            )
+            for combo, res in self.piece_residuals.items()
+        ]
+        derived = [
+            (f"d<P, h>/d{s}", rf"\frac{{\partial \langle P, h\rangle}}{{\partial {sp.latex(s)}}}", e)
+            for s, e in zip((*self.W1, *self.W2), (*self.grad_W1, *self.grad_W2), strict=True)
+        ]
         return [
-            ("first variation (matrix form), h(Z, w) = W2 sigma(W1 Z), W1 = a (row), W2 = b (column)",
-             [("g", "g", g_matrix)]),
-            ("HuberizedReLU and its derivative (sympy diff of the Piecewise)",
-             [("sigma(x)", r"\sigma(x)", huberized_relu(x, self.h0)),
-              ("d sigma/dx", r"\frac{d\sigma}{dx}", sp.diff(huberized_relu(x, self.h0), x)),
-              ("d sigma/dx - sigma' per piece; C^1 junctions at 0, h0 (zero)", r"\text{residuals}",
-               sp.Matrix([*self.sigma_derivative_residual, *self.junctions]).T)]),
-            (f"symbolic instance D = {D}, K = N + 1 = {K}",
-             [("Z", "Z", self.Z), ("P", "P", self.P), ("W1", "W_1", self.W1), ("W2", "W_2", self.W2),
-              ("u = W1 Z", "u = W_1 Z", self.pre)]),
+            (
+                "first variation (matrix form), h(Z, w) = W2 sigma(W1 Z), W1 = a (row), W2 = b (column)",
+                [("g", "g", g_matrix)],
+            ),
+            (
+                "HuberizedReLU and its derivative (sympy diff of the Piecewise)",
+                [
+                    ("sigma(x)", r"\sigma(x)", huberized_relu(x, self.h0)),
+                    ("d sigma/dx", r"\frac{d\sigma}{dx}", sp.diff(huberized_relu(x, self.h0), x)),
+                    (
+                        "d sigma/dx - sigma' per piece; C^1 junctions at 0, h0 (zero)",
+                        r"\text{residuals}",
+                        sp.Matrix([*self.sigma_derivative_residual, *self.junctions]).T,
+                    ),
+                ],
+            ),
+            (
+                f"symbolic instance D = {D}, K = N + 1 = {K}",
+                [
+                    ("Z", "Z", self.Z),
+                    ("P", "P", self.P),
+                    ("W1", "W_1", self.W1),
+                    ("W2", "W_2", self.W2),
+                    ("u = W1 Z", "u = W_1 Z", self.pre),
+                ],
+            ),
             ("first variation on the instance", [("g", "g", self.first_variation)]),
             ("derived gradients (sympy diff of <P, h>)", derived),
-            ("closed matrix form",
-             [("grad_W2 <P, W2 sigma(W1 Z)>", r"\nabla_{W_2} \langle P, W_2 \sigma(W_1 Z)\rangle",
-               _Raw("P sigma(W1 Z)^T", r"P\,\sigma(W_1 Z)^{T}")),
-              ("grad_W1 <P, W2 sigma(W1 Z)>", r"\nabla_{W_1} \langle P, W_2 \sigma(W_1 Z)\rangle",
-               _Raw("((W2^T P) o sigma'(W1 Z)) Z^T  (o entrywise)",
-                    r"\left((W_2^{T} P) \circ \sigma'(W_1 Z)\right) Z^{T}")),
-              ("sigma'(x)", r"\sigma'(x)", huberized_relu_grad(x, self.h0))]),
-            ("derived - closed per HuberizedReLU piece of each column (0: z <= 0, 1: 0 < z <= h0, 2: z > h0): "
-             "gradients, velocity, re-derived from the piece polynomial; entrywise after simplify (zero)", pieces),
-            ("partial 1-homogeneity h(Z, (W1, c W2)) - c h(Z, (W1, W2)) and Euler <W2, grad_W2 g> - <P, h> (zero)",
-             [("h(cW2) - c h", r"h(cW_2) - c h", self.homogeneity), ("Euler", r"\text{Euler}", self.euler)]),
+            (
+                "closed matrix form",
+                [
+                    (
+                        "grad_W2 <P, W2 sigma(W1 Z)>",
+                        r"\nabla_{W_2} \langle P, W_2 \sigma(W_1 Z)\rangle",
+                        _Raw("P sigma(W1 Z)^T", r"P\,\sigma(W_1 Z)^{T}"),
+                    ),
+                    (
+                        "grad_W1 <P, W2 sigma(W1 Z)>",
+                        r"\nabla_{W_1} \langle P, W_2 \sigma(W_1 Z)\rangle",
+                        _Raw(
+                            "((W2^T P) o sigma'(W1 Z)) Z^T  (o entrywise)",
+                            r"\left((W_2^{T} P) \circ \sigma'(W_1 Z)\right) Z^{T}",
+                        ),
+                    ),
+                    ("sigma'(x)", r"\sigma'(x)", huberized_relu_grad(x, self.h0)),
+                ],
+            ),
+            (
+                "derived - closed per HuberizedReLU piece of each column (0: z <= 0, 1: 0 < z <= h0, 2: z > h0): "
+                "gradients, velocity, re-derived from the piece polynomial; entrywise after simplify (zero)",
+                pieces,
+            ),
+            (
+                "partial 1-homogeneity h(Z, (W1, c W2)) - c h(Z, (W1, W2)) and Euler <W2, grad_W2 g> - <P, h> (zero)",
+                [("h(cW2) - c h", r"h(cW_2) - c h", self.homogeneity), ("Euler", r"\text{Euler}", self.euler)],
+            ),
         ]
 
     def _latex_names(self) -> dict:
@@ -479,12 +575,25 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
         ds = sp.Matrix(1, K, lambda _, i: sp.Symbol(f"ds{i + 1}"))  # sigma'(u_i)
         vel_W1 = -_hadamard(self.W2.T * self.P, ds) * self.Z.T - self.lam * self.W1
         vel_W2 = -self.P * s.T - self.lam * self.W2
-        lines = [("dW2/dtau", r"\frac{dW_2}{d\tau}",
-                  _Raw("-P sigma(W1 Z)^T - lam W2", r"-P\,\sigma(W_1 Z)^{T} - \lambda W_2")),
-                 ("dW1/dtau", r"\frac{dW_1}{d\tau}",
-                  _Raw("-((W2^T P) o sigma'(W1 Z)) Z^T - lam W1",
-                       r"-\left((W_2^{T} P) \circ \sigma'(W_1 Z)\right) Z^{T} - \lambda W_1")),
-                 ("s_i, ds_i", r"s_i, s'_i", _Raw("sigma(u_i), sigma'(u_i)  (u = W1 Z)",
-                                                  r"\sigma(u_i), \sigma'(u_i)\quad (u = W_1 Z)"))]
+        lines = [
+            (
+                "dW2/dtau",
+                r"\frac{dW_2}{d\tau}",
+                _Raw("-P sigma(W1 Z)^T - lam W2", r"-P\,\sigma(W_1 Z)^{T} - \lambda W_2"),
+            ),
+            (
+                "dW1/dtau",
+                r"\frac{dW_1}{d\tau}",
+                _Raw(
+                    "-((W2^T P) o sigma'(W1 Z)) Z^T - lam W1",
+                    r"-\left((W_2^{T} P) \circ \sigma'(W_1 Z)\right) Z^{T} - \lambda W_1",
+                ),
+            ),
+            (
+                "s_i, ds_i",
+                r"s_i, s'_i",
+                _Raw("sigma(u_i), sigma'(u_i)  (u = W1 Z)", r"\sigma(u_i), \sigma'(u_i)\quad (u = W_1 Z)"),
+            ),
+        ]
         lines += [(*_dtau(w), e) for w, e in zip((*self.W1, *self.W2), (*vel_W1, *vel_W2), strict=True)]
         return lines

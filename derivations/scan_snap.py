@@ -21,8 +21,7 @@ import sympy as sp
 from .base import Derivation
 from .gradient_flow import FlowSystem, ParameterGroup, gradient_flow, naive_reduced_gradient, project
 
-__all__ = ["DecoderDerivation", "decoder_h_flow", "decoder_logit_flow", "decoder_symbols",
-           "explicit_decoder_h_flow"]
+__all__ = ["DecoderDerivation", "decoder_h_flow", "decoder_logit_flow", "decoder_symbols", "explicit_decoder_h_flow"]
 
 
 def decoder_symbols():
@@ -39,9 +38,11 @@ def decoder_logit_flow() -> tuple[FlowSystem, sp.Expr]:
     loss = -w_t + sp.log(sp.exp(w_t) + (M - 1) * sp.exp(w_o))  # -log softmax(w)_n, classes (1, M-1)
     group = ParameterGroup("w", (w_t, w_o), eta_Y, multiplicities=(1, M - 1))
     system = gradient_flow(
-        loss, [group], name="scan_snap-decoder-logits",
+        loss,
+        [group],
+        name="scan_snap-decoder-logits",
         description="Decoder logits of one class, attention frozen: w_dot = eta_Y (e_n - alpha_n) "
-                    "(Tian et al. 2023, Lemma 3), in token classes (target, M-1 others).",
+        "(Tian et al. 2023, Lemma 3), in token classes (target, M-1 others).",
     )
     return system, loss
 
@@ -58,7 +59,10 @@ class DecoderDerivation(Derivation):
         self.logit_flow, self.loss = decoder_logit_flow()
         self.ansatz = {w_t: (M - 1) * h, w_o: -h}
         self.projection = project(
-            self.logit_flow, self.ansatz, (h,), name=self.name,
+            self.logit_flow,
+            self.ansatz,
+            (h,),
+            name=self.name,
             description=(
                 "Scan and Snap decoder scalar flow (Tian et al. 2023, Lemma 6, eq. 45): projection of the\n"
                 "class-reduced logit flow onto w_n = (M-1) h zeta_n with the metric diag(1, M-1)."
@@ -70,13 +74,17 @@ class DecoderDerivation(Derivation):
     def _steps(self):
         M, eta_Y, h, w_t, w_o = decoder_symbols()
         return [
-            ("loss (cross-entropy of token n, logits in classes: target w_t, M-1 others w_o)",
-             [sp.Eq(sp.Symbol("L"), self.loss)]),
+            (
+                "loss (cross-entropy of token n, logits in classes: target w_t, M-1 others w_o)",
+                [sp.Eq(sp.Symbol("L"), self.loss)],
+            ),
             ("gradient flow, metric diag(1, M-1)", self.logit_flow.equations()),
             ("ansatz w_n = (M-1) h zeta_n", [sp.Eq(k, v) for k, v in self.ansatz.items()]),
             ("projected flow h_dot = (J^T G J)^-1 J^T G w_dot", self.system.equations()),
-            ("invariance residual w_dot - J h_dot (zero: the ansatz is invariant)",
-             [sp.Matrix(self.projection.residual)]),
+            (
+                "invariance residual w_dot - J h_dot (zero: the ansatz is invariant)",
+                [sp.Matrix(self.projection.residual)],
+            ),
         ]
 
 
@@ -134,8 +142,7 @@ class ReducedSymmetricDerivation(Derivation):
         f_d, f_c = p_d * sp.exp(z_d) / s, p_c * sp.exp(z_c) / s
         rho = C * f_c**2
         a, b = sp.symbols("a b")
-        sol = sp.solve([sp.Eq((1 - rho) * a, 1), sp.Eq((1 - rho) * b + rho * a + K * rho * b, 0)], [a, b],
-                       dict=True)[0]
+        sol = sp.solve([sp.Eq((1 - rho) * a, 1), sp.Eq((1 - rho) * b + rho * a + K * rho * b, 0)], [a, b], dict=True)[0]
         self.inverse = sol
         a_, b_ = sol[a], sol[b]
         g_d = (a_ + b_) * f_d  # DTs of other classes vanish at a DT of n
@@ -150,9 +157,15 @@ class ReducedSymmetricDerivation(Derivation):
 
         params = (p_d, p_c, D, C, K, eta_Z, gamma)  # as declared by reduced_symmetric_symbols
         self.system = _FlowSystem(
-            name=self.name, state=(z_d, z_c), rhs=rhs, params=params, metric=(sp.Integer(1), sp.Integer(1)),
-            description=("Scan and Snap quasi-static reduced Z-flow (Tian et al. 2023, Lemma 4, eq. 10) on a\n"
-                         "class-symmetric instance: one DT logit z_d and one CT logit z_c per query row."),
+            name=self.name,
+            state=(z_d, z_c),
+            rhs=rhs,
+            params=params,
+            metric=(sp.Integer(1), sp.Integer(1)),
+            description=(
+                "Scan and Snap quasi-static reduced Z-flow (Tian et al. 2023, Lemma 4, eq. 10) on a\n"
+                "class-symmetric instance: one DT logit z_d and one CT logit z_c per query row."
+            ),
         )
 
     def _steps(self):

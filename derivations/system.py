@@ -24,8 +24,10 @@ def sympy_value(field: str, value, *, what: str) -> sp.Expr:
     """`value` as a sympy expression; strings (which sympify would parse into fresh symbols without the
     assumptions of the user's own) and bools are refused."""
     if isinstance(value, str):
-        raise ValueError(f"{field} must be a sympy expression or a number, not the string {value!r}: sympify "
-                         f"would make new symbols that differ from yours; build {what} from your sp.Symbol objects")
+        raise ValueError(
+            f"{field} must be a sympy expression or a number, not the string {value!r}: sympify "
+            f"would make new symbols that differ from yours; build {what} from your sp.Symbol objects"
+        )
     if isinstance(value, bool) or not isinstance(value, sp.Basic | numbers.Real):
         raise ValueError(f"{field} must be a sympy expression or a number, got {type(value).__name__}")
     expr = sp.sympify(value)
@@ -58,7 +60,8 @@ def check_same_symbols(named_exprs) -> None:
                     f"{arg} uses a symbol {s.name!r} with assumptions {_assumptions(s)}, but {first[1]} uses a "
                     f"different symbol {s.name!r} with assumptions {_assumptions(first[0])}: sympy treats them "
                     "as different variables (a derivative would silently be 0); create the symbol once and "
-                    "use it everywhere")
+                    "use it everywhere"
+                )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,20 +86,22 @@ class FlowSystem:
 
     def __post_init__(self):
         if len(self.state) != len(self.rhs):
-            raise ValueError(f"FlowSystem '{self.name}': {len(self.state)} state symbols but "
-                             f"{len(self.rhs)} right-hand sides")
+            raise ValueError(
+                f"FlowSystem '{self.name}': {len(self.state)} state symbols but {len(self.rhs)} right-hand sides"
+            )
         if len(self.metric) != len(self.state):
             raise ValueError(f"FlowSystem '{self.name}': metric needs one entry per state symbol")
         free = set().union(*(sp.sympify(e).free_symbols for e in self.rhs)) - set(self.state)
         missing = free - set(self.params)
         if missing:
-            raise ValueError(f"FlowSystem '{self.name}': rhs uses symbols {sorted(map(str, missing))} "
-                             "that are neither state nor params")
+            raise ValueError(
+                f"FlowSystem '{self.name}': rhs uses symbols {sorted(map(str, missing))} "
+                "that are neither state nor params"
+            )
 
     def equations(self) -> list[sp.Eq]:
         t = sp.Symbol("t")
-        return [sp.Eq(sp.Derivative(sp.Function(str(s))(t), t), e)
-                for s, e in zip(self.state, self.rhs, strict=True)]
+        return [sp.Eq(sp.Derivative(sp.Function(str(s))(t), t), e) for s, e in zip(self.state, self.rhs, strict=True)]
 
     def to_text(self) -> str:
         """One line `dX/dt = ...` per state symbol, each right-hand side in its readable form
@@ -129,8 +134,10 @@ class FlowSystem:
         A missing or unknown name is a `ValueError` naming it.
         """
         if not isinstance(values, Mapping):
-            raise ValueError(f"values must be a mapping {{name: value}} with the state names "
-                             f"{self.state_names()}, got {type(values).__name__}")
+            raise ValueError(
+                f"values must be a mapping {{name: value}} with the state names "
+                f"{self.state_names()}, got {type(values).__name__}"
+            )
         by_name: dict = {}
         for key, value in values.items():
             name = key.name if isinstance(key, sp.Symbol) else key
@@ -173,8 +180,10 @@ class FlowSystem:
                 raise ValueError(f"ys must be an array of states or a flows.Trajectory, got {ys!r}") from err
         n = len(self.state)
         if ys.ndim == 0 or ys.shape[-1] != n:
-            raise ValueError(f"ys must hold the {n} coordinates {self.state_names()} of {self.name!r} on its "
-                             f"last axis, got shape {tuple(ys.shape)}")
+            raise ValueError(
+                f"ys must hold the {n} coordinates {self.state_names()} of {self.name!r} on its "
+                f"last axis, got shape {tuple(ys.shape)}"
+            )
         return {name: ys[..., i] for i, name in enumerate(self.state_names())}
 
     def lambdify(self):
@@ -188,7 +197,8 @@ def check_names(field: str, given, expected, what: str) -> None:
     unknown = [n for n in given if n not in expected]
     if missing or unknown:
         parts = ([f"unknown {', '.join(map(repr, unknown))}"] if unknown else []) + (
-            [f"missing {', '.join(map(repr, missing))}"] if missing else [])
+            [f"missing {', '.join(map(repr, missing))}"] if missing else []
+        )
         raise ValueError(f"{field}: {'; '.join(parts)}; expected exactly the names of {what}: {tuple(expected)}")
 
 
@@ -219,8 +229,10 @@ def ordered_params(exprs, state, declared, params=None) -> tuple:
         check_names("params", given, tuple(expected), "the right-hand sides' parameters")
         other = [n for n in given if given[n] != expected[n]]
         if other:
-            raise ValueError(f"params: {other} have other assumptions than the symbols of the right-hand sides; "
-                             "create each symbol once and use it everywhere")
+            raise ValueError(
+                f"params: {other} have other assumptions than the symbols of the right-hand sides; "
+                "create each symbol once and use it everywhere"
+            )
         return params
     ordered: list = []
     for s in declared:

@@ -36,8 +36,10 @@ class VerifyReport:
 
     def __str__(self):
         verdict = "ok" if self.passed else "MISMATCH"
-        return (f"{verdict}: {self.num_points} points, max abs err {self.max_abs_err:.3e}, "
-                f"max rel err {self.max_rel_err:.3e} (rtol {self.rtol:g}, atol {self.atol:g})")
+        return (
+            f"{verdict}: {self.num_points} points, max abs err {self.max_abs_err:.3e}, "
+            f"max rel err {self.max_rel_err:.3e} (rtol {self.rtol:g}, atol {self.atol:g})"
+        )
 
 
 def autodiff_flow(loss: Callable, learning_rate) -> Callable:
@@ -59,8 +61,7 @@ def projected_rate(theta_dot: Callable, phi: Callable, h) -> jax.Array:
     return jnp.linalg.solve(J.T @ J, J.T @ rate)
 
 
-def compare(derived: Callable, reference: Callable, points, *, rtol: float = 1e-12,
-            atol: float = 0.0) -> VerifyReport:
+def compare(derived: Callable, reference: Callable, points, *, rtol: float = 1e-12, atol: float = 0.0) -> VerifyReport:
     """Evaluate `derived(p)` and `reference(p)` at each point and report the largest differences.
 
     Relative error is measured against max(|reference|) at each point (norm-wise), so near-zero

@@ -56,8 +56,16 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     shape, lr, steps = sizes(ns.quick)
     cfg = co.Config(**shape, variant="paper", init=ns.init, seed=ns.seed)
-    config = {**shape, "lr": lr, "steps": steps, "variant": "paper", "init": ns.init,
-              "sigma0": cfg.sigma0, "sigma1": cfg.sigma1, "quick": ns.quick}
+    config = {
+        **shape,
+        "lr": lr,
+        "steps": steps,
+        "variant": "paper",
+        "init": ns.init,
+        "sigma0": cfg.sigma0,
+        "sigma1": cfg.sigma1,
+        "quick": ns.quick,
+    }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         args = co.data_args(cfg, num_test=600)
         save = np.unique(np.concatenate([np.geomspace(1, steps, 160).astype(int), [0]]))
@@ -81,11 +89,13 @@ def main(argv=None) -> int:
         # A benchmark-type prediction, decided at full size (measured: GD 36 s, flow 0.6 s, 58x). At the quick
         # sizes both runs take about a second or less next to compiles of 5 s (GD) and 17-22 s (flow), so the
         # ratio of run times is timer noise and machine load (measured from below 1 to 7); not tested there.
-        rec.add_prediction("gd_over_flow_wall_time", ratio,
-                           f"> 1: the flow solve (adaptive Tsit5) is cheaper than {steps} GD steps",
-                           None if ns.quick else ratio > 1.0,
-                           tested_at="the full run (n = 60, d = 64, m = 128, m1 = 256, 30000 GD steps)"
-                           if ns.quick else None)
+        rec.add_prediction(
+            "gd_over_flow_wall_time",
+            ratio,
+            f"> 1: the flow solve (adaptive Tsit5) is cheaper than {steps} GD steps",
+            None if ns.quick else ratio > 1.0,
+            tested_at="the full run (n = 60, d = 64, m = 128, m1 = 256, 30000 GD steps)" if ns.quick else None,
+        )
         ts = rec_net.ts
         flow = {k: np.asarray(v) for k, v in traj.observables.items()}
         net = rec_net.observables
@@ -107,8 +117,13 @@ def main(argv=None) -> int:
         colors = plotting.colors(len(PAIRS))
         ax = axes[0]
         for (k, q), c in zip(PAIRS, colors, strict=True):
-            ax.plot(t_plot, net["A"][:, k, q] - net["A"][0, k, q], color=c, lw=1.8,
-                    label=rf"$\mu_{k + 1}^\top W_K^\top W_Q \mu_{q + 1}$")
+            ax.plot(
+                t_plot,
+                net["A"][:, k, q] - net["A"][0, k, q],
+                color=c,
+                lw=1.8,
+                label=rf"$\mu_{k + 1}^\top W_K^\top W_Q \mu_{q + 1}$",
+            )
             ax.plot(t_plot, flow["A"][:, k, q] - flow["A"][0, k, q], color="k", lw=0.7, ls="--")
         plotting.annotate_vline(ax, T1, "T1 (phase 1 | phase 2)")
         plotting.log_time_axis(ax)

@@ -59,8 +59,7 @@ FULL_SIZES = "the full run (n = 60, d = 163, m in {64, 128, 256}, m1 = 256, t up
 def check(rec, name, measured, expected, holds, failures, tested_at=None, **extra):
     """Record a prediction; `tested_at`: not decided at this size (its measured value is still recorded)."""
     if tested_at is not None:
-        rec.add_prediction(name, measured, expected, None, tested_at=tested_at,
-                           holds_at_this_size=bool(holds), **extra)
+        rec.add_prediction(name, measured, expected, None, tested_at=tested_at, holds_at_this_size=bool(holds), **extra)
         return
     rec.add_prediction(name, measured, expected, bool(holds), **extra)
     if not holds:
@@ -85,13 +84,23 @@ def analyse(rec, tag, traj, L, failures, quick):
     gl = o["group_loss"]
     rise = gl[: i1 + 1].max(axis=0) / gl[0]
     fall = gl[-1] / gl.max(axis=0)
-    p2 = bool(rise[1] > 1 and rise[2] > 1 and fall[1] < 1 and fall[2] < 1
-              and gl[i1, 0] < gl[0, 0] and gl[i1, 3] < gl[0, 3])
-    check(rec, f"P2_{tag}_I2_I3_rise_then_fall",
-          {"peak_over_initial_I1..I4": rise.tolist(), "final_over_peak_I1..I4": fall.tolist(),
-           "I1_at_T1_over_initial": float(gl[i1, 0] / gl[0, 0]), "I4_at_T1_over_initial": float(gl[i1, 3] / gl[0, 3])},
-          "I2, I3 peak/initial > 1 and final/peak < 1; I1, I4 lower at T1 than at 0 (Fig. 1b, Lemma 4.2-4.3)",
-          p2, failures, tested_at=FULL_SIZES if quick else None)
+    p2 = bool(
+        rise[1] > 1 and rise[2] > 1 and fall[1] < 1 and fall[2] < 1 and gl[i1, 0] < gl[0, 0] and gl[i1, 3] < gl[0, 3]
+    )
+    check(
+        rec,
+        f"P2_{tag}_I2_I3_rise_then_fall",
+        {
+            "peak_over_initial_I1..I4": rise.tolist(),
+            "final_over_peak_I1..I4": fall.tolist(),
+            "I1_at_T1_over_initial": float(gl[i1, 0] / gl[0, 0]),
+            "I4_at_T1_over_initial": float(gl[i1, 3] / gl[0, 3]),
+        },
+        "I2, I3 peak/initial > 1 and final/peak < 1; I1, I4 lower at T1 than at 0 (Fig. 1b, Lemma 4.2-4.3)",
+        p2,
+        failures,
+        tested_at=FULL_SIZES if quick else None,
+    )
     # P3: t L̂(t) flat in phase 2
     t_end = ts[-1]
     probe = np.array([t_end / 3, 2 * t_end / 3, t_end])
@@ -99,38 +108,70 @@ def analyse(rec, tag, traj, L, failures, quick):
     spread = float(tl.max() / tl.min())
     late = ts >= t_end / 10
     slope = float(np.polyfit(np.log(ts[late]), np.log(loss[late]), 1)[0])
-    check(rec, f"P3_{tag}_t_times_loss_flat", {"t": probe.tolist(), "t_loss": tl.tolist(),
-                                               "max_over_min": spread, "loglog_slope": slope,
-                                               "S_T1": float(o["S"][i1]), "S_end": float(o["S"][-1])},
-          "t*L(t) max/min <= 1.5 over [t_end/3, t_end] and log-log slope in [-1.3, -0.7] (Thm F.8)",
-          spread <= 1.5 and -1.3 <= slope <= -0.7, failures)
+    check(
+        rec,
+        f"P3_{tag}_t_times_loss_flat",
+        {
+            "t": probe.tolist(),
+            "t_loss": tl.tolist(),
+            "max_over_min": spread,
+            "loglog_slope": slope,
+            "S_T1": float(o["S"][i1]),
+            "S_end": float(o["S"][-1]),
+        },
+        "t*L(t) max/min <= 1.5 over [t_end/3, t_end] and log-log slope in [-1.3, -0.7] (Thm F.8)",
+        spread <= 1.5 and -1.3 <= slope <= -0.7,
+        failures,
+    )
     # P4: score and value-Gram signs over phase 2, attention near uniform
     dA = o["A"][-1] - o["A"][i1]
     dMV = o["M_V"][-1] - o["M_V"][i1]
-    signs = {"A[mu2<-mu1]": float(dA[1, 0]), "A[mu1<-mu2]": float(dA[0, 1]),
-             "A[mu3<-mu1]": float(-dA[2, 0]), "A[mu3<-mu2]": float(-dA[2, 1]),
-             "M_V[1,2]": float(dMV[0, 1]), "M_V[1,1]": float(dMV[0, 0]), "M_V[2,2]": float(dMV[1, 1]),
-             "M_V[1,3]": float(-dMV[0, 2]), "M_V[2,3]": float(-dMV[1, 2])}
+    signs = {
+        "A[mu2<-mu1]": float(dA[1, 0]),
+        "A[mu1<-mu2]": float(dA[0, 1]),
+        "A[mu3<-mu1]": float(-dA[2, 0]),
+        "A[mu3<-mu2]": float(-dA[2, 1]),
+        "M_V[1,2]": float(dMV[0, 1]),
+        "M_V[1,1]": float(dMV[0, 0]),
+        "M_V[2,2]": float(dMV[1, 1]),
+        "M_V[1,3]": float(-dMV[0, 2]),
+        "M_V[2,3]": float(-dMV[1, 2]),
+    }
     p_dev = float(np.max(np.abs(o["p12"] - 1.0 / L)))
-    check(rec, f"P4_{tag}_phase2_signs",
-          {"signed_change (positive = as predicted)": signs, "max_abs_p12_minus_1_over_L": p_dev},
-          "every signed change > 0 over [T1, t_end] (Thm 3.2) and max|p(mu1->mu2) - 1/L| <= 1/L^2 (Cor. F.17)",
-          all(v > 0 for v in signs.values()) and p_dev <= 1.0 / L ** 2, failures)
+    check(
+        rec,
+        f"P4_{tag}_phase2_signs",
+        {"signed_change (positive = as predicted)": signs, "max_abs_p12_minus_1_over_L": p_dev},
+        "every signed change > 0 over [T1, t_end] (Thm 3.2) and max|p(mu1->mu2) - 1/L| <= 1/L^2 (Cor. F.17)",
+        all(v > 0 for v in signs.values()) and p_dev <= 1.0 / L**2,
+        failures,
+    )
     # P5: balancing
     br = o["balance_ratio"][phase2]
     R = o["R"][phase2]
     gg = o["group_g"][phase2]
-    order = ((gg[:, 3] <= np.minimum(gg[:, 1], gg[:, 2]))
-             & (np.maximum(gg[:, 1], gg[:, 2]) <= gg[:, 0])
-             & (gg[:, 0] <= gg[:, 1] + gg[:, 2] + gg[:, 3]))
-    check(rec, f"P5_{tag}_balancing",
-          {"balance_ratio_min": float(br.min()), "balance_ratio_max": float(br.max()),
-           "R_min": float(R.min()), "R_max": float(R.max()), "R_end": float(R[-1]),
-           "def_F1_ordering_fraction": float(order.mean())},
-          "sum_I2 g/sum_I3 g in [1/2, 2], R in [1, 3] on [T1, t_end], R(t_end) in (1, 2), "
-          "Def. F.1 ordering at every saved t >= T1 (Lemmas 4.4, F.6)",
-          br.min() >= 0.5 and br.max() <= 2 and R.min() >= 1 and R.max() <= 3 and 1 < R[-1] < 2
-          and order.all(), failures, tested_at=FULL_SIZES if quick else None)
+    order = (
+        (gg[:, 3] <= np.minimum(gg[:, 1], gg[:, 2]))
+        & (np.maximum(gg[:, 1], gg[:, 2]) <= gg[:, 0])
+        & (gg[:, 0] <= gg[:, 1] + gg[:, 2] + gg[:, 3])
+    )
+    check(
+        rec,
+        f"P5_{tag}_balancing",
+        {
+            "balance_ratio_min": float(br.min()),
+            "balance_ratio_max": float(br.max()),
+            "R_min": float(R.min()),
+            "R_max": float(R.max()),
+            "R_end": float(R[-1]),
+            "def_F1_ordering_fraction": float(order.mean()),
+        },
+        "sum_I2 g/sum_I3 g in [1/2, 2], R in [1, 3] on [T1, t_end], R(t_end) in (1, 2), "
+        "Def. F.1 ordering at every saved t >= T1 (Lemmas 4.4, F.6)",
+        br.min() >= 0.5 and br.max() <= 2 and R.min() >= 1 and R.max() <= 3 and 1 < R[-1] < 2 and order.all(),
+        failures,
+        tested_at=FULL_SIZES if quick else None,
+    )
     return T1 * S0
 
 
@@ -138,8 +179,16 @@ def main(argv=None) -> int:
     ns = parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     n, L, d, m1, ms, t_end = setup(ns.quick)
-    config = {"n": n, "L": L, "d": d, "m1": m1, "m_sweep": list(ms), "t_end": t_end, "variant": "theory",
-              "quick": ns.quick}
+    config = {
+        "n": n,
+        "L": L,
+        "d": d,
+        "m1": m1,
+        "m_sweep": list(ms),
+        "t_end": t_end,
+        "variant": "theory",
+        "quick": ns.quick,
+    }
     failures: list[str] = []
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         ts = flows.log_grid(0.0, t_end, 300, first=1e-7 * t_end)  # early enough to see the I2/I3 bump
@@ -157,9 +206,14 @@ def main(argv=None) -> int:
         vals = np.array(list(products.values()))
         spread = float(vals.max() / vals.min())
         measured = {f"m{m}": v for m, v in products.items()} | {"max_over_min": spread}
-        check(rec, "P1_T1_times_S0_constant_across_m", measured,
-              "T1 * S0 roughly constant as m varies: max/min <= 2 (Thm 3.1: T1 = C/(sigma1^2 m m1))",
-              spread <= 2.0, failures)
+        check(
+            rec,
+            "P1_T1_times_S0_constant_across_m",
+            measured,
+            "T1 * S0 roughly constant as m varies: max/min <= 2 (Thm 3.1: T1 = C/(sigma1^2 m m1))",
+            spread <= 2.0,
+            failures,
+        )
 
         fig, axes = plotting.figure(1, 3, width=14.0, height=4.0)
         for m, c in zip(ms, plotting.colors(len(ms)), strict=True):
@@ -168,8 +222,7 @@ def main(argv=None) -> int:
             loss = np.asarray(o["loss"])[1:]
             axes[0].loglog(t, loss, color=c, label=f"m={m}")
             axes[0].loglog(t, t * loss, color=c, ls="--")
-            axes[1].plot(t * float(np.asarray(o["S"])[0]), np.asarray(o["train_error"])[1:], color=c,
-                         label=f"m={m}")
+            axes[1].plot(t * float(np.asarray(o["S"])[0]), np.asarray(o["train_error"])[1:], color=c, label=f"m={m}")
             axes[2].plot(t, np.asarray(o["group_loss"])[1:, 1], color=c, label=f"I2, m={m}")
             axes[2].plot(t, np.asarray(o["group_loss"])[1:, 2], color=c, ls=":")
         plotting.log_time_axis(axes[0])

@@ -65,16 +65,27 @@ def first_crossing(ts, margin):
 
 
 def main(argv=None) -> int:
-    ns = records.example_parser(NAME, __doc__, seed=0, seed_help="seed of the Brownian paths (SGD runs: seed + 1)"
-                                ).parse_args(argv)
+    ns = records.example_parser(
+        NAME, __doc__, seed=0, seed_help="seed of the Brownian paths (SGD runs: seed + 1)"
+    ).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     lrs = (0.0125,) if ns.quick else (0.0125, 0.003125)
     paths = 256 if ns.quick else 512
     cfg = co.Config(**SHAPE, variant="paper", init="theory", seed=0)
     ts = np.linspace(0.0, T, N_SAVES + 1)
     max_steps = int(round(T / (min(lrs) / 4))) + 1  # one SDE program for every lr
-    config = {**SHAPE, "variant": "paper", "init": "theory", "batch_size": B, "T": T, "lrs": list(lrs),
-              "paths": paths, "dt": "lr / 4", "saves": N_SAVES + 1, "quick": ns.quick}
+    config = {
+        **SHAPE,
+        "variant": "paper",
+        "init": "theory",
+        "batch_size": B,
+        "T": T,
+        "lrs": list(lrs),
+        "paths": paths,
+        "dt": "lr / 4",
+        "saves": N_SAVES + 1,
+        "quick": ns.quick,
+    }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         args = co.data_args(cfg, num_test=12)
         start = time.perf_counter()
@@ -95,8 +106,9 @@ def main(argv=None) -> int:
                 raise RuntimeError(f"SDE paths failed at lr {lr}: {sorted(set(sde.status))}")
             steps = int(round(T / lr))
             start = time.perf_counter()
-            sgd = con.train_sgd_runs(cfg, steps, B, lr, num_runs=paths, seed=ns.seed + 1,
-                                     save_every=steps // N_SAVES, args=args)
+            sgd = con.train_sgd_runs(
+                cfg, steps, B, lr, num_runs=paths, seed=ns.seed + 1, save_every=steps // N_SAVES, args=args
+            )
             rec.add_timing(f"sgd_lr{lr:g}_s", time.perf_counter() - start)
             if not np.allclose(sgd["ts"], ts, rtol=0, atol=1e-12):
                 raise RuntimeError("the SGD save times are not the SDE's")
@@ -119,26 +131,49 @@ def main(argv=None) -> int:
                 at = "T1" if what == "T1" else f"the loss at t = {T:g}"
                 for moment, z in (("mean", zm), ("variance", zv)):
                     name = f"{tag}_{moment}_sde_matches_sgd"
-                    rec.add_prediction(name, z, f"|z| < {Z_TOL:g}: the {moment} of {at} over {paths} SDE paths "
-                                       f"and {paths} SGD runs agree within {Z_TOL:g} standard errors of their "
-                                       f"difference", bool(abs(z) < Z_TOL), known_finding=findings.known(NAME, name),
-                                       tolerance=Z_TOL, sde=float(a.mean() if moment == "mean" else a.var(ddof=1)),
-                                       sgd=float(b.mean() if moment == "mean" else b.var(ddof=1)))
+                    rec.add_prediction(
+                        name,
+                        z,
+                        f"|z| < {Z_TOL:g}: the {moment} of {at} over {paths} SDE paths "
+                        f"and {paths} SGD runs agree within {Z_TOL:g} standard errors of their "
+                        f"difference",
+                        bool(abs(z) < Z_TOL),
+                        known_finding=findings.known(NAME, name),
+                        tolerance=Z_TOL,
+                        sde=float(a.mean() if moment == "mean" else a.var(ddof=1)),
+                        sgd=float(b.mean() if moment == "mean" else b.var(ddof=1)),
+                    )
             rec.add_metric(f"T1_lr{lr:g}_mean_shift_sgd_vs_flow", float(r["sgd"]["T1"].mean() - T1_flow))
         lo, hi = SQRT_RANGE
         for what, pick in (("T1", lambda x: x["T1"]), ("loss", lambda x: x["loss"][:, -1])):
             name = f"{what}_spread_scales_as_sqrt_lr"
-            expected = (f"std at lr {max(lrs):g} / std at lr {max(lrs) / 4:g} in [{lo:g}, {hi:g}] for the SDE and "
-                        f"for SGD (sqrt(4) = 2: the noise is sqrt(lr))")
+            expected = (
+                f"std at lr {max(lrs):g} / std at lr {max(lrs) / 4:g} in [{lo:g}, {hi:g}] for the SDE and "
+                f"for SGD (sqrt(4) = 2: the noise is sqrt(lr))"
+            )
             known = findings.known(NAME, name)
             if len(lrs) < 2:
-                rec.add_prediction(name, float("nan"), expected, None, tested_at="the full run (two learning rates)",
-                                   known_finding=known)
+                rec.add_prediction(
+                    name,
+                    float("nan"),
+                    expected,
+                    None,
+                    tested_at="the full run (two learning rates)",
+                    known_finding=known,
+                )
                 continue
-            ratios = {who: float(pick(res[lrs[0]][who]).std(ddof=1) / pick(res[lrs[1]][who]).std(ddof=1))
-                      for who in ("sde", "sgd")}
-            rec.add_prediction(name, ratios["sde"], expected, bool(all(lo <= v <= hi for v in ratios.values())),
-                               known_finding=known, sgd=ratios["sgd"])
+            ratios = {
+                who: float(pick(res[lrs[0]][who]).std(ddof=1) / pick(res[lrs[1]][who]).std(ddof=1))
+                for who in ("sde", "sgd")
+            }
+            rec.add_prediction(
+                name,
+                ratios["sde"],
+                expected,
+                bool(all(lo <= v <= hi for v in ratios.values())),
+                known_finding=known,
+                sgd=ratios["sgd"],
+            )
         plot(rec, ts, flow_loss, T1_flow, res, paths)
     records.log_predictions(rec, logging.getLogger(NAME))
     return 0
@@ -153,10 +188,19 @@ def plot(rec, ts, flow_loss, T1_flow, res, paths):
         m, s = r["sde"]["loss"].mean(axis=0), r["sde"]["loss"].std(axis=0, ddof=1)
         ax_l.fill_between(ts, m - s, m + s, color=color, alpha=0.25, label=f"SDE mean +- std, lr {lr:g}")
         m, s = r["sgd"]["loss"].mean(axis=0), r["sgd"]["loss"].std(axis=0, ddof=1)
-        ax_l.errorbar(ts[::4], m[::4], yerr=s[::4], fmt="o", color=color, markersize=3, capsize=2,
-                      label=f"SGD mean +- std, lr {lr:g}")
-        bins = np.linspace(min(r["sde"]["T1"].min(), r["sgd"]["T1"].min()),
-                           max(r["sde"]["T1"].max(), r["sgd"]["T1"].max()), 30)
+        ax_l.errorbar(
+            ts[::4],
+            m[::4],
+            yerr=s[::4],
+            fmt="o",
+            color=color,
+            markersize=3,
+            capsize=2,
+            label=f"SGD mean +- std, lr {lr:g}",
+        )
+        bins = np.linspace(
+            min(r["sde"]["T1"].min(), r["sgd"]["T1"].min()), max(r["sde"]["T1"].max(), r["sgd"]["T1"].max()), 30
+        )
         ax_h.hist(r["sde"]["T1"], bins=bins, color=color, alpha=0.35, label=f"SDE, lr {lr:g}")
         ax_h.hist(r["sgd"]["T1"], bins=bins, color=color, histtype="step", linewidth=1.5, label=f"SGD, lr {lr:g}")
     plotting.annotate_vline(ax_h, T1_flow, "T1 of the gradient flow")
@@ -167,8 +211,13 @@ def plot(rec, ts, flow_loss, T1_flow, res, paths):
     for who, mark in (("sde", "-o"), ("sgd", "--s")):
         for what, color in (("T1", "C3"), ("loss", "C4")):
             pick = (lambda x: x["T1"]) if what == "T1" else (lambda x: x["loss"][:, -1])
-            ax_s.plot(lrs, [pick(res[lr][who]).std(ddof=1) for lr in lrs], mark, color=color,
-                      label=f"std of {what} ({who.upper()})")
+            ax_s.plot(
+                lrs,
+                [pick(res[lr][who]).std(ddof=1) for lr in lrs],
+                mark,
+                color=color,
+                label=f"std of {what} ({who.upper()})",
+            )
     if len(lrs) > 1:
         ref = np.array([res[lrs[0]]["sgd"]["T1"].std(ddof=1)]) * np.sqrt(lrs / lrs[0])
         ax_s.plot(lrs, ref, "k:", label="sqrt(lr)")

@@ -58,10 +58,23 @@ def main(argv=None) -> int:
     L0, M0 = Ls[len(Ls) // 2], Ms[len(Ms) // 2]
     eta_raw = ETA_TAU * M0 * L0
     L_ref, M_ref = 2 * max(Ls), 2 * max(Ms)
-    config = {"L": list(Ls), "M": list(Ms), "seeds": seeds, "eta_tau": ETA_TAU, "eta_raw": eta_raw,
-              "raw_reference": [L0, M0], "limit_proxy": [L_ref, M_ref], "tau_end": tau_end, "d": base.d,
-              "D": base.D, "N": base.N, "n_train": base.n_train, "lam": base.lam, "init_scale": base.init_scale,
-              "quick": ns.quick}
+    config = {
+        "L": list(Ls),
+        "M": list(Ms),
+        "seeds": seeds,
+        "eta_tau": ETA_TAU,
+        "eta_raw": eta_raw,
+        "raw_reference": [L0, M0],
+        "limit_proxy": [L_ref, M_ref],
+        "tau_end": tau_end,
+        "d": base.d,
+        "D": base.D,
+        "N": base.N,
+        "n_train": base.n_train,
+        "lam": base.lam,
+        "init_scale": base.init_scale,
+        "quick": ns.quick,
+    }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         ref = train_gd_seeds(base.replace(L=L_ref, M=M_ref), ETA_TAU, steps, seeds, save_every=steps // SAVES)
         tau = ref.tau
@@ -80,20 +93,33 @@ def main(argv=None) -> int:
                 rec.add_metric(f"area_raw_L{L}_M{M}", area_r[L, M])
                 log.info("L=%d M=%d: area scaled %.3g, raw %.3g", L, M, area_s[L, M], area_r[L, M])
         small, large = (Ls[0], Ms[0]), (Ls[-1], Ms[-1])
-        rec.add_prediction("scaled_area_largest_over_smallest", area_s[large] / area_s[small],
-                           "< 1: under eta = eta_tau M L the curves approach the limit curve as L and M grow (P3)",
-                           area_s[large] < area_s[small])
+        rec.add_prediction(
+            "scaled_area_largest_over_smallest",
+            area_s[large] / area_s[small],
+            "< 1: under eta = eta_tau M L the curves approach the limit curve as L and M grow (P3)",
+            area_s[large] < area_s[small],
+        )
         med_s, med_r = float(np.median(list(area_s.values()))), float(np.median(list(area_r.values())))
-        rec.add_prediction("median_area_raw_over_scaled", med_r / med_s,
-                           ">= 3: with one raw learning rate the curves do not collapse (P3)", med_r >= 3 * med_s)
-        rec.add_series(tau=tau, limit_R=limit, limit_R_seeds=ref["R"],
-                       **{f"scaled_R_L{L}_M{M}": v for (L, M), v in scaled.items()},
-                       **{f"raw_R_L{L}_M{M}": v for (L, M), v in raw.items()})
+        rec.add_prediction(
+            "median_area_raw_over_scaled",
+            med_r / med_s,
+            ">= 3: with one raw learning rate the curves do not collapse (P3)",
+            med_r >= 3 * med_s,
+        )
+        rec.add_series(
+            tau=tau,
+            limit_R=limit,
+            limit_R_seeds=ref["R"],
+            **{f"scaled_R_L{L}_M{M}": v for (L, M), v in scaled.items()},
+            **{f"raw_R_L{L}_M{M}": v for (L, M), v in raw.items()},
+        )
 
         fig, axes = plotting.figure(1, 3, width=15.0, height=4.2)
         colors = plotting.colors(len(scaled))
-        for ax, curves, title in ((axes[0], scaled, r"$\eta = \eta_\tau M L$ (collapse)"),
-                                  (axes[1], raw, rf"one raw $\eta = {eta_raw:g}$ (no collapse)")):
+        for ax, curves, title in (
+            (axes[0], scaled, r"$\eta = \eta_\tau M L$ (collapse)"),
+            (axes[1], raw, rf"one raw $\eta = {eta_raw:g}$ (no collapse)"),
+        ):
             for ((L, M), R), c in zip(curves.items(), colors, strict=True):
                 ax.plot(tau, R.mean(axis=0), color=c, lw=1.5, label=f"L={L}, M={M}")
                 ax.fill_between(tau, R.min(axis=0), R.max(axis=0), color=c, alpha=0.15, lw=0)

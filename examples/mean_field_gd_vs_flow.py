@@ -49,8 +49,16 @@ def main(argv=None) -> int:
     log = logging.getLogger(NAME)
     shape, tau_end = sizes(ns.quick)
     cfg = mf.Config(**shape, lam=1e-3, init_scale=2.0, seed=ns.seed)
-    config = {**shape, "lam": cfg.lam, "init_scale": cfg.init_scale, "threshold": cfg.threshold,
-              "init": cfg.init, "tau_end": tau_end, "eta_tau": list(ETAS), "quick": ns.quick}
+    config = {
+        **shape,
+        "lam": cfg.lam,
+        "init_scale": cfg.init_scale,
+        "threshold": cfg.threshold,
+        "init": cfg.init,
+        "tau_end": tau_end,
+        "eta_tau": list(ETAS),
+        "quick": ns.quick,
+    }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         data, test = mf.training_set(cfg), mf.held_out_set(cfg)
         p0 = mf.init_particles(cfg)
@@ -62,13 +70,15 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             gd[eta] = mf.train(cfg, lr=eta, steps=steps, save_every=steps // SAVES, particles=p0, data=data, test=test)
             rec.add_timing(f"gd_eta{eta:g}_call_s", time.perf_counter() - start)
-            log.info("GD eta_tau=%g: %d steps, compile %.1f s, run %.1f s", eta, steps, gd[eta].compile_s,
-                     gd[eta].run_s)
+            log.info(
+                "GD eta_tau=%g: %d steps, compile %.1f s, run %.1f s", eta, steps, gd[eta].compile_s, gd[eta].run_s
+            )
         # -- the flow, saved on a grid DENSE times finer than GD's (tau = k * tau_end / SAVES for GD)
         dense = flows.linear_grid(0.0, tau_end, SAVES * DENSE + 1)
         start = time.perf_counter()
-        traj = mf.solve_particles(cfg, dense, particles=p0, data=data, test=test, rtol=1e-8, atol=1e-10,
-                                  save_states=True)
+        traj = mf.solve_particles(
+            cfg, dense, particles=p0, data=data, test=test, rtol=1e-8, atol=1e-10, save_states=True
+        )
         rec.add_timing("flow_call_s", time.perf_counter() - start)
         rec.add_solver_stats("particle_flow", traj)
         log.info("flow: %d steps, compile %.1f s, run %.1f s", int(traj.num_steps), traj.compile_s, traj.run_s)
@@ -88,17 +98,29 @@ def main(argv=None) -> int:
             rec.add_metric(f"gap_R_eta{eta:g}", float(np.max(np.abs(gd[eta]["R"] - flow["R"]))))
         for big, small in zip(ETAS[:-1], ETAS[1:], strict=True):
             ratio = gaps[big] / gaps[small]
-            rec.add_prediction(f"first_order_gap_ratio_eta{big:g}_over_eta{small:g}", ratio,
-                               "1.6 <= ratio <= 2.5: GD is explicit Euler of the particle flow, so halving "
-                               "eta_tau halves the gap (theory §2.4)", 1.6 <= ratio <= 2.5)
-        rec.add_prediction("energy_identity_max_rel_err", energy_rel,
-                           "<= 1e-3: dQ/dtau = -(1/(M L)) sum |v_att|^2 - (1/(M_mlp L)) sum |v_mlp|^2 (P4)",
-                           energy_rel <= 1e-3)
-        rec.add_prediction("Q_max_relative_rise_along_flow", rise,
-                           "<= 1e-8: Q is non-increasing along the Wasserstein gradient flow (P4)", rise <= 1e-8)
+            rec.add_prediction(
+                f"first_order_gap_ratio_eta{big:g}_over_eta{small:g}",
+                ratio,
+                "1.6 <= ratio <= 2.5: GD is explicit Euler of the particle flow, so halving "
+                "eta_tau halves the gap (theory §2.4)",
+                1.6 <= ratio <= 2.5,
+            )
+        rec.add_prediction(
+            "energy_identity_max_rel_err",
+            energy_rel,
+            "<= 1e-3: dQ/dtau = -(1/(M L)) sum |v_att|^2 - (1/(M_mlp L)) sum |v_mlp|^2 (P4)",
+            energy_rel <= 1e-3,
+        )
+        rec.add_prediction(
+            "Q_max_relative_rise_along_flow",
+            rise,
+            "<= 1e-8: Q is non-increasing along the Wasserstein gradient flow (P4)",
+            rise <= 1e-8,
+        )
         drop = float(flow["R"][-1] / flow["R"][0])
-        rec.add_prediction("risk_ratio_end_over_start", drop,
-                           "< 0.5: the flow trains (R(tau_end) < R(0) / 2)", drop < 0.5)
+        rec.add_prediction(
+            "risk_ratio_end_over_start", drop, "< 0.5: the flow trains (R(tau_end) < R(0) / 2)", drop < 0.5
+        )
         rec.add_metric("R_start", float(flow["R"][0]))
         rec.add_metric("R_end_flow", float(flow["R"][-1]))
         rec.add_metric("test_rmse_end_flow", float(flow["test_rmse"][-1]))
@@ -109,9 +131,14 @@ def main(argv=None) -> int:
         rec.add_metric("w2_start_to_end_mlp_mean_over_slices", float(np.mean(w2["mlp"])))
         rec.add_series(w2_start_to_end_attention=w2["attention"], w2_start_to_end_mlp=w2["mlp"])
         rec.add_metric("coupled_rms_start_to_end", mf.observables.coupled_rms(p0, final))
-        rec.add_series(tau=ts, **{f"flow_{k}": v for k, v in flow.items()},
-                       **{f"gd{eta:g}_{k}": v for eta in ETAS for k, v in gd[eta].observables.items()},
-                       dense_tau=dense, dense_Q=Qd, dense_dissipation=diss)
+        rec.add_series(
+            tau=ts,
+            **{f"flow_{k}": v for k, v in flow.items()},
+            **{f"gd{eta:g}_{k}": v for eta in ETAS for k, v in gd[eta].observables.items()},
+            dense_tau=dense,
+            dense_Q=Qd,
+            dense_dissipation=diss,
+        )
 
         fig, axes = plotting.figure(1, 3, width=14.0, height=4.0)
         colors = plotting.colors(len(ETAS))
@@ -157,8 +184,10 @@ def main(argv=None) -> int:
                 px = path[(slice(None), slice(None)) + tuple(np.atleast_1d(idx[0]))]
                 py = path[(slice(None), slice(None)) + tuple(np.atleast_1d(idx[1]))]
                 ax.plot(px, py, color="C3", lw=0.5, alpha=0.4)
-                for parts, style, label in ((p0, dict(color="0.6", s=8), r"$\tau=0$"),
-                                            (final, dict(color="C3", s=10), rf"$\tau={tau_end:g}$")):
+                for parts, style, label in (
+                    (p0, dict(color="0.6", s=8), r"$\tau=0$"),
+                    (final, dict(color="C3", s=10), rf"$\tau={tau_end:g}$"),
+                ):
                     arr = np.asarray(parts[name][layer])
                     x = arr[(slice(None),) + tuple(np.atleast_1d(idx[0]))]
                     y = arr[(slice(None),) + tuple(np.atleast_1d(idx[1]))]

@@ -105,20 +105,30 @@ def certificate(config, particles, data, W_probe, W1_probe) -> dict:
     }
     g = {k: np.asarray(v) for k, v in obs.first_variation(config, particles, data, probes).items()}
     layers = np.arange(L)
-    own_att = g["attention"][:, :L * M].reshape(L, L, M)[layers, layers]  # g_l at layer l's own heads
-    own_mlp = g["mlp"][:, :L * Mm].reshape(L, L, Mm)[layers, layers]
+    own_att = g["attention"][:, : L * M].reshape(L, L, M)[layers, layers]  # g_l at layer l's own heads
+    own_mlp = g["mlp"][:, : L * Mm].reshape(L, L, Mm)[layers, layers]
     fv_att = own_att + 0.5 * lam * (np.sum(p["V"] ** 2, axis=(2, 3)) + np.sum(p["W"] ** 2, axis=(2, 3)))
     fv_mlp = own_mlp + 0.5 * lam * (np.sum(p["W1"] ** 2, axis=2) + np.sum(p["W2"] ** 2, axis=2))
-    G = g["attention"][:, L * M:].reshape(L, P, D * D)  # G_l(W) = grad_V g_l
-    H = g["mlp"][:, L * Mm:].reshape(L, Pm, D)  # H_l(W1) = grad_W2 g_l
-    ray_att = 0.5 * lam * np.sum(W_probe ** 2, axis=(1, 2)) - np.sum(G ** 2, axis=2) / (2 * lam)
-    ray_mlp = 0.5 * lam * np.sum(W1_probe ** 2, axis=1) - np.sum(H ** 2, axis=2) / (2 * lam)
+    G = g["attention"][:, L * M :].reshape(L, P, D * D)  # G_l(W) = grad_V g_l
+    H = g["mlp"][:, L * Mm :].reshape(L, Pm, D)  # H_l(W1) = grad_W2 g_l
+    ray_att = 0.5 * lam * np.sum(W_probe**2, axis=(1, 2)) - np.sum(G**2, axis=2) / (2 * lam)
+    ray_mlp = 0.5 * lam * np.sum(W1_probe**2, axis=1) - np.sum(H**2, axis=2) / (2 * lam)
     cert_att = (ray_att - fv_att.mean(axis=1, keepdims=True)) / lam
     cert_mlp = (ray_mlp - fv_mlp.mean(axis=1, keepdims=True)) / lam
-    norms = np.concatenate([np.sqrt(np.sum(p["V"] ** 2, axis=(2, 3)) + np.sum(p["W"] ** 2, axis=(2, 3))).ravel(),
-                            np.sqrt(np.sum(p["W1"] ** 2, axis=2) + np.sum(p["W2"] ** 2, axis=2)).ravel()])
-    return {"cert": float(min(cert_att.min(), cert_mlp.min())), "cert_att": cert_att, "cert_mlp": cert_mlp,
-            "fv_att": fv_att / lam, "fv_mlp": fv_mlp / lam, "max_norm": float(norms.max())}
+    norms = np.concatenate(
+        [
+            np.sqrt(np.sum(p["V"] ** 2, axis=(2, 3)) + np.sum(p["W"] ** 2, axis=(2, 3))).ravel(),
+            np.sqrt(np.sum(p["W1"] ** 2, axis=2) + np.sum(p["W2"] ** 2, axis=2)).ravel(),
+        ]
+    )
+    return {
+        "cert": float(min(cert_att.min(), cert_mlp.min())),
+        "cert_att": cert_att,
+        "cert_mlp": cert_mlp,
+        "fv_att": fv_att / lam,
+        "fv_mlp": fv_mlp / lam,
+        "max_norm": float(norms.max()),
+    }
 
 
 # --------------------------------------------------------------------------- main
@@ -129,14 +139,25 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     log = logging.getLogger(NAME)
     L, M, n_train, restarts, tau_end, wide = sizes(ns.quick)
-    base = mf.Config(d=3, D=4, N=8, L=L, M=M, n_train=n_train, n_test=128, lam=LAMS[0], init_scale=2.0,
-                     seed=ns.seed)
+    base = mf.Config(d=3, D=4, N=8, L=L, M=M, n_train=n_train, n_test=128, lam=LAMS[0], init_scale=2.0, seed=ns.seed)
     steps = {lam: round(tau_end[lam] / ETA_TAU) for lam in LAMS}
-    config = {"L": L, "M": M, "n_train": n_train, "restarts": restarts,
-              "tau_end": [tau_end[lam] for lam in LAMS], "eta_tau": ETA_TAU,
-              "lams": list(LAMS), "wide_M": wide, "d": base.d, "D": base.D, "N": base.N,
-              "init_scale": base.init_scale, "threshold": base.threshold, "num_probes": NUM_PROBES,
-              "quick": ns.quick}
+    config = {
+        "L": L,
+        "M": M,
+        "n_train": n_train,
+        "restarts": restarts,
+        "tau_end": [tau_end[lam] for lam in LAMS],
+        "eta_tau": ETA_TAU,
+        "lams": list(LAMS),
+        "wide_M": wide,
+        "d": base.d,
+        "D": base.D,
+        "N": base.N,
+        "init_scale": base.init_scale,
+        "threshold": base.threshold,
+        "num_probes": NUM_PROBES,
+        "quick": ns.quick,
+    }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         data, test = mf.training_set(base), mf.held_out_set(base)
         init_key = base.keys()[1]
@@ -146,26 +167,57 @@ def main(argv=None) -> int:
         for lam in LAMS:
             cfg = base.replace(lam=lam)
             for r, p0 in enumerate(starts):
-                run = mf.train(cfg, lr=ETA_TAU, steps=steps[lam], save_every=steps[lam] // SAVES, particles=p0,
-                               data=data, test=test)
+                run = mf.train(
+                    cfg,
+                    lr=ETA_TAU,
+                    steps=steps[lam],
+                    save_every=steps[lam] // SAVES,
+                    particles=p0,
+                    data=data,
+                    test=test,
+                )
                 runs[lam, r] = run
                 certs[lam, r] = certificate(cfg, run.particles, data, W_probe, W1_probe)
-                log.info("lam=%g restart %d: R %.3g, Q %.5g, max speed %.2g -> %.2g, cert %.3g (compile %.1f s, "
-                         "run %.1f s)", lam, r, run["R"][-1], run["Q"][-1], run["max_speed"][0],
-                         run["max_speed"][-1], certs[lam, r]["cert"], run.compile_s, run.run_s)
+                log.info(
+                    "lam=%g restart %d: R %.3g, Q %.5g, max speed %.2g -> %.2g, cert %.3g (compile %.1f s, run %.1f s)",
+                    lam,
+                    r,
+                    run["R"][-1],
+                    run["Q"][-1],
+                    run["max_speed"][0],
+                    run["max_speed"][-1],
+                    certs[lam, r]["cert"],
+                    run.compile_s,
+                    run.run_s,
+                )
         tau = np.array([runs[lam, 0].tau for lam in LAMS])  # (lam, save): the horizons differ
         wide_runs, wide_certs = {}, {}
         if wide is not None:
             wbase = base.replace(M=wide)
             wstart = mf.init_particles(wbase, key=jax.random.fold_in(init_key, 1000))
             for lam in LAMS:
-                run = mf.train(wbase.replace(lam=lam), lr=ETA_TAU, steps=steps[lam], save_every=steps[lam] // SAVES,
-                               particles=wstart, data=data, test=test)
+                run = mf.train(
+                    wbase.replace(lam=lam),
+                    lr=ETA_TAU,
+                    steps=steps[lam],
+                    save_every=steps[lam] // SAVES,
+                    particles=wstart,
+                    data=data,
+                    test=test,
+                )
                 wide_runs[lam] = run
                 wide_certs[lam] = certificate(wbase.replace(lam=lam), run.particles, data, W_probe, W1_probe)
-                log.info("wide M=%d lam=%g: R %.3g, Q %.5g, max speed %.2g -> %.2g, cert %.3g (run %.1f s)", wide,
-                         lam, run["R"][-1], run["Q"][-1], run["max_speed"][0], run["max_speed"][-1],
-                         wide_certs[lam]["cert"], run.run_s)
+                log.info(
+                    "wide M=%d lam=%g: R %.3g, Q %.5g, max speed %.2g -> %.2g, cert %.3g (run %.1f s)",
+                    wide,
+                    lam,
+                    run["R"][-1],
+                    run["Q"][-1],
+                    run["max_speed"][0],
+                    run["max_speed"][-1],
+                    wide_certs[lam]["cert"],
+                    run.run_s,
+                )
 
         # ---- series and metrics
         lam_arr = np.asarray(LAMS)
@@ -175,8 +227,12 @@ def main(argv=None) -> int:
         cert = np.array([[certs[lam, r]["cert"] for r in range(restarts)] for lam in LAMS])
         cert_heads = np.array([[certs[lam, r]["cert_att"].min() for r in range(restarts)] for lam in LAMS])
         cert_neurons = np.array([[certs[lam, r]["cert_mlp"].min() for r in range(restarts)] for lam in LAMS])
-        resid = np.array([[vmax[i, r, -1] / (lam * certs[lam, r]["max_norm"]) for r in range(restarts)]
-                          for i, lam in enumerate(LAMS)])
+        resid = np.array(
+            [
+                [vmax[i, r, -1] / (lam * certs[lam, r]["max_norm"]) for r in range(restarts)]
+                for i, lam in enumerate(LAMS)
+            ]
+        )
         for i, lam in enumerate(LAMS):
             rec.add_metric(f"R_final_mean_lam{lam:g}", R_end[i].mean())
             rec.add_metric(f"Q_final_mean_lam{lam:g}", Q_end[i].mean())
@@ -192,70 +248,117 @@ def main(argv=None) -> int:
         pen = np.array([(runs[e]["Q"][-1] - runs[e]["R"][-1]) / e[0] for e in ends])
         R_ends = np.array([runs[e]["R"][-1] for e in ends])
         cross = R_ends[None, :] + lam_arr[:, None] * pen[None, :]  # (lam, endpoint)
-        rec.add_series(tau=tau, lams=lam_arr, R=R, Q=Q, max_speed=vmax, mean_speed=vmean, cert=cert,
-                       cert_heads=cert_heads, cert_neurons=cert_neurons, stationarity_residual=resid, cross_Q=cross,
-                       **{f"cert_probes_att_lam{lam:g}": np.stack([certs[lam, r]["cert_att"] for r in range(restarts)])
-                          for lam in LAMS},
-                       **{f"cert_probes_mlp_lam{lam:g}": np.stack([certs[lam, r]["cert_mlp"] for r in range(restarts)])
-                          for lam in LAMS})
+        rec.add_series(
+            tau=tau,
+            lams=lam_arr,
+            R=R,
+            Q=Q,
+            max_speed=vmax,
+            mean_speed=vmean,
+            cert=cert,
+            cert_heads=cert_heads,
+            cert_neurons=cert_neurons,
+            stationarity_residual=resid,
+            cross_Q=cross,
+            **{
+                f"cert_probes_att_lam{lam:g}": np.stack([certs[lam, r]["cert_att"] for r in range(restarts)])
+                for lam in LAMS
+            },
+            **{
+                f"cert_probes_mlp_lam{lam:g}": np.stack([certs[lam, r]["cert_mlp"] for r in range(restarts)])
+                for lam in LAMS
+            },
+        )
 
         # ---- P6: lam -> 0
         R_mean = R_end.mean(axis=1)
-        rec.add_prediction("R_final_decreases_as_lambda_decreases", R_mean,
-                           "restart-mean final R (at lam = 1e-1, 1e-2, 1e-3, 1e-4) decreases at every step "
-                           "lam -> lam/10: less weight decay, closer to inf R = 0 (P6)",
-                           bool(np.all(np.diff(R_mean) < 0)))
-        rec.add_prediction("R_final_smallest_lambda_over_R0", R_mean[-1] / R[0, 0, 0],
-                           "<= 1e-3: at lam = 1e-4 the risk approaches inf R = 0 (the training set is interpolable; "
-                           "the least-squares and Bayes floors of the noiseless regression are 0) (P6)",
-                           bool(R_mean[-1] <= 1e-3 * R[0, 0, 0]))
+        rec.add_prediction(
+            "R_final_decreases_as_lambda_decreases",
+            R_mean,
+            "restart-mean final R (at lam = 1e-1, 1e-2, 1e-3, 1e-4) decreases at every step "
+            "lam -> lam/10: less weight decay, closer to inf R = 0 (P6)",
+            bool(np.all(np.diff(R_mean) < 0)),
+        )
+        rec.add_prediction(
+            "R_final_smallest_lambda_over_R0",
+            R_mean[-1] / R[0, 0, 0],
+            "<= 1e-3: at lam = 1e-4 the risk approaches inf R = 0 (the training set is interpolable; "
+            "the least-squares and Bayes floors of the noiseless regression are 0) (P6)",
+            bool(R_mean[-1] <= 1e-3 * R[0, 0, 0]),
+        )
         relaxed = [i for i, lam in enumerate(LAMS) if lam * tau_end[lam] >= RELAX]
         own = np.array([Q_end[i].min() for i in range(len(LAMS))])
         others = np.array([min(cross[i, k] for k, e in enumerate(ends) if e[0] != lam) for i, lam in enumerate(LAMS)])
         ratio = own / others
-        rec.add_prediction("Q_own_endpoint_over_best_other_endpoint", ratio[relaxed],
-                           f"<= 1 at every lam with lam tau_end >= {RELAX:g} (lam = "
-                           f"{', '.join(f'{LAMS[i]:g}' for i in relaxed)}): a global minimiser of Q_lam has lower "
-                           f"Q_lam than the endpoints trained at the other lam (P6); at smaller lam the weight-decay "
-                           f"relaxation (time 1/lam) is not over at tau_end and the own endpoint need not win "
-                           f"(measured all lam: {np.array2string(ratio, precision=3)})",
-                           bool(np.all(ratio[relaxed] <= 1.0)), all_lams=ratio)
+        rec.add_prediction(
+            "Q_own_endpoint_over_best_other_endpoint",
+            ratio[relaxed],
+            f"<= 1 at every lam with lam tau_end >= {RELAX:g} (lam = "
+            f"{', '.join(f'{LAMS[i]:g}' for i in relaxed)}): a global minimiser of Q_lam has lower "
+            f"Q_lam than the endpoints trained at the other lam (P6); at smaller lam the weight-decay "
+            f"relaxation (time 1/lam) is not over at tau_end and the own endpoint need not win "
+            f"(measured all lam: {np.array2string(ratio, precision=3)})",
+            bool(np.all(ratio[relaxed] <= 1.0)),
+            all_lams=ratio,
+        )
         if wide is None:
-            rec.add_prediction("Q_wide_over_Q_narrow", None,
-                               "the wide network (M_T = 4 M) ends at Q <= the best narrow restart (P6)", None,
-                               tested_at="the full run (M_T = 4 M = 64)")
+            rec.add_prediction(
+                "Q_wide_over_Q_narrow",
+                None,
+                "the wide network (M_T = 4 M) ends at Q <= the best narrow restart (P6)",
+                None,
+                tested_at="the full run (M_T = 4 M = 64)",
+            )
         else:
             Qw = np.array([wide_runs[lam]["Q"][-1] for lam in LAMS])
             wratio = Qw / Q_end.min(axis=1)
             cert_wide = np.array([wide_certs[lam]["cert"] for lam in LAMS])
-            resid_wide = np.array([wide_runs[lam]["max_speed"][-1] / (lam * wide_certs[lam]["max_norm"])
-                                   for lam in LAMS])
+            resid_wide = np.array(
+                [wide_runs[lam]["max_speed"][-1] / (lam * wide_certs[lam]["max_norm"]) for lam in LAMS]
+            )
             for i, lam in enumerate(LAMS):
                 rec.add_metric(f"cert_min_wide_lam{lam:g}", cert_wide[i])
                 rec.add_metric(f"stationarity_residual_wide_lam{lam:g}", resid_wide[i])
-            rec.add_series(Q_wide=np.array([wide_runs[lam]["Q"] for lam in LAMS]),
-                           R_wide=np.array([wide_runs[lam]["R"] for lam in LAMS]),
-                           max_speed_wide=np.array([wide_runs[lam]["max_speed"] for lam in LAMS]),
-                           cert_wide=cert_wide, stationarity_residual_wide=resid_wide)
-            rec.add_prediction("Q_wide_over_Q_narrow", wratio[relaxed],
-                               f"<= 1 + {SPREAD:g} at lam = {', '.join(f'{LAMS[i]:g}' for i in relaxed)} "
-                               f"(lam tau_end >= {RELAX:g}): the wide network (M_T = {wide}) can copy the narrow one, "
-                               f"so its global minimum is lower (P6) (measured all lam: "
-                               f"{np.array2string(wratio, precision=3)})",
-                               bool(np.all(wratio[relaxed] <= 1 + SPREAD)), all_lams=wratio)
+            rec.add_series(
+                Q_wide=np.array([wide_runs[lam]["Q"] for lam in LAMS]),
+                R_wide=np.array([wide_runs[lam]["R"] for lam in LAMS]),
+                max_speed_wide=np.array([wide_runs[lam]["max_speed"] for lam in LAMS]),
+                cert_wide=cert_wide,
+                stationarity_residual_wide=resid_wide,
+            )
+            rec.add_prediction(
+                "Q_wide_over_Q_narrow",
+                wratio[relaxed],
+                f"<= 1 + {SPREAD:g} at lam = {', '.join(f'{LAMS[i]:g}' for i in relaxed)} "
+                f"(lam tau_end >= {RELAX:g}): the wide network (M_T = {wide}) can copy the narrow one, "
+                f"so its global minimum is lower (P6) (measured all lam: "
+                f"{np.array2string(wratio, precision=3)})",
+                bool(np.all(wratio[relaxed] <= 1 + SPREAD)),
+                all_lams=wratio,
+            )
 
         # ---- P5: stationarity
         max_ratio = (vmax[:, :, -1] / vmax[:, :, 0]).max(axis=1)
         mean_ratio = (vmean[:, :, -1] / vmean[:, :, 0]).max(axis=1)
-        rec.add_prediction("max_speed_final_over_initial", max_ratio,
-                           "<= 0.05 at every lam (worst restart): the particle velocities decay towards 0 (P5)",
-                           bool(np.all(max_ratio <= 0.05)))
-        rec.add_prediction("mean_speed_final_over_initial", mean_ratio,
-                           "<= 0.05 at every lam (worst restart) (P5)", bool(np.all(mean_ratio <= 0.05)))
+        rec.add_prediction(
+            "max_speed_final_over_initial",
+            max_ratio,
+            "<= 0.05 at every lam (worst restart): the particle velocities decay towards 0 (P5)",
+            bool(np.all(max_ratio <= 0.05)),
+        )
+        rec.add_prediction(
+            "mean_speed_final_over_initial",
+            mean_ratio,
+            "<= 0.05 at every lam (worst restart) (P5)",
+            bool(np.all(mean_ratio <= 0.05)),
+        )
 
         # ---- P7: the certificate at every stationary law (narrow restarts, and the wide network where it ran)
-        laws = [(f"lam={lam:g} restart {r}", lam, certs[lam, r], resid[i, r])
-                for i, lam in enumerate(LAMS) for r in range(restarts)]
+        laws = [
+            (f"lam={lam:g} restart {r}", lam, certs[lam, r], resid[i, r])
+            for i, lam in enumerate(LAMS)
+            for r in range(restarts)
+        ]
         if wide_runs:
             laws += [(f"lam={lam:g} wide M={wide}", lam, wide_certs[lam], resid_wide[i]) for i, lam in enumerate(LAMS)]
         stat = [law for law in laws if law[3] < STATIONARY]
@@ -272,40 +375,58 @@ def main(argv=None) -> int:
                     group = "neurons" if c["cert_mlp"].min() <= c["cert_att"].min() else "heads"
                     per_probe = (c["cert_mlp"] if group == "neurons" else c["cert_att"]).min(axis=0)
                     witness.append(f"{group} at the {'origin' if per_probe.argmin() == 0 else 'random'} probe")
-                why = (f". FAILS for a real reason at lam = {', '.join(f'{v:g}' for v in lam_bad)}: those stationary "
-                       f"laws are not global minimisers of Q (witness: {'; '.join(sorted(set(witness)))}). At the "
-                       f"origin probe the witness is a positive mean first variation of the layer's neurons, "
-                       f"(lam/2)(|W1|^2 - |W2|^2) > 0 on average: HuberizedReLU is not homogeneous in W1, so "
-                       f"stationarity does not balance the two norms, and moving a fraction eps of the neurons' mass "
-                       f"to the origin lowers Q at first order; that mass transfer is non-local, which the particle "
-                       f"flow cannot make. The paper claims global minima for lam small enough in the mean-field "
-                       f"limit; the witness is the same for every restart{' and at M = ' + str(wide) if wide else ''}, "
-                       f"so it is not a small-width artefact, but whether smaller lam removes it is not reached here "
-                       f"(at lam <= 1e-3 the flows still move at tau_end)")
-            rec.add_prediction("certificate_at_stationary_laws", stat_cert,
-                               f">= 0 for every stationary law (final max speed < {STATIONARY:g} lam max|theta|: "
-                               f"{'; '.join(law[0] for law in stat)}): no descent direction of the first variation "
-                               f"(P7). Elsewhere {moving} and the certificate is only recorded (min per lam "
-                               f"{np.array2string(cert.min(axis=1), precision=3)}; < 0: not yet a global minimiser)"
-                               + why, not bad, laws=[law[0] for law in stat],
-                               known_finding=findings.known(NAME, "certificate_at_stationary_laws"))
+                why = (
+                    f". FAILS for a real reason at lam = {', '.join(f'{v:g}' for v in lam_bad)}: those stationary "
+                    f"laws are not global minimisers of Q (witness: {'; '.join(sorted(set(witness)))}). At the "
+                    f"origin probe the witness is a positive mean first variation of the layer's neurons, "
+                    f"(lam/2)(|W1|^2 - |W2|^2) > 0 on average: HuberizedReLU is not homogeneous in W1, so "
+                    f"stationarity does not balance the two norms, and moving a fraction eps of the neurons' mass "
+                    f"to the origin lowers Q at first order; that mass transfer is non-local, which the particle "
+                    f"flow cannot make. The paper claims global minima for lam small enough in the mean-field "
+                    f"limit; the witness is the same for every restart{' and at M = ' + str(wide) if wide else ''}, "
+                    f"so it is not a small-width artefact, but whether smaller lam removes it is not reached here "
+                    f"(at lam <= 1e-3 the flows still move at tau_end)"
+                )
+            rec.add_prediction(
+                "certificate_at_stationary_laws",
+                stat_cert,
+                f">= 0 for every stationary law (final max speed < {STATIONARY:g} lam max|theta|: "
+                f"{'; '.join(law[0] for law in stat)}): no descent direction of the first variation "
+                f"(P7). Elsewhere {moving} and the certificate is only recorded (min per lam "
+                f"{np.array2string(cert.min(axis=1), precision=3)}; < 0: not yet a global minimiser)" + why,
+                not bad,
+                laws=[law[0] for law in stat],
+                known_finding=findings.known(NAME, "certificate_at_stationary_laws"),
+            )
         else:
-            rec.add_prediction("certificate_at_stationary_laws", cert.min(axis=1),
-                               f">= 0 for every stationary law (P7); none here: {moving}", None,
-                               tested_at="the full run",
-                               known_finding=findings.known(NAME, "certificate_at_stationary_laws"))
+            rec.add_prediction(
+                "certificate_at_stationary_laws",
+                cert.min(axis=1),
+                f">= 0 for every stationary law (P7); none here: {moving}",
+                None,
+                tested_at="the full run",
+                known_finding=findings.known(NAME, "certificate_at_stationary_laws"),
+            )
         worse = Q_end > Q_end.min(axis=1, keepdims=True) * (1 + SPREAD)
         flagged = cert < 0
         rec.add_metric("suboptimal_restarts", int(worse.sum()))
         if worse.any():
-            rec.add_prediction("certificate_flags_suboptimal_restarts", float(flagged[worse].mean()),
-                               f"= 1: every restart ending with Q more than {SPREAD:.1%} above the best restart at its "
-                               f"lam is not a global minimiser and has cert < 0 (P7: the certificate has power; "
-                               f"{int(worse.sum())} such restarts)", bool(np.all(flagged[worse])))
+            rec.add_prediction(
+                "certificate_flags_suboptimal_restarts",
+                float(flagged[worse].mean()),
+                f"= 1: every restart ending with Q more than {SPREAD:.1%} above the best restart at its "
+                f"lam is not a global minimiser and has cert < 0 (P7: the certificate has power; "
+                f"{int(worse.sum())} such restarts)",
+                bool(np.all(flagged[worse])),
+            )
         else:
-            rec.add_prediction("certificate_flags_suboptimal_restarts", 0.0,
-                               "every suboptimal restart has cert < 0 (P7)", None,
-                               tested_at="a run where restarts end at different Q (the full run)")
+            rec.add_prediction(
+                "certificate_flags_suboptimal_restarts",
+                0.0,
+                "every suboptimal restart has cert < 0 (P7)",
+                None,
+                tested_at="a run where restarts end at different Q (the full run)",
+            )
 
         # ---- figure
         fig, axes = plotting.figure(2, 3, width=16.0, height=9.0)

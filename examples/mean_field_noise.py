@@ -100,9 +100,9 @@ def _entropy(particles):
 
 
 def main(argv=None) -> int:
-    ns = records.example_parser(NAME, __doc__, seed=0,
-                                seed_help="seed of the data, the initial particles and the Brownian paths"
-                                ).parse_args(argv)
+    ns = records.example_parser(
+        NAME, __doc__, seed=0, seed_help="seed of the data, the initial particles and the Brownian paths"
+    ).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     log = logging.getLogger(NAME)
     M, n_train, paths, tau_end, k_max, batches = sizes(ns.quick)
@@ -114,33 +114,72 @@ def main(argv=None) -> int:
     ts = np.linspace(0.0, tau_end, SAVES)
     ts_w = np.linspace(0.0, TAU_WEAK, SAVES)
     opts = dict(solver=SOLVER, num_paths=paths, save_states=True, tol=tol, max_steps=max_steps)
-    config = {"d": cfg.d, "D": cfg.D, "N": cfg.N, "L": cfg.L, "M": cfg.M, "M_mlp": cfg.M_mlp,
-              "n_train": cfg.n_train, "lam": cfg.lam, "init_scale": cfg.init_scale, "solver": SOLVER,
-              "temperatures": list(TEMPS), "dt": DT, "dt_hot": DT_HOT, "tau_end": tau_end, "paths": paths,
-              "T_weak": T_WEAK, "tau_weak": TAU_WEAK, "dt_weak": dts_w.tolist(), "weak_paths": batches * paths,
-              "vbt_tol": tol, "max_steps": max_steps, "k_nn": K_NN, "quick": ns.quick}
+    config = {
+        "d": cfg.d,
+        "D": cfg.D,
+        "N": cfg.N,
+        "L": cfg.L,
+        "M": cfg.M,
+        "M_mlp": cfg.M_mlp,
+        "n_train": cfg.n_train,
+        "lam": cfg.lam,
+        "init_scale": cfg.init_scale,
+        "solver": SOLVER,
+        "temperatures": list(TEMPS),
+        "dt": DT,
+        "dt_hot": DT_HOT,
+        "tau_end": tau_end,
+        "paths": paths,
+        "T_weak": T_WEAK,
+        "tau_weak": TAU_WEAK,
+        "dt_weak": dts_w.tolist(),
+        "weak_paths": batches * paths,
+        "vbt_tol": tol,
+        "max_steps": max_steps,
+        "k_nn": K_NN,
+        "quick": ns.quick,
+    }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         # ---- 1. temperature sweep
         R, Q, H = {}, {}, {}
         for T in TEMPS:
             tr = solve_particles_sde(cfg, ts, T, dt=_dt(T), seed=ns.seed, **opts)
-            rec.add_solver_stats(f"sde_T{T:g}", {"status": "ok" if tr.ok else "failed", "message": tr.message[0],
-                                                 "num_steps": int(tr.num_steps[0]), "compile_s": tr.compile_s,
-                                                 "run_s": tr.run_s})
+            rec.add_solver_stats(
+                f"sde_T{T:g}",
+                {
+                    "status": "ok" if tr.ok else "failed",
+                    "message": tr.message[0],
+                    "num_steps": int(tr.num_steps[0]),
+                    "compile_s": tr.compile_s,
+                    "run_s": tr.run_s,
+                },
+            )
             R[T], Q[T] = np.asarray(tr.observables["R"]), np.asarray(tr.observables["Q"])
             H[T] = np.array([_entropy({k: v[p, -1] for k, v in tr.ys.items()}) for p in range(paths)])
             if T == 0.0:
                 sde0 = tr
-            log.info("T=%g: R %.5g +- %.2g, H %.4g +- %.2g (compile %.1f s, run %.1f s)", T, R[T][:, -1].mean(),
-                     R[T][:, -1].std(ddof=1), H[T].mean(), H[T].std(ddof=1), tr.compile_s, tr.run_s)
+            log.info(
+                "T=%g: R %.5g +- %.2g, H %.4g +- %.2g (compile %.1f s, run %.1f s)",
+                T,
+                R[T][:, -1].mean(),
+                R[T][:, -1].std(ddof=1),
+                H[T].mean(),
+                H[T].std(ddof=1),
+                tr.compile_s,
+                tr.run_s,
+            )
         ode = mf.solve_particles(cfg, ts, solver="euler", dt=DT, observables="basic", save_states=True)
         rec.add_solver_stats("ode_euler", ode)
         log.info("ODE (euler, dt=%g): compile %.1f s, run %.1f s", DT, ode.compile_s, ode.run_s)
 
         diff0 = max(float(np.max(np.abs(np.asarray(sde0.ys[k]) - np.asarray(ode.ys[k])[None]))) for k in ode.ys)
-        rec.add_prediction("zero_T_sde_minus_ode_max_abs", diff0,
-                           "< 1e-12: at T = 0 the particle SDE (SEA, explicit Euler at sigma = 0) is the particle "
-                           "ODE solve_particles(solver='euler', dt), on every path and at every save", diff0 < 1e-12)
+        rec.add_prediction(
+            "zero_T_sde_minus_ode_max_abs",
+            diff0,
+            "< 1e-12: at T = 0 the particle SDE (SEA, explicit Euler at sigma = 0) is the particle "
+            "ODE solve_particles(solver='euler', dt), on every path and at every save",
+            diff0 < 1e-12,
+        )
         H_ode = _entropy({k: v[-1] for k, v in ode.ys.items()})
         H_init = _entropy(mf.init_particles(cfg))
         rec.add_metric("H_initial", H_init)
@@ -168,21 +207,28 @@ def main(argv=None) -> int:
         T_max = TEMPS[-1]
         se_R = np.sqrt((R_late[T_max].var(ddof=1) + R_late[0.0].var(ddof=1)) / paths)
         dR = float(R_late[T_max].mean() - R_late[0.0].mean())
-        rec.add_prediction("late_risk_rise_at_T1_in_standard_errors", dR / max(se_R, 1e-300),
-                           f"> 3: at large T the noise keeps the particles off the minimiser: the late-time risk "
-                           f"(R averaged over tau in [tau_end/2, tau_end]) at T = {T_max:g} exceeds the T = 0 value by "
-                           f"more than 3 standard errors of the path mean (T = 0: {R_late[0.0].mean():.4g}, "
-                           f"T = {T_max:g}: {R_late[T_max].mean():.4g})", dR > 3 * se_R)
+        rec.add_prediction(
+            "late_risk_rise_at_T1_in_standard_errors",
+            dR / max(se_R, 1e-300),
+            f"> 3: at large T the noise keeps the particles off the minimiser: the late-time risk "
+            f"(R averaged over tau in [tau_end/2, tau_end]) at T = {T_max:g} exceeds the T = 0 value by "
+            f"more than 3 standard errors of the path mean (T = 0: {R_late[0.0].mean():.4g}, "
+            f"T = {T_max:g}: {R_late[T_max].mean():.4g})",
+            dR > 3 * se_R,
+        )
         rec.add_metric("R_min_over_T", min(mean[T][0] for T in TEMPS))
         rec.add_metric("T_of_min_R", min(TEMPS, key=lambda T: mean[T][0]))
 
         Hs = np.array([mean[T][2] for T in TEMPS])
         big = [i for i, T in enumerate(TEMPS) if T >= 1e-3]
         steps = np.diff(Hs[big])
-        rec.add_prediction("entropy_increments_over_T_ge_1e-3_min", float(min(steps.min(), Hs[big[0]] - Hs[0])),
-                           "> 0: the k-NN entropy of the particle clouds (path mean) increases strictly with T over "
-                           "T >= 1e-3 and exceeds H(T = 0)",
-                           bool(np.all(steps > 0) and Hs[big[0]] > Hs[0]))
+        rec.add_prediction(
+            "entropy_increments_over_T_ge_1e-3_min",
+            float(min(steps.min(), Hs[big[0]] - Hs[0])),
+            "> 0: the k-NN entropy of the particle clouds (path mean) increases strictly with T over "
+            "T >= 1e-3 and exceeds H(T = 0)",
+            bool(np.all(steps > 0) and Hs[big[0]] > Hs[0]),
+        )
         rec.add_metric("H_gain_T1e-4_over_T0", float(Hs[1] - Hs[0]))
 
         # F_T of the noisy endpoint against F_T of the ODE endpoint (the same functional on both clouds)
@@ -192,44 +238,78 @@ def main(argv=None) -> int:
                 continue
             gaps[T] = float(F[T].mean() - (Q_ode - T * H_ode))
             rec.add_metric(f"F_noisy_minus_F_ode_T{T:g}", gaps[T])
-        rec.add_prediction("free_energy_gap_noisy_minus_ode_max", max(gaps.values()),
-                           "< 0: the noisy flow is the gradient flow of F_T = Q - T H and the ODE is not, so at every "
-                           "T >= 1e-2 F_T of the noisy clouds at tau_end is below F_T of the ODE clouds",
-                           max(gaps.values()) < 0)
+        rec.add_prediction(
+            "free_energy_gap_noisy_minus_ode_max",
+            max(gaps.values()),
+            "< 0: the noisy flow is the gradient flow of F_T = Q - T H and the ODE is not, so at every "
+            "T >= 1e-2 F_T of the noisy clouds at tau_end is below F_T of the ODE clouds",
+            max(gaps.values()) < 0,
+        )
 
         # ---- 2. weak convergence on E[R(tau_w)] at T_w, common Brownian paths for every dt
         Rw = []
         for dt in dts_w:
-            runs = [solve_particles_sde(cfg, ts_w, T_WEAK, dt=float(dt), seed=ns.seed + b, **opts)
-                    for b in range(batches)]
+            runs = [
+                solve_particles_sde(cfg, ts_w, T_WEAK, dt=float(dt), seed=ns.seed + b, **opts) for b in range(batches)
+            ]
             Rw.append(np.concatenate([np.asarray(tr.observables["R"])[:, -1] for tr in runs]))
-            log.info("weak: dt=%g: E[R] %.8g (compile %.1f s, run %.2f s)", dt, Rw[-1].mean(),
-                     sum(tr.compile_s for tr in runs), sum(tr.run_s for tr in runs))
+            log.info(
+                "weak: dt=%g: E[R] %.8g (compile %.1f s, run %.2f s)",
+                dt,
+                Rw[-1].mean(),
+                sum(tr.compile_s for tr in runs),
+                sum(tr.run_s for tr in runs),
+            )
         Rw = np.array(Rw)  # (levels, weak paths): the same Brownian paths at every level
         d = Rw[:-1] - Rw[1:]  # paired successive differences
         e = np.abs(d.mean(axis=1))
         se = d.std(axis=1, ddof=1) / np.sqrt(d.shape[1])
         fit = power_law_fit(dts_w[:-1], e, n_boot=2000, rng=0)
-        log.info("weak differences %s (se %s): order %.3f [%.3f, %.3f]", np.array2string(e, precision=3),
-                 np.array2string(se, precision=2), fit.slope, *fit.slope_ci)
+        log.info(
+            "weak differences %s (se %s): order %.3f [%.3f, %.3f]",
+            np.array2string(e, precision=3),
+            np.array2string(se, precision=2),
+            fit.slope,
+            *fit.slope_ci,
+        )
         rec.add_metric("weak_order", fit.slope)
         rec.add_metric("weak_order_ci_lo", fit.slope_ci[0])
         rec.add_metric("weak_order_ci_hi", fit.slope_ci[1])
-        rec.add_prediction("weak_order_sea", fit.slope,
-                           "1 within 0.15: SEA's weak order for additive noise (Euler-Maruyama's too); power-law fit "
-                           "of |E[R_dt] - E[R_dt/2]| against dt on common Brownian paths (its 95% interval is recorded "
-                           "as ci; with 4-6 nearly collinear points it can be narrower than the pre-asymptotic "
-                           "curvature, hence the tolerance)", abs(fit.slope - 1.0) <= 0.15, ci=list(fit.slope_ci))
+        rec.add_prediction(
+            "weak_order_sea",
+            fit.slope,
+            "1 within 0.15: SEA's weak order for additive noise (Euler-Maruyama's too); power-law fit "
+            "of |E[R_dt] - E[R_dt/2]| against dt on common Brownian paths (its 95% interval is recorded "
+            "as ci; with 4-6 nearly collinear points it can be narrower than the pre-asymptotic "
+            "curvature, hence the tolerance)",
+            abs(fit.slope - 1.0) <= 0.15,
+            ci=list(fit.slope_ci),
+        )
         ratio = float(np.min(e / se))
-        rec.add_prediction("weak_difference_over_paired_se_min", ratio,
-                           "> 3: every weak difference exceeds 3 paired Monte-Carlo standard errors (common random "
-                           "numbers make the statistical error smaller than the discretisation error)", ratio > 3)
+        rec.add_prediction(
+            "weak_difference_over_paired_se_min",
+            ratio,
+            "> 3: every weak difference exceeds 3 paired Monte-Carlo standard errors (common random "
+            "numbers make the statistical error smaller than the discretisation error)",
+            ratio > 3,
+        )
 
-        rec.add_series(tau=ts, temperatures=np.array(TEMPS), tau_weak=ts_w, dt_weak=dts_w, R_weak=Rw,
-                       weak_diff=e, weak_diff_se=se, R_ode=np.asarray(ode.observables["R"]),
-                       Q_ode=np.asarray(ode.observables["Q"]), H_ode_final=H_ode,
-                       **{f"R_T{T:g}": R[T] for T in TEMPS}, **{f"Q_T{T:g}": Q[T] for T in TEMPS},
-                       **{f"H_final_T{T:g}": H[T] for T in TEMPS}, **{f"F_final_T{T:g}": F[T] for T in TEMPS})
+        rec.add_series(
+            tau=ts,
+            temperatures=np.array(TEMPS),
+            tau_weak=ts_w,
+            dt_weak=dts_w,
+            R_weak=Rw,
+            weak_diff=e,
+            weak_diff_se=se,
+            R_ode=np.asarray(ode.observables["R"]),
+            Q_ode=np.asarray(ode.observables["Q"]),
+            H_ode_final=H_ode,
+            **{f"R_T{T:g}": R[T] for T in TEMPS},
+            **{f"Q_T{T:g}": Q[T] for T in TEMPS},
+            **{f"H_final_T{T:g}": H[T] for T in TEMPS},
+            **{f"F_final_T{T:g}": F[T] for T in TEMPS},
+        )
 
         # ---- figure
         fig, axes = plotting.figure(2, 3, width=15.0, height=8.0)
@@ -297,10 +377,23 @@ def main(argv=None) -> int:
         ax.legend(fontsize=7)
 
         ax = axes[5]
-        ax.errorbar(dts_w[:-1], e, yerr=se, marker="o", color="C0", capsize=3, ls="none",
-                    label=r"$|E[R_{dt}] - E[R_{dt/2}]|$ ($\pm$ paired se)")
-        ax.plot(dts_w[:-1], fit.predict(dts_w[:-1]), "k--", lw=1,
-                label=f"fit: order {fit.slope:.2f} [{fit.slope_ci[0]:.2f}, {fit.slope_ci[1]:.2f}]")
+        ax.errorbar(
+            dts_w[:-1],
+            e,
+            yerr=se,
+            marker="o",
+            color="C0",
+            capsize=3,
+            ls="none",
+            label=r"$|E[R_{dt}] - E[R_{dt/2}]|$ ($\pm$ paired se)",
+        )
+        ax.plot(
+            dts_w[:-1],
+            fit.predict(dts_w[:-1]),
+            "k--",
+            lw=1,
+            label=f"fit: order {fit.slope:.2f} [{fit.slope_ci[0]:.2f}, {fit.slope_ci[1]:.2f}]",
+        )
         ax.plot(dts_w[:-1], e[-1] * (dts_w[:-1] / dts_w[-2]), color="0.6", lw=1, ls=":", label="slope 1")
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -73,11 +73,34 @@ TARGETS = {"depth": -1.0, "width": -0.5}
 
 def sizes(quick):
     if quick:
-        return dict(seeds=5, depth_L=(4, 8, 16), L_R=64, depth_M=8, K=9, width_L=2, width_M=(4, 8, 16, 32), M_ref=128,
-                    subsamples=8, joint_L=(2, 4, 8), joint_M=(4, 16, 64), joint_M_ref=256)
-    return dict(seeds=8, depth_L=(4, 8, 16, 32, 64), L_R=256, depth_M=16, K=17, width_L=4,
-                width_M=(4, 8, 16, 32, 64, 128), M_ref=1024, subsamples=16, joint_L=(2, 4, 8, 16, 32),
-                joint_M=(4, 16, 64, 256), joint_M_ref=2048)
+        return dict(
+            seeds=5,
+            depth_L=(4, 8, 16),
+            L_R=64,
+            depth_M=8,
+            K=9,
+            width_L=2,
+            width_M=(4, 8, 16, 32),
+            M_ref=128,
+            subsamples=8,
+            joint_L=(2, 4, 8),
+            joint_M=(4, 16, 64),
+            joint_M_ref=256,
+        )
+    return dict(
+        seeds=8,
+        depth_L=(4, 8, 16, 32, 64),
+        L_R=256,
+        depth_M=16,
+        K=17,
+        width_L=4,
+        width_M=(4, 8, 16, 32, 64, 128),
+        M_ref=1024,
+        subsamples=16,
+        joint_L=(2, 4, 8, 16, 32),
+        joint_M=(4, 16, 64, 256),
+        joint_M_ref=2048,
+    )
 
 
 @jax.jit
@@ -101,8 +124,10 @@ def _train(cfg, particles, data, failures, what):
         return np.full((len(particles), 2), np.nan), np.full((len(particles), 2, n), np.nan)
     Z0 = jnp.stack([dd.Z0 for dd in data])
     thr = jnp.asarray(cfg.threshold, Z0.dtype)
-    y = np.stack([np.asarray(_outputs(_stack(particles), Z0, thr, cfg.d)),
-                  np.asarray(_outputs(rec.particles, Z0, thr, cfg.d))], axis=1)
+    y = np.stack(
+        [np.asarray(_outputs(_stack(particles), Z0, thr, cfg.d)), np.asarray(_outputs(rec.particles, Z0, thr, cfg.d))],
+        axis=1,
+    )
     return np.asarray(rec["Q"]), y
 
 
@@ -125,9 +150,16 @@ def _record_fit(rec, log, fit, name, kind, expected, band, *, bound_only=False, 
     holds = fit.slope <= band[1] if bound_only else band[0] <= fit.slope <= band[1]
     holds = None if tested_at else holds
     rule = f"slope <= {band[1]}" if bound_only else f"slope in [{band[0]}, {band[1]}]"
-    rec.add_prediction(name, fit.slope, f"{expected}; {rule} (95% CI {fit.slope_ci[0]:.3f} .. "
-                                        f"{fit.slope_ci[1]:.3f}, target {target}, off by {fit.slope - target:+.3f})",
-                       holds, ci=list(fit.slope_ci), target=target, tested_at=tested_at)
+    rec.add_prediction(
+        name,
+        fit.slope,
+        f"{expected}; {rule} (95% CI {fit.slope_ci[0]:.3f} .. "
+        f"{fit.slope_ci[1]:.3f}, target {target}, off by {fit.slope - target:+.3f})",
+        holds,
+        ci=list(fit.slope_ci),
+        target=target,
+        tested_at=tested_at,
+    )
     log.info("%s: slope %.3f CI (%.3f, %.3f)", name, fit.slope, *fit.slope_ci)
 
 
@@ -203,13 +235,18 @@ def width_part(S, seeds, failures, log):
             data = mf.training_set(cfg)
             cloud = mf.init_particles(cfg)
             try:  # the large reference network: the sharded particle path, all local devices
-                tr = mf.train(cfg, lr=ETA_TAU, steps=STEPS, particles=cloud, data=data, test=data, save_every=STEPS,
-                              mesh=mesh)
+                tr = mf.train(
+                    cfg, lr=ETA_TAU, steps=STEPS, particles=cloud, data=data, test=data, save_every=STEPS, mesh=mesh
+                )
             except FlowError as err:
                 failures.append(f"width reference {init} seed {s}: {err}")
                 continue
-            y = _outputs(_stack([cloud, tr.particles]), jnp.stack([data.Z0] * 2),
-                         jnp.asarray(cfg.threshold, data.Z0.dtype), cfg.d)
+            y = _outputs(
+                _stack([cloud, tr.particles]),
+                jnp.stack([data.Z0] * 2),
+                jnp.asarray(cfg.threshold, data.Z0.dtype),
+                cfg.d,
+            )
             refs[code, s] = (np.asarray(tr["Q"]), np.asarray(y))
             members.append((code, init, s, cfg, data, cloud))
     for M in S["width_M"]:
@@ -217,8 +254,11 @@ def width_part(S, seeds, failures, log):
         parts, data = [], []
         for _, init, s, _, dat, cloud in members:
             for r in range(R):
-                parts.append(coupling.subsample_particles(cloud, M, key=(s * 1000 + M) * 100 + r,
-                                                          per_layer=init == "iid", replace=True))
+                parts.append(
+                    coupling.subsample_particles(
+                        cloud, M, key=(s * 1000 + M) * 100 + r, per_layer=init == "iid", replace=True
+                    )
+                )
                 data.append(dat)
         Q, y = _train(cfg_M, parts, data, failures, f"width M={M}")
         Q, y = Q.reshape(len(members), R, 2), y.reshape(len(members), R, 2, -1)
@@ -254,8 +294,15 @@ def main(argv=None) -> int:
     log = logging.getLogger(NAME)
     S = sizes(ns.quick)
     seeds = list(range(ns.seed, ns.seed + S["seeds"]))
-    config = {**BASE, **{k: (list(v) if isinstance(v, tuple) else v) for k, v in S.items()}, "tau_star": TAU,
-              "eta_tau": ETA_TAU, "steps": STEPS, "devices": jax.local_device_count(), "quick": ns.quick}
+    config = {
+        **BASE,
+        **{k: (list(v) if isinstance(v, tuple) else v) for k, v in S.items()},
+        "tau_star": TAU,
+        "eta_tau": ETA_TAU,
+        "steps": STEPS,
+        "devices": jax.local_device_count(),
+        "quick": ns.quick,
+    }
     failures: list[str] = []
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         t0 = time.perf_counter()
@@ -263,11 +310,13 @@ def main(argv=None) -> int:
         rec.add_timing("depth_part", time.perf_counter() - t0)
         smallest = np.min(depth[depth[:, 1] == max(S["depth_L"]), 5])
         rec.add_prediction(
-            "depth_reference_check_tau0", float(np.max(richardson_check) / smallest),
+            "depth_reference_check_tau0",
+            float(np.max(richardson_check) / smallest),
             f"< 0.1: the Richardson deep-network reference 2 y(L={2 * S['L_R']}) - y(L={S['L_R']}) agrees with the "
             f"continuous-depth reference (depth ODE by diffrax) to a tenth of the smallest measured depth gap "
             f"(max difference {np.max(richardson_check):.3g}, smallest gap {smallest:.3g})",
-            np.max(richardson_check) < 0.1 * smallest)
+            np.max(richardson_check) < 0.1 * smallest,
+        )
         log.info("depth part: %.1f s", time.perf_counter() - t0)
         t1 = time.perf_counter()
         width = width_part(S, seeds, failures, log)
@@ -280,13 +329,19 @@ def main(argv=None) -> int:
         asymptotic = depth[:, 1] >= S["depth_L"][-3]  # the Q gap of the depth part: the three largest L
         for kind, table, inits in (("depth", depth, ("smooth", "tied")), ("width", width, ("iid", "tied"))):
             for code, init in enumerate(inits):
-                for col, what, when in ((3, "Q", "tau0"), (4, "Q", "tau_star"), (5, "out", "tau0"),
-                                        (6, "out", "tau_star")):
+                for col, what, when in (
+                    (3, "Q", "tau0"),
+                    (4, "Q", "tau_star"),
+                    (5, "out", "tau0"),
+                    (6, "out", "tau_star"),
+                ):
                     sel = (table[:, 0] == code) & (asymptotic if (kind, what) == ("depth", "Q") else True)
                     fits[kind, init, what, when] = _fit(table[sel, 1], table[sel, col], table[sel, 2])
         # The record's headline numbers: output gaps at tau*, smooth depth law and untied width law.
-        headline = {"depth": fits["depth", "smooth", "out", "tau_star"],
-                    "width": fits["width", "iid", "out", "tau_star"]}
+        headline = {
+            "depth": fits["depth", "smooth", "out", "tau_star"],
+            "width": fits["width", "iid", "out", "tau_star"],
+        }
         for kind, fit in headline.items():
             rec.add_metric(f"{kind}_slope", fit.slope)
             rec.add_metric(f"{kind}_slope_ci", list(fit.slope_ci))
@@ -294,38 +349,66 @@ def main(argv=None) -> int:
             name = f"{kind}_{init}_{'output' if what == 'out' else 'Q'}_gap_{when}"
             if kind == "depth":
                 Ls = ", ".join(str(x) for x in S["depth_L"][-3:])
-                expected = (f"P1 ({init} law): the output gap falls like 1/L at fixed tau (Thm 3.1)" if what == "out"
-                            else f"P1 ({init} law): |Q_L - Q_ref| falls at least like 1/L (Thm 3.1, an upper bound: "
-                                 f"the signed 1/L coefficient of Q can nearly cancel), fitted over L = {Ls}")
+                expected = (
+                    f"P1 ({init} law): the output gap falls like 1/L at fixed tau (Thm 3.1)"
+                    if what == "out"
+                    else f"P1 ({init} law): |Q_L - Q_ref| falls at least like 1/L (Thm 3.1, an upper bound: "
+                    f"the signed 1/L coefficient of Q can nearly cancel), fitted over L = {Ls}"
+                )
                 full_Ls = ", ".join(str(x) for x in sizes(False)["depth_L"][-3:])
-                untested = (f"the full run (L = {full_Ls}: at L <= 16 the L^-2 term of the signed Q gap still "
-                            f"bends its slope, local slopes -0.06 .. -0.7 from L = 4 to 8 for some seeds)"
-                            if ns.quick and what == "Q" else None)
-                _record_fit(rec, log, fit, name, kind, expected, BANDS[kind], bound_only=what == "Q",
-                            tested_at=untested)
+                untested = (
+                    f"the full run (L = {full_Ls}: at L <= 16 the L^-2 term of the signed Q gap still "
+                    f"bends its slope, local slopes -0.06 .. -0.7 from L = 4 to 8 for some seeds)"
+                    if ns.quick and what == "Q"
+                    else None
+                )
+                _record_fit(
+                    rec, log, fit, name, kind, expected, BANDS[kind], bound_only=what == "Q", tested_at=untested
+                )
             else:
-                _record_fit(rec, log, fit, name, kind, f"P2 ({init} law): the RMS {'output' if what == 'out' else 'Q'} "
-                            f"gap over coupled subsamples falls like M^-1/2 at fixed L and tau (Thm 3.1)",
-                            BANDS[kind])
+                _record_fit(
+                    rec,
+                    log,
+                    fit,
+                    name,
+                    kind,
+                    f"P2 ({init} law): the RMS {'output' if what == 'out' else 'Q'} "
+                    f"gap over coupled subsamples falls like M^-1/2 at fixed L and tau (Thm 3.1)",
+                    BANDS[kind],
+                )
         jfit = fitting.joint_power_fit(joint[:, 0], joint[:, 1], joint[:, 3], seeds=joint[:, 2], n_boot=2000, rng=0)
         rec.add_metric("joint_exponents", [jfit.a, jfit.b])  # err ~ M^a L^b
         rec.add_metric("joint_exponent_a_ci", list(jfit.a_ci))
         rec.add_metric("joint_exponent_b_ci", list(jfit.b_ci))
         ranking = fitting.compare_models(joint[:, 0], joint[:, 1], joint[:, 3])
-        records.atomic_write_json(rec.out_dir / "model_ranking.json",
-                                  [{"model": m.name, "C": m.C, "rms_log_residual": m.rms_log_residual}
-                                   for m in ranking])
+        records.atomic_write_json(
+            rec.out_dir / "model_ranking.json",
+            [{"model": m.name, "C": m.C, "rms_log_residual": m.rms_log_residual} for m in ranking],
+        )
         rec.add_prediction(
-            "joint_L_exponent_tau0", jfit.b,
+            "joint_L_exponent_tau0",
+            jfit.b,
             f"P2b [R]: < 0 with the whole interval below 0 (per-layer sampling errors average over depth; the "
             f"theorem's sqrt(log L / M) grows with L); measured err ~ M^{jfit.a:.3f} L^{jfit.b:.3f}, intervals "
             f"a {jfit.a_ci[0]:.3f}..{jfit.a_ci[1]:.3f}, b {jfit.b_ci[0]:.3f}..{jfit.b_ci[1]:.3f}; best shape: "
-            f"{ranking[0].name}", jfit.b_ci[1] < 0.0, a=jfit.a, a_ci=list(jfit.a_ci), b_ci=list(jfit.b_ci))
+            f"{ranking[0].name}",
+            jfit.b_ci[1] < 0.0,
+            a=jfit.a,
+            a_ci=list(jfit.a_ci),
+            b_ci=list(jfit.b_ci),
+        )
         rec.add_metric("failed_runs", len(failures))
         records.atomic_write_json(rec.out_dir / "failed_runs.json", failures)
-        records.atomic_write_json(rec.out_dir / "joint_exponents.json",
-                                  {"a_M": jfit.a, "a_ci": list(jfit.a_ci), "b_L": jfit.b, "b_ci": list(jfit.b_ci),
-                                   "ranking": [m.name for m in ranking]})
+        records.atomic_write_json(
+            rec.out_dir / "joint_exponents.json",
+            {
+                "a_M": jfit.a,
+                "a_ci": list(jfit.a_ci),
+                "b_L": jfit.b,
+                "b_ci": list(jfit.b_ci),
+                "ranking": [m.name for m in ranking],
+            },
+        )
         rec.add_series(depth=depth, width=width, joint=joint)
         _figure(rec, S, depth, width, joint, fits, jfit)
     records.log_predictions(rec, log)
@@ -334,17 +417,23 @@ def main(argv=None) -> int:
 
 def _figure(rec, S, depth, width, joint, fits, jfit):
     fig, axes = plotting.figure(1, 3, width=15.0, height=4.4)
-    for ax, kind, table, inits, xlabel in ((axes[0], "depth", depth, ("smooth", "tied"), "depth L"),
-                                           (axes[1], "width", width, ("iid", "tied"), "width M")):
+    for ax, kind, table, inits, xlabel in (
+        (axes[0], "depth", depth, ("smooth", "tied"), "depth L"),
+        (axes[1], "width", width, ("iid", "tied"), "width M"),
+    ):
         for code, (init, marker) in enumerate(zip(inits, "os", strict=True)):
             sel = table[:, 0] == code
-            for col, when, c in ((5, "tau0", "C0" if code == 0 else "C2"),
-                                 (6, "tau_star", "C3" if code == 0 else "C1")):
+            for col, when, c in (
+                (5, "tau0", "C0" if code == 0 else "C2"),
+                (6, "tau_star", "C3" if code == 0 else "C1"),
+            ):
                 xs = np.unique(table[sel, 1])
                 means = [np.exp(np.mean(np.log(table[sel & (table[:, 1] == x), col]))) for x in xs]
                 fit = fits[kind, init, "out", when]
-                lab = rf"{init}, $\tau$={0 if when == 'tau0' else TAU:g}: {fit.slope:.2f} [{fit.slope_ci[0]:.2f}, " \
-                      rf"{fit.slope_ci[1]:.2f}]"
+                lab = (
+                    rf"{init}, $\tau$={0 if when == 'tau0' else TAU:g}: {fit.slope:.2f} [{fit.slope_ci[0]:.2f}, "
+                    rf"{fit.slope_ci[1]:.2f}]"
+                )
                 ax.scatter(table[sel, 1], table[sel, col], s=6, color=c, alpha=0.3)
                 ax.plot(xs, means, marker, color=c, ms=4)
                 ax.plot(xs, fit.predict(xs), color=c, lw=1, label=lab)
@@ -356,9 +445,12 @@ def _figure(rec, S, depth, width, joint, fits, jfit):
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("mean output gap" if kind == "depth" else "RMS output gap over subsamples")
-        ax.set_title("P1: depth, vs the depth-limit reference (Richardson, checked against the depth ODE)"
-                     if kind == "depth" else
-                     f"P2: width, L={S['width_L']}, coupled to M_ref={S['M_ref']}", fontsize=9)
+        ax.set_title(
+            "P1: depth, vs the depth-limit reference (Richardson, checked against the depth ODE)"
+            if kind == "depth"
+            else f"P2: width, L={S['width_L']}, coupled to M_ref={S['M_ref']}",
+            fontsize=9,
+        )
         ax.legend(fontsize=6)
     ax = axes[2]
     for L, c in zip(S["joint_L"], plotting.colors(len(S["joint_L"])), strict=True):

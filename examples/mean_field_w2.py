@@ -83,10 +83,28 @@ SLOPE_WINDOW = 0.25  # prediction (3): coupled-distance slope 1 +- SLOPE_WINDOW
 
 def sizes(quick):
     if quick:
-        return dict(L=2, M_ref=128, Ms=(8, 32), exact_max=32, sinkhorn_min=32, seeds=2, sinkhorn_seeds=1,
-                    sinkhorn_tau=tuple(range(SEGMENTS + 1)), tau_end=10.0)
-    return dict(L=4, M_ref=1024, Ms=(16, 32, 64, 128, 256), exact_max=128, sinkhorn_min=128, seeds=5,
-                sinkhorn_seeds=1, sinkhorn_tau=(0, SEGMENTS // 2, SEGMENTS), tau_end=20.0)
+        return dict(
+            L=2,
+            M_ref=128,
+            Ms=(8, 32),
+            exact_max=32,
+            sinkhorn_min=32,
+            seeds=2,
+            sinkhorn_seeds=1,
+            sinkhorn_tau=tuple(range(SEGMENTS + 1)),
+            tau_end=10.0,
+        )
+    return dict(
+        L=4,
+        M_ref=1024,
+        Ms=(16, 32, 64, 128, 256),
+        exact_max=128,
+        sinkhorn_min=128,
+        seeds=5,
+        sinkhorn_seeds=1,
+        sinkhorn_tau=(0, SEGMENTS // 2, SEGMENTS),
+        tau_end=20.0,
+    )
 
 
 def _train(cfg, p0, data, test, steps):
@@ -130,8 +148,9 @@ def _plan_bound(x, y, x_tau, y_tau):
 
 
 def main(argv=None) -> int:
-    ns = records.example_parser(NAME, __doc__, seed=0, seed_help="seed of the reference; subsamples 1000 seed + k"
-                                ).parse_args(argv)
+    ns = records.example_parser(
+        NAME, __doc__, seed=0, seed_help="seed of the reference; subsamples 1000 seed + k"
+    ).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     log = logging.getLogger(NAME)
     sz = sizes(ns.quick)
@@ -143,12 +162,28 @@ def main(argv=None) -> int:
     M_sink = [M for M in Ms if M >= sz["sinkhorn_min"]]
     overlap = [M for M in M_exact if M in M_sink]
     base = mf.Config(d=3, D=4, N=8, L=L, M=M_ref, n_train=32, n_test=64, lam=1e-3, init_scale=2.0, seed=ns.seed)
-    dims = {"attention": 2 * base.D ** 2, "mlp": 2 * base.D}
-    config = {"L": L, "M_ref": M_ref, "M": list(Ms), "M_exact": M_exact, "M_sinkhorn": M_sink,
-              "subsamples": seeds, "sinkhorn_subsamples": sz["sinkhorn_seeds"],
-              "sinkhorn_tau": tau[sidx], "eta_tau": ETA_TAU, "tau": tau,
-              "epsilon": EPSILON, "d": base.d, "D": base.D, "N": base.N, "n_train": base.n_train, "lam": base.lam,
-              "init_scale": base.init_scale, "init": base.init, "quick": ns.quick}
+    dims = {"attention": 2 * base.D**2, "mlp": 2 * base.D}
+    config = {
+        "L": L,
+        "M_ref": M_ref,
+        "M": list(Ms),
+        "M_exact": M_exact,
+        "M_sinkhorn": M_sink,
+        "subsamples": seeds,
+        "sinkhorn_subsamples": sz["sinkhorn_seeds"],
+        "sinkhorn_tau": tau[sidx],
+        "eta_tau": ETA_TAU,
+        "tau": tau,
+        "epsilon": EPSILON,
+        "d": base.d,
+        "D": base.D,
+        "N": base.N,
+        "n_train": base.n_train,
+        "lam": base.lam,
+        "init_scale": base.init_scale,
+        "init": base.init,
+        "quick": ns.quick,
+    }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         data, test = mf.training_set(base), mf.held_out_set(base)
         ref0 = mf.init_particles(base)
@@ -165,15 +200,25 @@ def main(argv=None) -> int:
             fin, sub, R, compile_s = [], [], [], 0.0
             start = time.perf_counter()
             for k in range(seeds):
-                p0, idx = coupling.subsample_particles(ref0, M, key=1000 * ns.seed + k, per_layer=True,
-                                                       return_indices=True)
+                p0, idx = coupling.subsample_particles(
+                    ref0, M, key=1000 * ns.seed + k, per_layer=True, return_indices=True
+                )
                 states, r, c = _train(cfg, p0, data, test, steps)
                 compile_s += c
                 fin.append(states)
                 R.append(r)
-                sub.append({key: np.take_along_axis(ref[key], idx["attention" if key in ("V", "W") else "mlp"]
-                                                    .reshape((1, L, M) + (1,) * (ref[key].ndim - 3)), axis=2)
-                            for key in ref})
+                sub.append(
+                    {
+                        key: np.take_along_axis(
+                            ref[key],
+                            idx["attention" if key in ("V", "W") else "mlp"].reshape(
+                                (1, L, M) + (1,) * (ref[key].ndim - 3)
+                            ),
+                            axis=2,
+                        )
+                        for key in ref
+                    }
+                )
             t_train[M] = time.perf_counter() - start
             rec.add_timing(f"train_M{M}", t_train[M])
             rec.add_timing(f"gd_compile_M{M}", compile_s)
@@ -185,9 +230,15 @@ def main(argv=None) -> int:
             fc, sc = _clouds(fin), _clouds(sub)
             shape = (seeds, SEGMENTS + 1, L)
             coup[M] = {g: np.sqrt(np.mean(np.sum((fc[g] - sc[g]) ** 2, -1), -1)) for g in GROUPS}  # (seed, T, L)
-            rms[M] = np.array([[obs.coupled_rms({key: fin[key][s, t] for key in fin},
-                                                {key: sub[key][s, t] for key in sub})
-                                for t in range(SEGMENTS + 1)] for s in range(seeds)])
+            rms[M] = np.array(
+                [
+                    [
+                        obs.coupled_rms({key: fin[key][s, t] for key in fin}, {key: sub[key][s, t] for key in sub})
+                        for t in range(SEGMENTS + 1)
+                    ]
+                    for s in range(seeds)
+                ]
+            )
             if M in M_exact:
                 start = time.perf_counter()
                 w = obs.w2_per_slice(_flat(fin), _flat(refs), method="exact")
@@ -199,9 +250,11 @@ def main(argv=None) -> int:
                     x, y = fc[g][:, 0], np.broadcast_to(ref_c[g][0][None], (seeds,) + ref_c[g][0].shape)
                     xt = np.moveaxis(fc[g], 1, 0).reshape((SEGMENTS + 1, seeds * L) + fc[g].shape[-2:])
                     yt = np.broadcast_to(ref_c[g][:, None], (SEGMENTS + 1, seeds) + ref_c[g].shape[1:]).reshape(
-                        (SEGMENTS + 1, seeds * L) + ref_c[g].shape[-2:])
-                    b = _plan_bound(x.reshape((seeds * L,) + x.shape[-2:]), y.reshape((seeds * L,) + y.shape[-2:]),
-                                    xt, yt)
+                        (SEGMENTS + 1, seeds * L) + ref_c[g].shape[-2:]
+                    )
+                    b = _plan_bound(
+                        x.reshape((seeds * L,) + x.shape[-2:]), y.reshape((seeds * L,) + y.shape[-2:]), xt, yt
+                    )
                     bound[M][g] = np.moveaxis(b.reshape(SEGMENTS + 1, seeds, L), 0, 1)
                 t_exact[M] = time.perf_counter() - start
                 rec.add_timing(f"exact_M{M}", t_exact[M])
@@ -220,20 +273,36 @@ def main(argv=None) -> int:
                 w2s[M] = {g: np.stack([p[g].reshape(ks, L) for p in per_t], axis=1) for g in GROUPS}
                 t_sink[M] = time.perf_counter() - start
                 rec.add_timing(f"sinkhorn_M{M}", t_sink[M])
-            log.info("M=%d: train %.1f s (compile %.1f s), exact %.1f s, sinkhorn %.1f s; final W2 att %s mlp %s, "
-                     "coupled rms %.3g", M, t_train[M], compile_s, t_exact.get(M, 0.0), t_sink.get(M, 0.0),
-                     _fmt(w2x.get(M, w2s.get(M)), "attention"), _fmt(w2x.get(M, w2s.get(M)), "mlp"),
-                     rms[M][:, -1].mean())
+            log.info(
+                "M=%d: train %.1f s (compile %.1f s), exact %.1f s, sinkhorn %.1f s; final W2 att %s mlp %s, "
+                "coupled rms %.3g",
+                M,
+                t_train[M],
+                compile_s,
+                t_exact.get(M, 0.0),
+                t_sink.get(M, 0.0),
+                _fmt(w2x.get(M, w2s.get(M)), "attention"),
+                _fmt(w2x.get(M, w2s.get(M)), "mlp"),
+                rms[M][:, -1].mean(),
+            )
 
         # ---------------------------------------------------------------- predictions
         mean = lambda a: a.mean(axis=(0, 2))  # (seed, T, L) -> (T,)  # noqa: E731
         # (1) W2 falls with M at every tau (exact sizes)
-        ratios = np.array([[mean(w2x[M2][g]) / mean(w2x[M1][g]) for g in GROUPS]
-                           for M1, M2 in zip(M_exact[:-1], M_exact[1:], strict=True)])  # (pairs, 2, T)
-        rec.add_prediction("w2_ratio_larger_over_smaller_M_max", float(ratios.max()),
-                           "< 1: at every saved tau the exact W2 (mean over slices and subsamples) falls as M "
-                           "grows, for attention and MLP clouds", bool(ratios.max() < 1.0),
-                           M=M_exact)
+        ratios = np.array(
+            [
+                [mean(w2x[M2][g]) / mean(w2x[M1][g]) for g in GROUPS]
+                for M1, M2 in zip(M_exact[:-1], M_exact[1:], strict=True)
+            ]
+        )  # (pairs, 2, T)
+        rec.add_prediction(
+            "w2_ratio_larger_over_smaller_M_max",
+            float(ratios.max()),
+            "< 1: at every saved tau the exact W2 (mean over slices and subsamples) falls as M "
+            "grows, for attention and MLP clouds",
+            bool(ratios.max() < 1.0),
+            M=M_exact,
+        )
         # (2) slow W2 rate (attention, dim 2 D^2) at the final tau; MLP slope recorded
         slopes = {}
         for g in GROUPS:
@@ -246,11 +315,15 @@ def main(argv=None) -> int:
             y0 = np.concatenate([w2x[M][g][:, 0].mean(-1) for M in M_exact])
             rec.add_metric(f"w2_slope_vs_M_{g}_tau0", fitting.power_law_fit(x, y0, n_boot=10).slope)
         fa = slopes["attention"]
-        rec.add_prediction("w2_slope_vs_M_attention", fa.slope,
-                           f"in (-1/4, 0): the W2 of clouds in dimension {dims['attention']} falls far slower than "
-                           "M^-1/2 (Fournier-Guillin M^-1/dim, steepened by the finite reference M/M_ref)",
-                           bool(-0.25 < fa.slope < 0.0), slope_ci=list(fa.slope_ci),
-                           fournier_guillin=-1.0 / dims["attention"])
+        rec.add_prediction(
+            "w2_slope_vs_M_attention",
+            fa.slope,
+            f"in (-1/4, 0): the W2 of clouds in dimension {dims['attention']} falls far slower than "
+            "M^-1/2 (Fournier-Guillin M^-1/dim, steepened by the finite reference M/M_ref)",
+            bool(-0.25 < fa.slope < 0.0),
+            slope_ci=list(fa.slope_ci),
+            fournier_guillin=-1.0 / dims["attention"],
+        )
         # (3) coupled distance ~ sqrt(1/M - 1/M_ref) at the final tau
         xs = np.repeat(np.sqrt(1.0 / np.asarray(Ms, float) - 1.0 / M_ref), seeds)
         ys = np.concatenate([rms[M][:, -1] for M in Ms])
@@ -258,15 +331,27 @@ def main(argv=None) -> int:
             fc_fit = fitting.power_law_fit(xs, ys, seeds=np.tile(np.arange(seeds), len(Ms)), n_boot=500)
             half = 0.5 * (fc_fit.slope_ci[1] - fc_fit.slope_ci[0])
             decided = half <= SLOPE_WINDOW
-            expected = (f"1 +- {SLOPE_WINDOW}: the coupled RMS distance at the final tau scales like "
-                        "sqrt(1/M - 1/M_ref) (fluctuation of a without-replacement subsample's mean field)")
+            expected = (
+                f"1 +- {SLOPE_WINDOW}: the coupled RMS distance at the final tau scales like "
+                "sqrt(1/M - 1/M_ref) (fluctuation of a without-replacement subsample's mean field)"
+            )
             if decided:
-                rec.add_prediction("coupled_rms_exponent", fc_fit.slope, expected,
-                                   bool(abs(fc_fit.slope - 1.0) <= SLOPE_WINDOW), slope_ci=list(fc_fit.slope_ci))
+                rec.add_prediction(
+                    "coupled_rms_exponent",
+                    fc_fit.slope,
+                    expected,
+                    bool(abs(fc_fit.slope - 1.0) <= SLOPE_WINDOW),
+                    slope_ci=list(fc_fit.slope_ci),
+                )
             else:
-                rec.add_prediction("coupled_rms_exponent", fc_fit.slope, expected + "; the seed-bootstrap interval "
-                                   "is wider than the window here", None, tested_at="the full run (5 widths, "
-                                   "4 subsamples)", slope_ci=list(fc_fit.slope_ci))
+                rec.add_prediction(
+                    "coupled_rms_exponent",
+                    fc_fit.slope,
+                    expected + "; the seed-bootstrap interval is wider than the window here",
+                    None,
+                    tested_at="the full run (5 widths, 4 subsamples)",
+                    slope_ci=list(fc_fit.slope_ci),
+                )
         # (4) stability estimate
         viol_b = max(float(np.max(w2x[M][g] / np.maximum(bound[M][g], 1e-300))) for M in M_exact for g in GROUPS)
         viol_t = max(float(np.max(np.abs(w2x[M][g] - samp[M][g]) - coup[M][g])) for M in M_exact for g in GROUPS)
@@ -275,25 +360,35 @@ def main(argv=None) -> int:
         rec.add_metric("stability_growth_max", growth)
         rec.add_metric("w2_growth_max", w2_growth)
         rec.add_metric("triangle_excess_max", viol_t)
-        rec.add_metric("coupled_over_w2_final_max", max(float(np.max(coup[M][g][:, -1] / w2x[M][g][:, -1]))
-                                                        for M in M_exact for g in GROUPS))
+        rec.add_metric(
+            "coupled_over_w2_final_max",
+            max(float(np.max(coup[M][g][:, -1] / w2x[M][g][:, -1])) for M in M_exact for g in GROUPS),
+        )
         ok = viol_b <= 1.0 + 1e-9 and viol_t <= 1e-9
-        rec.add_prediction("w2_over_stability_estimate_max", viol_b,
-                           "<= 1: W2_l(tau) <= B_l(tau), the cost of the optimal tau = 0 plan carried along both "
-                           "flows, and |W2_l - S_l| <= c_l (sampling part plus coupled distance), at every slice, "
-                           f"tau, M and subsample (B grows by at most {growth:.3g}x, W2 by {w2_growth:.3g}x over "
-                           "tau)", ok, triangle_excess_max=viol_t)
+        rec.add_prediction(
+            "w2_over_stability_estimate_max",
+            viol_b,
+            "<= 1: W2_l(tau) <= B_l(tau), the cost of the optimal tau = 0 plan carried along both "
+            "flows, and |W2_l - S_l| <= c_l (sampling part plus coupled distance), at every slice, "
+            f"tau, M and subsample (B grows by at most {growth:.3g}x, W2 by {w2_growth:.3g}x over "
+            "tau)",
+            ok,
+            triangle_excess_max=viol_t,
+        )
         # (5) Sinkhorn vs exact on the overlap
         if overlap:
             ex = {(M, g): _exact_at(w2x[M][g], w2s[M][g], sidx) for M in overlap for g in GROUPS}
             rel = np.concatenate([(np.abs(w2s[M][g] - ex[M, g]) / ex[M, g]).ravel() for M, g in ex])
-            tol = np.concatenate([(obs.sinkhorn_bias_bound(EPSILON, M, M_ref) / ex[M, g] ** 2).ravel()
-                                  for M, g in ex])
-            rec.add_prediction("sinkhorn_minus_exact_over_tolerance_max", float(np.max(rel / tol)),
-                               f"<= 1: |W2_sinkhorn - W2_exact| / W2_exact <= eps (log M + log M_ref) / (2 W2^2) "
-                               f"(the Sinkhorn-divergence bias bound, eps = {EPSILON}) on the overlap M = {overlap}",
-                               bool(np.max(rel / tol) <= 1.0), max_rel_diff=float(rel.max()),
-                               tolerance_range=[float(tol.min()), float(tol.max())])
+            tol = np.concatenate([(obs.sinkhorn_bias_bound(EPSILON, M, M_ref) / ex[M, g] ** 2).ravel() for M, g in ex])
+            rec.add_prediction(
+                "sinkhorn_minus_exact_over_tolerance_max",
+                float(np.max(rel / tol)),
+                f"<= 1: |W2_sinkhorn - W2_exact| / W2_exact <= eps (log M + log M_ref) / (2 W2^2) "
+                f"(the Sinkhorn-divergence bias bound, eps = {EPSILON}) on the overlap M = {overlap}",
+                bool(np.max(rel / tol) <= 1.0),
+                max_rel_diff=float(rel.max()),
+                tolerance_range=[float(tol.min()), float(tol.max())],
+            )
             rec.add_metric("sinkhorn_max_rel_diff", float(rel.max()))
 
         # ---------------------------------------------------------------- series and figure
@@ -321,7 +416,7 @@ def _fmt(w, g):
 
 def _exact_at(exact, sink, sidx):
     """The exact W2 (seed, T, L) on the subsamples and saved tau of the Sinkhorn values (ks, len(sidx), L)."""
-    return exact[:sink.shape[0]][:, sidx]
+    return exact[: sink.shape[0]][:, sidx]
 
 
 def _figure(rec, tau, sidx, Ms, M_ref, w2x, w2s, coup, rms, bound, risk, ref_R, overlap, dims):
@@ -338,8 +433,15 @@ def _figure(rec, tau, sidx, Ms, M_ref, w2x, w2s, coup, rms, bound, risk, ref_R, 
                 ax.plot(tau, per_slice.mean(-1), "-o", color=c, ms=3, lw=1.5, label=f"M={M} exact (POT)")
                 ax.fill_between(tau, per_slice.min(-1), per_slice.max(-1), color=c, alpha=0.15, lw=0)
             if M in w2s:
-                ax.plot(tau[sidx], w2s[M][g].mean(axis=(0, 2)), "--x", color=c, ms=6, lw=1.2,
-                        label=f"M={M} Sinkhorn" + (" (overlap)" if M in overlap else ""))
+                ax.plot(
+                    tau[sidx],
+                    w2s[M][g].mean(axis=(0, 2)),
+                    "--x",
+                    color=c,
+                    ms=6,
+                    lw=1.2,
+                    label=f"M={M} Sinkhorn" + (" (overlap)" if M in overlap else ""),
+                )
         ax.set_xlabel(r"$\tau$")
         ax.set_ylabel(r"$W_2(\rho_{M,l}(\tau), \rho_{ref,l}(\tau))$")
         ax.set_title(f"{g} clouds (dim {dims[g]}) vs M_ref = {M_ref}: slice mean, band = slices", fontsize=9)
@@ -347,10 +449,24 @@ def _figure(rec, tau, sidx, Ms, M_ref, w2x, w2s, coup, rms, bound, risk, ref_R, 
     ax = axes[0, 2]  # growth over tau: W2 and the stability estimate B (optimal tau = 0 plan carried along)
     for M in [M for M in Ms if M in w2x]:
         for g in GROUPS:
-            ax.plot(tau, (w2x[M][g] / w2x[M][g][:, :1]).mean(axis=(0, 2)), gstyle[g], color=colors[M], lw=1.5,
-                    label=f"W2, M={M}, {g}")
-            ax.plot(tau, (bound[M][g] / bound[M][g][:, :1]).mean(axis=(0, 2)), gstyle[g], color=colors[M], lw=0.8,
-                    marker=".", alpha=0.7, label=f"B, M={M}, {g}")
+            ax.plot(
+                tau,
+                (w2x[M][g] / w2x[M][g][:, :1]).mean(axis=(0, 2)),
+                gstyle[g],
+                color=colors[M],
+                lw=1.5,
+                label=f"W2, M={M}, {g}",
+            )
+            ax.plot(
+                tau,
+                (bound[M][g] / bound[M][g][:, :1]).mean(axis=(0, 2)),
+                gstyle[g],
+                color=colors[M],
+                lw=0.8,
+                marker=".",
+                alpha=0.7,
+                label=f"B, M={M}, {g}",
+            )
     ax.set_xlabel(r"$\tau$")
     ax.set_ylabel(r"$W_2(\tau)/W_2(0)$ (thick), $B(\tau)/B(0)$ (thin, dots)")
     ax.set_title("growth over tau: W2 <= B, the stability estimate", fontsize=9)
@@ -363,10 +479,23 @@ def _figure(rec, tau, sidx, Ms, M_ref, w2x, w2s, coup, rms, bound, risk, ref_R, 
         ax.plot(Msk, [w2s[M][g][:, -1].mean() for M in Msk], "--x", color=color, ms=8, label=f"W2 Sinkhorn, {g}")
         w0 = w2x[Mx[0]][g][:, -1].mean()
         x = np.asarray(Mx, float)
-        ax.plot(x, w0 * (x / x[0]) ** (-1.0 / dims[g]), ":", color=color, lw=1,
-                label=rf"$\propto M^{{-1/{dims[g]}}}$ (Fournier-Guillin)")
-        ax.plot(Ms, [coup[M][g][:, -1].mean() for M in Ms], "-^", color=color, mfc="none", lw=1,
-                label=f"coupled distance c, {g}")
+        ax.plot(
+            x,
+            w0 * (x / x[0]) ** (-1.0 / dims[g]),
+            ":",
+            color=color,
+            lw=1,
+            label=rf"$\propto M^{{-1/{dims[g]}}}$ (Fournier-Guillin)",
+        )
+        ax.plot(
+            Ms,
+            [coup[M][g][:, -1].mean() for M in Ms],
+            "-^",
+            color=color,
+            mfc="none",
+            lw=1,
+            label=f"coupled distance c, {g}",
+        )
     ax.plot(Ms, [rms[M][:, -1].mean() for M in Ms], "-^", color="C3", label="coupled RMS (coupled_rms)")
     x = np.asarray(Ms, float)
     guide = np.sqrt(1.0 / x - 1.0 / M_ref)
@@ -385,11 +514,25 @@ def _figure(rec, tau, sidx, Ms, M_ref, w2x, w2s, coup, rms, bound, risk, ref_R, 
         for g in GROUPS:
             ex = _exact_at(w2x[M][g], w2s[M][g], sidx)
             rel = np.abs(w2s[M][g] - ex) / ex
-            tol = obs.sinkhorn_bias_bound(EPSILON, M, M_ref) / ex ** 2
-            ax.plot(tau[sidx], rel.max(axis=(0, 2)), gstyle[g], marker="o", ms=3, color=colors[M],
-                    label=f"M={M} {g}: max rel. difference")
-            ax.plot(tau[sidx], tol.min(axis=(0, 2)), gstyle[g], color=colors[M], lw=0.8, alpha=0.6,
-                    label=f"M={M} {g}: tolerance (bias bound)")
+            tol = obs.sinkhorn_bias_bound(EPSILON, M, M_ref) / ex**2
+            ax.plot(
+                tau[sidx],
+                rel.max(axis=(0, 2)),
+                gstyle[g],
+                marker="o",
+                ms=3,
+                color=colors[M],
+                label=f"M={M} {g}: max rel. difference",
+            )
+            ax.plot(
+                tau[sidx],
+                tol.min(axis=(0, 2)),
+                gstyle[g],
+                color=colors[M],
+                lw=0.8,
+                alpha=0.6,
+                label=f"M={M} {g}: tolerance (bias bound)",
+            )
     ax.set_yscale("log")
     ax.set_xlabel(r"$\tau$")
     ax.set_ylabel("|W2 Sinkhorn - W2 exact| / W2 exact")

@@ -45,8 +45,11 @@ NAME = "scan_snap_adam"
 C1, C2, ADAM_EPS, SIGN_EPS = 1.0, 0.01, 1e-8, 1e-6
 # horizon (flow time) and number of network save points per optimiser (t_end / n / lr is an integer)
 SETTINGS = {"gd": (100.0, 20), "sign": (1.6, 16), "adam": (20.0, 20)}
-TITLES = {"gd": "GD: optax.sgd vs gradient flow", "sign": f"sign: optax.sign_sgd vs sign flow (eps {SIGN_EPS:g})",
-          "adam": f"Adam (c1 = {C1:g}, c2 = {C2:g}) vs Adam ODE"}
+TITLES = {
+    "gd": "GD: optax.sgd vs gradient flow",
+    "sign": f"sign: optax.sign_sgd vs sign flow (eps {SIGN_EPS:g})",
+    "adam": f"Adam (c1 = {C1:g}, c2 = {C2:g}) vs Adam ODE",
+}
 LRS_QUICK, LRS_FULL = (0.1, 0.025), (0.1, 0.05, 0.025, 0.0125)
 LR_CHECK = 0.025  # the learning rate of the tracking check (in both sizes)
 TRACK_TOL = 0.15  # relative sup gap of the attention at LR_CHECK
@@ -59,8 +62,11 @@ FINE = 5  # flow save points per network save interval (the lines of the figure)
 def _network_optimizer(name):
     def make(hyper):
         lr = hyper["lr"]
-        one = {"gd": lambda: optax.sgd(lr), "sign": lambda: optax.sign_sgd(lr),
-               "adam": lambda: optax.adam(lr, b1=1.0 - C1 * lr, b2=1.0 - C2 * lr, eps=ADAM_EPS)}[name]
+        one = {
+            "gd": lambda: optax.sgd(lr),
+            "sign": lambda: optax.sign_sgd(lr),
+            "adam": lambda: optax.adam(lr, b1=1.0 - C1 * lr, b2=1.0 - C2 * lr, eps=ADAM_EPS),
+        }[name]
         return optax.multi_transform({"Y": one(), "Z": one()}, {"Y": "Y", "Z": "Z"})
 
     return make
@@ -68,8 +74,11 @@ def _network_optimizer(name):
 
 def _flow(classes, name, t):
     """The limit of optimiser `name` saved at flow times `t` (solve_flow's ts count steps at its eta = 1)."""
-    kw = {"gd": {}, "sign": {"optimizer": "sign", "optim_args": {"eps": SIGN_EPS}},
-          "adam": {"optimizer": "adam", "optim_args": {"c1": C1, "c2": C2, "eps": ADAM_EPS}}}[name]
+    kw = {
+        "gd": {},
+        "sign": {"optimizer": "sign", "optim_args": {"eps": SIGN_EPS}},
+        "adam": {"optimizer": "adam", "optim_args": {"c1": C1, "c2": C2, "eps": ADAM_EPS}},
+    }[name]
     return solve_flow(classes, ts=t, lr=1.0, rtol=1e-9, atol=1e-11, **kw)
 
 
@@ -77,9 +86,13 @@ def _observables(classes, batch, Zq):
     """attention (R, K, M), common mass, distinct mass (R, K), entropy of c and of its DT part (R, K)."""
     c = np.asarray(jax.vmap(lambda z: obs.attention(z, batch["cond"], batch["Q"]))(jnp.asarray(Zq)))
     dm = np.asarray(classes.distinct_mask)
-    return {"c": c, "ct": np.asarray(obs.common_mass(c, classes.common_mask)),
-            "dt": np.sum(np.where(dm, c, 0.0), axis=-1), "H": np.asarray(obs.entropy(c)),
-            "H_dt": np.asarray(obs.entropy_distinct(jnp.asarray(c), jnp.asarray(dm)))}
+    return {
+        "c": c,
+        "ct": np.asarray(obs.common_mass(c, classes.common_mask)),
+        "dt": np.sum(np.where(dm, c, 0.0), axis=-1),
+        "H": np.asarray(obs.entropy(c)),
+        "H_dt": np.asarray(obs.entropy_distinct(jnp.asarray(c), jnp.asarray(dm))),
+    }
 
 
 def _rate_ratio(t, y):
@@ -112,8 +125,9 @@ def run_one(rec, classes, batch, name, lrs, qt):
     for lr in lrs:
         steps = round(t_end / lr)
         start = time.perf_counter()
-        d = optim_limits.run_optax(population_loss, theta0, batch, _network_optimizer(name), steps, steps // n,
-                                   hyper={"lr": lr})
+        d = optim_limits.run_optax(
+            population_loss, theta0, batch, _network_optimizer(name), steps, steps // n, hyper={"lr": lr}
+        )
         rec.add_timing(f"network_{name}_lr{lr:g}_s", time.perf_counter() - start)
         Zq = np.asarray(d["params"]["Z"])  # (n + 1, L, M): the query rows
         o = _observables(classes, batch, Zq)
@@ -121,8 +135,15 @@ def run_one(rec, classes, batch, name, lrs, qt):
         nets[lr] = {"obs": o, "Zq": Zq, "gap": gap}
         rec.add_series(**{f"{name}_lr{lr:g}_attention": o["c"], f"{name}_lr{lr:g}_Zq": Zq})
     move = float(np.max(np.abs(o_flow["c"] - o_flow["c"][0])))
-    rec.add_series(**{f"{name}_t_flow": t_fine, f"{name}_t_network": t_net, f"{name}_flow_attention": o_flow["c"],
-                      f"{name}_flow_Zq": z_flow, f"{name}_flow_loss": np.asarray(flow.observables["loss"])})
+    rec.add_series(
+        **{
+            f"{name}_t_flow": t_fine,
+            f"{name}_t_network": t_net,
+            f"{name}_flow_attention": o_flow["c"],
+            f"{name}_flow_Zq": z_flow,
+            f"{name}_flow_loss": np.asarray(flow.observables["loss"]),
+        }
+    )
     rel = {lr: v["gap"] / move for lr, v in nets.items()}
     for lr, r in rel.items():
         rec.add_metric(f"{name}_attention_rel_gap_lr{lr:g}", r)
@@ -131,10 +152,15 @@ def run_one(rec, classes, batch, name, lrs, qt):
     p = lambda key: findings.known(NAME, f"{name}_{key}")  # noqa: E731
 
     # tracking, and the order of the gap in lr
-    rec.add_prediction(f"{name}_flow_tracks_network", rel[LR_CHECK],
-                       f"sup over t of |c_network - c_flow| / sup |c_flow(t) - c_flow(0)| <= {TRACK_TOL} at lr = "
-                       f"{LR_CHECK}", bool(rel[LR_CHECK] <= TRACK_TOL), known_finding=p("flow_tracks_network"),
-                       tolerance=TRACK_TOL, rel_gaps={f"{lr:g}": r for lr, r in rel.items()})
+    rec.add_prediction(
+        f"{name}_flow_tracks_network",
+        rel[LR_CHECK],
+        f"sup over t of |c_network - c_flow| / sup |c_flow(t) - c_flow(0)| <= {TRACK_TOL} at lr = {LR_CHECK}",
+        bool(rel[LR_CHECK] <= TRACK_TOL),
+        known_finding=p("flow_tracks_network"),
+        tolerance=TRACK_TOL,
+        rel_gaps={f"{lr:g}": r for lr, r in rel.items()},
+    )
     ratio = rel[0.1] / rel[LR_CHECK]
     lo, hi = ORDER_RANGE
     extra = {}
@@ -142,56 +168,103 @@ def run_one(rec, classes, batch, name, lrs, qt):
         slope = float(np.polyfit(np.log(list(rel)), np.log(list(rel.values())), 1)[0])
         extra["log_log_slope"] = slope
         rec.add_metric(f"{name}_gap_lr_slope", slope)
-    rec.add_prediction(f"{name}_gap_first_order_in_lr", ratio,
-                       f"gap(lr 0.1) / gap(lr {LR_CHECK}) in [{lo:g}, {hi:g}] (first order: 4)",
-                       bool(lo <= ratio <= hi), known_finding=p("gap_first_order_in_lr"), **extra)
+    rec.add_prediction(
+        f"{name}_gap_first_order_in_lr",
+        ratio,
+        f"gap(lr 0.1) / gap(lr {LR_CHECK}) in [{lo:g}, {hi:g}] (first order: 4)",
+        bool(lo <= ratio <= hi),
+        known_finding=p("gap_first_order_in_lr"),
+        **extra,
+    )
 
     # the scan: common-token attention falls, distinct-token logits rise, common-token logits fall
     net = nets[LR_CHECK]["obs"]
     falls = bool(np.all(o_flow["ct"][-1] < o_flow["ct"][0]) and np.all(net["ct"][-1] < net["ct"][0]))
-    rec.add_prediction(f"{name}_common_attention_falls", float(np.max(o_flow["ct"][-1])),
-                       f"final common-token mass < initial {float(o_flow['ct'][0].max()):.3f}, every class, flow "
-                       f"and network at lr {LR_CHECK} (Theorem 2)", falls, known_finding=p("common_attention_falls"),
-                       network=float(np.max(net["ct"][-1])))
+    rec.add_prediction(
+        f"{name}_common_attention_falls",
+        float(np.max(o_flow["ct"][-1])),
+        f"final common-token mass < initial {float(o_flow['ct'][0].max()):.3f}, every class, flow "
+        f"and network at lr {LR_CHECK} (Theorem 2)",
+        falls,
+        known_finding=p("common_attention_falls"),
+        network=float(np.max(net["ct"][-1])),
+    )
     rise = float(np.max(np.diff(o_flow["ct"], axis=0)))
     t_min = float(t_fine[int(np.argmin(o_flow["ct"].mean(axis=1)))])
-    rec.add_prediction(f"{name}_common_attention_monotone", rise,
-                       "the scan is monotone: the common-token mass of the flow never rises (largest rise between "
-                       "saves <= 1e-6; Theorem 2's falling CT logits under gradient flow)", bool(rise <= 1e-6),
-                       known_finding=p("common_attention_monotone"), time_of_min=t_min,
-                       min_common_mass=float(o_flow["ct"].mean(axis=1).min()),
-                       final_common_mass=float(o_flow["ct"][-1].mean()))
+    rec.add_prediction(
+        f"{name}_common_attention_monotone",
+        rise,
+        "the scan is monotone: the common-token mass of the flow never rises (largest rise between "
+        "saves <= 1e-6; Theorem 2's falling CT logits under gradient flow)",
+        bool(rise <= 1e-6),
+        known_finding=p("common_attention_monotone"),
+        time_of_min=t_min,
+        min_common_mass=float(o_flow["ct"].mean(axis=1).min()),
+        final_common_mass=float(o_flow["ct"][-1].mean()),
+    )
     dts, cts = _logits(classes, z_flow)
     dts_net, cts_net = _logits(classes, nets[LR_CHECK]["Zq"][:, rows])
     frac = float(np.mean(np.concatenate([d[-1] > 0 for d in dts])))
     frac_net = float(np.mean(np.concatenate([d[-1] > 0 for d in dts_net])))
     key = "distinct_logits_rise_fraction"
-    rec.add_prediction(f"{name}_{key}", frac, "1.0: every distinct-token logit of the flow ends above its "
-                       "start 0 (Theorem 2a)", bool(frac == 1.0), known_finding=p(key), network=frac_net,
-                       fallen=[int(v) for n_, d in enumerate(dts)
-                               for v in np.flatnonzero(np.asarray(classes.distinct_mask[n_]))[d[-1] <= 0]],
-                       lowest_dt_logit=float(min(d[-1].min() for d in dts)))
+    rec.add_prediction(
+        f"{name}_{key}",
+        frac,
+        "1.0: every distinct-token logit of the flow ends above its start 0 (Theorem 2a)",
+        bool(frac == 1.0),
+        known_finding=p(key),
+        network=frac_net,
+        fallen=[
+            int(v)
+            for n_, d in enumerate(dts)
+            for v in np.flatnonzero(np.asarray(classes.distinct_mask[n_]))[d[-1] <= 0]
+        ],
+        lowest_dt_logit=float(min(d[-1].min() for d in dts)),
+    )
     ct_down = bool(np.all(cts[-1] < 0) and np.all(cts_net[-1] < 0))
-    rec.add_prediction(f"{name}_common_logits_fall", float(max(cts[-1].max(), cts_net[-1].max())),
-                       f"every common-token logit ends below 0, flow and network at lr {LR_CHECK} (Theorem 2b)",
-                       ct_down, known_finding=p("common_logits_fall"))
+    rec.add_prediction(
+        f"{name}_common_logits_fall",
+        float(max(cts[-1].max(), cts_net[-1].max())),
+        f"every common-token logit ends below 0, flow and network at lr {LR_CHECK} (Theorem 2b)",
+        ct_down,
+        known_finding=p("common_logits_fall"),
+    )
 
     # the snap: the growth of Z slows, the attention freezes
     rz = _rate_ratio(t_fine, z_flow)
     rz_net = _rate_ratio(t_net, nets[LR_CHECK]["Zq"][:, rows])
-    rec.add_prediction(f"{name}_snap_Z_growth_slows", rz,
-                       f"sup |dZ/dt| over the last fifth of t / over the first fifth <= {SLOW_TOL} on the flow "
-                       f"(Theorems 4-5: after the snap Z grows logarithmically)",
-                       bool(rz <= SLOW_TOL), known_finding=p("snap_Z_growth_slows"), tolerance=SLOW_TOL,
-                       network=rz_net)
+    rec.add_prediction(
+        f"{name}_snap_Z_growth_slows",
+        rz,
+        f"sup |dZ/dt| over the last fifth of t / over the first fifth <= {SLOW_TOL} on the flow "
+        f"(Theorems 4-5: after the snap Z grows logarithmically)",
+        bool(rz <= SLOW_TOL),
+        known_finding=p("snap_Z_growth_slows"),
+        tolerance=SLOW_TOL,
+        network=rz_net,
+    )
     rc = _rate_ratio(t_fine, o_flow["c"])
     rc_net = _rate_ratio(t_net, net["c"])
-    rec.add_prediction(f"{name}_attention_freezes", rc,
-                       f"sup |dc/dt| over the last fifth of t / over the first fifth <= {SLOW_TOL} on the flow (the "
-                       f"snap: the attention freezes)", bool(rc <= SLOW_TOL), known_finding=p("attention_freezes"),
-                       tolerance=SLOW_TOL, network=rc_net)
-    return {"rows": rows, "t_fine": t_fine, "t_net": t_net, "flow": o_flow, "z_flow": z_flow, "nets": nets,
-            "dt_logit": [d.mean(axis=1) for d in dts], "ct_logit": cts.mean(axis=(1, 2))}
+    rec.add_prediction(
+        f"{name}_attention_freezes",
+        rc,
+        f"sup |dc/dt| over the last fifth of t / over the first fifth <= {SLOW_TOL} on the flow (the "
+        f"snap: the attention freezes)",
+        bool(rc <= SLOW_TOL),
+        known_finding=p("attention_freezes"),
+        tolerance=SLOW_TOL,
+        network=rc_net,
+    )
+    return {
+        "rows": rows,
+        "t_fine": t_fine,
+        "t_net": t_net,
+        "flow": o_flow,
+        "z_flow": z_flow,
+        "nets": nets,
+        "dt_logit": [d.mean(axis=1) for d in dts],
+        "ct_logit": cts.mean(axis=(1, 2)),
+    }
 
 
 def plot(rec, classes, results, lrs):
@@ -229,19 +302,31 @@ def plot(rec, classes, results, lrs):
             axes[2, j].plot(tn, cts.mean(axis=(1, 2)), color="C0", **kw)
     for i in range(3):
         axes[i, 0].legend(fontsize=7)
-    fig.suptitle("Scan and Snap under GD, sign descent and Adam (Syn-Small, T -> inf, full batch): "
-                 "limits (lines) vs optax networks (markers)")
+    fig.suptitle(
+        "Scan and Snap under GD, sign descent and Adam (Syn-Small, T -> inf, full batch): "
+        "limits (lines) vs optax networks (markers)"
+    )
     rec.save_figure(fig, "scan_snap_adam.png")
 
 
 def main(argv=None) -> int:
-    ns = records.example_parser(NAME, __doc__, seed=0, seed_help="recorded only: the runs are deterministic"
-                                ).parse_args(argv)
+    ns = records.example_parser(
+        NAME, __doc__, seed=0, seed_help="recorded only: the runs are deterministic"
+    ).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     lrs = LRS_QUICK if ns.quick else LRS_FULL
-    config = {"quick": ns.quick, "classes": "syn_small", "loss": "population (T -> inf), full batch", "init": "zero",
-              "lrs": list(lrs), "c1": C1, "c2": C2, "adam_eps": ADAM_EPS, "sign_eps": SIGN_EPS,
-              "horizons": {k: v[0] for k, v in SETTINGS.items()}}
+    config = {
+        "quick": ns.quick,
+        "classes": "syn_small",
+        "loss": "population (T -> inf), full batch",
+        "init": "zero",
+        "lrs": list(lrs),
+        "c1": C1,
+        "c2": C2,
+        "adam_eps": ADAM_EPS,
+        "sign_eps": SIGN_EPS,
+        "horizons": {k: v[0] for k, v in SETTINGS.items()},
+    }
     classes = syn_small()
     batch = flow_args(classes, 1.0, 1.0, query_rows=True)
     qt = list(classes.query_tokens)

@@ -36,8 +36,10 @@ def parse(argv):
 
 def fig8(rec, quick):
     """h*(s) vs h(s) for several eta_Y, M in {50, 1000}; ODE vs closed form; Lemma 7."""
-    panels = {50: [0.05, 0.5, 1.0] if quick else [0.05, 0.1, 0.5, 1.0],
-              1000: [0.1, 1.0] if quick else [0.1, 0.5, 1.0, 5.0]}
+    panels = {
+        50: [0.05, 0.5, 1.0] if quick else [0.05, 0.1, 0.5, 1.0],
+        1000: [0.1, 1.0] if quick else [0.1, 0.5, 1.0, 5.0],
+    }
     steps = 30
     fig, axes = plotting.figure(1, 2, width=10.0, height=4.0)
     worst_ode, worst_gap_ratio, min_gap = 0.0, 0.0, np.inf
@@ -66,11 +68,20 @@ def fig8(rec, quick):
         ax.legend(fontsize=7, ncol=2)
     fig.suptitle("Fig. 8: discrete $h^*(s)$ (staircase) vs continuous $h(t)$ (Tian et al. 2023, Lemma 7)")
     rec.save_figure(fig, "fig8_h_staircase.png")
-    rec.add_prediction("ode_vs_closed_form_max_rel_err", worst_ode, "<= 1e-9 (derived flow vs eq. 45)",
-                       worst_ode <= 1e-9, tolerance=1e-9)
+    rec.add_prediction(
+        "ode_vs_closed_form_max_rel_err",
+        worst_ode,
+        "<= 1e-9 (derived flow vs eq. 45)",
+        worst_ode <= 1e-9,
+        tolerance=1e-9,
+    )
     rec.add_prediction("lemma7_min_gap", min_gap, ">= 0: h*(s) >= h(s) (Lemma 7)", min_gap >= -1e-15)
-    rec.add_prediction("lemma7_max_gap_over_bound", worst_gap_ratio,
-                       "<= 1: h*(s) - h(s) <= 2 eta_Y / M (Lemma 7)", worst_gap_ratio <= 1.0)
+    rec.add_prediction(
+        "lemma7_max_gap_over_bound",
+        worst_gap_ratio,
+        "<= 1: h*(s) - h(s) <= 2 eta_Y / M (Lemma 7)",
+        worst_gap_ratio <= 1.0,
+    )
 
 
 def gamma_stages(rec, quick):
@@ -99,33 +110,47 @@ def gamma_stages(rec, quick):
         # Where the 10% bands actually hold, and how far off the leading-order laws are at Lemma 9's bounds.
         ok_early = np.abs(g / early - 1) <= 0.1
         ok_late = np.abs(g / late - 1) <= 0.1
-        rec.add_metric(f"eta{eta:g}_early_within_10pct_until_t_over_t0prime",
-                       float(t[np.argmin(ok_early)] / t0p))
-        rec.add_metric(f"eta{eta:g}_late_within_10pct_from_t_over_t0",
-                       float(t[len(t) - np.argmin(ok_late[::-1])] / t0))
-        rec.add_metric(f"eta{eta:g}_early_rel_err_at_t0prime",
-                       float(theory.gamma(t0p, M, K, eta) / theory.gamma_early(t0p, K, eta) - 1))
-        rec.add_metric(f"eta{eta:g}_late_rel_err_at_t0",
-                       float(theory.gamma(t0, M, K, eta) / theory.gamma_late(t0, M, K, eta) - 1))
+        rec.add_metric(f"eta{eta:g}_early_within_10pct_until_t_over_t0prime", float(t[np.argmin(ok_early)] / t0p))
+        rec.add_metric(f"eta{eta:g}_late_within_10pct_from_t_over_t0", float(t[len(t) - np.argmin(ok_late[::-1])] / t0))
+        rec.add_metric(
+            f"eta{eta:g}_early_rel_err_at_t0prime",
+            float(theory.gamma(t0p, M, K, eta) / theory.gamma_early(t0p, K, eta) - 1),
+        )
+        rec.add_metric(
+            f"eta{eta:g}_late_rel_err_at_t0", float(theory.gamma(t0, M, K, eta) / theory.gamma_late(t0, M, K, eta) - 1)
+        )
         t_peak = float(t[np.argmax(g)])
         t_peak_pred = K * (np.log(M) - np.log(np.log(M))) / eta
         peak_ratios.append(t_peak / t_peak_pred)
         rec.add_series(**{f"gamma_eta{eta:g}_t": t, f"gamma_eta{eta:g}": g})
     ax.set_xlabel("t")
     ax.set_ylabel(r"$\gamma(t)$")
-    ax.set_title(r"Two stages of $\gamma$ (M = 1000, K = 10): dashed $\eta_Y t/K$, "
-                 r"dotted $K\ln(M\eta_Y t/K)/(\eta_Y t)$", fontsize=9)
+    ax.set_title(
+        r"Two stages of $\gamma$ (M = 1000, K = 10): dashed $\eta_Y t/K$, "
+        r"dotted $K\ln(M\eta_Y t/K)/(\eta_Y t)$",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     rec.save_figure(fig, "gamma_stages.png")
-    rec.add_prediction("gamma_early_max_rel_dev", early_worst,
-                       "<= 0.10 for t <= t0'/2 (Lemma 9: gamma ~ eta_Y t / K)", early_worst <= 0.10)
-    rec.add_prediction("gamma_late_max_rel_dev", late_worst,
-                       "<= 0.10 for t >= 10 t0 (Lemma 9: gamma ~ K ln(M eta_Y t/K)/(eta_Y t))",
-                       late_worst <= 0.10)
+    rec.add_prediction(
+        "gamma_early_max_rel_dev",
+        early_worst,
+        "<= 0.10 for t <= t0'/2 (Lemma 9: gamma ~ eta_Y t / K)",
+        early_worst <= 0.10,
+    )
+    rec.add_prediction(
+        "gamma_late_max_rel_dev",
+        late_worst,
+        "<= 0.10 for t >= 10 t0 (Lemma 9: gamma ~ K ln(M eta_Y t/K)/(eta_Y t))",
+        late_worst <= 0.10,
+    )
     worst_peak = float(max(peak_ratios, key=lambda r: abs(r - 1)))
-    rec.add_prediction("gamma_peak_time_over_K_lnM_minus_lnlnM", worst_peak,
-                       "within 20% of K (ln M - ln ln M) / eta_Y (theory digest §4.5, leading order)",
-                       abs(worst_peak - 1) <= 0.2)
+    rec.add_prediction(
+        "gamma_peak_time_over_K_lnM_minus_lnlnM",
+        worst_peak,
+        "within 20% of K (ln M - ln ln M) / eta_Y (theory digest §4.5, leading order)",
+        abs(worst_peak - 1) <= 0.2,
+    )
 
 
 def main(argv=None) -> int:

@@ -28,8 +28,9 @@ def main(argv=None) -> int:
     M, K, ez = 1000, 10, 0.5
     etas = [0.5, 1.0, 2.0, 5.0]
     ts = np.linspace(0.0, 700.0, 351)
-    with records.RunRecord(ns.out, name=NAME, config={"quick": ns.quick, "M": M, "K": K, "eta_Z": ez},
-                           seed=ns.seed, quick=ns.quick) as rec:
+    with records.RunRecord(
+        ns.out, name=NAME, config={"quick": ns.quick, "M": M, "K": K, "eta_Z": ez}, seed=ns.seed, quick=ns.quick
+    ) as rec:
         fig, ax = plotting.figure(1, 1, width=6.5, height=4.5)
         worst = 0.0
         for eY, color in zip(etas, plotting.colors(len(etas)), strict=True):
@@ -48,8 +49,12 @@ def main(argv=None) -> int:
         rec.add_prediction("chi_formula_vs_flow_max_rel_err", worst, "<= 1e-6", worst <= 1e-6)
         # larger eta_Y: the chi curve flattens (denser attention) once past t0
         final = [float(np.exp(2 * theory.B(700.0, M, K, e, ez))) for e in etas]
-        rec.add_prediction("final_chi_decreases_with_eta_Y", final,
-                           "decreasing in eta_Y at fixed eta_Z (Theorem 4)", bool(np.all(np.diff(final) < 0)))
+        rec.add_prediction(
+            "final_chi_decreases_with_eta_Y",
+            final,
+            "decreasing in eta_Y at fixed eta_Z (Theorem 4)",
+            bool(np.all(np.diff(final) < 0)),
+        )
     records.log_predictions(rec, logging.getLogger(NAME))
     return 0
 

@@ -55,8 +55,9 @@ def draw_pair(fig, ax_n, ax_f, net, flow, row_labels, title_n, title_f):
     bar.ax.tick_params(labelsize=7)
 
 
-def run(rec, quick, seed, optimizer="sgd", momentum=0.9, settings=SETTINGS, name_fig="fig4_heatmaps.png",
-        title="Fig. 4"):
+def run(
+    rec, quick, seed, optimizer="sgd", momentum=0.9, settings=SETTINGS, name_fig="fig4_heatmaps.png", title="Fig. 4"
+):
     classes = syn_small()
     steps = 30 if quick else 100
     rows = [0, 2, 4, 6, 8, 10]
@@ -65,8 +66,17 @@ def run(rec, quick, seed, optimizer="sgd", momentum=0.9, settings=SETTINGS, name
     fig, axes = plotting.figure(2, 2 * len(settings), width=6.0 * len(settings), height=7.0, squeeze=False)
     for j, (key, (eY, eZ)) in enumerate(settings.items()):
         start = time.perf_counter()
-        r = train(classes, optimizer, lr={"Y": eY, "Z": eZ}, T=128, batch_size=128, steps=steps, momentum=momentum,
-                  init="zero", seed=seed)
+        r = train(
+            classes,
+            optimizer,
+            lr={"Y": eY, "Z": eZ},
+            T=128,
+            batch_size=128,
+            steps=steps,
+            momentum=momentum,
+            init="zero",
+            seed=seed,
+        )
         rec.add_timing(f"train_{key}_s", time.perf_counter() - start)
         traces[key] = r.batch_loss.tolist()
         c_net = r["attention"][rows + [steps]]  # (R, K, M): the record's observable, named as on the flow
@@ -76,37 +86,58 @@ def run(rec, quick, seed, optimizer="sgd", momentum=0.9, settings=SETTINGS, name
         c_flow = np.asarray(tr.observables["attention"])
         net_label = optimizer_label(optimizer, momentum, eY, eZ)
         for n in range(2):
-            draw_pair(fig, axes[n, 2 * j], axes[n, 2 * j + 1], c_net[:, n, :30], c_flow[:, n, :30], row_labels,
-                      f"network, class {n}\n{net_label}", f"T->inf flow, class {n}\nlr_Y {eY:g}, lr_Z {eZ:g}")
+            draw_pair(
+                fig,
+                axes[n, 2 * j],
+                axes[n, 2 * j + 1],
+                c_net[:, n, :30],
+                c_flow[:, n, :30],
+                row_labels,
+                f"network, class {n}\n{net_label}",
+                f"T->inf flow, class {n}\nlr_Y {eY:g}, lr_Z {eZ:g}",
+            )
         ct = classes.common_mask
         mass_net = c_net[:, :, ct].sum(axis=-1)
         mass_flow = c_flow[:, :, ct].sum(axis=-1)
         rec.add_series(**{f"{key}_c_network": c_net, f"{key}_c_flow": c_flow, f"{key}_loss": r.batch_loss})
         zq = r.Z[steps][np.asarray(classes.query)]  # (K, M) final network logits
-        dt_up = all(np.all(zq[n, classes.distinct_mask[n]] > r.Z[0][classes.query[n], classes.distinct_mask[n]])
-                    for n in range(2))
+        dt_up = all(
+            np.all(zq[n, classes.distinct_mask[n]] > r.Z[0][classes.query[n], classes.distinct_mask[n]])
+            for n in range(2)
+        )
         ct_down = bool(np.all(zq[:, ct] < 0))
-        rec.add_prediction(f"{key}_common_mass_decreases_network", float(mass_net[-1].max()),
-                           f"final common-token mass < initial {mass_net[0].max():.3f} (Theorem 2)",
-                           bool(np.all(mass_net[-1] < mass_net[0])))
+        rec.add_prediction(
+            f"{key}_common_mass_decreases_network",
+            float(mass_net[-1].max()),
+            f"final common-token mass < initial {mass_net[0].max():.3f} (Theorem 2)",
+            bool(np.all(mass_net[-1] < mass_net[0])),
+        )
         rose = np.concatenate([zq[n, classes.distinct_mask[n]] > 0 for n in range(2)])
-        rec.add_prediction(f"{key}_common_logits_fall_network", float(zq[:, ct].max()),
-                           "max final CT logit < 0 (Theorem 2b)", ct_down)
+        rec.add_prediction(
+            f"{key}_common_logits_fall_network", float(zq[:, ct].max()), "max final CT logit < 0 (Theorem 2b)", ct_down
+        )
         name = f"{key}_distinct_logits_rise_network_fraction"
         z_flow = np.asarray(tr.ys["Z"])[-1][np.asarray(classes.query)]  # (K, M) final flow logits
-        rec.add_prediction(name, float(rose.mean()), "1.0: every DT logit rises (Theorem 2a)", bool(dt_up),
-                           known_finding=findings.known(rec.name, name), rarest_dt_logits=zq[:, [10, 20]].diagonal().tolist(),
-                           dt_not_risen=[int(v) for n in range(2) for v in np.flatnonzero(classes.distinct_mask[n])
-                                         if zq[n, v] <= 0],
-                           flow_min_dt_logit=float(min(z_flow[n, classes.distinct_mask[n]].min() for n in range(2))))
+        rec.add_prediction(
+            name,
+            float(rose.mean()),
+            "1.0: every DT logit rises (Theorem 2a)",
+            bool(dt_up),
+            known_finding=findings.known(rec.name, name),
+            rarest_dt_logits=zq[:, [10, 20]].diagonal().tolist(),
+            dt_not_risen=[int(v) for n in range(2) for v in np.flatnonzero(classes.distinct_mask[n]) if zq[n, v] <= 0],
+            flow_min_dt_logit=float(min(z_flow[n, classes.distinct_mask[n]].min() for n in range(2))),
+        )
         err = float(np.max(np.abs(c_net[-1] - c_flow[-1])))
         rec.add_metric(f"{key}_final_attention_max_abs_diff_network_vs_flow", err)
         rec.add_metric(f"{key}_final_common_mass_network", float(mass_net[-1].mean()))
         rec.add_metric(f"{key}_final_common_mass_flow", float(mass_flow[-1].mean()))
     timing = f"the flow at t = step / (1 - {momentum:g})" if momentum else "the flow at t = step"
-    fig.suptitle(f"{title}: attention c_n on Syn-Small (T = 128, batch 128, zero init), network vs T->inf flow\n"
-                 f"rows: iterations 0..10 and the final one ({steps}), {timing}; one colour scale per pair",
-                 fontsize=10)
+    fig.suptitle(
+        f"{title}: attention c_n on Syn-Small (T = 128, batch 128, zero init), network vs T->inf flow\n"
+        f"rows: iterations 0..10 and the final one ({steps}), {timing}; one colour scale per pair",
+        fontsize=10,
+    )
     rec.save_figure(fig, name_fig)
     return traces
 

@@ -31,8 +31,16 @@ def main(argv=None) -> int:
     settings = {f"eta{e:g}": (e, e) for e in (0.1, 0.5, 1.0)}
     config = {"quick": ns.quick, "optimizer": "adam", "T": 128, "batch": 128, "init": "zero"}
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
-        traces = fig4.run(rec, ns.quick, ns.seed, optimizer="adam", momentum=0.0, settings=settings,
-                          name_fig="fig5_adam_heatmaps.png", title="Fig. 5 (Adam)")
+        traces = fig4.run(
+            rec,
+            ns.quick,
+            ns.seed,
+            optimizer="adam",
+            momentum=0.0,
+            settings=settings,
+            name_fig="fig5_adam_heatmaps.png",
+            title="Fig. 5 (Adam)",
+        )
         records.atomic_write_json(rec.out_dir / "loss_trace.json", traces)
     records.log_predictions(rec, logging.getLogger(NAME))
     return 0

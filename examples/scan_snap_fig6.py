@@ -44,8 +44,18 @@ def main(argv=None) -> int:
     eta_Zs = [1.0, 3.0] if ns.quick else [0.5, 1.0, 2.0, 3.0]
     ratios = [1.0, 10.0] if ns.quick else [1.0, 2.0, 5.0, 10.0]
     n_seeds = 3 if ns.quick else 10
-    config = {"quick": ns.quick, "L": Ls, "eta_Z": eta_Zs, "ratio": ratios, "seeds": n_seeds, "T": 128,
-              "batch": 128, "steps": 100, "momentum": 0.9, "init": "random"}
+    config = {
+        "quick": ns.quick,
+        "L": Ls,
+        "eta_Z": eta_Zs,
+        "ratio": ratios,
+        "seeds": n_seeds,
+        "T": 128,
+        "batch": 128,
+        "steps": 100,
+        "momentum": 0.9,
+        "init": "random",
+    }
     table = []
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         fig, axes = plotting.figure(1, len(Ls), width=4.0 * len(Ls), height=3.4, squeeze=False)
@@ -57,8 +67,17 @@ def main(argv=None) -> int:
             eY = np.repeat([c[0] * c[1] for c in cells], n_seeds)
             seeds = np.tile(np.arange(ns.seed, ns.seed + n_seeds), len(cells))
             start = time.perf_counter()
-            _, params = train_sweep(classes, "sgd", seeds=seeds, T=128, batch_size=128, steps=100, momentum=0.9,
-                                      init="random", lr={"Y": eY, "Z": eZ})
+            _, params = train_sweep(
+                classes,
+                "sgd",
+                seeds=seeds,
+                T=128,
+                batch_size=128,
+                steps=100,
+                momentum=0.9,
+                init="random",
+                lr={"Y": eY, "Z": eZ},
+            )
             rec.add_timing(f"sweep_K{K}_s", time.perf_counter() - start)
             Q = np.zeros((K, classes.vocab_size))
             Q[np.arange(K), classes.query] = 1.0
@@ -82,8 +101,9 @@ def main(argv=None) -> int:
         records.atomic_write_json(rec.out_dir / "entropy_table.json", table)
         uniform = float(np.log(10))
         worst = max(r["mean"] for r in table)
-        rec.add_prediction("entropy_below_uniform", worst, f"< ln 10 = {uniform:.3f} (attention sparsifies)",
-                           worst < uniform)
+        rec.add_prediction(
+            "entropy_below_uniform", worst, f"< ln 10 = {uniform:.3f} (attention sparsifies)", worst < uniform
+        )
         # eq. 133 at fixed eta_Y / eta_Z: larger eta_Z gives lower entropy
         ok, n = 0, 0
         for K in sorted({r["K"] for r in table}):
@@ -91,9 +111,12 @@ def main(argv=None) -> int:
                 m = [r["mean"] for r in table if r["K"] == K and r["ratio"] == ratio]
                 ok += int(m[-1] < m[0])
                 n += 1
-        rec.add_prediction("larger_eta_Z_lower_entropy_fraction", ok / n,
-                           "1.0: at fixed ratio, the largest eta_Z has lower entropy than the smallest (eq. 133)",
-                           ok == n)
+        rec.add_prediction(
+            "larger_eta_Z_lower_entropy_fraction",
+            ok / n,
+            "1.0: at fixed ratio, the largest eta_Z has lower entropy than the smallest (eq. 133)",
+            ok == n,
+        )
     records.log_predictions(rec, logging.getLogger(NAME))
     return 0
 

@@ -32,8 +32,7 @@ def main(argv=None) -> int:
     K = 1
     panels = [(10.0, 100, 5.0), (1.0, 10_000, 50.0)]
     eta_Zs = [0.5, 1.0, 2.0, 4.0, 8.0]
-    with records.RunRecord(ns.out, name=NAME, config={"quick": ns.quick, "K": K}, seed=ns.seed,
-                           quick=ns.quick) as rec:
+    with records.RunRecord(ns.out, name=NAME, config={"quick": ns.quick, "K": K}, seed=ns.seed, quick=ns.quick) as rec:
         fig, axes = plotting.figure(1, 2, width=10.0, height=4.0)
         worst = 0.0
         for ax, (nu, M, t1) in zip(axes, panels, strict=True):
@@ -56,9 +55,13 @@ def main(argv=None) -> int:
             ax.set_ylabel(r"$B_n(t)$")
             ax.legend(fontsize=7)
             spread = float(np.ptp(B_t0))
-            rec.add_prediction(f"B_at_t0_spread_over_eta_Z_nu{nu:g}", spread,
-                               "~0: B_n(t0) independent of eta_Z at fixed nu (Theorem 4, Fig. 9)", spread <= 1e-9,
-                               values=B_t0)
+            rec.add_prediction(
+                f"B_at_t0_spread_over_eta_Z_nu{nu:g}",
+                spread,
+                "~0: B_n(t0) independent of eta_Z at fixed nu (Theorem 4, Fig. 9)",
+                spread <= 1e-9,
+                values=B_t0,
+            )
         rec.add_prediction("eq129_vs_eq13_flow_max_abs_err", worst, "<= 1e-6", worst <= 1e-6)
         rec.save_figure(fig, "fig9_B.png")
     records.log_predictions(rec, logging.getLogger(NAME))

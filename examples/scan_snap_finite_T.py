@@ -37,8 +37,7 @@ def tracking_error(classes, Zf, T, eta, batch, seeds):
     """Relative Frobenius error of the seed-mean Z after TAU / eta SGD steps against the flow's Z(TAU)."""
     steps = int(round(TAU / eta))
     n = len(seeds)
-    _, p = train_sweep(classes, "sgd", seeds=np.asarray(seeds), T=T, batch_size=batch, steps=steps,
-                       lr=np.full(n, eta))
+    _, p = train_sweep(classes, "sgd", seeds=np.asarray(seeds), T=T, batch_size=batch, steps=steps, lr=np.full(n, eta))
     return float(np.linalg.norm(p["Z"].mean(axis=0) - Zf) / np.linalg.norm(Zf))
 
 
@@ -50,8 +49,16 @@ def main(argv=None) -> int:
     n_seeds, batch = (2, 128) if ns.quick else (4, 256)
     T_lr, eta_T = 1024 if ns.quick else 4096, 0.25
     seeds = list(range(ns.seed, ns.seed + n_seeds))
-    config = {"quick": ns.quick, "T": Ts, "eta": etas, "seeds": n_seeds, "batch": batch, "tau": TAU,
-              "T_for_lr_sweep": T_lr, "eta_for_T_sweep": eta_T}
+    config = {
+        "quick": ns.quick,
+        "T": Ts,
+        "eta": etas,
+        "seeds": n_seeds,
+        "batch": batch,
+        "tau": TAU,
+        "T_for_lr_sweep": T_lr,
+        "eta_for_T_sweep": eta_T,
+    }
     c = syn_small()
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         tr = solve_flow(c, ts=[0.0, TAU], lr=1.0, rtol=1e-10, atol=1e-12)
@@ -70,14 +77,22 @@ def main(argv=None) -> int:
             rec.add_metric(f"rel_err_Z_T{T}_eta{eta_T:g}", float(e))
         for eta, e in zip(etas, err_lr, strict=True):
             rec.add_metric(f"rel_err_Z_eta{eta:g}_T{T_lr}", float(e))
-        rec.add_prediction("error_rate_in_T", float(rate_T),
-                           f">= {MIN_RATE} with the error decreasing in T (error ~ T^-rate, log-log slope)",
-                           bool(rate_T >= MIN_RATE and np.all(np.diff(err_T) < 0)), errors=err_T.tolist(),
-                           tolerance=MIN_RATE)
-        rec.add_prediction("error_rate_in_lr", float(rate_lr),
-                           f">= {MIN_RATE} with the error decreasing as eta falls (error ~ eta^rate)",
-                           bool(rate_lr >= MIN_RATE and np.all(np.diff(err_lr) < 0)), errors=err_lr.tolist(),
-                           tolerance=MIN_RATE)
+        rec.add_prediction(
+            "error_rate_in_T",
+            float(rate_T),
+            f">= {MIN_RATE} with the error decreasing in T (error ~ T^-rate, log-log slope)",
+            bool(rate_T >= MIN_RATE and np.all(np.diff(err_T) < 0)),
+            errors=err_T.tolist(),
+            tolerance=MIN_RATE,
+        )
+        rec.add_prediction(
+            "error_rate_in_lr",
+            float(rate_lr),
+            f">= {MIN_RATE} with the error decreasing as eta falls (error ~ eta^rate)",
+            bool(rate_lr >= MIN_RATE and np.all(np.diff(err_lr) < 0)),
+            errors=err_lr.tolist(),
+            tolerance=MIN_RATE,
+        )
         fig, axes = plotting.figure(1, 2, width=9.0, height=3.6)
         ax = axes[0]
         ax.loglog(Ts, err_T, "o-", label="measured")
@@ -88,8 +103,9 @@ def main(argv=None) -> int:
         ax.legend(fontsize=7)
         ax = axes[1]
         ax.loglog(etas, err_lr, "o-", label="measured")
-        ax.loglog(etas, err_lr[-1] * (np.asarray(etas) / etas[-1]) ** rate_lr, "k--", lw=0.8,
-                  label=f"fit: eta^{rate_lr:.2f}")
+        ax.loglog(
+            etas, err_lr[-1] * (np.asarray(etas) / etas[-1]) ** rate_lr, "k--", lw=0.8, label=f"fit: eta^{rate_lr:.2f}"
+        )
         ax.set_xlabel("learning rate eta = eta_Y = eta_Z")
         ax.set_ylabel("||Z_SGD - Z_flow|| / ||Z_flow||")
         ax.set_title(f"step-size error at t={TAU:g}, T={T_lr}", fontsize=8)

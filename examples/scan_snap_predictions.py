@@ -55,10 +55,11 @@ def symmetric_run(K, M, eta_Y, eta_Z):
     """The generated class-symmetric reduced flow on a log grid over [1e-3 t0, 1e3 t0]: (t, ys (N, 3), rate)."""
     t0 = float(theory.snap_time(M, K, eta_Y))
     tgrid = np.concatenate([[0.0], np.geomspace(1e-3 * t0, 1e3 * t0, 241)])
-    args = {k: jnp.asarray(float(v)) for k, v in dict(M=M, K=K, eta_Y=eta_Y, eta_Z=eta_Z, p_d=0.05, p_c=0.05,
-                                                        D=10, C=10).items()}
-    sol = solve(symmetric_vector_field, jnp.zeros(3), t1=float(tgrid[-1]), ts=tgrid, args=args,
-                rtol=1e-10, atol=1e-12)
+    args = {
+        k: jnp.asarray(float(v))
+        for k, v in dict(M=M, K=K, eta_Y=eta_Y, eta_Z=eta_Z, p_d=0.05, p_c=0.05, D=10, C=10).items()
+    }
+    sol = solve(symmetric_vector_field, jnp.zeros(3), t1=float(tgrid[-1]), ts=tgrid, args=args, rtol=1e-10, atol=1e-12)
     ys = np.asarray(sol.ys)
     rate = np.asarray(jax.vmap(lambda y: symmetric_vector_field(0.0, y, args))(jnp.asarray(ys)))
     return tgrid, ys, rate
@@ -87,8 +88,13 @@ def snap_sweep(rec, quick):
                 style = "-" if j == 0 else ":"
                 lab = f"M={M:g}" if j == 0 else None
                 ax_z.semilogx(tgrid[1:], ys[1:, 2], style, color=colors[M], label=lab)
-                ax_z.plot(t_snap[j, i], np.interp(np.log(t_snap[j, i]), np.log(tgrid[1:]), ys[1:, 2]), "o",
-                          color=colors[M], mfc="none" if j else colors[M])
+                ax_z.plot(
+                    t_snap[j, i],
+                    np.interp(np.log(t_snap[j, i]), np.log(tgrid[1:]), ys[1:, 2]),
+                    "o",
+                    color=colors[M],
+                    mfc="none" if j else colors[M],
+                )
                 ts_, sl = obs.log_slope(tgrid, ys[:, 2])
                 ax_s.semilogx(ts_ / t0p, np.abs(sl) / np.abs(sl).max(), style, color=colors[M], label=lab)
             if j == 0 and K == Ks[-1] and M == Ms[-1] and eY == etas[-1]:
@@ -100,30 +106,43 @@ def snap_sweep(rec, quick):
                 ax_ll.plot(lnln, np.polyval(fit, lnln), "k--", lw=0.8, label=f"linear fit, slope {fit[0]:.2f}")
                 ax_ll.set_xlabel("ln ln t")
                 ax_ll.set_ylabel("common-token logit z_CT")
-                ax_ll.set_title(f"post-snap: z_CT vs ln ln t (K={K}, M={M:g}, eta_Y={eY:g}), R^2={r2:.4f}",
-                                fontsize=8)
+                ax_ll.set_title(f"post-snap: z_CT vs ln ln t (K={K}, M={M:g}, eta_Y={eY:g}), R^2={r2:.4f}", fontsize=8)
                 ax_ll.legend(fontsize=7)
-                rec.add_prediction("post_snap_ct_logit_linear_in_lnln_t_R2", float(r2),
-                                   ">= 0.99 (Theorem 4, digest §4.6)", r2 >= 0.99, slope=float(fit[0]))
+                rec.add_prediction(
+                    "post_snap_ct_logit_linear_in_lnln_t_R2",
+                    float(r2),
+                    ">= 0.99 (Theorem 4, digest §4.6)",
+                    r2 >= 0.99,
+                    slope=float(fit[0]),
+                )
     X = np.asarray([[np.log(K), np.log(np.log(M)), np.log(eY), 1.0] for K, M, eY in cells])
     coef, *_ = np.linalg.lstsq(X, np.log(t_snap[0]), rcond=None)
     coef4, *_ = np.linalg.lstsq(X, np.log(t_snap[1]), rcond=None)
     dev = coef[:3] - np.array([1.0, 1.0, -1.0])
-    rec.add_prediction("snap_time_exponents_K_lnM_etaY", coef[:3].tolist(),
-                       f"[1, 1, -1] (t0 = 2 K ln M / eta_Y, Theorem 4); each within {EXPONENT_TOL}",
-                       bool(np.all(np.abs(dev) <= EXPONENT_TOL)),
-                       known_finding=findings.known(rec.name, "snap_time_exponents_K_lnM_etaY"),
-                       deviation=dev.tolist(), tolerance=EXPONENT_TOL,
-                       measure=f"slowdown_time(z_CT, fraction={SNAP_FRACTION}), eta_Z=1",
-                       exponents_at_eta_Z_4=coef4[:3].tolist())
+    rec.add_prediction(
+        "snap_time_exponents_K_lnM_etaY",
+        coef[:3].tolist(),
+        f"[1, 1, -1] (t0 = 2 K ln M / eta_Y, Theorem 4); each within {EXPONENT_TOL}",
+        bool(np.all(np.abs(dev) <= EXPONENT_TOL)),
+        known_finding=findings.known(rec.name, "snap_time_exponents_K_lnM_etaY"),
+        deviation=dev.tolist(),
+        tolerance=EXPONENT_TOL,
+        measure=f"slowdown_time(z_CT, fraction={SNAP_FRACTION}), eta_Z=1",
+        exponents_at_eta_Z_4=coef4[:3].tolist(),
+    )
     lr = np.log(t_snap[1] / t_snap[0])
     worst = int(np.argmax(np.abs(lr)))
-    rec.add_prediction("snap_time_independent_of_eta_Z", float(np.max(np.abs(lr))),
-                       f"max over (K, M, eta_Y) of |ln(t_snap(eta_Z=4) / t_snap(eta_Z=1))| <= {ETA_Z_TOL} "
-                       "(Theorem 4: t0 depends on eta_Y only)", bool(np.max(np.abs(lr)) <= ETA_Z_TOL),
-                       known_finding=findings.known(rec.name, "snap_time_independent_of_eta_Z"),
-                       tolerance=ETA_Z_TOL, median_abs_log_ratio=float(np.median(np.abs(lr))),
-                       worst_cell=dict(zip(("K", "M", "eta_Y"), cells[worst], strict=True)))
+    rec.add_prediction(
+        "snap_time_independent_of_eta_Z",
+        float(np.max(np.abs(lr))),
+        f"max over (K, M, eta_Y) of |ln(t_snap(eta_Z=4) / t_snap(eta_Z=1))| <= {ETA_Z_TOL} "
+        "(Theorem 4: t0 depends on eta_Y only)",
+        bool(np.max(np.abs(lr)) <= ETA_Z_TOL),
+        known_finding=findings.known(rec.name, "snap_time_independent_of_eta_Z"),
+        tolerance=ETA_Z_TOL,
+        median_abs_log_ratio=float(np.median(np.abs(lr))),
+        worst_cell=dict(zip(("K", "M", "eta_Y"), cells[worst], strict=True)),
+    )
     x = np.asarray([K * np.log(M) / eY for K, M, eY in cells])
     t0s = 2 * x
     rec.add_metric("snap_time_over_t0_mean", float(np.mean(t_snap[0] / t0s)))
@@ -133,8 +152,12 @@ def snap_sweep(rec, quick):
     kcoef, *_ = np.linalg.lstsq(X, np.log(knees), rcond=None)
     for name, v in zip(("K", "lnM", "etaY"), kcoef[:3], strict=True):
         rec.add_metric(f"fastest_ct_fall_knee_exponent_{name}", float(v))
-    rec.add_series(snap_cells=np.asarray(cells, dtype=float), snap_eta_Z=np.asarray(eZs), snap_times=t_snap,
-                   fastest_fall_knees=knees)
+    rec.add_series(
+        snap_cells=np.asarray(cells, dtype=float),
+        snap_eta_Z=np.asarray(eZs),
+        snap_times=t_snap,
+        fastest_fall_knees=knees,
+    )
     # panels
     ax_z.set_xlabel("t")
     ax_z.set_ylabel("common-token logit z_CT")
@@ -154,8 +177,9 @@ def snap_sweep(rec, quick):
     ax_fit.loglog(xs, 2 * xs, ":", color="0.5", lw=0.8, label="t0 = 2 K ln M / eta_Y")
     ax_fit.set_xlabel("K ln M / eta_Y")
     ax_fit.set_ylabel("t_snap")
-    ax_fit.set_title(f"snap time; exponents (K, ln M, eta_Y) = ({coef[0]:.2f}, {coef[1]:.2f}, {coef[2]:.2f})",
-                     fontsize=8)
+    ax_fit.set_title(
+        f"snap time; exponents (K, ln M, eta_Y) = ({coef[0]:.2f}, {coef[1]:.2f}, {coef[2]:.2f})", fontsize=8
+    )
     ax_fit.legend(fontsize=7)
     rec.add_metric("snap_time_single_power_slope", float(slope))
     rec.save_figure(fig, "predictions.png")
@@ -172,27 +196,43 @@ def main(argv=None) -> int:
         Z = np.asarray(tr.ys["Z"])
         att = np.asarray(tr.observables["attention"])
         zq = Z[-1, 30]
-        rec.add_prediction("discriminative_bias_reduced", [float(zq[10:20].min()), float(zq[:10].max())],
-                           "[min DT logit > 0, max CT logit < 0] (Theorem 2)",
-                           bool(zq[10:20].min() > 0 and zq[:10].max() < 0))
+        rec.add_prediction(
+            "discriminative_bias_reduced",
+            [float(zq[10:20].min()), float(zq[:10].max())],
+            "[min DT logit > 0, max CT logit < 0] (Theorem 2)",
+            bool(zq[10:20].min() > 0 and zq[:10].max() < 0),
+        )
         mass = att[:, 0, :10].sum(-1)
-        rec.add_prediction("common_mass_monotone_decreasing", float(mass[-1]), "monotone decrease from 0.645",
-                           bool(np.all(np.diff(mass) <= 1e-15)))
+        rec.add_prediction(
+            "common_mass_monotone_decreasing",
+            float(mass[-1]),
+            "monotone decrease from 0.645",
+            bool(np.all(np.diff(mass) <= 1e-15)),
+        )
         gain = np.log(att[-1, 0, 19] / att[-1, 0, 10:19]) - np.log(att[0, 0, 19] / att[0, 0, 10:19])
-        rec.add_prediction("scan_order_by_P", gain.tolist(),
-                           "gain of c_l0/c_l shrinks as P(l|n) grows (Theorem 3)", bool(np.all(np.diff(gain) < 0)))
+        rec.add_prediction(
+            "scan_order_by_P",
+            gain.tolist(),
+            "gain of c_l0/c_l shrinks as P(l|n) grows (Theorem 3)",
+            bool(np.all(np.diff(gain) < 0)),
+        )
         inv = max(pair_residual(Z, c, n) for n in range(2))
         rec.add_prediction("pair_invariant_reduced_max_residual", inv, "<= 1e-8 (eq. 110)", inv <= 1e-8)
         errs = []
         for nu in (1.0, 3.0, 10.0):
             Zf = np.asarray(solve_flow(c, ts=np.array([0.0, 30.0]), lr={"Y": nu, "Z": 1.0}).ys["Z"])
             errs.append(pair_residual(Zf, c, 0) / float(np.max(np.abs(np.expm1(-2 * Zf[-1, 30, 10:20])))))
-        rec.add_prediction("pair_invariant_full_rel_residual_vs_nu", errs,
-                           "decreasing in eta_Y/eta_Z in {1, 3, 10}", bool(np.all(np.diff(errs) < 0)))
+        rec.add_prediction(
+            "pair_invariant_full_rel_residual_vs_nu",
+            errs,
+            "decreasing in eta_Y/eta_Z in {1, 3, 10}",
+            bool(np.all(np.diff(errs) < 0)),
+        )
         snap_sweep(rec, ns.quick)
         vals = [float(theory.B(theory.snap_time(100, 10, 5 * ez), 100, 10, 5 * ez, ez)) for ez in (0.5, 1, 2, 4)]
-        rec.add_prediction("B_t0_independent_of_eta_Z_at_nu5", float(np.ptp(vals)), "~0 (Fig. 9)",
-                           float(np.ptp(vals)) <= 1e-9)
+        rec.add_prediction(
+            "B_t0_independent_of_eta_Z_at_nu5", float(np.ptp(vals)), "~0 (Fig. 9)", float(np.ptp(vals)) <= 1e-9
+        )
     records.log_predictions(rec, logging.getLogger(NAME))
     return 0
 

@@ -29,12 +29,38 @@ __version__ = "0.1.0"
 
 # Each name is imported on first use: a script that needs one system does not pay for the others, nor for
 # scipy.stats (flows.fitting), and a records-only script (the CLI's main job) does not import diffrax.
-_SUBMODULES = ("cooccurrence", "experiments", "fitting", "mean_field", "optim_limits", "scan_snap", "sde", "training",
-               "compile_cache", "network_records", "plotting", "records")
+_SUBMODULES = (
+    "cooccurrence",
+    "experiments",
+    "fitting",
+    "mean_field",
+    "optim_limits",
+    "scan_snap",
+    "sde",
+    "training",
+    "compile_cache",
+    "network_records",
+    "plotting",
+    "records",
+)
 _LAZY_NAMES = {
-    **dict.fromkeys(("SOLVERS", "Event", "FlowError", "Trajectory", "batch_mesh", "linear_grid", "log_grid",
-                     "solve", "solve_batch"), "_solve"),
-    "solve_sde": "sde", "event_time": "training", "TrainingError": "training",
+    **dict.fromkeys(
+        (
+            "SOLVERS",
+            "Event",
+            "FlowError",
+            "Trajectory",
+            "batch_mesh",
+            "linear_grid",
+            "log_grid",
+            "solve",
+            "solve_batch",
+        ),
+        "_solve",
+    ),
+    "solve_sde": "sde",
+    "event_time": "training",
+    "TrainingError": "training",
 }
 
 

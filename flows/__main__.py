@@ -21,21 +21,38 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME", help="derivation name, e.g. scan_snap-decoder")
     p.add_argument("--latex", action="store_true", help="print LaTeX instead of plain text")
 
-    p = sub.add_parser("reproduce", help="run the example scripts and write REPORT.md",
-                       epilog=_examples_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "reproduce",
+        help="run the example scripts and write REPORT.md",
+        epilog=_examples_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--quick", action="store_true", help="pass --quick to every example")
-    p.add_argument("--only", nargs="+", action="extend", metavar="NAME",
-                   help="run only these examples (script stems, listed below)")
-    p.add_argument("--out", default=None,
-                   help="output folder (default out/reproduce, or out/reproduce-quick)")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        action="extend",
+        metavar="NAME",
+        help="run only these examples (script stems, listed below)",
+    )
+    p.add_argument("--out", default=None, help="output folder (default out/reproduce, or out/reproduce-quick)")
     p.add_argument("--force", action="store_true", help="rerun examples that are complete")
-    p.add_argument("--examples-dir", default=None,
-                   help="folder of example scripts (default ./examples, else the checkout's)")
-    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
-                   help="examples run at once, each in its own process (default: the CPUs, at most 4)")
-    p.add_argument("--no-compile-cache", action="store_true",
-                   help="run the examples without the persistent compilation cache "
-                        "(flows.experiments.compile_cache)")
+    p.add_argument(
+        "--examples-dir", default=None, help="folder of example scripts (default ./examples, else the checkout's)"
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=None,
+        metavar="N",
+        help="examples run at once, each in its own process (default: the CPUs, at most 4)",
+    )
+    p.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="run the examples without the persistent compilation cache (flows.experiments.compile_cache)",
+    )
     return parser
 
 
@@ -54,8 +71,9 @@ def _examples_epilog() -> str:
         examples_dir = examples_dir.relative_to(Path.cwd())
     except ValueError:  # not under the working directory: shown in full
         pass
-    listing = textwrap.fill(" ".join(names), width=100, initial_indent="  ", subsequent_indent="  ",
-                            break_on_hyphens=False)
+    listing = textwrap.fill(
+        " ".join(names), width=100, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+    )
     return f"examples that --only accepts ({len(names)}, in {examples_dir}):\n{listing}"
 
 
@@ -77,8 +95,7 @@ def _derive(args) -> int:
         return 1
     names = list(available_fn())
     if args.name not in names:
-        print(f"error: unknown derivation {args.name!r}; available: "
-              f"{', '.join(names) or '(none)'}", file=sys.stderr)
+        print(f"error: unknown derivation {args.name!r}; available: {', '.join(names) or '(none)'}", file=sys.stderr)
         return 2
     result = derivations.derive(args.name)
     print(result.to_latex() if args.latex else result.to_text())

@@ -16,8 +16,17 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["INT_MAX", "SEED_MAX", "check_bool", "check_choice", "check_dtype", "check_finite_tree", "check_int",
-           "check_real", "real_array"]
+__all__ = [
+    "INT_MAX",
+    "SEED_MAX",
+    "check_bool",
+    "check_choice",
+    "check_dtype",
+    "check_finite_tree",
+    "check_int",
+    "check_real",
+    "real_array",
+]
 
 INT_MAX = 2**31 - 1
 SEED_MAX = 2**63 - 1
@@ -59,8 +68,12 @@ def _real_scalar(value):
             return float(value)
         except OverflowError:  # an int too large for a float
             return None
-    if (isinstance(value, np.ndarray) or _is_jax_array(value)) and not _is_tracer(value) \
-            and np.ndim(value) == 0 and np.asarray(value).dtype.kind in "iuf":
+    if (
+        (isinstance(value, np.ndarray) or _is_jax_array(value))
+        and not _is_tracer(value)
+        and np.ndim(value) == 0
+        and np.asarray(value).dtype.kind in "iuf"
+    ):
         return float(np.asarray(value))
     return None
 
@@ -132,7 +145,7 @@ def _host(leaf):
         return None
     if _is_jax_array(leaf):
         return np.asarray(leaf) if leaf.is_fully_addressable else None
-    if isinstance(leaf, int) and not isinstance(leaf, bool) and not -2**63 <= leaf < 2**63:
+    if isinstance(leaf, int) and not isinstance(leaf, bool) and not -(2**63) <= leaf < 2**63:
         return np.asarray(leaf, dtype=object)  # overflows int64: rejected below
     try:
         return np.asarray(leaf)
@@ -154,8 +167,10 @@ def check_finite_tree(name, tree, *, floating=False):
             what = "floating point" if floating else "numeric (bool, integer, real or complex)"
             raise ValueError(f"{name} must hold {what} arrays, got {type(leaf).__name__} of dtype {arr.dtype}")
         if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name} must be finite (no NaN or inf), got {int(np.sum(~np.isfinite(arr)))} "
-                             f"non-finite entries in a leaf of shape {arr.shape}")
+            raise ValueError(
+                f"{name} must be finite (no NaN or inf), got {int(np.sum(~np.isfinite(arr)))} "
+                f"non-finite entries in a leaf of shape {arr.shape}"
+            )
 
 
 def check_options(name: str, options, allowed, what: str) -> dict:

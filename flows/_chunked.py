@@ -42,7 +42,7 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     args_placed = place(args, in_axes[1] if batched else None)
     t1_placed = place(np.asarray(t1), None)
     event = options["event"]
-    pieces = [grid[i:i + SAVE_CHUNK] for i in range(0, grid.shape[0], SAVE_CHUNK)]
+    pieces = [grid[i : i + SAVE_CHUNK] for i in range(0, grid.shape[0], SAVE_CHUNK)]
 
     def chunk_call(y, start, piece, end, on):
         start = np.asarray(start, grid.dtype)
@@ -51,9 +51,14 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
         # observables never run (they ran once per slot with the last time repeated); _merge_chunk drops them
         padded = np.concatenate([piece, np.full(SAVE_CHUNK - piece.shape[0], np.nan, grid.dtype)])
         ts_c = np.clip(np.broadcast_to(padded, (size, SAVE_CHUNK)), start[:, None], end) if batched else padded
-        return (place(y, 0 if batched else None), args_placed, place(start, 0 if batched else None),
-                t1_placed if end is None else place(np.asarray(end, grid.dtype), None),
-                place(np.asarray(ts_c), 0 if batched else None), place(np.asarray(on), 0 if batched else None))
+        return (
+            place(y, 0 if batched else None),
+            args_placed,
+            place(start, 0 if batched else None),
+            t1_placed if end is None else place(np.asarray(end, grid.dtype), None),
+            place(np.asarray(ts_c), 0 if batched else None),
+            place(np.asarray(on), 0 if batched else None),
+        )
 
     example = chunk_call(y0, np.asarray(t0), pieces[0], None, event_on)
     key = ("batch" if batched else "single", in_axes, key_opts, signature(example))
@@ -63,10 +68,12 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
         return jax.vmap(run, in_axes=in_axes) if batched else run
 
     if not is_compiled(key):  # a new program: check the vector field's output before tracing the solve
-        member = (lambda tree, ax: jax.tree_util.tree_map(lambda a: a[0], tree) if ax == 0 else tree) if batched \
+        member = (
+            (lambda tree, ax: jax.tree_util.tree_map(lambda a: a[0], tree) if ax == 0 else tree)
+            if batched
             else (lambda tree, ax: tree)
-        check_field(vector_field, member(example[2], 0), member(y0, 0),
-                     member(args, in_axes[1] if batched else None))
+        )
+        check_field(vector_field, member(example[2], 0), member(y0, 0), member(args, in_axes[1] if batched else None))
     fn, compile_s = compiled(key, make, example)
     start_clock = time.perf_counter()
     y, start, on = y0, np.asarray(t0), np.asarray(event_on)
@@ -119,16 +126,21 @@ def _merge_chunk(out, raw, active, count):
 
     if raw is None:  # nobody reached this chunk: copy the shapes of the last one
         ts = np.full(out["ts"].shape[:axis] + (count,), np.inf, out["ts"].dtype)
-        saved = jax.tree_util.tree_map(lambda a: _unreached(np.take(a, np.zeros(count, int), axis=axis)),
-                                       out["saved"])
-        return dict(out, ts=np.concatenate([out["ts"], ts], axis=axis),
-                    saved=jax.tree_util.tree_map(lambda a, b: np.concatenate([a, b], axis=axis), out["saved"], saved))
+        saved = jax.tree_util.tree_map(lambda a: _unreached(np.take(a, np.zeros(count, int), axis=axis)), out["saved"])
+        return dict(
+            out,
+            ts=np.concatenate([out["ts"], ts], axis=axis),
+            saved=jax.tree_util.tree_map(lambda a, b: np.concatenate([a, b], axis=axis), out["saved"], saved),
+        )
     ts = np.where(mask(cut(raw["ts"])), cut(raw["ts"]), np.inf)
     saved = jax.tree_util.tree_map(lambda a: np.where(mask(cut(a)), cut(a), _unreached(cut(a))), raw["saved"])
     if out is None:
         return dict(raw, ts=ts, saved=saved)
-    merged = dict(out, ts=np.concatenate([out["ts"], ts], axis=axis),
-                  saved=jax.tree_util.tree_map(lambda a, b: np.concatenate([a, b], axis=axis), out["saved"], saved))
+    merged = dict(
+        out,
+        ts=np.concatenate([out["ts"], ts], axis=axis),
+        saved=jax.tree_util.tree_map(lambda a, b: np.concatenate([a, b], axis=axis), out["saved"], saved),
+    )
     for k in ("code", "t_final", "y_end_max"):
         merged[k] = np.where(active, raw[k], out[k])
     merged["y_end"] = jax.tree_util.tree_map(lambda a, b: np.where(mask(a), b, a), out["y_end"], raw["y_end"])
@@ -141,6 +153,7 @@ def _merge_chunk(out, raw, active, count):
 
 def _addressable(tree):
     """Arrays sharded over several processes gathered to every process (multi-host sweeps)."""
+
     def gather(x):
         if isinstance(x, jax.Array) and not x.is_fully_addressable:
             from jax.experimental import multihost_utils
@@ -168,5 +181,3 @@ def _probe_rhs(vector_field, raw, call_args, in_axes):
 
     fn = jax.vmap(probe, in_axes=(0, 0, in_axes[1])) if in_axes is not None else probe
     return np.atleast_1d(np.asarray(xla_jit(fn)(raw["t_final"], raw["y_end"], args)))
-
-

@@ -19,16 +19,18 @@ __all__ = ["as_state", "check_field", "check_observables", "check_save_times", "
 def as_state(y0):
     """A list or tuple of plain numbers (or nested lists of them) becomes one array (it would otherwise
     reach the vector field as a Python list); integers become floats of JAX's default precision."""
-    if isinstance(y0, (list, tuple)) and y0 and all(
-            isinstance(x, (int, float, np.number)) and not isinstance(x, bool)
-            for x in jax.tree_util.tree_leaves(y0)):
+    if (
+        isinstance(y0, (list, tuple))
+        and y0
+        and all(
+            isinstance(x, (int, float, np.number)) and not isinstance(x, bool) for x in jax.tree_util.tree_leaves(y0)
+        )
+    ):
         try:
             arr = np.asarray(y0)
         except ValueError as err:
-            raise ValueError(f"y0 must be an array or a pytree of arrays, got a ragged {type(y0).__name__}") \
-                from err
-        return jnp.asarray(arr, dtype=jnp.result_type(float) if not np.issubdtype(arr.dtype, np.floating)
-                           else None)
+            raise ValueError(f"y0 must be an array or a pytree of arrays, got a ragged {type(y0).__name__}") from err
+        return jnp.asarray(arr, dtype=jnp.result_type(float) if not np.issubdtype(arr.dtype, np.floating) else None)
     return y0
 
 
@@ -52,21 +54,30 @@ def check_field(vector_field, t0, y0, args):
         out = jax.eval_shape(vector_field, t0, y0, args)
     except Exception as err:  # noqa: BLE001 -- any error of the user's function, reported with the shapes
         shapes = jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), y0)
-        raise ValueError(f"vector_field(t0, y0, args) failed for y0 of shape {shapes}: "
-                         f"{type(err).__name__}: {err}") from err
+        raise ValueError(
+            f"vector_field(t0, y0, args) failed for y0 of shape {shapes}: {type(err).__name__}: {err}"
+        ) from err
     want = jax.tree_util.tree_structure(y0)
     got = jax.tree_util.tree_structure(out)
     if got != want:
         raise ValueError(f"vector_field must return a state structured like y0 ({want}), got {got}")
-    for path, a, b in zip(jax.tree_util.tree_leaves_with_path(y0), jax.tree_util.tree_leaves(y0),
-                          jax.tree_util.tree_leaves(out), strict=True):
+    for path, a, b in zip(
+        jax.tree_util.tree_leaves_with_path(y0),
+        jax.tree_util.tree_leaves(y0),
+        jax.tree_util.tree_leaves(out),
+        strict=True,
+    ):
         where = jax.tree_util.keystr(path[0]) or "y"
         if tuple(np.shape(a)) != tuple(b.shape):
-            raise ValueError(f"vector_field returned shape {tuple(b.shape)} for y0{where if where != 'y' else ''} of "
-                             f"shape {tuple(np.shape(a))}: dy/dt must have the shape of y")
+            raise ValueError(
+                f"vector_field returned shape {tuple(b.shape)} for y0{where if where != 'y' else ''} of "
+                f"shape {tuple(np.shape(a))}: dy/dt must have the shape of y"
+            )
         if jnp.result_type(a) != b.dtype:
-            raise ValueError(f"vector_field returned dtype {b.dtype} for y0{where if where != 'y' else ''} of dtype "
-                             f"{jnp.result_type(a)}: dy/dt must have the dtype of y")
+            raise ValueError(
+                f"vector_field returned dtype {b.dtype} for y0{where if where != 'y' else ''} of dtype "
+                f"{jnp.result_type(a)}: dy/dt must have the dtype of y"
+            )
 
 
 def check_save_times(ts, t0, t1) -> np.ndarray:
@@ -90,8 +101,10 @@ def check_observables(observables, save_states: bool):
     compiled program's cache key that stands for them."""
     if observables is not None and not callable(observables):
         if not isinstance(observables, Mapping) or not all(callable(f) for f in observables.values()):
-            raise ValueError("observables must be a mapping name -> f(t, y, args), or one function "
-                             "f(t, y, args) -> dict of named arrays")
+            raise ValueError(
+                "observables must be a mapping name -> f(t, y, args), or one function "
+                "f(t, y, args) -> dict of named arrays"
+            )
         if "__y__" in observables:
             raise ValueError("observables may not use the reserved name '__y__'")
     if not save_states and not observables:

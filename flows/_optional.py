@@ -48,7 +48,9 @@ def require(module: str, extra: str, *, purpose: str | None = None) -> ModuleTyp
         what = f"{purpose} needs" if purpose else "this needs"
         raise ImportError(
             f"{what} the package {dist!r} (import {top!r}), which is not installed; install it with "
-            f"pip install 'transformer-flows[{extra}]'", name=top) from err
+            f"pip install 'transformer-flows[{extra}]'",
+            name=top,
+        ) from err
 
 
 def _absent(top: str) -> bool:

@@ -82,8 +82,14 @@ def _fold_in(key, data):
 
 
 THREEFRY_FUSED = jex_random.define_prng_impl(
-    key_shape=(2,), seed=_seed, split=_split, random_bits=_random_bits, fold_in=_fold_in,
-    name="threefry2x32_fused", tag="tff")
+    key_shape=(2,),
+    seed=_seed,
+    split=_split,
+    random_bits=_random_bits,
+    fold_in=_fold_in,
+    name="threefry2x32_fused",
+    tag="tff",
+)
 
 
 def fused(key):

@@ -20,8 +20,17 @@ from ._xla import compile_lowered, options_key
 from .events import BracketBisection
 from .trajectory import DIVERGED, DT_MIN, EVENT, MAX_STEPS, NONFINITE, OK, OTHER
 
-__all__ = ["COMPILED", "SOLVERS", "all_finite", "build", "compiled", "is_compiled", "max_abs", "saved_outputs",
-           "signature"]
+__all__ = [
+    "COMPILED",
+    "SOLVERS",
+    "all_finite",
+    "build",
+    "compiled",
+    "is_compiled",
+    "max_abs",
+    "saved_outputs",
+    "signature",
+]
 
 SOLVERS: dict[str, type[diffrax.AbstractSolver]] = {
     "tsit5": diffrax.Tsit5,
@@ -69,8 +78,10 @@ def _packing(example):
 
     def pack(tree):
         flat = jax.tree_util.tree_leaves(tree)
-        return {name: jnp.concatenate([jnp.ravel(x) for x, (n, *_) in zip(flat, layout, strict=True) if n == name])
-                for name in dtypes}
+        return {
+            name: jnp.concatenate([jnp.ravel(x) for x, (n, *_) in zip(flat, layout, strict=True) if n == name])
+            for name in dtypes
+        }
 
     def unpack(packed):
         out = []
@@ -111,8 +122,21 @@ def saved_outputs(observables, save_states: bool):
     return save_fn
 
 
-def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save_states, event,
-           blowup, progress, constant_step=False):
+def build(
+    vector_field,
+    *,
+    solver,
+    rtol,
+    atol,
+    dt0,
+    max_steps,
+    observables,
+    save_states,
+    event,
+    blowup,
+    progress,
+    constant_step=False,
+):
     """Build the function (y0, args, t0, t1, ts) -> raw outputs that is jitted (and possibly vmapped)."""
     solver_obj = SOLVERS[solver]()
     controller = diffrax.ConstantStepSize() if constant_step else diffrax.PIDController(rtol=rtol, atol=atol)
@@ -166,8 +190,9 @@ def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save
         pack, unpack = _packing(jax.eval_shape(save_fn, t0, y0, args))
         dx_event = None
         if conds:
-            bound = {k: (functools.partial(on_state(f), event_on=event_on) if k == "event" else f)
-                     for k, f in conds.items()}
+            bound = {
+                k: (functools.partial(on_state(f), event_on=event_on) if k == "event" else f) for k, f in conds.items()
+            }
             dx_event = diffrax.Event(
                 bound,
                 root_finder=BracketBisection(rtol=EVENT_RTOL, atol=EVENT_ATOL) if event is not None else None,
@@ -182,8 +207,10 @@ def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save
             y0=y0_flat,
             args=args,
             saveat=diffrax.SaveAt(
-                subs=[diffrax.SubSaveAt(ts=ts, fn=jax.jit(lambda t, y, args: pack(save_fn(t, unravel(y), args)))),
-                      diffrax.SubSaveAt(t1=True, fn=final_fn)]
+                subs=[
+                    diffrax.SubSaveAt(ts=ts, fn=jax.jit(lambda t, y, args: pack(save_fn(t, unravel(y), args)))),
+                    diffrax.SubSaveAt(t1=True, fn=final_fn),
+                ]
             ),
             stepsize_controller=controller,
             max_steps=max_steps,
@@ -198,10 +225,18 @@ def build(vector_field, *, solver, rtol, atol, dt0, max_steps, observables, save
         saved = unpack(packed)
         reached = saved_ts <= t_end
         leaves = jax.tree_util.tree_leaves(packed)
-        finite_saved = jnp.all(jnp.stack([
-            jnp.all(jnp.where(reached.reshape((-1,) + (1,) * (a.ndim - 1)), jnp.isfinite(a), True))
-            for a in leaves
-        ])) if leaves else jnp.array(True)
+        finite_saved = (
+            jnp.all(
+                jnp.stack(
+                    [
+                        jnp.all(jnp.where(reached.reshape((-1,) + (1,) * (a.ndim - 1)), jnp.isfinite(a), True))
+                        for a in leaves
+                    ]
+                )
+            )
+            if leaves
+            else jnp.array(True)
+        )
         code = jnp.where((code == OK) & ~(finite_saved & all_finite(y_end)), NONFINITE, code)
         return {
             "ts": saved_ts,

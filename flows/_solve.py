@@ -31,12 +31,39 @@ from .events import Event
 from .grids import check_horizon, linear_grid, log_grid
 from .trajectory import FlowError, Trajectory
 
-__all__ = ["SAVE_CHUNK", "SOLVERS", "Event", "FlowError", "Trajectory", "batch_mesh", "linear_grid", "log_grid",
-           "solve", "solve_batch"]
+__all__ = [
+    "SAVE_CHUNK",
+    "SOLVERS",
+    "Event",
+    "FlowError",
+    "Trajectory",
+    "batch_mesh",
+    "linear_grid",
+    "log_grid",
+    "solve",
+    "solve_batch",
+]
 
 
-def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
-             save_states, event, blowup, progress, constant_step=False):
+def _prepare(
+    vector_field,
+    y0,
+    t0,
+    t1,
+    ts,
+    args,
+    solver,
+    rtol,
+    atol,
+    dt0,
+    max_steps,
+    observables,
+    save_states,
+    event,
+    blowup,
+    progress,
+    constant_step=False,
+):
     if not callable(vector_field):
         raise ValueError("vector_field must be callable f(t, y, args)")
     constant_step = check_bool("constant_step", constant_step)
@@ -57,8 +84,10 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
             raise ValueError("dt0 (the step size) must be given with constant_step=True")
         needed = math.ceil((float(t1) - float(t0)) / dt0 - 1e-9)
         if needed > max_steps:
-            raise ValueError(f"max_steps = {max_steps} is too small for constant steps dt0 = {dt0} over "
-                             f"[{t0}, {t1}] ({needed} steps needed)")
+            raise ValueError(
+                f"max_steps = {max_steps} is too small for constant steps dt0 = {dt0} over "
+                f"[{t0}, {t1}] ({needed} steps needed)"
+            )
     elif solver in FIXED_STEP_ONLY:
         raise ValueError(f"solver {solver!r} has no error estimate: pass constant_step=True and dt0")
     obs_key = check_observables(observables, save_states)
@@ -71,12 +100,32 @@ def _prepare(vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_st
     t0_arr = np.asarray(t0, dtype=dtype)
     t1_arr = np.asarray(t1, dtype=dtype)
     options = dict(
-        solver=solver, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
-        observables=observables, save_states=save_states, event=event, blowup=blowup,
-        progress=progress, constant_step=constant_step,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        max_steps=max_steps,
+        observables=observables,
+        save_states=save_states,
+        event=event,
+        blowup=blowup,
+        progress=progress,
+        constant_step=constant_step,
     )
-    key_opts = (vector_field, solver, rtol, atol, dt0, max_steps, obs_key, save_states, event, blowup, progress,
-                constant_step)
+    key_opts = (
+        vector_field,
+        solver,
+        rtol,
+        atol,
+        dt0,
+        max_steps,
+        obs_key,
+        save_states,
+        event,
+        blowup,
+        progress,
+        constant_step,
+    )
     return ts_arr, t0_arr, t1_arr, options, key_opts
 
 
@@ -131,8 +180,23 @@ def solve(
     throw = check_bool("throw", throw)
     y0 = as_state(y0)
     ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(
-        vector_field, y0, t0, t1, ts, args, solver, rtol, atol, dt0, max_steps, observables,
-        save_states, event, blowup, progress, constant_step,
+        vector_field,
+        y0,
+        t0,
+        t1,
+        ts,
+        args,
+        solver,
+        rtol,
+        atol,
+        dt0,
+        max_steps,
+        observables,
+        save_states,
+        event,
+        blowup,
+        progress,
+        constant_step,
     )
     call_args = (y0, args, t0_arr, t1_arr, ts_arr, np.asarray(True))
     traj = execute(vector_field, options, key_opts, call_args, in_axes=None)
@@ -147,8 +211,9 @@ def batch_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
     available = jax.device_count()
     n = available if num_devices is None else num_devices
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= available:
-        raise ValueError(f"num_devices must be an integer in [1, {available}] (the devices JAX sees), got "
-                         f"{num_devices!r}")
+        raise ValueError(
+            f"num_devices must be an integer in [1, {available}] (the devices JAX sees), got {num_devices!r}"
+        )
     return jax.make_mesh((n,), ("batch",), axis_types=(jax.sharding.AxisType.Auto,), devices=jax.devices()[:n])
 
 
@@ -171,8 +236,10 @@ def _shard_batch(call_args, in_axes, mesh):
         return np.concatenate([host, np.repeat(host[-1:], padded - size, axis=0)]) if padded != size else host
 
     # call_args[4] is the save grid, shared by the members (the compiled program gets it per member)
-    padded_args = tuple(jax.tree_util.tree_map(pad, arg) if ax == 0 and i != 4 else arg
-                        for i, (arg, ax) in enumerate(zip(call_args, in_axes, strict=True)))
+    padded_args = tuple(
+        jax.tree_util.tree_map(pad, arg) if ax == 0 and i != 4 else arg
+        for i, (arg, ax) in enumerate(zip(call_args, in_axes, strict=True))
+    )
 
     def place_leaf(x, batched):
         if isinstance(x, jax.Array) and not x.is_fully_addressable:
@@ -244,8 +311,22 @@ def solve_batch(
         raise ValueError(f"batched leaves of args/y0 must share one leading axis size, got {sizes}")
     example_y0 = jax.tree_util.tree_map(lambda a: a[0], y0) if batch_y0 else y0
     ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(
-        vector_field, example_y0, t0, t1, ts, None, solver, rtol, atol, dt0, max_steps, observables,
-        save_states, event, blowup, False,
+        vector_field,
+        example_y0,
+        t0,
+        t1,
+        ts,
+        None,
+        solver,
+        rtol,
+        atol,
+        dt0,
+        max_steps,
+        observables,
+        save_states,
+        event,
+        blowup,
+        False,
     )
     # Everything but args (if unbatched) and t1 carries the batch axis, so that a continuation after an
     # event (other start times, other states) reuses the same compiled program.
@@ -265,6 +346,7 @@ def solve_batch(
         traj = traj[:size]  # drop the padding of a sharded batch
     if throw and not traj.ok:
         bad = [i for i, s in enumerate(traj.status) if s not in ("ok", "event")]
-        raise FlowError(f"{len(bad)} of {len(traj.status)} solves failed, e.g. member {bad[0]}: "
-                        f"{traj.message[bad[0]]}", traj)
+        raise FlowError(
+            f"{len(bad)} of {len(traj.status)} solves failed, e.g. member {bad[0]}: {traj.message[bad[0]]}", traj
+        )
     return traj

@@ -128,8 +128,7 @@ def continue_after_event(fn, raw, args, t0, t1, ts, batched):
     ts2 = np.clip(ts_np, start[..., None] if batched else start, t1_f).astype(ts_np.dtype)
     second = fn(raw["y_end"], args, start, t1, ts2, np.zeros(cont.shape, bool))
     # after the event, and any point the first run did not save (an event at t0 saves nothing there)
-    later = cont[..., None] & ((ts_np > (t_ev[..., None] if batched else t_ev))
-                               | ~np.isfinite(np.asarray(raw["ts"])))
+    later = cont[..., None] & ((ts_np > (t_ev[..., None] if batched else t_ev)) | ~np.isfinite(np.asarray(raw["ts"])))
 
     def pick(a, b, mask):
         a, b = np.asarray(a), np.asarray(b)

@@ -50,8 +50,16 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from scipy import stats
 
-__all__ = ["DEFAULT_MODELS", "INTERVALS", "JointPowerFit", "ModelFit", "PowerLawFit", "compare_models",
-           "joint_power_fit", "power_law_fit"]
+__all__ = [
+    "DEFAULT_MODELS",
+    "INTERVALS",
+    "JointPowerFit",
+    "ModelFit",
+    "PowerLawFit",
+    "compare_models",
+    "joint_power_fit",
+    "power_law_fit",
+]
 
 #: Interval constructions: "percentile" (bootstrap percentiles) or "t" (bootstrap sd, Student quantile).
 INTERVALS = ("percentile", "t")
@@ -83,8 +91,9 @@ def _positive(name, values):
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (its log is fitted), got {int(np.sum(~np.isfinite(arr)))} "
-                         "non-finite value(s)")
+        raise ValueError(
+            f"{name} must be finite (its log is fitted), got {int(np.sum(~np.isfinite(arr)))} non-finite value(s)"
+        )
     if np.any(arr <= 0):
         raise ValueError(f"{name} must be positive (its log is fitted), got min {arr.min()!r}")
     return arr
@@ -101,8 +110,11 @@ def _same_length(named):
 
 
 def _check_level(level):
-    if isinstance(level, bool) or not isinstance(level, (int, float, np.floating, np.integer)) \
-            or not 0.0 < float(level) < 1.0:
+    if (
+        isinstance(level, bool)
+        or not isinstance(level, (int, float, np.floating, np.integer))
+        or not 0.0 < float(level) < 1.0
+    ):
         raise ValueError(f"level must be a number in (0, 1), got {level!r}")
     return float(level)
 
@@ -311,8 +323,9 @@ def _fit(X, logy, groups, G, n_boot, level, interval, rng):
     return coef, ci, boot, used, residual_std
 
 
-def power_law_fit(x, y, *, seeds=None, n_boot: int = 2000, level: float = 0.95, rng=0,
-                  interval: str = "t") -> PowerLawFit:
+def power_law_fit(
+    x, y, *, seeds=None, n_boot: int = 2000, level: float = 0.95, rng=0, interval: str = "t"
+) -> PowerLawFit:
     """Fit y ~ C x^slope: OLS of log y on log x, with a bootstrap interval (module docstring).
 
     **Arguments:**
@@ -334,15 +347,26 @@ def power_law_fit(x, y, *, seeds=None, n_boot: int = 2000, level: float = 0.95, 
     groups, G = _groups(seeds, n)
     X = np.stack([np.ones(n), np.log(x)], axis=1)
     coef, ci, boot, used, rstd = _fit(X, np.log(y), groups, G, n_boot, level, interval, _rng(rng))
-    return PowerLawFit(slope=float(coef[1]), intercept=float(coef[0]), slope_ci=(float(ci[1, 0]), float(ci[1, 1])),
-                       intercept_ci=(float(ci[0, 0]), float(ci[0, 1])), n_points=n, n_groups=G, residual_std=rstd,
-                       level=level, n_boot=n_boot, n_boot_used=used,
-                       bootstrap="points" if seeds is None else "cluster", interval=interval,
-                       boot_slopes=boot[:, 1])
+    return PowerLawFit(
+        slope=float(coef[1]),
+        intercept=float(coef[0]),
+        slope_ci=(float(ci[1, 0]), float(ci[1, 1])),
+        intercept_ci=(float(ci[0, 0]), float(ci[0, 1])),
+        n_points=n,
+        n_groups=G,
+        residual_std=rstd,
+        level=level,
+        n_boot=n_boot,
+        n_boot_used=used,
+        bootstrap="points" if seeds is None else "cluster",
+        interval=interval,
+        boot_slopes=boot[:, 1],
+    )
 
 
-def joint_power_fit(M, L, err, *, seeds=None, n_boot: int = 2000, level: float = 0.95, rng=0,
-                    interval: str = "t") -> JointPowerFit:
+def joint_power_fit(
+    M, L, err, *, seeds=None, n_boot: int = 2000, level: float = 0.95, rng=0, interval: str = "t"
+) -> JointPowerFit:
     """Fit err ~ C M^a L^b: OLS of log err on (1, log M, log L), with bootstrap intervals.
 
     Compare `a` with -1/2 (width rate) and `b` with -1 (depth rate, where the depth error dominates) or 0
@@ -365,11 +389,23 @@ def joint_power_fit(M, L, err, *, seeds=None, n_boot: int = 2000, level: float =
     level, n_boot, interval = _check_level(level), _check_n_boot(n_boot), _check_interval(interval)
     groups, G = _groups(seeds, n)
     coef, ci, boot, used, rstd = _fit(X, np.log(err), groups, G, n_boot, level, interval, _rng(rng))
-    return JointPowerFit(a=float(coef[1]), b=float(coef[2]), intercept=float(coef[0]),
-                         a_ci=(float(ci[1, 0]), float(ci[1, 1])), b_ci=(float(ci[2, 0]), float(ci[2, 1])),
-                         intercept_ci=(float(ci[0, 0]), float(ci[0, 1])), n_points=n, n_groups=G,
-                         residual_std=rstd, level=level, n_boot=n_boot, n_boot_used=used,
-                         bootstrap="points" if seeds is None else "cluster", interval=interval, boot=boot)
+    return JointPowerFit(
+        a=float(coef[1]),
+        b=float(coef[2]),
+        intercept=float(coef[0]),
+        a_ci=(float(ci[1, 0]), float(ci[1, 1])),
+        b_ci=(float(ci[2, 0]), float(ci[2, 1])),
+        intercept_ci=(float(ci[0, 0]), float(ci[0, 1])),
+        n_points=n,
+        n_groups=G,
+        residual_std=rstd,
+        level=level,
+        n_boot=n_boot,
+        n_boot_used=used,
+        bootstrap="points" if seeds is None else "cluster",
+        interval=interval,
+        boot=boot,
+    )
 
 
 def compare_models(M, L, err, models: Mapping[str, Callable] | None = None) -> list[ModelFit]:
@@ -402,6 +438,13 @@ def compare_models(M, L, err, models: Mapping[str, Callable] | None = None) -> l
         r = logerr - np.log(values)
         logC = r.mean()
         r = r - logC
-        out.append(ModelFit(name=str(name), C=float(np.exp(logC)), rms_log_residual=float(np.sqrt(np.mean(r * r))),
-                            max_log_residual=float(np.abs(r).max()), n_points=n))
+        out.append(
+            ModelFit(
+                name=str(name),
+                C=float(np.exp(logC)),
+                rms_log_residual=float(np.sqrt(np.mean(r * r))),
+                max_log_residual=float(np.abs(r).max()),
+                n_points=n,
+            )
+        )
     return sorted(out, key=lambda m: m.rms_log_residual)

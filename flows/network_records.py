@@ -3,5 +3,6 @@ instead."""
 
 from ._deprecated import forwarder
 
-__getattr__ = forwarder(__name__, "flows.training",
-                        ("TrainingError", "event_time", "first_nonfinite_step", "flow_time"))
+__getattr__ = forwarder(
+    __name__, "flows.training", ("TrainingError", "event_time", "first_nonfinite_step", "flow_time")
+)

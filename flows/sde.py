@@ -110,6 +110,7 @@ STRONG_ORDER = {"euler": 1.0, "heun": 1.0, "sea": 1.0, "sra1": 1.5, "shark": 1.5
 #: their weak order: Euler-Maruyama only (module docstring).
 GENERAL_NOISE_SOLVERS = {"euler": 1.0}
 
+
 def _as_keys(key, seed, num_paths):
     """-> (keys, batched): one key, or a batch of keys (leading axis = paths)."""
     if (key is None) == (seed is None):
@@ -137,13 +138,13 @@ def _sigma_tree(sigma, y0):
     """Broadcast `sigma` (a scalar, or a pytree with the structure of y0) to y0's leaves; validated."""
     y_leaves, treedef = jax.tree_util.tree_flatten(y0)
     if isinstance(sigma, (int, float, np.integer, np.floating)) or (
-            isinstance(sigma, (np.ndarray, jax.Array)) and np.ndim(sigma) == 0):
+        isinstance(sigma, (np.ndarray, jax.Array)) and np.ndim(sigma) == 0
+    ):
         s_leaves = [sigma] * len(y_leaves)
     else:
         s_leaves, s_def = jax.tree_util.tree_flatten(sigma)
         if s_def != treedef:
-            raise ValueError(f"sigma must be a scalar or a pytree with the structure of y0 ({treedef}), "
-                             f"got {s_def}")
+            raise ValueError(f"sigma must be a scalar or a pytree with the structure of y0 ({treedef}), got {s_def}")
     out = []
     for s, y in zip(s_leaves, y_leaves, strict=True):
         if isinstance(s, bool):
@@ -156,8 +157,9 @@ def _sigma_tree(sigma, y0):
         except ValueError:
             shape = None
         if shape != tuple(np.shape(y)):
-            raise ValueError(f"sigma leaf of shape {s_np.shape} does not broadcast to the y0 leaf of shape "
-                             f"{np.shape(y)}")
+            raise ValueError(
+                f"sigma leaf of shape {s_np.shape} does not broadcast to the y0 leaf of shape {np.shape(y)}"
+            )
         # full shape, so that the compiled program depends on the shapes of y0 only (not of sigma)
         out.append(jnp.asarray(np.broadcast_to(s_np, np.shape(y)), dtype=jnp.result_type(y)))
     return jax.tree_util.tree_unflatten(treedef, out)
@@ -167,10 +169,14 @@ def _noise_shape(noise_shape):
     """A tuple of positive integers (the shape of W for `diffusion=`)."""
     if isinstance(noise_shape, (int, np.integer)) and not isinstance(noise_shape, bool):
         noise_shape = (noise_shape,)
-    if not isinstance(noise_shape, (tuple, list)) or not noise_shape or not all(
-            isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1 for k in noise_shape):
-        raise ValueError(f"noise_shape must be a non-empty tuple of positive integers (the shape of W), got "
-                         f"{noise_shape!r}")
+    if (
+        not isinstance(noise_shape, (tuple, list))
+        or not noise_shape
+        or not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1 for k in noise_shape)
+    ):
+        raise ValueError(
+            f"noise_shape must be a non-empty tuple of positive integers (the shape of W), got {noise_shape!r}"
+        )
     size = math.prod(int(k) for k in noise_shape)
     if size > INT_MAX:
         raise ValueError(f"noise_shape {tuple(noise_shape)} has too many entries ({size})")
@@ -181,8 +187,7 @@ def _check_diffusion(diffusion, t0, y0, args, noise_shape):
     """Trace `diffusion(t0, y0, args)` abstractly (no compile): one array of shape leaf.shape + noise_shape
     per leaf of y0, with y0's structure and a floating dtype (ValueError naming `diffusion` otherwise)."""
     try:
-        out = jax.eval_shape(diffusion, jnp.asarray(t0, jnp.result_type(*jax.tree_util.tree_leaves(y0))), y0,
-                             args)
+        out = jax.eval_shape(diffusion, jnp.asarray(t0, jnp.result_type(*jax.tree_util.tree_leaves(y0))), y0, args)
     except Exception as err:  # noqa: BLE001 - any failure of the user's function is reported as such
         raise ValueError(f"diffusion(t, y, args) failed on y0: {type(err).__name__}: {err}") from err
     y_leaves, y_def = jax.tree_util.tree_flatten(y0)
@@ -192,8 +197,10 @@ def _check_diffusion(diffusion, t0, y0, args, noise_shape):
     for g, y in zip(g_leaves, y_leaves, strict=True):
         want = tuple(np.shape(y)) + noise_shape
         if tuple(g.shape) != want:
-            raise ValueError(f"diffusion must return, for a y0 leaf of shape {np.shape(y)}, an array of shape "
-                             f"leaf.shape + noise_shape = {want}, got {tuple(g.shape)}")
+            raise ValueError(
+                f"diffusion must return, for a y0 leaf of shape {np.shape(y)}, an array of shape "
+                f"leaf.shape + noise_shape = {want}, got {tuple(g.shape)}"
+            )
         if not jnp.issubdtype(g.dtype, jnp.floating):
             raise ValueError(f"diffusion must return floating arrays, got dtype {g.dtype}")
 
@@ -204,8 +211,9 @@ def _check_diffusion(diffusion, t0, y0, args, noise_shape):
 BROWNIAN = ("tree", "increments")
 
 
-def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion=None, noise_shape=None,
-           brownian="tree"):
+def _build(
+    drift, *, solver, tol, max_steps, observables, save_states, diffusion=None, noise_shape=None, brownian="tree"
+):
     solver_cls, levy = SDE_SOLVERS[solver]
     solver_obj = solver_cls()
     save = saved_outputs(observables, save_states)
@@ -239,8 +247,7 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
             return save(t, unravel(z), args)
 
         if diffusion is None:
-            noise_struct = jax.tree_util.tree_map(
-                lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), y0)
+            noise_struct = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), y0)
             factor = lambda t, y, a: lx.DiagonalLinearOperator(sigma)  # noqa: E731
         if brownian == "tree":
             bm = diffrax.VirtualBrownianTree(t0, t1, tol=tol, shape=noise_struct, key=key, levy_area=levy)
@@ -250,7 +257,13 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
             adjoint = diffrax.ForwardMode()
         terms = diffrax.MultiTerm(diffrax.ODETerm(f), diffrax.ControlTerm(factor, bm))
         sol = diffrax.diffeqsolve(
-            terms, solver_obj, t0=t0, t1=t1, dt0=dt, y0=y0, args=args,
+            terms,
+            solver_obj,
+            t0=t0,
+            t1=t1,
+            dt0=dt,
+            y0=y0,
+            args=args,
             saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_fn), diffrax.SubSaveAt(t1=True)]),
             stepsize_controller=diffrax.ConstantStepSize(),
             max_steps=max_steps,
@@ -269,7 +282,8 @@ def _build(drift, *, solver, tol, max_steps, observables, save_states, diffusion
         R = diffrax.RESULTS
         code = jnp.select(
             [sol.result == R.max_steps_reached, ~finite | jnp.any(bad), sol.result == R.successful],
-            [MAX_STEPS, NONFINITE, OK], default=OTHER,
+            [MAX_STEPS, NONFINITE, OK],
+            default=OTHER,
         )
         return {
             "saved": saved,
@@ -289,8 +303,7 @@ def _message(code, t_final, t_bad, t1, y_end_max, max_steps):
         return "ok: integrated to t1"
     if name == "nonfinite":
         where = f"by t = {t_bad:.6g}" if math.isfinite(t_bad) else f"at t1 = {t1:.6g}"
-        return (f"non-finite state (NaN or inf) {where} (max |y| at the end = {y_end_max:.3g}); "
-                f"reduce dt or the noise")
+        return f"non-finite state (NaN or inf) {where} (max |y| at the end = {y_end_max:.3g}); reduce dt or the noise"
     if name == "max_steps":
         return f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g}"
     return f"solver failed at t = {t_final:.6g}"
@@ -366,8 +379,7 @@ def solve_sde(
     check_choice("solver", solver, sorted(SDE_SOLVERS))
     check_choice("brownian", brownian, BROWNIAN)
     if (sigma is None) == (diffusion is None):
-        raise ValueError("give exactly one of sigma (additive noise) or diffusion (general noise, with "
-                         "noise_shape)")
+        raise ValueError("give exactly one of sigma (additive noise) or diffusion (general noise, with noise_shape)")
     if diffusion is not None:
         if not callable(diffusion):
             raise ValueError("diffusion must be callable g(t, y, args)")
@@ -375,10 +387,13 @@ def solve_sde(
             raise ValueError("noise_shape (the shape of W) must be given with diffusion")
         noise_shape = _noise_shape(noise_shape)
         if solver not in GENERAL_NOISE_SOLVERS:
-            why = ("converges to the Stratonovich solution" if solver in ("heun", "sea")
-                   else "is for additive noise only")
-            raise ValueError(f"solver {solver!r} {why}; general (non-commutative, Itô) noise needs one of "
-                             f"{sorted(GENERAL_NOISE_SOLVERS)} (Euler-Maruyama)")
+            why = (
+                "converges to the Stratonovich solution" if solver in ("heun", "sea") else "is for additive noise only"
+            )
+            raise ValueError(
+                f"solver {solver!r} {why}; general (non-commutative, Itô) noise needs one of "
+                f"{sorted(GENERAL_NOISE_SOLVERS)} (Euler-Maruyama)"
+            )
     elif noise_shape is not None:
         raise ValueError("noise_shape goes with diffusion (additive noise sigma has the shape of y0)")
     check_horizon(t0, t1)
@@ -387,8 +402,10 @@ def solve_sde(
     tol = dt / 8 if tol is None else check_real("tol", tol, low=0.0, strict=True)
     needed = math.ceil(span / dt - 1e-9)
     if needed > INT_MAX - 1:
-        raise ValueError(f"dt = {dt} is too small for the horizon [t0, t1] = [{t0}, {t1}]: {needed:.3g} steps "
-                         f"(at most {INT_MAX - 1})")
+        raise ValueError(
+            f"dt = {dt} is too small for the horizon [t0, t1] = [{t0}, {t1}]: {needed:.3g} steps "
+            f"(at most {INT_MAX - 1})"
+        )
     # at least the constant steps dt over [t0, t1]
     max_steps = needed + 1 if max_steps is None else check_int("max_steps", max_steps, needed)
     save_states, throw = check_bool("save_states", save_states), check_bool("throw", throw)
@@ -407,16 +424,45 @@ def solve_sde(
     keys, batched = _as_keys(key, seed, num_paths)
 
     ts_arr = jnp.asarray(ts, dtype=dtype)
-    call_args = (y0, args, sig, keys, jnp.asarray(t0, dtype=dtype), jnp.asarray(t1, dtype=dtype), ts_arr,
-                 jnp.asarray(dt, dtype=dtype))
+    call_args = (
+        y0,
+        args,
+        sig,
+        keys,
+        jnp.asarray(t0, dtype=dtype),
+        jnp.asarray(t1, dtype=dtype),
+        ts_arr,
+        jnp.asarray(dt, dtype=dtype),
+    )
     tree_tol = tol if brownian == "tree" else None  # the increments do not use tol: one program for every dt
-    cache_key = ("sde", batched, drift, solver, tree_tol, int(max_steps), obs_key, save_states,
-                 signature(call_args[:3] + call_args[4:]), jnp.shape(keys), diffusion, noise_shape, brownian)
+    cache_key = (
+        "sde",
+        batched,
+        drift,
+        solver,
+        tree_tol,
+        int(max_steps),
+        obs_key,
+        save_states,
+        signature(call_args[:3] + call_args[4:]),
+        jnp.shape(keys),
+        diffusion,
+        noise_shape,
+        brownian,
+    )
 
     def build():
-        run = _build(drift, solver=solver, tol=tol, max_steps=int(max_steps), observables=observables,
-                     save_states=save_states, diffusion=diffusion, noise_shape=noise_shape,
-                     brownian=brownian)
+        run = _build(
+            drift,
+            solver=solver,
+            tol=tol,
+            max_steps=int(max_steps),
+            observables=observables,
+            save_states=save_states,
+            diffusion=diffusion,
+            noise_shape=noise_shape,
+            brownian=brownian,
+        )
         return jax.vmap(run, in_axes=(None, None, None, 0, None, None, None, None)) if batched else run
 
     fn, compile_s = compiled(cache_key, build, call_args)
@@ -432,8 +478,10 @@ def solve_sde(
     t_bad = np.atleast_1d(np.asarray(raw["t_bad"]))
     ymax = np.atleast_1d(np.asarray(raw["y_end_max"]))
     statuses = tuple(STATUS_NAMES[int(c)] for c in codes)
-    messages = tuple(_message(int(c), float(tf), float(tb), float(t1), float(ym), int(max_steps))
-                     for c, tf, tb, ym in zip(codes, t_final, t_bad, ymax, strict=True))
+    messages = tuple(
+        _message(int(c), float(tf), float(tb), float(t1), float(ym), int(max_steps))
+        for c, tf, tb, ym in zip(codes, t_final, t_bad, ymax, strict=True)
+    )
     n = codes.size
     traj = Trajectory(
         ts=jnp.broadcast_to(ts_arr, (n,) + ts_arr.shape) if batched else ts_arr,
@@ -458,4 +506,3 @@ def solve_sde(
         where = f" (path {bad[0]} of {n})" if batched else ""
         raise FlowError(f"SDE solve failed{where}: {messages[bad[0]]}", traj)
     return traj
-

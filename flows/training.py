@@ -35,9 +35,22 @@ from ._prng import fused
 from ._program import all_finite, compiled, signature
 from .trajectory import FlowError
 
-__all__ = ["NetworkRecord", "TrainingError", "check_lr", "check_momentum", "clock_rate", "event_time", "finish",
-           "first_nonfinite_step", "flow_time", "make_optimizer", "run_training", "save_steps",
-           "training_program", "with_seed_init"]
+__all__ = [
+    "NetworkRecord",
+    "TrainingError",
+    "check_lr",
+    "check_momentum",
+    "clock_rate",
+    "event_time",
+    "finish",
+    "first_nonfinite_step",
+    "flow_time",
+    "make_optimizer",
+    "run_training",
+    "save_steps",
+    "training_program",
+    "with_seed_init",
+]
 
 
 class TrainingError(FlowError):
@@ -93,8 +106,7 @@ class NetworkRecord:
 
     @property
     def t(self):
-        warnings.warn("record.t is deprecated; use record.ts (the same flow times)", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn("record.t is deprecated; use record.ts (the same flow times)", DeprecationWarning, stacklevel=2)
         return self.ts
 
 
@@ -113,8 +125,10 @@ def check_lr(lr, groups, name: str = "lr"):
     """A positive rate, or a dict with one per parameter group in `groups` (ValueError naming `name`)."""
     if isinstance(lr, dict):
         if set(lr) != set(groups):
-            raise ValueError(f"{name} must be a number or a dict with the keys {tuple(groups)} (one rate per "
-                             f"parameter group), got keys {sorted(map(str, lr))}")
+            raise ValueError(
+                f"{name} must be a number or a dict with the keys {tuple(groups)} (one rate per "
+                f"parameter group), got keys {sorted(map(str, lr))}"
+            )
         return {k: check_real(f"{name}[{k!r}]", lr[k], low=0.0, strict=True) for k in groups}
     return check_real(name, lr, low=0.0, strict=True)
 
@@ -123,8 +137,9 @@ def check_momentum(optimizer: str, momentum, allowed=("sgd",)) -> float:
     """`momentum` beta in [0, 1) (`None`: 0), nonzero only with an optimiser in `allowed`."""
     beta = 0.0 if momentum is None else check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
     if beta and optimizer not in allowed:
-        raise ValueError(f"momentum is for optimizer={allowed[0]!r} only, got momentum={momentum!r} with "
-                         f"optimizer={optimizer!r}")
+        raise ValueError(
+            f"momentum is for optimizer={allowed[0]!r} only, got momentum={momentum!r} with optimizer={optimizer!r}"
+        )
     return beta
 
 
@@ -146,8 +161,9 @@ def with_seed_init(config, config_type: type, seed=None, init=None):
     """`config` with `seed` and/or `init` replaced (`None` keeps the config's): the `seed=`, `init=` keywords
     of `train` and `solve_flow` (ValueError naming a bad value)."""
     if not isinstance(config, config_type):
-        raise ValueError(f"config must be a {config_type.__module__.split('.')[-2]}.Config, got "
-                         f"{type(config).__name__}")
+        raise ValueError(
+            f"config must be a {config_type.__module__.split('.')[-2]}.Config, got {type(config).__name__}"
+        )
     new = {k: v for k, v in (("seed", seed), ("init", init)) if v is not None}
     if not new:
         return config
@@ -181,8 +197,9 @@ def make_optimizer(optimizer: str, lr, momentum: float | None = None, *, labels=
         return make(lr)
     scale = scale or {}
     rates = lr if isinstance(lr, dict) else dict.fromkeys(labels.values(), lr)
-    return optax.multi_transform({g: make(rates[g] * scale.get(g, 1.0)) for g in dict.fromkeys(labels.values())},
-                                 dict(labels))
+    return optax.multi_transform(
+        {g: make(rates[g] * scale.get(g, 1.0)) for g in dict.fromkeys(labels.values())}, dict(labels)
+    )
 
 
 def training_program(loss, observe, optimizer, *, sample=None, finite=all_finite, snapshot=None):
@@ -267,8 +284,19 @@ def first_nonfinite_step(saved_steps, observables: dict, param_step: int = -1) -
     return min(steps) if steps else -1
 
 
-def finish(save, series, bad: int = -1, *, params, clock: float, momentum: float = 0.0, snapshots=None,
-           batch_loss=None, hint: str = "lower the learning rate", **fields) -> NetworkRecord:
+def finish(
+    save,
+    series,
+    bad: int = -1,
+    *,
+    params,
+    clock: float,
+    momentum: float = 0.0,
+    snapshots=None,
+    batch_loss=None,
+    hint: str = "lower the learning rate",
+    **fields,
+) -> NetworkRecord:
     """The `NetworkRecord` of a run, or `TrainingError` carrying it truncated at the first non-finite step.
 
     **Arguments:** `save` the saved steps; `series` the observables at them; `bad` the first step whose
@@ -285,29 +313,42 @@ def finish(save, series, bad: int = -1, *, params, clock: float, momentum: float
     extras = dict(fields.pop("extras", {}))
     if batch_loss is not None:
         extras["batch_loss"] = batch_loss if bad < 0 else batch_loss[:bad]
-    record = NetworkRecord(ts=flow_time(clock, save[keep], momentum), steps=save[keep],
-                           observables={k: v[keep] for k, v in series.items()}, params=params,
-                           momentum=float(momentum), extras=extras, **fields)
+    record = NetworkRecord(
+        ts=flow_time(clock, save[keep], momentum),
+        steps=save[keep],
+        observables={k: v[keep] for k, v in series.items()},
+        params=params,
+        momentum=float(momentum),
+        extras=extras,
+        **fields,
+    )
     if bad >= 0:
-        raise TrainingError(f"training went non-finite at step {bad} (optimizer={record.optimizer!r}, "
-                            f"lr={record.lr}): the parameters or the observables hold NaN or inf; {hint}. "
-                            f"error.record holds the {int(keep.sum())} saved steps before it", step=bad,
-                            record=record)
+        raise TrainingError(
+            f"training went non-finite at step {bad} (optimizer={record.optimizer!r}, "
+            f"lr={record.lr}): the parameters or the observables hold NaN or inf; {hint}. "
+            f"error.record holds the {int(keep.sum())} saved steps before it",
+            step=bad,
+            record=record,
+        )
     return record
 
 
 def _series(record, name):
     observables = getattr(record, "observables", None)
     if not isinstance(observables, dict):
-        raise ValueError(f"record must have an observables dict (a network record or a flows.Trajectory), got "
-                         f"{type(record).__name__}")
+        raise ValueError(
+            f"record must have an observables dict (a network record or a flows.Trajectory), got "
+            f"{type(record).__name__}"
+        )
     if name not in observables:
         raise ValueError(f"name must be one of the record's observables {sorted(observables)}, got {name!r}")
     ts = np.asarray(record.ts, dtype=float)
     ys = np.asarray(observables[name], dtype=float)
     if ts.ndim != 1 or ys.shape != ts.shape:
-        raise ValueError(f"name: observable {name!r} must be a scalar series of shape {ts.shape} (one value per "
-                         f"saved time), got shape {ys.shape}; pass a scalar observable")
+        raise ValueError(
+            f"name: observable {name!r} must be a scalar series of shape {ts.shape} (one value per "
+            f"saved time), got shape {ys.shape}; pass a scalar observable"
+        )
     keep = np.isfinite(ts)  # a Trajectory stopped by an event pads ts with inf
     return ts[keep], ys[keep]
 
@@ -333,8 +374,11 @@ def event_time(record, name: str, level: float = 0.0, direction: bool | None = T
     """
     if not any(direction is v for v in (None, True, False)):
         raise ValueError(f"direction must be None, True or False, got {direction!r}")
-    if isinstance(level, bool) or not isinstance(level, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(level):
+    if (
+        isinstance(level, bool)
+        or not isinstance(level, (int, float, np.integer, np.floating))
+        or not math.isfinite(level)
+    ):
         raise ValueError(f"level must be a finite real number, got {level!r}")
     ts, ys = _series(record, name)
     g = ys - float(level)

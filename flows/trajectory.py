@@ -74,11 +74,22 @@ class Trajectory:
         if isinstance(self.status, str):
             raise TypeError("indexing is only defined for a batched Trajectory (from solve_batch)")
         take = lambda x: jax.tree_util.tree_map(lambda a: a[i], x)
-        per_member = ("ts", "status", "message", "t_final", "t_event", "num_steps", "num_accepted_steps",
-                      "num_rejected_steps")
-        return dataclasses.replace(self, ys=None if self.ys is None else take(self.ys),
-                                   observables=take(self.observables),
-                                   **{name: getattr(self, name)[i] for name in per_member})
+        per_member = (
+            "ts",
+            "status",
+            "message",
+            "t_final",
+            "t_event",
+            "num_steps",
+            "num_accepted_steps",
+            "num_rejected_steps",
+        )
+        return dataclasses.replace(
+            self,
+            ys=None if self.ys is None else take(self.ys),
+            observables=take(self.observables),
+            **{name: getattr(self, name)[i] for name in per_member},
+        )
 
 
 def message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_finite=True):
@@ -134,8 +145,17 @@ def decode(raw, options, t1, batched, compile_s, run_s) -> Trajectory:
     codes = np.where(np.isin(codes, STUCK) & ~rhs_ok, NONFINITE, codes)
     statuses = tuple(STATUS_NAMES[int(c)] for c in codes)
     messages = tuple(
-        message(int(c), float(tf), float(t1), float(ym), options["max_steps"], options["event"],
-                 options["blowup"], options["solver"], bool(ok))
+        message(
+            int(c),
+            float(tf),
+            float(t1),
+            float(ym),
+            options["max_steps"],
+            options["event"],
+            options["blowup"],
+            options["solver"],
+            bool(ok),
+        )
         for c, tf, ym, ok in zip(codes, t_final, ymax, rhs_ok, strict=True)
     )
     return Trajectory(

@@ -54,21 +54,33 @@ os.environ["FLOWS_NO_COMPILE_CACHE"] = "1"
 # one co-occurrence example and four Scan-and-Snap ones; the building blocks of the others are checked in the
 # default run by tests/<system>/ (flows vs closed forms, flow vs GD to first order in the learning rate, the
 # mean-field flow vs GD in tests/test_readme.py), and `python -m flows reproduce --quick` still runs them all.
-SLOW_EXAMPLES = frozenset({
-    "mean_field_rates", "mean_field_collapse", "mean_field_noise",          # 65-165 s
-    "mean_field_gd_vs_flow", "mean_field_lambda", "mean_field_w2",           # 35-50 s
-    "scan_snap_finite_T", "scan_snap_predictions", "scan_snap_decoder_h",    # 30-40 s
-    "scan_snap_fig6", "cooccurrence_predictions",                            # 25-30 s
-    "scan_snap_adam", "cooccurrence_sgd_noise",                              # 40-60 s
-})
+SLOW_EXAMPLES = frozenset(
+    {
+        "mean_field_rates",
+        "mean_field_collapse",
+        "mean_field_noise",  # 65-165 s
+        "mean_field_gd_vs_flow",
+        "mean_field_lambda",
+        "mean_field_w2",  # 35-50 s
+        "scan_snap_finite_T",
+        "scan_snap_predictions",
+        "scan_snap_decoder_h",  # 30-40 s
+        "scan_snap_fig6",
+        "cooccurrence_predictions",  # 25-30 s
+        "scan_snap_adam",
+        "cooccurrence_sgd_noise",  # 40-60 s
+    }
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects
 def pytest_collection_modifyitems(config, items):
     for item in items:
         script = getattr(getattr(item, "callspec", None), "params", {}).get("script")
-        if (getattr(item, "originalname", None) == "test_example_quick_writes_a_complete_record"
-                and getattr(script, "stem", None) in SLOW_EXAMPLES):
+        if (
+            getattr(item, "originalname", None) == "test_example_quick_writes_a_complete_record"
+            and getattr(script, "stem", None) in SLOW_EXAMPLES
+        ):
             item.add_marker(pytest.mark.slow)
 
 

@@ -33,18 +33,49 @@ from hypothesis import strategies as st
 
 from flows._checks import INT_MAX, SEED_MAX
 
-__all__ = ["CONFIG", "ENTRY", "ENTRY_FEW", "FIELD", "INT_MAX", "SEED_MAX", "Reached", "assert_finite_inputs",
-           "bad_bools", "bad_choices", "bad_ints", "bad_reals", "check_edges", "good_ints", "good_reals", "int_edges",
-           "raises_naming", "real_edges", "stop_at_solvers", "stop_at_trainings"]
+__all__ = [
+    "CONFIG",
+    "ENTRY",
+    "ENTRY_FEW",
+    "FIELD",
+    "INT_MAX",
+    "SEED_MAX",
+    "Reached",
+    "assert_finite_inputs",
+    "bad_bools",
+    "bad_choices",
+    "bad_ints",
+    "bad_reals",
+    "check_edges",
+    "good_ints",
+    "good_reals",
+    "int_edges",
+    "raises_naming",
+    "real_edges",
+    "stop_at_solvers",
+    "stop_at_trainings",
+]
 
 #: settings of the cheap constructors (>= 200 examples each) and of the entry points (validation paths)
 #: (derandomized: the same examples on every run; no example database and no "explain" phase, which traces
 #: coverage and writes patch files)
 _PHASES = (Phase.explicit, Phase.generate, Phase.shrink)
-CONFIG = settings(max_examples=200, deadline=None, derandomize=True, database=None, phases=_PHASES,
-                  suppress_health_check=[HealthCheck.too_slow])
-ENTRY = settings(max_examples=100, deadline=None, derandomize=True, database=None, phases=_PHASES,
-                 suppress_health_check=[HealthCheck.too_slow])
+CONFIG = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=_PHASES,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+ENTRY = settings(
+    max_examples=100,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=_PHASES,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 #: entry points whose validation path does eager device work per call (data draws, optimiser states)
 ENTRY_FEW = settings(ENTRY, max_examples=30)
 #: one invalid field of a config or an entry point (the tests are parametrized over the fields, so that every
@@ -147,8 +178,15 @@ def real_edges(low=None, high=None, *, strict=False, high_strict=False, finite=T
     return out
 
 
-_JUNK = st.one_of(st.none(), st.text(max_size=3), st.just([1.0]), st.just({"x": 1}), st.just(1 + 2j),
-                  st.just(np.array([1.0, 2.0])), st.just(object()))
+_JUNK = st.one_of(
+    st.none(),
+    st.text(max_size=3),
+    st.just([1.0]),
+    st.just({"x": 1}),
+    st.just(1 + 2j),
+    st.just(np.array([1.0, 2.0])),
+    st.just(object()),
+)
 
 
 @functools.cache  # strategies are immutable: build each one once
@@ -167,8 +205,14 @@ def bad_ints(low, high=INT_MAX, *, integral_float=False):
     if integral_float:
         floats = floats.filter(lambda x: not float(x).is_integer())
     edges = [low - 1, True, math.nan, math.inf] + ([] if high is None else [high + 1])
-    out = [st.sampled_from(edges), st.booleans(), floats, st.sampled_from([math.nan, math.inf, -math.inf]), _JUNK,
-           st.integers(-2**80, low - 1)]
+    out = [
+        st.sampled_from(edges),
+        st.booleans(),
+        floats,
+        st.sampled_from([math.nan, math.inf, -math.inf]),
+        _JUNK,
+        st.integers(-(2**80), low - 1),
+    ]
     if high is not None:
         out.append(st.integers(high + 1, 2**80))
     return st.one_of(*out)
@@ -179,11 +223,17 @@ def good_reals(low=None, high=None, *, strict=False, high_strict=False):
     """Python floats, ints and numpy float64 in the interval (finite)."""
     lo = -1e300 if low is None else low
     hi = 1e300 if high is None else high
-    floats = st.floats(lo, hi, allow_nan=False, allow_infinity=False, exclude_min=strict and low is not None,
-                       exclude_max=high_strict and high is not None)
+    floats = st.floats(
+        lo,
+        hi,
+        allow_nan=False,
+        allow_infinity=False,
+        exclude_min=strict and low is not None,
+        exclude_max=high_strict and high is not None,
+    )
     ints = st.integers(math.ceil(lo), math.floor(hi)).filter(
-        lambda i: not (strict and low is not None and i <= low)
-        and not (high_strict and high is not None and i >= high))
+        lambda i: not (strict and low is not None and i <= low) and not (high_strict and high is not None and i >= high)
+    )
     return st.one_of(floats, floats.map(np.float64), ints)
 
 
@@ -210,8 +260,9 @@ def bad_reals(low=None, high=None, *, strict=False, high_strict=False, finite=Tr
 @functools.cache  # strategies are immutable: build each one once
 def bad_bools():
     """Anything but True/False: ints, floats, strings, None, arrays."""
-    return st.one_of(st.integers(), st.floats(), st.text(max_size=3), st.none(), st.just(np.array([True, False])),
-                     st.just([True]))
+    return st.one_of(
+        st.integers(), st.floats(), st.text(max_size=3), st.none(), st.just(np.array([True, False])), st.just([True])
+    )
 
 
 def bad_choices(choices):
@@ -221,5 +272,11 @@ def bad_choices(choices):
 
 @functools.cache
 def _bad_choices(choices):
-    return st.one_of(st.text(max_size=8).filter(lambda s: s not in choices), st.integers(), st.none(),
-                     st.just([choices[0]]), st.just(np.array(list(choices))), st.just({choices[0]: 1}))
+    return st.one_of(
+        st.text(max_size=8).filter(lambda s: s not in choices),
+        st.integers(),
+        st.none(),
+        st.just([choices[0]]),
+        st.just(np.array(list(choices))),
+        st.just({choices[0]: 1}),
+    )

@@ -9,8 +9,7 @@ from benchmarks._harness import _ROW_KEYS
 from flows import mean_field as mf
 
 # n_test = n_train and the prompt shapes of tests/mean_field (N = 4, 8 prompts): one compiled data sampler
-TINY = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=3, n_train=8, n_test=8, lam=1e-2, init_scale=2.0, threshold=0.7,
-                 seed=1)
+TINY = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=3, n_train=8, n_test=8, lam=1e-2, init_scale=2.0, threshold=0.7, seed=1)
 
 
 def _well_formed(rows):
@@ -33,8 +32,9 @@ def test_torch_network_matches_flows():
     q = objective(tp)
     q.backward()
     assert abs(float(q.detach()) / float(mf.objective(TINY, p, data)) - 1) < 1e-12
-    g = jax.jit(jax.grad(lambda p: model.objective_value(p, data.Z0, data.y, TINY.lam, TINY.threshold, TINY.d,
-                                                      True)))(p)
+    g = jax.jit(jax.grad(lambda p: model.objective_value(p, data.Z0, data.y, TINY.lam, TINY.threshold, TINY.d, True)))(
+        p
+    )
     for k in g:
         np.testing.assert_allclose(tp[k].grad.numpy(), np.asarray(g[k]), rtol=1e-10, atol=1e-13)
     assert isinstance(q, torch.Tensor) and q.dtype == torch.float64
@@ -55,8 +55,10 @@ def test_gd_rows_tiny():
 
 
 def test_fit_row_shape():
-    rows = [bench.row(f"x(P={P})", params={"particles": P}, compile_s=0.0, run_s_min=1.0, s_per_step=1e-6 * P)
-            for P in (100, 1000, 10000)]
+    rows = [
+        bench.row(f"x(P={P})", params={"particles": P}, compile_s=0.0, run_s_min=1.0, s_per_step=1e-6 * P)
+        for P in (100, 1000, 10000)
+    ]
     fit = bench._fit_row("x_fit", rows, "s_per_step", 0)
     _well_formed([fit])
     assert abs(fit["exponent"] - 1.0) < 1e-9 and fit["exponent_ci"][0] <= 1.0 <= fit["exponent_ci"][1] + 1e-9

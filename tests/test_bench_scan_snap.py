@@ -21,8 +21,10 @@ def test_scaling_row_and_fit():
     _well_formed(r)
     assert r["params"]["M"] == 16 and r["s_per_unit_time"] > 0 and r["steps"] >= 1
     # the fit row on synthetic rows with a known exponent
-    rows = [row("x", params={"M": M}, compile_s=None, run_s_min=None, s_per_unit_time=1e-6 * M**2.0)
-            for M in (64, 128, 256, 512)]
+    rows = [
+        row("x", params={"M": M}, compile_s=None, run_s_min=None, s_per_unit_time=1e-6 * M**2.0)
+        for M in (64, 128, 256, 512)
+    ]
     fit = b.scaling_fit(rows, min_M=128)
     _well_formed(fit)
     assert fit["params"]["fit_over"] == [128.0, 256.0, 512.0]
@@ -31,8 +33,10 @@ def test_scaling_row_and_fit():
 
 def test_sweep_rows_members_agree():
     rows = b.sweep_symmetric(4, ts=(0.0, 1.0), repeats=1)
-    assert [r["bench"] for r in rows] == ["scan_snap/sweep_vmap_symmetric(n=4)",
-                                          "scan_snap/sweep_python_loop_symmetric(n=4)"]
+    assert [r["bench"] for r in rows] == [
+        "scan_snap/sweep_vmap_symmetric(n=4)",
+        "scan_snap/sweep_python_loop_symmetric(n=4)",
+    ]
     for r in rows:
         _well_formed(r)
         assert r["error"] <= 1e-12

@@ -75,9 +75,14 @@ def test_scipy_side_and_figure_on_a_tiny_problem(tmp_path):
     for r in out["runs"]:
         assert r["status"] == 0 and r["nfev"] > 0 and 1 <= r["repeats"] <= 2
         assert r["error"] < 1e-6  # both methods at rtol 1e-8 against the 1e-12 solve of the same numpy RHS
-    rows = [row(f"solve_wp/cooccurrence/{s}", params={"rtol": rtol}, compile_s=1.0, run_s_min=t, steps=n,
-                error=e) for s, rtol, t, n, e in (("dopri5", 1e-4, 0.01, 10, 1e-4), ("dopri5", 1e-8, 0.02, 40, 1e-8),
-                                                  ("dopri8", 1e-8, 0.015, 20, 0.0))]
+    rows = [
+        row(f"solve_wp/cooccurrence/{s}", params={"rtol": rtol}, compile_s=1.0, run_s_min=t, steps=n, error=e)
+        for s, rtol, t, n, e in (
+            ("dopri5", 1e-4, 0.01, 10, 1e-4),
+            ("dopri5", 1e-8, 0.02, 40, 1e-8),
+            ("dopri8", 1e-8, 0.015, 20, 0.0),
+        )
+    ]
     path = tmp_path / "rows.json"
     path.write_text(json.dumps(rows))
     data = plot_work_precision.work_precision(plot_work_precision.load_rows(path))
@@ -90,11 +95,22 @@ def test_scipy_side_and_figure_on_a_tiny_problem(tmp_path):
 @pytest.mark.slow
 def test_rows_on_a_tiny_instance(tmp_path):
     size = {"cooccurrence": dict(n=6, L=3, d=4, m=4, m1=4, t1=5.0)}
-    rows = bench_solve.run(True, systems=("cooccurrence",), wp_sizes=size, ratio_sizes=size, rtols=(1e-8,),
-                           repeats=1, solvers=("dopri5",), pairs=(("RK45", "dopri5", 10.0),))
+    rows = bench_solve.run(
+        True,
+        systems=("cooccurrence",),
+        wp_sizes=size,
+        ratio_sizes=size,
+        rtols=(1e-8,),
+        repeats=1,
+        solvers=("dopri5",),
+        pairs=(("RK45", "dopri5", 10.0),),
+    )
     benches = [r["bench"] for r in rows]
-    assert benches == ["solve_wp/cooccurrence/dopri5", "solve_vs_scipy/cooccurrence/flows.solve(dopri5)",
-                       "solve_vs_scipy/cooccurrence/scipy.solve_ivp(RK45)"]
+    assert benches == [
+        "solve_wp/cooccurrence/dopri5",
+        "solve_vs_scipy/cooccurrence/flows.solve(dopri5)",
+        "solve_vs_scipy/cooccurrence/scipy.solve_ivp(RK45)",
+    ]
     wp, ours, theirs = rows
     for r in rows:
         assert r["run_s_min"] > 0 and r["steps"] > 0 and r["params"]["rtol"] == 1e-8

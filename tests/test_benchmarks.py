@@ -13,8 +13,16 @@ from benchmarks.__main__ import available, main
 
 
 def test_row_ratio_and_table(tmp_path):
-    r = _harness.row("x/flow", params={"n": 3}, compile_s=0.5, run_s_min=0.01, repeats=2, steps=10,
-                     error=1e-9, ratio=_harness.ratio(12.0, "GD / flow", target=10))
+    r = _harness.row(
+        "x/flow",
+        params={"n": 3},
+        compile_s=0.5,
+        run_s_min=0.01,
+        repeats=2,
+        steps=10,
+        error=1e-9,
+        ratio=_harness.ratio(12.0, "GD / flow", target=10),
+    )
     assert r["ratio"] == {"value": 12.0, "of": "GD / flow", "target": 10, "met": True}
     assert _harness.ratio(1.5, "a / b", target=2)["met"] is False
     assert _harness.ratio(1.5, "a / b")["met"] is None
@@ -32,8 +40,9 @@ def test_row_ratio_and_table(tmp_path):
 
 
 def test_fresh_process_reports_json():
-    res = _harness.fresh_process("import json, os; print('noise'); "
-                                 "print(json.dumps({'cache_off': os.environ['FLOWS_NO_COMPILE_CACHE']}))")
+    res = _harness.fresh_process(
+        "import json, os; print('noise'); print(json.dumps({'cache_off': os.environ['FLOWS_NO_COMPILE_CACHE']}))"
+    )
     assert res["cache_off"] == "1" and res["wall_s"] > 0
     with pytest.raises(RuntimeError, match="failed"):
         _harness.fresh_process("raise SystemExit(3)")
@@ -61,11 +70,27 @@ def _tiny_decoder_run(quick):
     M, eta = 1000.0, 1.0
     ts = np.concatenate([[0.0], np.geomspace(1e-3, 1e4, 20)])
     ref = np.asarray(theory.h(ts, M, eta))
-    sol = solve_ivp(lambda t, y: eta / ((M - 1) + np.exp(M * y)), (0.0, ts[-1]), [0.0], method="DOP853",
-                    t_eval=ts, rtol=1e-10, atol=1e-30)
+    sol = solve_ivp(
+        lambda t, y: eta / ((M - 1) + np.exp(M * y)),
+        (0.0, ts[-1]),
+        [0.0],
+        method="DOP853",
+        t_eval=ts,
+        rtol=1e-10,
+        atol=1e-30,
+    )
     err = float(np.max(np.abs(sol.y[0][1:] - ref[1:]) / ref[1:]))
-    return [_harness.row("decoder_h/tiny", params={"M": M, "eta_Y": eta, "quick": quick}, compile_s=0.0,
-                         run_s_min=1e-3, repeats=1, steps=int(sol.nfev), error=err)]
+    return [
+        _harness.row(
+            "decoder_h/tiny",
+            params={"M": M, "eta_Y": eta, "quick": quick},
+            compile_s=0.0,
+            run_s_min=1e-3,
+            repeats=1,
+            steps=int(sol.nfev),
+            error=err,
+        )
+    ]
 
 
 def test_harness_runs_a_bench_module_end_to_end(tmp_path, monkeypatch):
@@ -103,12 +128,24 @@ def test_all_benchmarks_quick(tmp_path):
 def test_scaling_plot_and_summary_from_rows(tmp_path):
     from benchmarks import plot_scaling, summary
 
-    rows = [_harness.row(f"sys/scaling(d={d})", params={"d": d}, compile_s=0.1, run_s_min=0.01 * d,
-                         s_per_unit_time=1e-3 * d ** 1.5) for d in (8, 16, 32)]
-    rows.append(_harness.row("sys/scaling_fit", params={}, compile_s=None, run_s_min=None, exponent=1.5,
-                             exponent_ci=[1.4, 1.6]))
-    rows.append(_harness.row("sys/first_call(paper)", params={}, compile_s=1.0, run_s_min=2.0,
-                             ratio=_harness.ratio(4.0, "GD / flow", target=10)))
+    rows = [
+        _harness.row(
+            f"sys/scaling(d={d})", params={"d": d}, compile_s=0.1, run_s_min=0.01 * d, s_per_unit_time=1e-3 * d**1.5
+        )
+        for d in (8, 16, 32)
+    ]
+    rows.append(
+        _harness.row("sys/scaling_fit", params={}, compile_s=None, run_s_min=None, exponent=1.5, exponent_ci=[1.4, 1.6])
+    )
+    rows.append(
+        _harness.row(
+            "sys/first_call(paper)",
+            params={},
+            compile_s=1.0,
+            run_s_min=2.0,
+            ratio=_harness.ratio(4.0, "GD / flow", target=10),
+        )
+    )
     series = plot_scaling.scaling_series(rows)
     ((key, s),) = series.items()
     assert key == ("sys", "scaling") and s["x"] == "d" and len(s["points"]) == 3

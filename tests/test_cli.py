@@ -50,8 +50,7 @@ if __name__ == "__main__":
 
 
 def _write_script(folder, stem, *, holds=True, body="pass"):
-    text = _SCRIPT.format(name=stem, pred=f"{stem}_pred", measured=1.0 if holds else 2.0,
-                          holds=holds, body=body)
+    text = _SCRIPT.format(name=stem, pred=f"{stem}_pred", measured=1.0 if holds else 2.0, holds=holds, body=body)
     (folder / f"{stem}.py").write_text(text)
 
 
@@ -87,8 +86,7 @@ def test_reproduce_run_skip_resume(examples, tmp_path, capsys):
     assert "](alpha/line.png)" in report and "](beta/line.png)" in report
     assert "- PASS alpha_pred: measured = 1, expected == 1" in report
     assert "- FAIL beta_pred: measured = 2, expected == 1" in report
-    assert "- NOT TESTED beta_pred_big: measured = 0.5, expected == 1 at full size (tested_at = the full run)" \
-        in report
+    assert "- NOT TESTED beta_pred_big: measured = 0.5, expected == 1 at full size (tested_at = the full run)" in report
     assert "| Predictions holding | Failing | Not tested at this size |" in report
     assert "| 1/2 | 0 | 1 |" in report and "| 0/2 | 1 | 1 |" in report
     assert "| answer | 42 |" in report
@@ -138,16 +136,25 @@ def test_reproduce_failures(tmp_path, capsys):
 # ignores SIGINT, and an ignored signal stays ignored across fork and exec, so a child started plainly would
 # never see it. The test sends SIGINT only after the example has written a file saying it is running, so no
 # sleep decides when the signal arrives; the deadlines below only bound a failure.
-_WITH_KEYBOARD_INTERRUPT = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                            "from flows.__main__ import main; sys.exit(main(sys.argv[1:]))")
+_WITH_KEYBOARD_INTERRUPT = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from flows.__main__ import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def _reproduce_process(*args):
     """`python -m flows reproduce ARGS` with SIGINT raising KeyboardInterrupt, output on a pipe; in a session
     of its own, so that a failing test can end it together with its examples (`_end`)."""
-    return subprocess.Popen([sys.executable, "-c", _WITH_KEYBOARD_INTERRUPT, "reproduce", *args], cwd=ROOT,
-                            env={**os.environ, "MPLBACKEND": "Agg"}, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", _WITH_KEYBOARD_INTERRUPT, "reproduce", *args],
+        cwd=ROOT,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _end(proc):
@@ -192,8 +199,9 @@ def test_reproduce_interrupt(tmp_path):
     d.mkdir()
     _write_script(d, "a_first")
     # the example says it is running (its pid in a file), then hangs until it is terminated
-    body = "Path(__file__).with_suffix('.ready').write_text(str(__import__('os').getpid())); " \
-           "__import__('time').sleep(120)"
+    body = (
+        "Path(__file__).with_suffix('.ready').write_text(str(__import__('os').getpid())); __import__('time').sleep(120)"
+    )
     _write_script(d, "b_hangs", body=body)
     _write_script(d, "c_never")
     out = tmp_path / "out"
@@ -290,10 +298,12 @@ def test_reproduce_parallel_jobs(tmp_path, capsys):
     reported as in a serial run, and the report keeps the examples' order."""
     d = tmp_path / "examples"
     d.mkdir()
-    wait = ("import time; me = Path(__file__); other = me.with_name('{other}.started'); "
-            "me.with_suffix('.started').write_text('1'); deadline = time.time() + 60\n"
-            "    while not other.exists() and time.time() < deadline: time.sleep(0.02)\n"
-            "    assert other.exists(), 'ran alone'")
+    wait = (
+        "import time; me = Path(__file__); other = me.with_name('{other}.started'); "
+        "me.with_suffix('.started').write_text('1'); deadline = time.time() + 60\n"
+        "    while not other.exists() and time.time() < deadline: time.sleep(0.02)\n"
+        "    assert other.exists(), 'ran alone'"
+    )
     _write_script(d, "p_one", body=wait.format(other="p_two"))
     _write_script(d, "p_two", body=wait.format(other="p_one"))
     _write_script(d, "p_three", body="raise RuntimeError('deliberate failure')")
@@ -310,8 +320,7 @@ def test_reproduce_parallel_jobs(tmp_path, capsys):
 
 def test_reproduce_bad_arguments(examples, tmp_path, capsys):
     out = str(tmp_path / "out")
-    assert main(["reproduce", "--examples-dir", str(examples), "--out", out,
-                 "--only", "nope"]) == 2
+    assert main(["reproduce", "--examples-dir", str(examples), "--out", out, "--only", "nope"]) == 2
     err = capsys.readouterr().err
     assert "nope" in err and "alpha" in err and "beta" in err and "_helper" not in err
     assert main(["reproduce", "--examples-dir", str(tmp_path / "missing")]) == 2
@@ -361,7 +370,5 @@ def test_derive_real_decoder(capsys):
 
 
 def test_python_dash_m_help():
-    res = subprocess.run([sys.executable, "-m", "flows", "--help"], capture_output=True,
-                         text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "flows", "--help"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "reproduce" in res.stdout and "derive" in res.stdout
-

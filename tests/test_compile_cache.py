@@ -47,8 +47,14 @@ def _run(tmp_path, *args, script_text=SCRIPT, **env):
     script.write_text(script_text)
     full_env = {k: v for k, v in os.environ.items() if k != compile_cache.ENV_OFF}
     full_env.update({"FLOWS_CACHE_DIR": str(tmp_path / "cache"), compile_cache.ENV_MIN: "0", **env})
-    out = subprocess.run([sys.executable, str(script), "--out", str(tmp_path / "o"), *args], cwd=ROOT,
-                         env=full_env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path / "o"), *args],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 

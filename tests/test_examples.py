@@ -94,8 +94,10 @@ def check_report(stem, out, preds):
     for name, p in preds.items():
         if records.verdict(p) == records.KNOWN:
             line = next(line for line in report.splitlines() if line.startswith(f"- KNOWN FINDING {name}:"))
-            assert f"](#{p['known_finding']})" in line and f"\n### {findings.by_anchor(p['known_finding']).title}\n" \
-                in report
+            assert (
+                f"](#{p['known_finding']})" in line
+                and f"\n### {findings.by_anchor(p['known_finding']).title}\n" in report
+            )
 
 
 def check_verdicts(stem, preds):
@@ -105,20 +107,33 @@ def check_verdicts(stem, preds):
     stale = sorted(set(listed) - set(preds))
     assert not stale, f"KNOWN_FINDINGS names predictions that {stem} no longer records: {stale}"
     markers = {name: p.get("known_finding") for name, p in preds.items()}
-    wrong = {name: markers[name] for name in preds
-             if markers[name] != (listed[name].anchor if name in listed else None)}
-    assert not wrong, (f"{stem}: the known_finding markers do not match flows.experiments.findings "
-                       f"(pass known_finding="
-                       f"findings.known(example, name) to add_prediction): {wrong}")
-    unexpected = {name: preds[name]["measured"] for name, v in verdicts.items()
-                  if v == records.FAILS or (v == records.KNOWN and not listed[name].at_quick)}
-    assert not unexpected, (f"{stem}: predictions fail at quick size that are not known findings at that size (a "
-                            f"regression, or a new finding for flows/experiments/findings.py and the README): "
-                            f"{unexpected}")
-    started = {name: (verdicts[name], preds[name]["measured"]) for name, f in listed.items()
-               if f.at_quick and verdicts[name] != records.KNOWN}
-    assert not started, (f"{stem}: known findings no longer fail at quick size; update "
-                         f"flows/experiments/findings.py and the README section: {started}")
+    wrong = {
+        name: markers[name] for name in preds if markers[name] != (listed[name].anchor if name in listed else None)
+    }
+    assert not wrong, (
+        f"{stem}: the known_finding markers do not match flows.experiments.findings "
+        f"(pass known_finding="
+        f"findings.known(example, name) to add_prediction): {wrong}"
+    )
+    unexpected = {
+        name: preds[name]["measured"]
+        for name, v in verdicts.items()
+        if v == records.FAILS or (v == records.KNOWN and not listed[name].at_quick)
+    }
+    assert not unexpected, (
+        f"{stem}: predictions fail at quick size that are not known findings at that size (a "
+        f"regression, or a new finding for flows/experiments/findings.py and the README): "
+        f"{unexpected}"
+    )
+    started = {
+        name: (verdicts[name], preds[name]["measured"])
+        for name, f in listed.items()
+        if f.at_quick and verdicts[name] != records.KNOWN
+    }
+    assert not started, (
+        f"{stem}: known findings no longer fail at quick size; update "
+        f"flows/experiments/findings.py and the README section: {started}"
+    )
     for name, p in preds.items():
         if verdicts[name] == records.NOT_TESTED:
             assert isinstance(p.get("tested_at"), str) and p["tested_at"], f"{stem} {name}: no tested_at"
@@ -135,8 +150,9 @@ def _readme_section(title):
 
 def test_readme_findings_section_is_the_known_findings():
     section = _readme_section("Where the papers and the solver disagree")
-    assert findings.markdown() in section, \
+    assert findings.markdown() in section, (
         "paste the output of flows.experiments.findings.markdown() into the README section"
+    )
     bullets = [line for line in section.splitlines() if line.startswith("- ")]
     distinct = {id(f) for f in findings.KNOWN_FINDINGS.values()}
     assert len(bullets) == len(distinct), "one bullet per known finding, nothing else"
@@ -164,20 +180,23 @@ def _verdict_preds(marked=(), **verdicts):
 
 
 def test_check_verdicts_catches_regressions_and_findings_that_start_holding(monkeypatch):
-    known = {("ex", "finding"): findings.Finding("title", "claim", "0.5", "why"),
-             ("ex", "full_only"): findings.Finding("other title", "claim", "0.5", "why", at_quick=False)}
+    known = {
+        ("ex", "finding"): findings.Finding("title", "claim", "0.5", "why"),
+        ("ex", "full_only"): findings.Finding("other title", "claim", "0.5", "why", at_quick=False),
+    }
     monkeypatch.setattr(findings, "KNOWN_FINDINGS", known)
     H, F, N = records.HOLDS, records.FAILS, records.NOT_TESTED
     both = ("finding", "full_only")
     check_verdicts("ex", _verdict_preds(both, a=H, b=N, finding=F, full_only=N))
     check_verdicts("ex", _verdict_preds(both, a=H, finding=F, full_only=H))
-    cases = [(both, dict(a=F, finding=F, full_only=N), "not known findings"),         # a prediction stopped holding
-             (both, dict(a=H, finding=F, full_only=F), "not known findings"),         # fails at quick, full only
-             (both, dict(a=H, finding=H, full_only=N), "no longer fail"),             # a finding started holding
-             (both, dict(a=H, finding=N, full_only=N), "no longer fail"),             # ... or is no longer decided
-             (both, dict(a=H, full_only=N), "no longer records"),                     # a stale name
-             (("full_only",), dict(a=H, finding=F, full_only=N), "markers do not match"),  # recorded without it
-             ]
+    cases = [
+        (both, dict(a=F, finding=F, full_only=N), "not known findings"),  # a prediction stopped holding
+        (both, dict(a=H, finding=F, full_only=F), "not known findings"),  # fails at quick, full only
+        (both, dict(a=H, finding=H, full_only=N), "no longer fail"),  # a finding started holding
+        (both, dict(a=H, finding=N, full_only=N), "no longer fail"),  # ... or is no longer decided
+        (both, dict(a=H, full_only=N), "no longer records"),  # a stale name
+        (("full_only",), dict(a=H, finding=F, full_only=N), "markers do not match"),  # recorded without it
+    ]
     for marked, verdicts, message in cases:
         with pytest.raises(AssertionError, match=message):
             check_verdicts("ex", _verdict_preds(marked, **verdicts))

@@ -70,7 +70,7 @@ def test_coverage_of_95_percent_interval(cluster):
     hits = {"t": 0, "percentile": 0}
     for e in range(N_EXP):
         x, y, seeds = _synthetic(rng, -1.0, n_seeds=5)
-        for interval in (("t", "percentile") if cluster else ("t",)):
+        for interval in ("t", "percentile") if cluster else ("t",):
             fit = power_law_fit(x, y, seeds=seeds if cluster else None, n_boot=200, rng=e, interval=interval)
             hits[interval] += fit.contains(-1.0)
     cover = {k: v / N_EXP for k, v in hits.items()}
@@ -154,33 +154,39 @@ def test_compare_models_ranks_the_true_model_first():
     assert [m.name for m in custom] == ["M^-1", "L^-1"]
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: power_law_fit([1, 2, -3], [1, 2, 3]), "x must be positive"),
-    (lambda: power_law_fit([1, 2, 3], [1, 0, 3]), "y must be positive"),
-    (lambda: power_law_fit([1, 2, 3], [1, np.nan, 3]), "y must be finite"),
-    (lambda: power_law_fit([1, 2, np.inf], [1, 2, 3]), "x must be finite"),
-    (lambda: power_law_fit([1, 2, 3], [1, 2]), "x, y must have the same length"),
-    (lambda: power_law_fit([1, 2], [1, 2]), "at least 3 points"),
-    (lambda: power_law_fit([2, 2, 2], [1, 2, 3]), "x must hold at least 2 distinct"),
-    (lambda: power_law_fit([[1, 2, 3]], [1, 2, 3]), "x must be a 1-D"),
-    (lambda: power_law_fit([1, 2, 3], [1, 2, 3], level=1.0), "level"),
-    (lambda: power_law_fit([1, 2, 3], [1, 2, 3], level=0), "level"),
-    (lambda: power_law_fit([1, 2, 3], [1, 2, 3], n_boot=0), "n_boot"),
-    (lambda: power_law_fit([1, 2, 3], [1, 2, 3], n_boot=10.5), "n_boot"),
-    (lambda: power_law_fit([1, 2, 3], [1, 2, 3], interval="bca"), "interval"),
-    (lambda: power_law_fit([1, 2, 3], [1, 2, 3], rng=-1), "rng"),
-    (lambda: power_law_fit([1, 2, 3], [1, 2, 3], seeds=[0, 1]), "seeds"),
-    (lambda: power_law_fit([1, 2, 3], [1, 2, 3], seeds=[0, 0, 0]), "seeds"),
-    (lambda: joint_power_fit([1, 2, 3, 4], [1, 2, 3], [1, 2, 3, 4]), "M, L, err must have the same length"),
-    (lambda: joint_power_fit([1, 2, 3], [1, 2, 3], [1, 2, 3]), "at least 4 points"),
-    (lambda: joint_power_fit([1, 2, 4, 8], [2, 4, 8, 16], [1, 2, 3, 4]), "collinear"),
-    (lambda: joint_power_fit([1, 1, 1, 1], [2, 4, 8, 16], [1, 2, 3, 4]), "M must hold"),
-    (lambda: joint_power_fit([1, 2, 3, 4], [2, 4, 8, 16], [1, 2, 0, 4]), "err must be positive"),
-    (lambda: compare_models([1, 2, 3], [1, 2, 3], [1, 2, 3], models={}), "models"),
-    (lambda: compare_models([1, 2, 3], [1, 2, 3], [1, 2, 3], models={"bad": lambda M, L: M - 2}), r"models\['bad'\]"),
-    (lambda: compare_models([1, 2, 3], [1, 2, 3], [1, 2, 3], models={"bad": 3.0}), r"models\['bad'\]"),
-    (lambda: compare_models([1, 2, 3], [0, 2, 3], [1, 2, 3]), "L must be positive"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: power_law_fit([1, 2, -3], [1, 2, 3]), "x must be positive"),
+        (lambda: power_law_fit([1, 2, 3], [1, 0, 3]), "y must be positive"),
+        (lambda: power_law_fit([1, 2, 3], [1, np.nan, 3]), "y must be finite"),
+        (lambda: power_law_fit([1, 2, np.inf], [1, 2, 3]), "x must be finite"),
+        (lambda: power_law_fit([1, 2, 3], [1, 2]), "x, y must have the same length"),
+        (lambda: power_law_fit([1, 2], [1, 2]), "at least 3 points"),
+        (lambda: power_law_fit([2, 2, 2], [1, 2, 3]), "x must hold at least 2 distinct"),
+        (lambda: power_law_fit([[1, 2, 3]], [1, 2, 3]), "x must be a 1-D"),
+        (lambda: power_law_fit([1, 2, 3], [1, 2, 3], level=1.0), "level"),
+        (lambda: power_law_fit([1, 2, 3], [1, 2, 3], level=0), "level"),
+        (lambda: power_law_fit([1, 2, 3], [1, 2, 3], n_boot=0), "n_boot"),
+        (lambda: power_law_fit([1, 2, 3], [1, 2, 3], n_boot=10.5), "n_boot"),
+        (lambda: power_law_fit([1, 2, 3], [1, 2, 3], interval="bca"), "interval"),
+        (lambda: power_law_fit([1, 2, 3], [1, 2, 3], rng=-1), "rng"),
+        (lambda: power_law_fit([1, 2, 3], [1, 2, 3], seeds=[0, 1]), "seeds"),
+        (lambda: power_law_fit([1, 2, 3], [1, 2, 3], seeds=[0, 0, 0]), "seeds"),
+        (lambda: joint_power_fit([1, 2, 3, 4], [1, 2, 3], [1, 2, 3, 4]), "M, L, err must have the same length"),
+        (lambda: joint_power_fit([1, 2, 3], [1, 2, 3], [1, 2, 3]), "at least 4 points"),
+        (lambda: joint_power_fit([1, 2, 4, 8], [2, 4, 8, 16], [1, 2, 3, 4]), "collinear"),
+        (lambda: joint_power_fit([1, 1, 1, 1], [2, 4, 8, 16], [1, 2, 3, 4]), "M must hold"),
+        (lambda: joint_power_fit([1, 2, 3, 4], [2, 4, 8, 16], [1, 2, 0, 4]), "err must be positive"),
+        (lambda: compare_models([1, 2, 3], [1, 2, 3], [1, 2, 3], models={}), "models"),
+        (
+            lambda: compare_models([1, 2, 3], [1, 2, 3], [1, 2, 3], models={"bad": lambda M, L: M - 2}),
+            r"models\['bad'\]",
+        ),
+        (lambda: compare_models([1, 2, 3], [1, 2, 3], [1, 2, 3], models={"bad": 3.0}), r"models\['bad'\]"),
+        (lambda: compare_models([1, 2, 3], [0, 2, 3], [1, 2, 3]), "L must be positive"),
+    ],
+)
 def test_bad_input_raises_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -22,12 +22,18 @@ X = np.array([2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
 # Student t quantiles t_{dof, q} (scipy.stats.t.ppf; 2 and 4 degrees of freedom also by their closed forms
 # below). Keys (q, dof).
 T_PPF = {
-    (0.975, 2): 4.302652729749462, (0.975, 4): 2.7764451051977934,
-    (0.975, 17): 2.1098155778333156, (0.975, 28): 2.0484071417952454,
-    (0.95, 2): 2.9199855803537242, (0.95, 4): 2.1318467863266495,
-    (0.95, 17): 1.7396067260750725, (0.95, 28): 1.7011309342659313,
-    (0.75, 2): 0.8164965809277261, (0.75, 4): 0.7406970841126829,
-    (0.75, 17): 0.6891950751539387, (0.75, 28): 0.683352842988506,
+    (0.975, 2): 4.302652729749462,
+    (0.975, 4): 2.7764451051977934,
+    (0.975, 17): 2.1098155778333156,
+    (0.975, 28): 2.0484071417952454,
+    (0.95, 2): 2.9199855803537242,
+    (0.95, 4): 2.1318467863266495,
+    (0.95, 17): 1.7396067260750725,
+    (0.95, 28): 1.7011309342659313,
+    (0.75, 2): 0.8164965809277261,
+    (0.75, 4): 0.7406970841126829,
+    (0.75, 17): 0.6891950751539387,
+    (0.75, 28): 0.683352842988506,
 }
 
 
@@ -53,6 +59,7 @@ def test_t_quantile_literals():
 
 # ---- data and the hand-written bootstrap ----------------------------------------------------------------------
 
+
 def _power_data(n_seeds):
     rng = np.random.default_rng(0)
     x = np.tile(X, n_seeds)
@@ -77,8 +84,11 @@ def _hand_replicates(design, logy, labels, n_boot, seed):
     labels, or every point its own cluster when `labels` is None), stack the drawn clusters' rows and refit by
     ordinary least squares. Returns the (n_boot, p) coefficients."""
     n = logy.size
-    groups = [np.array([i]) for i in range(n)] if labels is None else \
-        [np.flatnonzero(labels == lab) for lab in np.unique(labels)]
+    groups = (
+        [np.array([i]) for i in range(n)]
+        if labels is None
+        else [np.flatnonzero(labels == lab) for lab in np.unique(labels)]
+    )
     draws = np.random.default_rng(seed).integers(0, len(groups), size=(n_boot, len(groups)))
     out = []
     for draw in draws:
@@ -90,8 +100,7 @@ def _hand_replicates(design, logy, labels, n_boot, seed):
 
 def _power_fit_and_hand(n_seeds, cluster, level=0.95, interval="t", n_boot=64):
     x, y, labels = _power_data(n_seeds)
-    fit = power_law_fit(x, y, seeds=labels if cluster else None, n_boot=n_boot, level=level, rng=5,
-                        interval=interval)
+    fit = power_law_fit(x, y, seeds=labels if cluster else None, n_boot=n_boot, level=level, rng=5, interval=interval)
     design = np.stack([np.ones(x.size), np.log(x)], axis=1)
     hand = _hand_replicates(design, np.log(y), labels if cluster else None, n_boot, 5)
     return fit, hand
@@ -99,8 +108,9 @@ def _power_fit_and_hand(n_seeds, cluster, level=0.95, interval="t", n_boot=64):
 
 def _joint_fit_and_hand(n_seeds, cluster, level=0.95, interval="t", n_boot=64):
     M, L, err, labels = _joint_data(n_seeds)
-    fit = joint_power_fit(M, L, err, seeds=labels if cluster else None, n_boot=n_boot, level=level, rng=5,
-                          interval=interval)
+    fit = joint_power_fit(
+        M, L, err, seeds=labels if cluster else None, n_boot=n_boot, level=level, rng=5, interval=interval
+    )
     design = np.stack([np.ones(M.size), np.log(M), np.log(L)], axis=1)
     hand = _hand_replicates(design, np.log(err), labels if cluster else None, n_boot, 5)
     return fit, hand
@@ -141,8 +151,11 @@ def test_t_interval_half_width(case, n_seeds, cluster, dof, inflation, level):
         pairs = [(fit.intercept, fit.intercept_ci, hand[:, 0]), (fit.slope, fit.slope_ci, hand[:, 1])]
     else:
         fit, hand = _joint_fit_and_hand(n_seeds, cluster, level=level)
-        pairs = [(fit.intercept, fit.intercept_ci, hand[:, 0]), (fit.a, fit.a_ci, hand[:, 1]),
-                 (fit.b, fit.b_ci, hand[:, 2])]
+        pairs = [
+            (fit.intercept, fit.intercept_ci, hand[:, 0]),
+            (fit.a, fit.a_ci, hand[:, 1]),
+            (fit.b, fit.b_ci, hand[:, 2]),
+        ]
     for value, (lo, hi), reps in pairs:
         assert abs(0.5 * (lo + hi) - value) <= 1e-12 * max(1.0, abs(value))
         ratio = 0.5 * (hi - lo) / np.std(reps, ddof=1)

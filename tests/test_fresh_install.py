@@ -40,8 +40,11 @@ def _readme_first_command() -> tuple[list[str], list[str]]:
 
 
 def test_selection_covers_every_example_with_an_optional_dependency():
-    users = sorted(p.stem for p in (ROOT / "examples").glob("*.py")
-                   if not p.name.startswith("_") and _OPTIONAL_USE.search(p.read_text(encoding="utf-8")))
+    users = sorted(
+        p.stem
+        for p in (ROOT / "examples").glob("*.py")
+        if not p.name.startswith("_") and _OPTIONAL_USE.search(p.read_text(encoding="utf-8"))
+    )
     assert users, "no example uses an optional package: the pattern no longer matches the examples"
     missing = sorted(set(users) - set(SELECTION))
     assert not missing, f"examples needing an optional package but not in SELECTION: {missing}"
@@ -54,10 +57,13 @@ def test_readme_first_command_parses():
 
 
 def _run(cmd: list[str], *, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
-    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                         stdin=subprocess.DEVNULL)
-    assert res.returncode == 0, (f"{shlex.join(cmd)} exited {res.returncode}\n--- stdout (end)\n"
-                                 f"{res.stdout[-6000:]}\n--- stderr (end)\n{res.stderr[-6000:]}")
+    res = subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+    assert res.returncode == 0, (
+        f"{shlex.join(cmd)} exited {res.returncode}\n--- stdout (end)\n"
+        f"{res.stdout[-6000:]}\n--- stderr (end)\n{res.stderr[-6000:]}"
+    )
     return res
 
 
@@ -65,8 +71,9 @@ def _run(cmd: list[str], *, cwd: Path, env: dict, timeout: float) -> subprocess.
 def test_readme_first_command_on_a_fresh_clone_and_venv(tmp_path):
     git = shutil.which("git")
     assert git is not None, "git is needed to clone the repository"
-    head = subprocess.run([git, "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(
+        [git, "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     repo = tmp_path / "transformer-flows"
     subprocess.run([git, "clone", "--quiet", "--no-checkout", str(ROOT), str(repo)], check=True, timeout=300)
     subprocess.run([git, "-C", str(repo), "checkout", "--quiet", "--detach", head], check=True, timeout=300)
@@ -76,24 +83,32 @@ def test_readme_first_command_on_a_fresh_clone_and_venv(tmp_path):
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
     python = bindir / "python"
     # a user's shell: the new environment first on PATH, nothing of this process's Python leaking in
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTHONUSERBASE")}
-    env.update(PATH=os.pathsep.join([str(bindir), env.get("PATH", "")]), VIRTUAL_ENV=str(venv),
-               MPLBACKEND="Agg", PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTHONUSERBASE")
+    }
+    env.update(
+        PATH=os.pathsep.join([str(bindir), env.get("PATH", "")]),
+        VIRTUAL_ENV=str(venv),
+        MPLBACKEND="Agg",
+        PYTHONNOUSERSITE="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
 
     install, job = _readme_first_command()
     t0 = time.perf_counter()
     _run([str(python), "-m", *install], cwd=repo, env=env, timeout=3600)  # `pip ...` as the venv's pip
     t_install = time.perf_counter() - t0
 
-    where = _run([str(python), "-c", "import flows, ot, ott; print(flows.__file__)"], cwd=tmp_path, env=env,
-                 timeout=300).stdout.strip()
+    where = _run(
+        [str(python), "-c", "import flows, ot, ott; print(flows.__file__)"], cwd=tmp_path, env=env, timeout=300
+    ).stdout.strip()
     assert Path(where).resolve().is_relative_to(repo.resolve()), f"flows imported from {where}, not the clone"
 
     out = tmp_path / "out"
     t0 = time.perf_counter()
-    res = _run([str(python), *job[1:], "--only", *SELECTION, "--out", str(out)], cwd=repo, env=env,
-               timeout=3600)
+    res = _run([str(python), *job[1:], "--only", *SELECTION, "--out", str(out)], cwd=repo, env=env, timeout=3600)
     t_job = time.perf_counter() - t0
     report = out / "REPORT.md"
     assert report.is_file(), f"no REPORT.md after the main job\n{res.stdout[-4000:]}"

@@ -58,8 +58,9 @@ _finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
 good_states = st.one_of(
     hnp.arrays(np.float64, hnp.array_shapes(min_dims=0, max_dims=2, max_side=3), elements=_finite),
     hnp.arrays(np.float32, st.integers(1, 3), elements=st.floats(-1e3, 1e3, width=32)),
-    st.dictionaries(st.sampled_from(["a", "b"]), hnp.arrays(np.float64, st.integers(1, 3), elements=_finite),
-                    min_size=1),
+    st.dictionaries(
+        st.sampled_from(["a", "b"]), hnp.arrays(np.float64, st.integers(1, 3), elements=_finite), min_size=1
+    ),
     _finite.map(jnp.float64),
 )
 
@@ -76,17 +77,28 @@ bad_states = st.one_of(
     nonfinite_arrays(),
     nonfinite_arrays().map(lambda a: {"a": np.ones(2), "b": a}),
     st.sampled_from([math.nan, math.inf]).map(jnp.float64),
-    hnp.arrays(np.int64, st.integers(1, 3)), hnp.arrays(np.bool_, st.integers(1, 3)),
+    hnp.arrays(np.int64, st.integers(1, 3)),
+    hnp.arrays(np.bool_, st.integers(1, 3)),
     st.just([[1.0], [1.0, 2.0]]),  # a ragged list (a list of numbers is a state: it becomes an array)
-    st.just(np.array([1 + 1j])), st.text(min_size=1, max_size=3), st.none(), st.just({}),
+    st.just(np.array([1 + 1j])),
+    st.text(min_size=1, max_size=3),
+    st.none(),
+    st.just({}),
 )
 good_args = st.one_of(
-    st.none(), hnp.arrays(np.float64, st.integers(1, 3), elements=_finite), st.integers(-2**63, 2**63 - 1),
+    st.none(),
+    hnp.arrays(np.float64, st.integers(1, 3), elements=_finite),
+    st.integers(-(2**63), 2**63 - 1),
     st.fixed_dictionaries({"k": _finite, "tokens": hnp.arrays(np.int32, 3), "mask": hnp.arrays(np.bool_, 3)}),
 )
-bad_args = st.one_of(nonfinite_arrays(), nonfinite_arrays().map(lambda a: {"rate": a}),
-                     st.sampled_from([math.nan, math.inf]), st.text(min_size=1, max_size=3),
-                     st.just({"f": object()}), st.integers(2**63, 2**80))
+bad_args = st.one_of(
+    nonfinite_arrays(),
+    nonfinite_arrays().map(lambda a: {"rate": a}),
+    st.sampled_from([math.nan, math.inf]),
+    st.text(min_size=1, max_size=3),
+    st.just({"f": object()}),
+    st.integers(2**63, 2**80),
+)
 
 
 @st.composite
@@ -95,13 +107,20 @@ def good_solve_calls(draw):
     t0 = draw(st.floats(-1e3, 1e3))
     t1 = t0 + draw(st.floats(1e-3, 1e3))
     ts = draw(st.one_of(st.none(), st.lists(st.floats(t0, t1), min_size=1, max_size=4).map(sorted)))
-    kw = dict(t0=draw(st.sampled_from([t0, np.float64(t0)])), t1=t1, ts=ts,
-              rtol=draw(good_reals(0.0, 1.0, strict=True)), atol=draw(good_reals(0.0, 1.0, strict=True)),
-              max_steps=draw(good_ints(1)), solver=draw(st.sampled_from(["tsit5", "dopri5", "dopri8", "heun",
-                                                                          "kvaerno5"])),
-              blowup=draw(st.one_of(st.none(), good_reals(0.0, strict=True), st.just(math.inf))),
-              dt0=draw(st.one_of(st.none(), good_reals(1e-6, 1.0))),
-              save_states=True, progress=False, throw=draw(st.booleans()))
+    kw = dict(
+        t0=draw(st.sampled_from([t0, np.float64(t0)])),
+        t1=t1,
+        ts=ts,
+        rtol=draw(good_reals(0.0, 1.0, strict=True)),
+        atol=draw(good_reals(0.0, 1.0, strict=True)),
+        max_steps=draw(good_ints(1)),
+        solver=draw(st.sampled_from(["tsit5", "dopri5", "dopri8", "heun", "kvaerno5"])),
+        blowup=draw(st.one_of(st.none(), good_reals(0.0, strict=True), st.just(math.inf))),
+        dt0=draw(st.one_of(st.none(), good_reals(1e-6, 1.0))),
+        save_states=True,
+        progress=False,
+        throw=draw(st.booleans()),
+    )
     if draw(st.booleans()):  # constant steps: dt0 given and max_steps large enough
         kw.update(constant_step=True, dt0=(t1 - t0) / draw(st.integers(1, 1000)), max_steps=INT_MAX)
         kw["solver"] = draw(st.sampled_from(["euler", "heun", "tsit5"]))
@@ -110,17 +129,33 @@ def good_solve_calls(draw):
 
 #: field -> strategy of invalid values for `flows.solve` (the other fields valid)
 BAD_SOLVE = {
-    "rtol": bad_reals(0.0, strict=True), "atol": bad_reals(0.0, strict=True),
+    "rtol": bad_reals(0.0, strict=True),
+    "atol": bad_reals(0.0, strict=True),
     "t0": st.one_of(bad_reals(high=1.0, high_strict=True), st.just(np.array(0.0))),
     "t1": st.one_of(bad_reals(low=0.0, strict=True), st.just([1.0])),
     "max_steps": st.one_of(bad_ints(1), st.just(3.0)),
     "dt0": bad_reals(0.0, strict=True).filter(lambda v: v is not None),
     "blowup": bad_reals(0.0, strict=True, finite=False).filter(lambda v: v is not None),
-    "ts": st.one_of(st.just([0.0, 2.0]), st.just([0.5, 0.2]), st.just([[0.5]]), st.just([]), st.just(["a"]),
-                    st.just([math.nan]), st.just([1 + 1j]), st.just({"x": 1.0}), st.just("0.5")),
-    "solver": bad_choices(["tsit5", "dopri5"]), "save_states": bad_bools(), "progress": bad_bools(),
-    "throw": bad_bools(), "constant_step": bad_bools(), "observables": st.one_of(st.integers(), st.just({"a": 1})),
-    "event": st.one_of(st.integers(), st.just(decay)), "y0": bad_states, "args": bad_args,
+    "ts": st.one_of(
+        st.just([0.0, 2.0]),
+        st.just([0.5, 0.2]),
+        st.just([[0.5]]),
+        st.just([]),
+        st.just(["a"]),
+        st.just([math.nan]),
+        st.just([1 + 1j]),
+        st.just({"x": 1.0}),
+        st.just("0.5"),
+    ),
+    "solver": bad_choices(["tsit5", "dopri5"]),
+    "save_states": bad_bools(),
+    "progress": bad_bools(),
+    "throw": bad_bools(),
+    "constant_step": bad_bools(),
+    "observables": st.one_of(st.integers(), st.just({"a": 1})),
+    "event": st.one_of(st.integers(), st.just(decay)),
+    "y0": bad_states,
+    "args": bad_args,
 }
 
 
@@ -188,42 +223,69 @@ def test_grids_valid_and_invalid(t0, span, num, data):
     assert log.shape == (int(num),) and log[0] == t0 and log[-1] == t1 and np.all(np.diff(log) >= 0)
     field = data.draw(st.sampled_from(["t0", "t1", "num", "first"]))
     kw = dict(t0=t0, t1=t1, num=num)
-    kw[field] = data.draw({"t0": bad_reals(high=t1, high_strict=True), "t1": bad_reals(low=t0, strict=True),
-                           "num": bad_ints(2, integral_float=True),
-                           "first": bad_reals(0.0, span, strict=True, high_strict=True).filter(lambda v: v is not None)
-                           }[field])
+    kw[field] = data.draw(
+        {
+            "t0": bad_reals(high=t1, high_strict=True),
+            "t1": bad_reals(low=t0, strict=True),
+            "num": bad_ints(2, integral_float=True),
+            "first": bad_reals(0.0, span, strict=True, high_strict=True).filter(lambda v: v is not None),
+        }[field]
+    )
     with raises_naming(field):
         (flows.log_grid if field == "first" else data.draw(st.sampled_from([flows.linear_grid, flows.log_grid])))(
-            kw["t0"], kw["t1"], kw["num"], **({"first": kw["first"]} if field == "first" else {}))
+            kw["t0"], kw["t1"], kw["num"], **({"first": kw["first"]} if field == "first" else {})
+        )
 
 
 # --------------------------------------------------------------------------- solve_sde
+
 
 @st.composite
 def good_sde_calls(draw):
     t0 = draw(st.floats(-10, 10))
     t1 = t0 + draw(st.floats(1e-2, 10))
     dt = (t1 - t0) / draw(st.integers(1, 200))
-    kw = dict(t0=t0, t1=t1, dt=dt, sigma=draw(good_reals(0.0, 1e3)),
-              solver=draw(st.sampled_from(["euler", "heun", "sea", "sra1", "shark"])),
-              tol=draw(st.one_of(st.none(), good_reals(0.0, 1.0, strict=True))),
-              ts=draw(st.one_of(st.none(), st.lists(st.floats(t0, t1), min_size=1, max_size=3).map(sorted))),
-              num_paths=draw(st.sampled_from([None, 1, 2])), save_states=True, throw=draw(st.booleans()))
-    kw["seed"] = draw(st.integers(-2**63, SEED_MAX))
+    kw = dict(
+        t0=t0,
+        t1=t1,
+        dt=dt,
+        sigma=draw(good_reals(0.0, 1e3)),
+        solver=draw(st.sampled_from(["euler", "heun", "sea", "sra1", "shark"])),
+        tol=draw(st.one_of(st.none(), good_reals(0.0, 1.0, strict=True))),
+        ts=draw(st.one_of(st.none(), st.lists(st.floats(t0, t1), min_size=1, max_size=3).map(sorted))),
+        num_paths=draw(st.sampled_from([None, 1, 2])),
+        save_states=True,
+        throw=draw(st.booleans()),
+    )
+    kw["seed"] = draw(st.integers(-(2**63), SEED_MAX))
     return kw
 
 
 BAD_SDE = {
-    "dt": bad_reals(0.0, strict=True), "tol": bad_reals(0.0, strict=True).filter(lambda v: v is not None),
-    "sigma": st.one_of(st.just(-1.0), st.just(math.nan), st.just(1 + 1j), st.just(np.array([1.0, 2.0, 3.0])),
-                       st.booleans(), st.text(min_size=1, max_size=2),
-                       st.sampled_from([np.array([np.nan]), np.array([np.inf]), -np.inf])),
-    "t1": bad_reals(low=0.0, strict=True), "t0": bad_reals(high=1.0, high_strict=True),
+    "dt": bad_reals(0.0, strict=True),
+    "tol": bad_reals(0.0, strict=True).filter(lambda v: v is not None),
+    "sigma": st.one_of(
+        st.just(-1.0),
+        st.just(math.nan),
+        st.just(1 + 1j),
+        st.just(np.array([1.0, 2.0, 3.0])),
+        st.booleans(),
+        st.text(min_size=1, max_size=2),
+        st.sampled_from([np.array([np.nan]), np.array([np.inf]), -np.inf]),
+    ),
+    "t1": bad_reals(low=0.0, strict=True),
+    "t0": bad_reals(high=1.0, high_strict=True),
     "max_steps": st.one_of(st.integers(-5, 9), st.integers(INT_MAX + 1, 2**70), st.booleans(), st.just(20.0)),
-    "seed": st.one_of(st.integers(SEED_MAX + 1, 2**80), st.integers(-2**80, -2**63 - 1), st.just(1.5), st.booleans()),
-    "num_paths": bad_ints(1).filter(lambda v: v is not None), "solver": bad_choices(["euler"]),
+    "seed": st.one_of(
+        st.integers(SEED_MAX + 1, 2**80), st.integers(-(2**80), -(2**63) - 1), st.just(1.5), st.booleans()
+    ),
+    "num_paths": bad_ints(1).filter(lambda v: v is not None),
+    "solver": bad_choices(["euler"]),
     "ts": st.one_of(st.just([2.0]), st.just([0.5, 0.1]), st.just(["a"]), st.just([1j])),
-    "save_states": bad_bools(), "throw": bad_bools(), "y0": bad_states, "args": bad_args,
+    "save_states": bad_bools(),
+    "throw": bad_bools(),
+    "y0": bad_states,
+    "args": bad_args,
 }
 
 
@@ -259,13 +321,23 @@ def _solve_sde_with(field, value):
 
 #: the boundary values of every numeric field, run deterministically (t1 = 1 in the base call)
 EDGES = {
-    "solve": {"rtol": real_edges(0.0, strict=True), "atol": real_edges(0.0, strict=True),
-              "t0": real_edges(high=1.0, high_strict=True), "t1": real_edges(0.0, strict=True),
-              "max_steps": int_edges(1), "dt0": [x for x in real_edges(0.0, strict=True) if x is not None],
-              "blowup": [x for x in real_edges(0.0, strict=True, finite=False) if x is not None]},
-    "solve_sde": {"dt": real_edges(0.0, strict=True), "tol": [x for x in real_edges(0.0, strict=True) if x is not None],
-                  "max_steps": [9, INT_MAX + 1, True, 10.0], "seed": [SEED_MAX + 1, -2**63 - 1, True, 1.5],
-                  "num_paths": [x for x in int_edges(1) if x is not None], "sigma": [-1e-300, math.nan, math.inf, 1j]},
+    "solve": {
+        "rtol": real_edges(0.0, strict=True),
+        "atol": real_edges(0.0, strict=True),
+        "t0": real_edges(high=1.0, high_strict=True),
+        "t1": real_edges(0.0, strict=True),
+        "max_steps": int_edges(1),
+        "dt0": [x for x in real_edges(0.0, strict=True) if x is not None],
+        "blowup": [x for x in real_edges(0.0, strict=True, finite=False) if x is not None],
+    },
+    "solve_sde": {
+        "dt": real_edges(0.0, strict=True),
+        "tol": [x for x in real_edges(0.0, strict=True) if x is not None],
+        "max_steps": [9, INT_MAX + 1, True, 10.0],
+        "seed": [SEED_MAX + 1, -(2**63) - 1, True, 1.5],
+        "num_paths": [x for x in int_edges(1) if x is not None],
+        "sigma": [-1e-300, math.nan, math.inf, 1j],
+    },
 }
 
 
@@ -277,9 +349,15 @@ def test_edges_raise_naming_the_field(entry):
 # --------------------------------------------------------------------------- RunRecord.add_prediction
 
 _names = st.text(min_size=1, max_size=12).filter(str.strip)
-_measured = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2**60, 2**60), st.none(),
-                      st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=4),
-                      hnp.arrays(np.float64, st.integers(0, 3)), st.booleans(), st.text(max_size=5))
+_measured = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**60), 2**60),
+    st.none(),
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=4),
+    hnp.arrays(np.float64, st.integers(0, 3)),
+    st.booleans(),
+    st.text(max_size=5),
+)
 
 
 @pytest.fixture(scope="module")
@@ -288,9 +366,13 @@ def record(tmp_path_factory):
 
 
 @ENTRY
-@given(_names, _measured, st.text(max_size=20), st.one_of(st.booleans(), st.just(np.bool_(True)),
-                                                          st.just(jnp.asarray(False)), st.just(np.array([True]))),
-       st.data())
+@given(
+    _names,
+    _measured,
+    st.text(max_size=20),
+    st.one_of(st.booleans(), st.just(np.bool_(True)), st.just(jnp.asarray(False)), st.just(np.array([True]))),
+    st.data(),
+)
 def test_add_prediction_valid_and_invalid(record, name, measured, expected, holds, data):
     record.add_prediction(name, measured, expected, holds, tol=0.1)
     entry = record._metrics[name]
@@ -302,8 +384,15 @@ def test_add_prediction_valid_and_invalid(record, name, measured, expected, hold
     call = dict(name=name, measured=measured, expected=expected, holds=holds)
     extra = {}
     if field == "holds":
-        call["holds"] = data.draw(st.one_of(st.floats(), st.integers(), st.text(max_size=3), st.just([True, False]),
-                                            st.just(np.array([True, False]))))
+        call["holds"] = data.draw(
+            st.one_of(
+                st.floats(),
+                st.integers(),
+                st.text(max_size=3),
+                st.just([True, False]),
+                st.just(np.array([True, False])),
+            )
+        )
     elif field == "expected":
         call["expected"] = data.draw(st.one_of(st.floats(), st.none(), st.just(["x"])))
     elif field == "name":
@@ -331,9 +420,11 @@ _INITS = {"scan_snap": ("zero", "random"), "cooccurrence": ("theory", "kaiming")
 #: the optimisers with heavy-ball momentum, and one without it
 _MOMENTUM = {"scan_snap": ("sgd", "adam"), "cooccurrence": ("sgd", "gd"), "mean_field": ("sgd", "gd")}
 #: which shared keywords each system's train takes (batch_seed: the minibatch order, co-occurrence only)
-SHARED_TRAIN = {"scan_snap": ("seed", "init", "lr", "save_every", "momentum"),
-                "cooccurrence": ("seed", "init", "lr", "save_every", "batch_seed", "momentum"),
-                "mean_field": ("seed", "init", "lr", "save_every", "momentum")}
+SHARED_TRAIN = {
+    "scan_snap": ("seed", "init", "lr", "save_every", "momentum"),
+    "cooccurrence": ("seed", "init", "lr", "save_every", "batch_seed", "momentum"),
+    "mean_field": ("seed", "init", "lr", "save_every", "momentum"),
+}
 
 
 @contextmanager
@@ -352,8 +443,9 @@ def mean_field_draws():
         seen.append(config)
         return particles
 
-    stubs = dict(init_particles=draw_particles, training_set=lambda config: prompts,
-                 held_out_set=lambda config: prompts)
+    stubs = dict(
+        init_particles=draw_particles, training_set=lambda config: prompts, held_out_set=lambda config: prompts
+    )
     with ExitStack() as stack:
         for module in ("flows.mean_field.network", "flows.mean_field.flow"):
             stack.enter_context(mock.patch.multiple(module, **stubs))
@@ -387,11 +479,14 @@ def good_train_calls(draw, system):
     """Valid shared keywords of `system`'s train (the other arguments small and fixed)."""
     heavy, plain = _MOMENTUM[system]
     optimizer = draw(st.sampled_from([heavy, plain]))
-    kw = dict(optimizer=optimizer, lr=draw(_lr(system)), steps=draw(good_ints(1, 10**6)),
-              save_every=draw(good_ints(1, 10**7)),
-              seed=draw(st.one_of(good_ints(0, _SEED_HIGH[system]), st.none() if system != "scan_snap"
-                                  else st.nothing())),
-              init=draw(st.sampled_from(_INITS[system] + ((None,) if system != "scan_snap" else ()))))
+    kw = dict(
+        optimizer=optimizer,
+        lr=draw(_lr(system)),
+        steps=draw(good_ints(1, 10**6)),
+        save_every=draw(good_ints(1, 10**7)),
+        seed=draw(st.one_of(good_ints(0, _SEED_HIGH[system]), st.none() if system != "scan_snap" else st.nothing())),
+        init=draw(st.sampled_from(_INITS[system] + ((None,) if system != "scan_snap" else ()))),
+    )
     if optimizer == heavy:
         kw["momentum"] = draw(good_reals(0.0, 1.0, high_strict=True))
     if system == "cooccurrence":
@@ -416,8 +511,9 @@ def _check_reached(system, kw, inputs, seen):
     assert increments.size == -(-int(kw["steps"]) // int(kw["save_every"]))  # ceil(steps / save_every)
     if system == "scan_snap":
         lr = kw["lr"] if isinstance(kw["lr"], dict) else {"Y": kw["lr"], "Z": kw["lr"]}
-        rates = {path[1].key: float(v) for path, v in
-                 optax.tree_utils.tree_get_all_with_path(opt_state, "learning_rate")}
+        rates = {
+            path[1].key: float(v) for path, v in optax.tree_utils.tree_get_all_with_path(opt_state, "learning_rate")
+        }
         np.testing.assert_allclose([rates["Y"], rates["Z"]], [lr["Y"], lr["Z"]], rtol=1e-6)
         assert np.asarray(keys).shape[0] == int(kw["steps"])  # one batch key per step
         assert bool(np.all(np.asarray(params["Z"]) == 0)) == (kw["init"] == "zero")
@@ -461,8 +557,7 @@ def test_shared_train_keywords_valid_and_invalid(system, field, data):
         kw["optimizer"] = optimizer
         if system == "cooccurrence":
             kw["batch_size"] = 3 if optimizer == "sgd" else None
-    with stop_at_trainings(), mean_field_draws(), (raises_naming("lr") if field == "lr"
-                                                   else raises_naming(field)):
+    with stop_at_trainings(), mean_field_draws(), raises_naming("lr") if field == "lr" else raises_naming(field):
         _train(system, kw)
 
 
@@ -486,7 +581,7 @@ def test_shared_solve_flow_keywords_valid_and_invalid(system, field, data):
     if system == "mean_field":
         assert seen[-1].seed == (MF_TINY.seed if seed is None else int(seed))
         assert seen[-1].init == (MF_TINY.init if init is None else init)
-    bad = (bad_ints(0, _SEED_HIGH[system]) if field == "seed" else bad_choices(_INITS[system]))
+    bad = bad_ints(0, _SEED_HIGH[system]) if field == "seed" else bad_choices(_INITS[system])
     value = data.draw(bad.filter(lambda v: v is not None), label=field)
     with stop_at_solvers(), mean_field_draws(), raises_naming(field):
         _solve_flow(system, **{"seed": seed, "init": init, field: value})

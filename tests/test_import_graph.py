@@ -31,12 +31,7 @@ DEPRECATED = ("flows.compile_cache", "flows.findings", "flows.network_records", 
 #: Violations that remain in modules under restructuring, by rule: `cycles` (the sorted modules of each
 #: strongly connected component of the import graph), `private` ("importer: module.name"), `environ`
 #: ("module:line" of a read at import time), `deprecated` ("importer: old module path").
-KNOWN_VIOLATIONS: dict[str, set] = {
-    "cycles": set(),
-    "private": set(),
-    "environ": set(),
-    "deprecated": set(),
-}
+KNOWN_VIOLATIONS: dict[str, set] = {"cycles": set(), "private": set(), "environ": set(), "deprecated": set()}
 
 
 def _modules() -> dict[str, Path]:
@@ -62,7 +57,7 @@ def _resolve(importer: str, module: str | None, level: int) -> str:
     if level == 0:
         return module or ""
     base = importer.split(".") if _is_package(importer) else importer.split(".")[:-1]
-    base = base[:len(base) - (level - 1)]
+    base = base[: len(base) - (level - 1)]
     return ".".join(base + ([module] if module else []))
 
 
@@ -73,7 +68,8 @@ def _private(name: str) -> bool:
 def _type_checking(node) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 class _Imports(ast.NodeVisitor):
@@ -188,9 +184,13 @@ def _cycles() -> set[tuple[str, ...]]:
 
 
 def _private_imports() -> set[str]:
-    return {f"{name}: {target}" for name, parsed in PARSED.items()
-            if not name.startswith(EXEMPT_PRIVATE) for target in parsed.private
-            if not target.startswith(EXEMPT_PRIVATE)}
+    return {
+        f"{name}: {target}"
+        for name, parsed in PARSED.items()
+        if not name.startswith(EXEMPT_PRIVATE)
+        for target in parsed.private
+        if not target.startswith(EXEMPT_PRIVATE)
+    }
 
 
 class _ImportTimeEnviron(ast.NodeVisitor):
@@ -232,12 +232,20 @@ def _environ_reads() -> set[str]:
 
 
 def _deprecated_imports() -> set[str]:
-    return {f"{name}: {target}" for name, parsed in PARSED.items() if name not in DEPRECATED
-            for target in parsed.edges & set(DEPRECATED)}
+    return {
+        f"{name}: {target}"
+        for name, parsed in PARSED.items()
+        if name not in DEPRECATED
+        for target in parsed.edges & set(DEPRECATED)
+    }
 
 
-FOUND = {"cycles": _cycles(), "private": _private_imports(), "environ": _environ_reads(),
-         "deprecated": _deprecated_imports()}
+FOUND = {
+    "cycles": _cycles(),
+    "private": _private_imports(),
+    "environ": _environ_reads(),
+    "deprecated": _deprecated_imports(),
+}
 
 
 @pytest.mark.parametrize("rule", sorted(KNOWN_VIOLATIONS))

@@ -12,8 +12,9 @@ from flows.trajectory import Trajectory
 
 
 def _record(ts, **observables):
-    return types.SimpleNamespace(ts=np.asarray(ts, float), observables={k: np.asarray(v, float)
-                                                                         for k, v in observables.items()})
+    return types.SimpleNamespace(
+        ts=np.asarray(ts, float), observables={k: np.asarray(v, float) for k, v in observables.items()}
+    )
 
 
 def test_event_time_of_an_exponential_decay():
@@ -38,16 +39,34 @@ def test_event_time_of_an_exponential_decay():
 
 def test_event_time_on_a_trajectory_ignores_the_inf_padding():
     ts = np.array([0.0, 1.0, 2.0, np.inf, np.inf])
-    traj = Trajectory(ts=ts, ys=None, observables={"m": np.array([-2.0, -1.0, 1.0, np.nan, np.nan])},
-                      status="event", message="", t_final=2.0, t_event=1.5, num_steps=3, num_accepted_steps=3,
-                      num_rejected_steps=0, compile_s=0.0, run_s=0.0, solver="Tsit5", rtol=1e-8, atol=1e-8)
+    traj = Trajectory(
+        ts=ts,
+        ys=None,
+        observables={"m": np.array([-2.0, -1.0, 1.0, np.nan, np.nan])},
+        status="event",
+        message="",
+        t_final=2.0,
+        t_event=1.5,
+        num_steps=3,
+        num_accepted_steps=3,
+        num_rejected_steps=0,
+        compile_s=0.0,
+        run_s=0.0,
+        solver="Tsit5",
+        rtol=1e-8,
+        atol=1e-8,
+    )
     assert event_time(traj, "m") == pytest.approx(1.5, abs=1e-14)
 
 
 def test_event_time_refuses_bad_input_by_name():
     rec = _record([0.0, 1.0], y=[0.0, 1.0], v=[[0.0, 1.0], [1.0, 2.0]])
-    for kw, field in ((dict(name="nope"), "name"), (dict(name="v"), "name"), (dict(name="y", level=math.nan), "level"),
-                      (dict(name="y", direction=1), "direction")):
+    for kw, field in (
+        (dict(name="nope"), "name"),
+        (dict(name="v"), "name"),
+        (dict(name="y", level=math.nan), "level"),
+        (dict(name="y", direction=1), "direction"),
+    ):
         with pytest.raises(ValueError, match=field):
             event_time(rec, **kw)
     with pytest.raises(ValueError, match="record"):

@@ -33,16 +33,27 @@ class System(NamedTuple):
 
 def _scan_snap():
     classes = ss.syn_small()
-    return System(lambda ts, **kw: ss.solve_flow(classes, ETA["Y"], ETA["Z"], ts, **kw),
-                  lambda o, a: ss_problem(classes, ETA["Y"], ETA["Z"], o, a), False, lambda o, lr: dict(ETA), 1e-3,
-                  "loss")
+    return System(
+        lambda ts, **kw: ss.solve_flow(classes, ETA["Y"], ETA["Z"], ts, **kw),
+        lambda o, a: ss_problem(classes, ETA["Y"], ETA["Z"], o, a),
+        False,
+        lambda o, lr: dict(ETA),
+        1e-3,
+        "loss",
+    )
 
 
 def _cooccurrence():
     config = co.Config(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8, seed=1)
     args = co.data_args(config, num_test=24)
-    return System(lambda ts, **kw: co.solve_flow(config, ts, args=args, locate_T1=False, **kw),
-                  lambda o, a: co_problem(config, o, a, args=args)[:2], True, lambda o, lr: None, 1e-3, "loss")
+    return System(
+        lambda ts, **kw: co.solve_flow(config, ts, args=args, locate_T1=False, **kw),
+        lambda o, a: co_problem(config, o, a, args=args)[:2],
+        True,
+        lambda o, lr: None,
+        1e-3,
+        "loss",
+    )
 
 
 def _mean_field():
@@ -52,8 +63,14 @@ def _mean_field():
     def group_lr(optimizer, lr):  # GD and heavy ball at eta_tau M L; sign and Adam, scale-free, at one lr
         return {"V": lr * att, "W": lr * att, "W1": lr * mlp, "W2": lr * mlp} if optimizer == "momentum" else None
 
-    return System(lambda ts, **kw: mf.solve_flow(config, ts, observables="basic", **kw),
-                  lambda o, a: mf_problem(config, o, a)[:2], True, group_lr, 1e-6, "Q")
+    return System(
+        lambda ts, **kw: mf.solve_flow(config, ts, observables="basic", **kw),
+        lambda o, a: mf_problem(config, o, a)[:2],
+        True,
+        group_lr,
+        1e-6,
+        "Q",
+    )
 
 
 SYSTEMS = {"scan_snap": _scan_snap, "cooccurrence": _cooccurrence, "mean_field": _mean_field}
@@ -99,20 +116,23 @@ def test_optim_args_names_defaults_and_clocks(system):
     assert set(args) <= {"batch", "rates"}
 
 
-@pytest.mark.parametrize("optimizer, optim_args, field", [
-    ("rmsprop", None, "optimizer"),
-    ("gd", {"beta": 0.5}, "unknown keys \\['beta'\\]"),
-    ("sign", {"epsilon": 1e-3}, "unknown keys \\['epsilon'\\]"),
-    ("momentum", {"lr": LR}, "beta"),
-    ("momentum", {"lr": LR, "beta": 1.0}, "beta"),
-    ("momentum", {"lr": -1.0, "beta": BETA}, "lr"),
-    ("sign", {"eps": 0.0}, "eps"),
-    ("adam", {"c1": 1.0}, "c2"),
-    ("adam", {"c1": 1.0, "c2": 1.0, "b1": 0.9}, "c1"),
-    ("adam", {"lr": LR, "b2": 1.0}, "b2"),
-    ("adam", {"lr": LR, "eps": float("nan")}, "eps"),
-    (None, {"eps": 1e-3}, "optimizer"),
-])
+@pytest.mark.parametrize(
+    "optimizer, optim_args, field",
+    [
+        ("rmsprop", None, "optimizer"),
+        ("gd", {"beta": 0.5}, "unknown keys \\['beta'\\]"),
+        ("sign", {"epsilon": 1e-3}, "unknown keys \\['epsilon'\\]"),
+        ("momentum", {"lr": LR}, "beta"),
+        ("momentum", {"lr": LR, "beta": 1.0}, "beta"),
+        ("momentum", {"lr": -1.0, "beta": BETA}, "lr"),
+        ("sign", {"eps": 0.0}, "eps"),
+        ("adam", {"c1": 1.0}, "c2"),
+        ("adam", {"c1": 1.0, "c2": 1.0, "b1": 0.9}, "c1"),
+        ("adam", {"lr": LR, "b2": 1.0}, "b2"),
+        ("adam", {"lr": LR, "eps": float("nan")}, "eps"),
+        (None, {"eps": 1e-3}, "optimizer"),
+    ],
+)
 def test_bad_optim_args_name_the_key(system, optimizer, optim_args, field):
     if not system.takes_lr and optim_args and "lr" in optim_args:
         optim_args = {k: v for k, v in optim_args.items() if k != "lr"}
@@ -127,24 +147,33 @@ def test_lr_is_an_optim_arg_exactly_where_solve_flow_has_no_rates(system):
     and Snap's solve_flow has its rates (eta_Y, eta_Z), and an "lr" there is an unknown key."""
     match = "\\['lr'\\]" if system.takes_lr else "unknown keys \\['lr'\\]"
     with pytest.raises(ValueError, match=match):
-        system.solve([0.0, 1.0], optimizer="momentum",
-                     optim_args={"beta": BETA} if system.takes_lr else {"beta": BETA, "lr": LR})
+        system.solve(
+            [0.0, 1.0], optimizer="momentum", optim_args={"beta": BETA} if system.takes_lr else {"beta": BETA, "lr": LR}
+        )
 
 
 # Every (system, optimizer) pair; the default run solves each optimiser once, in one system (a solve compiles
 # for seconds; the per-group clocks and defaults of all twelve are checked above without a solve).
-_DEFAULT_SOLVES = {("scan_snap", "adam"), ("cooccurrence", "gd"), ("cooccurrence", "momentum"),
-                   ("mean_field", "sign")}
+_DEFAULT_SOLVES = {("scan_snap", "adam"), ("cooccurrence", "gd"), ("cooccurrence", "momentum"), ("mean_field", "sign")}
 
 
-@pytest.mark.parametrize("name, optimizer", [
-    pytest.param(name, optimizer, marks=() if (name, optimizer) in _DEFAULT_SOLVES else pytest.mark.slow)
-    for name in SYSTEMS for optimizer in ol.OPTIMIZERS])
+@pytest.mark.parametrize(
+    "name, optimizer",
+    [
+        pytest.param(name, optimizer, marks=() if (name, optimizer) in _DEFAULT_SOLVES else pytest.mark.slow)
+        for name in SYSTEMS
+        for optimizer in ol.OPTIMIZERS
+    ],
+)
 def test_every_limit_solves_and_descends(name, optimizer):
     """Every optimiser's limit in every system: a finite solve along which the loss falls."""
     system = _system(name)
-    optim_args = {"gd": None, "momentum": {"beta": BETA, **_lr(system)}, "sign": {"eps": 10 * system.sign_eps},
-                  "adam": _lr(system)}[optimizer]
+    optim_args = {
+        "gd": None,
+        "momentum": {"beta": BETA, **_lr(system)},
+        "sign": {"eps": 10 * system.sign_eps},
+        "adam": _lr(system),
+    }[optimizer]
     traj = system.solve(np.linspace(0.0, 0.05, 3), optimizer=optimizer, optim_args=optim_args)
     loss = np.asarray(traj.observables[system.loss])
     assert np.all(np.isfinite(loss)) and loss[-1] < loss[0], loss

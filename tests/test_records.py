@@ -41,9 +41,17 @@ def test_failed_atomic_write_keeps_old_file_and_no_temp(tmp_path):
 
 def test_numpy_jax_scalars_and_nonfinite_serialise(tmp_path):
     obj = {
-        "np_f": np.float32(1.5), "np_i": np.int64(3), "np_b": np.bool_(True),
-        "jax_f": jnp.asarray(2.5), "jax_arr": jnp.arange(3), "np_arr": np.eye(2),
-        "tuple": (1, 2), "nan": float("nan"), "inf": np.inf, "ninf": -np.inf, 4: "int key",
+        "np_f": np.float32(1.5),
+        "np_i": np.int64(3),
+        "np_b": np.bool_(True),
+        "jax_f": jnp.asarray(2.5),
+        "jax_arr": jnp.arange(3),
+        "np_arr": np.eye(2),
+        "tuple": (1, 2),
+        "nan": float("nan"),
+        "inf": np.inf,
+        "ninf": -np.inf,
+        4: "int key",
     }
     records.atomic_write_json(tmp_path / "x.json", obj)
     text = (tmp_path / "x.json").read_text()
@@ -57,13 +65,11 @@ def test_numpy_jax_scalars_and_nonfinite_serialise(tmp_path):
 
 
 def _make_record(out, **kw):
-    rec = records.RunRecord(out, name="demo", config={"n": 3, "ts": (0.1, 1.0),
-                                                      "arr": np.arange(2)}, seed=7, **kw)
+    rec = records.RunRecord(out, name="demo", config={"n": 3, "ts": (0.1, 1.0), "arr": np.arange(2)}, seed=7, **kw)
     rec.add_metric("loss", np.float64(0.25))
     rec.add_metric("steps", jnp.asarray(10))
     rec.add_prediction("slope", measured=-1.01, expected="-1 +/- 0.05", holds=True, tol=0.05)
-    rec.add_prediction("gap", measured=jnp.asarray(0.3), expected="< 0.1",
-                       holds=jnp.asarray(False))
+    rec.add_prediction("gap", measured=jnp.asarray(0.3), expected="< 0.1", holds=jnp.asarray(False))
     rec.add_prediction("blowup", measured=float("nan"), expected="finite", holds=False)
     rec.add_series(t=np.linspace(0, 1, 5), y=jnp.ones((5, 2)))
     rec.add_timing("solve", 1.25)
@@ -92,8 +98,7 @@ def test_run_record_round_trip(tmp_path):
     loaded = records.load_record(out)
     m = loaded["metrics"]
     assert m["loss"] == 0.25 and m["steps"] == 10
-    assert m["slope"] == {"measured": -1.01, "expected": "-1 +/- 0.05", "holds": True,
-                          "verdict": "holds", "tol": 0.05}
+    assert m["slope"] == {"measured": -1.01, "expected": "-1 +/- 0.05", "holds": True, "verdict": "holds", "tol": 0.05}
     assert m["gap"]["holds"] is False and m["gap"]["measured"] == pytest.approx(0.3)
     assert math.isnan(m["blowup"]["measured"])
     assert json.loads((out / "metrics.json").read_text())["blowup"]["measured"] == "nan"
@@ -195,8 +200,7 @@ def test_four_verdicts(tmp_path):
     rec.add_prediction("d", 0.9, expected="1.0", holds=False, known_finding=finding)
     assert not rec.all_hold
     preds = rec.predictions
-    assert [records.verdict(preds[k]) for k in "abcd"] == ["holds", "fails", "not tested at this size",
-                                                            "known finding"]
+    assert [records.verdict(preds[k]) for k in "abcd"] == ["holds", "fails", "not tested at this size", "known finding"]
     assert [records.verdict_tag(preds[k]) for k in "abcd"] == ["PASS", "FAIL", "NOT TESTED", "KNOWN FINDING"]
     assert records.verdict_counts(preds) == "1 hold, 1 fails, 1 known finding, 1 not tested at this size"
     rec.finish()

@@ -40,14 +40,18 @@ def _summary_row(report, stem):
 
 
 def test_known_finding_is_its_own_verdict_and_a_broken_prediction_still_fails(tmp_path):
-    _write(tmp_path, "mixed", {
-        "holds": (True, None),
-        "broken": (False, None),          # a deliberately broken, unmarked prediction
-        "rarest": (False, RAREST),        # fails as documented
-        "adam": (False, ADAM),
-        "marked_but_holds": (True, RAREST),
-        "small": (None, None),
-    })
+    _write(
+        tmp_path,
+        "mixed",
+        {
+            "holds": (True, None),
+            "broken": (False, None),  # a deliberately broken, unmarked prediction
+            "rarest": (False, RAREST),  # fails as documented
+            "adam": (False, ADAM),
+            "marked_but_holds": (True, RAREST),
+            "small": (None, None),
+        },
+    )
     _write(tmp_path, "clean", {"holds": (True, None)})
     report = _render(tmp_path, ["mixed", "clean"])
 
@@ -57,8 +61,14 @@ def test_known_finding_is_its_own_verdict_and_a_broken_prediction_still_fails(tm
 
     lines = report.splitlines()
     tags = {m[2]: m[1] for line in lines if (m := re.match(r"- (PASS|FAIL|KNOWN FINDING|NOT TESTED) (\w+):", line))}
-    assert tags == {"holds": "PASS", "broken": "FAIL", "rarest": "KNOWN FINDING", "adam": "KNOWN FINDING",
-                    "marked_but_holds": "PASS", "small": "NOT TESTED"}
+    assert tags == {
+        "holds": "PASS",
+        "broken": "FAIL",
+        "rarest": "KNOWN FINDING",
+        "adam": "KNOWN FINDING",
+        "marked_but_holds": "PASS",
+        "small": "NOT TESTED",
+    }
     rarest = next(line for line in lines if line.startswith("- KNOWN FINDING rarest:"))
     assert f"[{RAREST.title}](#{RAREST.anchor})" in rarest and RAREST.reason in rarest
     broken = next(line for line in lines if line.startswith("- FAIL broken:"))
@@ -112,8 +122,12 @@ def test_verdict_needs_both_a_failure_and_the_marker():
     assert records.verdict({"holds": True, **marker}) == records.HOLDS
     assert records.verdict({"holds": None, **marker}) == records.NOT_TESTED
     assert records.verdict_tag({"holds": False, **marker}) == "KNOWN FINDING"
-    preds = {"a": {"holds": True}, "b": {"holds": False}, "c": {"holds": False, **marker},
-             "d": {"holds": False, **marker}}
+    preds = {
+        "a": {"holds": True},
+        "b": {"holds": False},
+        "c": {"holds": False, **marker},
+        "d": {"holds": False, **marker},
+    }
     assert records.verdict_counts(preds) == "1 hold, 1 fails, 2 known findings, 0 not tested at this size"
 
 
@@ -170,17 +184,29 @@ ValueError: lam must be > 0, got -1
 """
 
 
-@pytest.mark.parametrize("log, rc, note, cause", [
-    (_MISSING_OT, 1, "exit code 1", "`ModuleNotFoundError: No module named 'ot'`"),
-    (_CHAINED, 1, "exit code 1", "`ValueError: lam must be > 0, got -1`"),
-    ("step 10\nstep 11\n", -9, "exit code -9", "killed by signal SIGKILL"),
-    (_MISSING_OT.replace("1 after", "-2 after").replace("ModuleNotFoundError: No module named 'ot'",
-                                                         "KeyboardInterrupt"), -2, "exit code -2",
-     "killed by signal SIGINT; `KeyboardInterrupt`"),
-    ("done\n", 0, "exit code 0 but the record is incomplete", "exit code 0 but the record is incomplete"),
-    ("Traceback (most recent call last):\n  File 'x'\nRuntimeError: a `quoted` name\n", 1, "",
-     "`` RuntimeError: a `quoted` name ``"),
-])
+@pytest.mark.parametrize(
+    "log, rc, note, cause",
+    [
+        (_MISSING_OT, 1, "exit code 1", "`ModuleNotFoundError: No module named 'ot'`"),
+        (_CHAINED, 1, "exit code 1", "`ValueError: lam must be > 0, got -1`"),
+        ("step 10\nstep 11\n", -9, "exit code -9", "killed by signal SIGKILL"),
+        (
+            _MISSING_OT.replace("1 after", "-2 after").replace(
+                "ModuleNotFoundError: No module named 'ot'", "KeyboardInterrupt"
+            ),
+            -2,
+            "exit code -2",
+            "killed by signal SIGINT; `KeyboardInterrupt`",
+        ),
+        ("done\n", 0, "exit code 0 but the record is incomplete", "exit code 0 but the record is incomplete"),
+        (
+            "Traceback (most recent call last):\n  File 'x'\nRuntimeError: a `quoted` name\n",
+            1,
+            "",
+            "`` RuntimeError: a `quoted` name ``",
+        ),
+    ],
+)
 def test_failure_cause(tmp_path, log, rc, note, cause):
     path = tmp_path / "run.log"
     path.write_text(log)

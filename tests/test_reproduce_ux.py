@@ -27,9 +27,10 @@ def test_require_returns_the_module():
     assert require("scipy.spatial", "ot") is scipy.spatial
 
 
-@pytest.mark.parametrize("module, top, dist", [("ot", "ot", "POT"),
-                                               ("ott.tools.sinkhorn_divergence", "ott", "ott-jax"),
-                                               ("torch", "torch", "torch")])
+@pytest.mark.parametrize(
+    "module, top, dist",
+    [("ot", "ot", "POT"), ("ott.tools.sinkhorn_divergence", "ott", "ott-jax"), ("torch", "torch", "torch")],
+)
 def test_require_names_the_extra_when_missing(monkeypatch, module, top, dist):
     _hide(monkeypatch, top)
     with pytest.raises(ImportError) as info:
@@ -58,8 +59,12 @@ def test_require_bad_arguments(module, extra):
 
 def _clouds(L, M, Mm, D, seed):
     rng = np.random.default_rng(seed)
-    return {"V": rng.normal(size=(L, M, D, D)), "W": rng.normal(size=(L, M, D, D)),
-            "W1": rng.normal(size=(L, Mm, D)), "W2": rng.normal(size=(L, Mm, D))}
+    return {
+        "V": rng.normal(size=(L, M, D, D)),
+        "W": rng.normal(size=(L, M, D, D)),
+        "W1": rng.normal(size=(L, Mm, D)),
+        "W2": rng.normal(size=(L, Mm, D)),
+    }
 
 
 @pytest.mark.parametrize("method, top", [("exact", "ot"), ("sinkhorn", "ott")])
@@ -150,13 +155,18 @@ def test_banner_counts_and_measured_minutes():
 
     stems = [f"e{i}" for i in range(18)]
     times = {"examples": dict.fromkeys(stems, 60.0), "jobs": 2, "cpus": 2, "total_wall_s": 540.0}
-    assert banner(18, stems, quick=True, times=times) == \
-        "[reproduce] 18 examples (--quick), about 9 min (measured on 2 CPU cores, 2 at once)"
-    assert banner(18, stems[:1], quick=True, times=times) == \
-        "[reproduce] 18 examples (--quick): 17 complete (skipped), 1 to run, about 30 s " \
+    assert (
+        banner(18, stems, quick=True, times=times)
+        == "[reproduce] 18 examples (--quick), about 9 min (measured on 2 CPU cores, 2 at once)"
+    )
+    assert (
+        banner(18, stems[:1], quick=True, times=times)
+        == "[reproduce] 18 examples (--quick): 17 complete (skipped), 1 to run, about 30 s "
         "(measured on 2 CPU cores, 2 at once)"
-    assert banner(18, [], quick=True, times=times) == \
-        "[reproduce] 18 examples (--quick): 18 complete (skipped), 0 to run"
+    )
+    assert (
+        banner(18, [], quick=True, times=times) == "[reproduce] 18 examples (--quick): 18 complete (skipped), 0 to run"
+    )
     # no measured times, or not --quick (the times are of --quick runs): the count alone
     assert banner(18, stems, quick=True, times=None) == "[reproduce] 18 examples (--quick)"
     assert banner(18, stems, quick=False, times=times) == "[reproduce] 18 examples"
@@ -167,8 +177,19 @@ def test_reproduce_prints_the_banner_first(checkout, capsys):
     from flows.__main__ import main
 
     _write_times(checkout, {"alpha": 30.0, "beta": 30.0, "gamma": 60.0}, total=100.0)
-    args = ["reproduce", "--quick", "--examples-dir", str(checkout / "examples"), "--out", str(checkout / "out"),
-            "--jobs", "2", "--only", "alpha", "gamma"]
+    args = [
+        "reproduce",
+        "--quick",
+        "--examples-dir",
+        str(checkout / "examples"),
+        "--out",
+        str(checkout / "out"),
+        "--jobs",
+        "2",
+        "--only",
+        "alpha",
+        "gamma",
+    ]
     assert main(args) == 0
     lines = capsys.readouterr().out.splitlines()
     # (30 + 60) s of the 120 s summed, in a run of 100 s
@@ -183,16 +204,24 @@ def test_reproduce_banner_without_measured_times(checkout, capsys):
     from flows.__main__ import main
 
     out = str(checkout / "out")
-    assert main(["reproduce", "--quick", "--examples-dir", str(checkout / "examples"), "--out", out,
-                 "--only", "beta"]) == 0
+    assert (
+        main(["reproduce", "--quick", "--examples-dir", str(checkout / "examples"), "--out", out, "--only", "beta"])
+        == 0
+    )
     assert capsys.readouterr().out.splitlines()[0] == "[reproduce] 1 example (--quick)"
 
 
-@pytest.mark.parametrize("content", ['{"examples": {"a": -1.0}, "jobs": 2, "cpus": 2}',
-                                     '{"examples": {"a": 1.0}, "jobs": 0, "cpus": 2}',
-                                     '{"examples": {}, "jobs": 2, "cpus": 2}',
-                                     '{"examples": {"a": 1.0}, "jobs": 2, "cpus": 2, "total_wall_s": "x"}',
-                                     '[1, 2]', "not json"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"examples": {"a": -1.0}, "jobs": 2, "cpus": 2}',
+        '{"examples": {"a": 1.0}, "jobs": 0, "cpus": 2}',
+        '{"examples": {}, "jobs": 2, "cpus": 2}',
+        '{"examples": {"a": 1.0}, "jobs": 2, "cpus": 2, "total_wall_s": "x"}',
+        "[1, 2]",
+        "not json",
+    ],
+)
 def test_load_quick_times_ignores_a_malformed_file(tmp_path, capsys, content):
     from flows.experiments.reproduce import QUICK_TIMES, load_quick_times
 
@@ -235,8 +264,10 @@ def test_reproduce_times_from_a_finished_run(checkout, capsys):
     from flows.__main__ import main
 
     out = checkout / "out"
-    assert main(["reproduce", "--quick", "--examples-dir", str(checkout / "examples"), "--out", str(out),
-                 "--jobs", "1"]) == 0
+    assert (
+        main(["reproduce", "--quick", "--examples-dir", str(checkout / "examples"), "--out", str(out), "--jobs", "1"])
+        == 0
+    )
     target = checkout / "times.json"
     assert reproduce_times.main([str(out), "--output", str(target)]) == 0
     data = json.loads(target.read_text())
@@ -279,8 +310,9 @@ def test_help_lists_the_names_only_accepts():
     from flows.experiments.reproduce import list_scripts
 
     root = Path(__file__).resolve().parents[1]
-    res = subprocess.run([sys.executable, "-m", "flows", "reproduce", "--help"], capture_output=True, text=True,
-                         timeout=120, cwd=root)
+    res = subprocess.run(
+        [sys.executable, "-m", "flows", "reproduce", "--help"], capture_output=True, text=True, timeout=120, cwd=root
+    )
     assert res.returncode == 0, res.stderr
     names = [s.stem for s in list_scripts(root / "examples")]
     assert len(names) >= 18
@@ -293,8 +325,21 @@ def test_help_lists_the_names_only_accepts():
 def test_unknown_only_name_lists_the_valid_ones(checkout, capsys):
     from flows.__main__ import main
 
-    assert main(["reproduce", "--examples-dir", str(checkout / "examples"), "--out", str(checkout / "out"),
-                 "--only", "alpha", "nope"]) == 2
+    assert (
+        main(
+            [
+                "reproduce",
+                "--examples-dir",
+                str(checkout / "examples"),
+                "--out",
+                str(checkout / "out"),
+                "--only",
+                "alpha",
+                "nope",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "unknown example(s) nope" in err and "available: alpha, beta, gamma" in err
     assert not (checkout / "out" / "alpha").exists()  # nothing ran

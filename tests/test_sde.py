@@ -23,8 +23,10 @@ def scalar_drift(t, y, args):
 
 def tree_drift(t, y, args):
     """A pytree ODE; with args["p"] > 0 and a large y["b"] it blows up (b' ~ p b^3)."""
-    return {"a": jnp.sin(y["a"]) - 0.5 * y["a"] ** 3 + jnp.cos(t),
-            "b": -y["b"] * jnp.sum(y["a"]) + args["p"] * y["b"] ** 3}
+    return {
+        "a": jnp.sin(y["a"]) - 0.5 * y["a"] ** 3 + jnp.cos(t),
+        "b": -y["b"] * jnp.sum(y["a"]) + args["p"] * y["b"] ** 3,
+    }
 
 
 def tree_y0(b=1.2):
@@ -90,8 +92,9 @@ def test_euler_maruyama_strong_and_weak_order_one_for_additive_noise(ou_paths):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("solver", "lo", "hi"), [("heun", 0.8, 1.3), ("sea", 0.8, 1.6), ("sra1", 1.4, 2.5),
-                                                   ("shark", 1.4, 2.5)])
+@pytest.mark.parametrize(
+    ("solver", "lo", "hi"), [("heun", 0.8, 1.3), ("sea", 0.8, 1.6), ("sra1", 1.4, 2.5), ("shark", 1.4, 2.5)]
+)
 def test_strong_orders_of_the_other_solvers(solver, lo, hi):
     """dt = 2^-3 .. 2^-6 against 2^-10 on 256 shared paths (measured slopes: heun 1.00, sea 1.07, sra1 1.85,
     shark 1.85; the claimed additive-noise strong orders are 1, 1, 1.5, 1.5)."""
@@ -100,8 +103,9 @@ def test_strong_orders_of_the_other_solvers(solver, lo, hi):
     y0 = jnp.array([0.5, -0.3])
     ref = np.asarray(solve_sde(scalar_drift, y0, dt=2.0**-10, **opts).ys)
     ks = np.arange(3, 7)
-    errs = np.array([np.sqrt(np.mean((np.asarray(solve_sde(scalar_drift, y0, dt=2.0**-k, **opts).ys) - ref)
-                                     ** 2)) for k in ks])
+    errs = np.array(
+        [np.sqrt(np.mean((np.asarray(solve_sde(scalar_drift, y0, dt=2.0**-k, **opts).ys) - ref) ** 2)) for k in ks]
+    )
     slope = np.polyfit(-ks * np.log(2.0), np.log(errs), 1)[0]
     assert lo <= slope <= hi, (solver, errs, slope)
     assert slope >= STRONG_ORDER[solver] - 0.2
@@ -113,8 +117,9 @@ TREE = dict(t1=1.0, dt=0.05, ts=np.linspace(0.0, 1.0, 6), args={"p": jnp.asarray
 def test_zero_noise_is_the_ode_solve():
     """sigma = 0 equals flows.solve(..., solver="euler", constant_step=True) to 1e-12 (pytree state)."""
     sde = solve_sde(tree_drift, tree_y0(), sigma=0.0, seed=1, **TREE)
-    ode = flows.solve(tree_drift, tree_y0(), t1=1.0, ts=TREE["ts"], args=TREE["args"], dt0=0.05,
-                      constant_step=True, solver="euler")
+    ode = flows.solve(
+        tree_drift, tree_y0(), t1=1.0, ts=TREE["ts"], args=TREE["args"], dt0=0.05, constant_step=True, solver="euler"
+    )
     for k in ("a", "b"):
         assert np.max(np.abs(np.asarray(sde.ys[k]) - np.asarray(ode.ys[k]))) <= 1e-12, k
     assert int(sde.num_steps) == int(ode.num_steps) == 20
@@ -126,11 +131,13 @@ def test_zero_noise_is_a_deterministic_solve(solver):
     """heun: flows.solve's Heun to 1e-12; the Levy-area solvers at sigma = 0: a consistent ODE solve."""
     sde = solve_sde(tree_drift, tree_y0(), sigma=0.0, seed=1, solver=solver, **TREE)
     if solver == "heun":
-        ode = flows.solve(tree_drift, tree_y0(), t1=1.0, ts=TREE["ts"], args=TREE["args"], dt0=0.05,
-                          constant_step=True, solver="heun")
+        ode = flows.solve(
+            tree_drift, tree_y0(), t1=1.0, ts=TREE["ts"], args=TREE["args"], dt0=0.05, constant_step=True, solver="heun"
+        )
     else:
-        ode = flows.solve(tree_drift, tree_y0(), t1=1.0, ts=TREE["ts"], args=TREE["args"], solver="dopri8",
-                          rtol=1e-12, atol=1e-12)
+        ode = flows.solve(
+            tree_drift, tree_y0(), t1=1.0, ts=TREE["ts"], args=TREE["args"], solver="dopri8", rtol=1e-12, atol=1e-12
+        )
     # SEA treats the drift at first order (measured 0.016 at dt = 0.05, like Euler); SRA1, ShARK: second order
     tol = {"heun": 1e-12, "sea": 3e-2, "sra1": 1e-2, "shark": 1e-2}[solver]
     for k in ("a", "b"):
@@ -152,17 +159,20 @@ def test_brownian_paths_are_diffrax_on_the_callers_key(brownian):
 
     def brownian_at(key, t):
         if brownian == "tree":
-            bm = diffrax.VirtualBrownianTree(0.0, 1.0, tol=dt / 8, shape=shape, key=key,
-                                             levy_area=diffrax.BrownianIncrement)
+            bm = diffrax.VirtualBrownianTree(
+                0.0, 1.0, tol=dt / 8, shape=shape, key=key, levy_area=diffrax.BrownianIncrement
+            )
             return np.asarray(bm.evaluate(0.0, t))
         bm = diffrax.UnsafeBrownianPath(shape=shape, key=key, levy_area=diffrax.BrownianIncrement)
         grid = np.arange(int(round(t / dt)) + 1) * dt
         return sum(np.asarray(bm.evaluate(a, b)) for a, b in zip(grid[:-1], grid[1:], strict=True))
 
-    batch = solve_sde(zero, jnp.zeros(3), sigma=1.0, t1=1.0, ts=ts, dt=dt, key=keys, brownian=brownian,
-                      save_states=True)
-    one = solve_sde(zero, jnp.zeros(3), sigma=1.0, t1=1.0, ts=ts, dt=dt, key=keys[1], brownian=brownian,
-                    save_states=True)
+    batch = solve_sde(
+        zero, jnp.zeros(3), sigma=1.0, t1=1.0, ts=ts, dt=dt, key=keys, brownian=brownian, save_states=True
+    )
+    one = solve_sde(
+        zero, jnp.zeros(3), sigma=1.0, t1=1.0, ts=ts, dt=dt, key=keys[1], brownian=brownian, save_states=True
+    )
     for p, key in enumerate(keys):
         want = np.stack([brownian_at(key, t) for t in ts])
         assert np.max(np.abs(np.asarray(batch.ys)[p] - want)) <= 1e-12, p
@@ -197,15 +207,25 @@ def test_nonfinite_raises_flow_error():
     assert tr.status == "nonfinite" and not tr.ok and "non-finite" in tr.message
 
 
-
 def test_nonfinite_observable_before_t1_is_a_failure():
     """A saved observable that is NaN from t = 0.5 on, the state finite to the end: status nonfinite, the
     message naming the first saved time where it happened."""
     obs = {"late": lambda t, y, a: jnp.where(t > 0.4, jnp.nan, 1.0)}
-    tr = solve_sde(scalar_drift, jnp.asarray(Y0), sigma=S, seed=0, args={"a": A, "b": 0.0}, dt=0.05, t1=1.0,
-                   ts=TS, observables=obs, throw=False)
+    tr = solve_sde(
+        scalar_drift,
+        jnp.asarray(Y0),
+        sigma=S,
+        seed=0,
+        args={"a": A, "b": 0.0},
+        dt=0.05,
+        t1=1.0,
+        ts=TS,
+        observables=obs,
+        throw=False,
+    )
     assert np.isfinite(np.asarray(tr.ys)[-1])
     assert tr.status == "nonfinite" and "by t = 0.5" in tr.message, tr.message
+
 
 @pytest.mark.parametrize(
     ("kwargs", "name"),
@@ -236,8 +256,9 @@ def test_bad_arguments_name_the_field(kwargs, name):
 # ---- general (multiplicative, non-commutative) Itô noise: diffusion=, noise_shape= ----------------------------
 
 LIN_A = np.array([[-0.5, 0.3, 0.0], [-0.2, -0.4, 0.1], [0.0, 0.2, -0.3]])
-LIN_B = np.array([[[0.0, 0.6, 0.0], [-0.3, 0.2, 0.0], [0.0, 0.0, 0.4]],
-                  [[0.3, 0.0, 0.2], [0.0, 0.0, -0.5], [0.4, 0.1, 0.0]]])  # B_1, B_2 do not commute
+LIN_B = np.array(
+    [[[0.0, 0.6, 0.0], [-0.3, 0.2, 0.0], [0.0, 0.0, 0.4]], [[0.3, 0.0, 0.2], [0.0, 0.0, -0.5], [0.4, 0.1, 0.0]]]
+)  # B_1, B_2 do not commute
 LIN_Y0 = np.array([1.0, -0.5, 0.8])
 
 
@@ -260,6 +281,7 @@ def lin_moments(t, stratonovich=False):
     ODEs dm/dt = A m, dM/dt = A M + M A^T + sum_k B_k M B_k^T (row-major vec: kron). Stratonovich: A gets
     the correction + 1/2 sum_k B_k^2."""
     from scipy.linalg import expm
+
     A = LIN_A + (0.5 * sum(b @ b for b in LIN_B) if stratonovich else 0.0)
     eye = np.eye(3)
     L = np.kron(A, eye) + np.kron(eye, A) + sum(np.kron(b, b) for b in LIN_B)
@@ -268,8 +290,9 @@ def lin_moments(t, stratonovich=False):
     return mean, second
 
 
-LIN = dict(diffusion=lin_diffusion, noise_shape=(2,), t1=1.0, ts=(0.5, 1.0), dt=2.0**-7, num_paths=2000,
-           brownian="increments")
+LIN = dict(
+    diffusion=lin_diffusion, noise_shape=(2,), t1=1.0, ts=(0.5, 1.0), dt=2.0**-7, num_paths=2000, brownian="increments"
+)
 LIN_ARGS = {"A": jnp.asarray(LIN_A), "B": jnp.asarray(LIN_B)}
 
 
@@ -302,10 +325,19 @@ def test_general_noise_moments_are_ito_for_a_pytree_state():
 def test_general_noise_zero_factor_is_the_ode_solve():
     """B = 0 (the factor is zero; the program of the moments test, other args): every path is flows.solve's
     constant-step Euler to 1e-12 on the pytree state."""
-    tr = solve_sde(lin_drift, lin_split(jnp.asarray(LIN_Y0)), args={"A": LIN_ARGS["A"], "B": 0 * LIN_ARGS["B"]},
-                   seed=11, **LIN)
-    ode = flows.solve(lin_drift, lin_split(jnp.asarray(LIN_Y0)), t1=1.0, ts=(0.5, 1.0), args=LIN_ARGS,
-                      dt0=2.0**-7, constant_step=True, solver="euler")
+    tr = solve_sde(
+        lin_drift, lin_split(jnp.asarray(LIN_Y0)), args={"A": LIN_ARGS["A"], "B": 0 * LIN_ARGS["B"]}, seed=11, **LIN
+    )
+    ode = flows.solve(
+        lin_drift,
+        lin_split(jnp.asarray(LIN_Y0)),
+        t1=1.0,
+        ts=(0.5, 1.0),
+        args=LIN_ARGS,
+        dt0=2.0**-7,
+        constant_step=True,
+        solver="euler",
+    )
     for k in ("a", "b"):
         assert np.max(np.abs(np.asarray(tr.ys[k]) - np.asarray(ode.ys[k])[None])) <= 1e-12, k
 
@@ -316,11 +348,20 @@ def test_general_noise_constant_factor_is_the_additive_path(ou_paths):
     independent per key, and 2000 of them cost 2.7 s of running), to 1e-12 (measured 4e-16, this program at
     XLA level 0, the fixture's at the default level); a single key (no batch) gives path 0's record."""
     const = lambda t, y, a: jnp.full((1, 1), S, y.dtype)  # noqa: E731
-    tr = solve_sde(scalar_drift, jnp.array([Y0]), args=ARGS_OU, diffusion=const, noise_shape=(1,), dt=2.0**-6,
-                   key=KEYS[:64], **BATCH)
+    tr = solve_sde(
+        scalar_drift,
+        jnp.array([Y0]),
+        args=ARGS_OU,
+        diffusion=const,
+        noise_shape=(1,),
+        dt=2.0**-6,
+        key=KEYS[:64],
+        **BATCH,
+    )
     assert np.max(np.abs(np.asarray(tr.ys) - np.asarray(ou_paths.ys)[:64])) <= 1e-12
-    one = solve_sde(scalar_drift, jnp.array([Y0]), args=ARGS_OU, diffusion=const, noise_shape=(1,), dt=2.0**-6,
-                    key=KEYS[0], **BATCH)
+    one = solve_sde(
+        scalar_drift, jnp.array([Y0]), args=ARGS_OU, diffusion=const, noise_shape=(1,), dt=2.0**-6, key=KEYS[0], **BATCH
+    )
     assert one.status == "ok" and np.max(np.abs(np.asarray(one.ys) - np.asarray(ou_paths.ys)[0])) <= 1e-12
 
 

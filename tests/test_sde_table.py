@@ -30,8 +30,10 @@ def test_the_table_names_the_intended_diffrax_solvers():
     }
     assert STRONG_ORDER == {"euler": 1.0, "heun": 1.0, "sea": 1.0, "sra1": 1.5, "shark": 1.5}
     # diffrax's own claims for additive noise agree with the table (its strong_order of a MultiTerm)
-    terms = diffrax.MultiTerm(diffrax.ODETerm(lambda t, y, a: y),
-                              diffrax.ControlTerm(lambda t, y, a: y, diffrax.UnsafeBrownianPath((), jax.random.key(0))))
+    terms = diffrax.MultiTerm(
+        diffrax.ODETerm(lambda t, y, a: y),
+        diffrax.ControlTerm(lambda t, y, a: y, diffrax.UnsafeBrownianPath((), jax.random.key(0))),
+    )
     for name, (cls, _) in SDE_SOLVERS.items():
         if name not in ("euler", "heun"):  # diffrax gives no additive-noise order for its ODE solvers
             assert cls().strong_order(terms) == STRONG_ORDER[name], name
@@ -56,8 +58,10 @@ def _f(t, y):
 # Additive-noise stochastic Runge-Kutta methods with two stages: z1 = y + s (w1 W + h1 H),
 # z2 = y + h a f1 + s (w2 W + h2 H), y' = y + h (b1 f1 + b2 f2) + s W, f_i = f(t + c_i h, z_i).
 # SRA1: Rößler (2010), SRA1 tableau; ShARK: Foster, dos Reis, Strange (2023), eq. (6.1).
-_SRK2 = {"sra1": dict(w1=0.0, h1=0.0, a=0.75, w2=0.75, h2=1.5, c2=0.75, b=(1.0 / 3.0, 2.0 / 3.0)),
-         "shark": dict(w1=0.0, h1=1.0, a=5.0 / 6.0, w2=5.0 / 6.0, h2=1.0, c2=5.0 / 6.0, b=(0.4, 0.6))}
+_SRK2 = {
+    "sra1": dict(w1=0.0, h1=0.0, a=0.75, w2=0.75, h2=1.5, c2=0.75, b=(1.0 / 3.0, 2.0 / 3.0)),
+    "shark": dict(w1=0.0, h1=1.0, a=5.0 / 6.0, w2=5.0 / 6.0, h2=1.0, c2=5.0 / 6.0, b=(0.4, 0.6)),
+}
 
 
 @functools.cache
@@ -103,15 +107,25 @@ def test_each_solver_is_its_update_formula(solver):
     1e-12 (Euler, Heun, the SEA step is Euler's, SRA1's and ShARK's drift stages are two-stage explicit RK
     methods of order 2)."""
     ts = DT * np.arange(1, 5)
-    noisy = solve_sde(drift, jnp.asarray(Y0), sigma=jnp.asarray(SIGMA), t1=T1, dt=DT, ts=ts, key=KEY,
-                      solver=solver, brownian="increments")
+    noisy = solve_sde(
+        drift,
+        jnp.asarray(Y0),
+        sigma=jnp.asarray(SIGMA),
+        t1=T1,
+        dt=DT,
+        ts=ts,
+        key=KEY,
+        solver=solver,
+        brownian="increments",
+    )
     got = np.asarray(noisy.ys)
     assert got.shape == (4, 2) and noisy.status == "ok" and int(noisy.num_steps) == 4
     assert np.max(np.abs(got - _hand_path(solver, SIGMA))) <= 1e-12
     for other in SOLVERS:
         if other != solver:
             assert np.max(np.abs(got - _hand_path(other, SIGMA))) > 1e-3, other
-    quiet = solve_sde(drift, jnp.asarray(Y0), sigma=jnp.zeros(2), t1=T1, dt=DT, ts=ts, key=KEY, solver=solver,
-                      brownian="increments")
+    quiet = solve_sde(
+        drift, jnp.asarray(Y0), sigma=jnp.zeros(2), t1=T1, dt=DT, ts=ts, key=KEY, solver=solver, brownian="increments"
+    )
     assert quiet.compile_s == 0.0  # the program of the noisy run
     assert np.max(np.abs(np.asarray(quiet.ys) - _hand_path(solver, 0.0 * SIGMA))) <= 1e-12

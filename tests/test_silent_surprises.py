@@ -22,6 +22,7 @@ from flows.training import event_time
 
 # --- mean field: a defaulted M_mlp follows M through replace -----------------------------------------------
 
+
 def test_replace_lets_a_defaulted_M_mlp_follow_M():
     base = mf.Config(M=6)
     assert base.M_mlp == 6
@@ -42,7 +43,6 @@ def test_replace_lets_a_defaulted_M_mlp_follow_M():
         base.replace(M_mlp=0)
 
 
-
 def test_cooccurrence_replace_derives_defaulted_init_stds_again():
     from flows import cooccurrence as co
 
@@ -57,6 +57,7 @@ def test_cooccurrence_replace_derives_defaulted_init_stds_again():
     assert fixed.replace(m=64).sigma0 == 0.3 and fixed.replace(m1=32).sigma1 == pytest.approx(1 / math.sqrt(32))
     with pytest.raises(ValueError, match="sigma1"):
         base.replace(sigma1=-1.0)
+
 
 # --- Scan and Snap: an absurd learning rate raises TrainingError -------------------------------------------
 
@@ -89,6 +90,7 @@ def test_blowup_bound_is_where_the_exponential_overflows_and_ordinary_rates_pass
 
 # --- Scan and Snap: paper_time on the full flow ------------------------------------------------------------
 
+
 def test_paper_time_is_honoured_by_the_full_flow():
     """paper_time=True runs Z at K eta_Z (Lemma 4 drops P(n) = 1/K from the Z-flow only), Y at eta_Y; not given,
     the full flow runs on the network's clock (paper_time=False)."""
@@ -114,6 +116,7 @@ def test_paper_time_is_honoured_by_the_full_flow():
 
 # --- Scan and Snap: the paper's Syn-Medium sizes -----------------------------------------------------------
 
+
 def test_syn_medium_names_the_papers_sizes():
     assert SYN_MEDIUM_QUERIES == (1, 3, 5, 10)
     sizes = [(c.num_classes, c.vocab_size) for c in map(ss.syn_medium, SYN_MEDIUM_QUERIES)]
@@ -124,9 +127,11 @@ def test_syn_medium_names_the_papers_sizes():
 
 # --- event_time when the level is never crossed -------------------------------------------------------------
 
+
 def _record(ts, **observables):
-    return types.SimpleNamespace(ts=np.asarray(ts, float), observables={k: np.asarray(v, float)
-                                                                         for k, v in observables.items()})
+    return types.SimpleNamespace(
+        ts=np.asarray(ts, float), observables={k: np.asarray(v, float) for k, v in observables.items()}
+    )
 
 
 def test_event_time_is_nan_when_the_level_is_never_crossed():
@@ -168,8 +173,11 @@ def test_scan_snap_flow_and_record_share_the_attention_observables():
     assert set(rec.observables) == set(full.observables) == set(ATTENTION_NAMES) | {"loss"}
     # the reduced flow saves them too (its observables traced abstractly: no compile)
     args = ss.flow.flow_args(classes, 1.0, 1.0, query_rows=True)
-    state = {"Z": np.zeros((len(classes.query_tokens), classes.vocab_size)), "h": np.zeros(()),
-             "B": np.zeros(classes.num_classes)}
+    state = {
+        "Z": np.zeros((len(classes.query_tokens), classes.vocab_size)),
+        "h": np.zeros(()),
+        "B": np.zeros(classes.num_classes),
+    }
     assert set(jax.eval_shape(ss.flow._obs_reduced, 0.0, state, args)) == set(ATTENTION_NAMES) | {"gamma"}
     # the same functions on both sides
     np.testing.assert_array_equal(np.asarray(ss_obs.distinct_tokens(classes.cond_probs)), classes.distinct_mask)
@@ -177,10 +185,12 @@ def test_scan_snap_flow_and_record_share_the_attention_observables():
     for source in (rec.observables, full.observables):
         c = np.asarray(source["attention"])
         np.testing.assert_allclose(source["entropy"], ss_obs.entropy(c), rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(source["entropy_distinct"],
-                                   ss_obs.entropy_distinct(c, classes.distinct_mask), rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(source["common_mass"], ss_obs.common_mass(c, classes.common_mask),
-                                   rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            source["entropy_distinct"], ss_obs.entropy_distinct(c, classes.distinct_mask), rtol=1e-12, atol=1e-14
+        )
+        np.testing.assert_allclose(
+            source["common_mass"], ss_obs.common_mass(c, classes.common_mask), rtol=1e-12, atol=1e-14
+        )
     for name in ATTENTION_NAMES:
         flow = np.asarray(full.observables[name])
         moved = np.max(np.abs(flow - flow[0]))

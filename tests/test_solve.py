@@ -23,13 +23,18 @@ def square(t, y, args):
 # theory.B in tests/scan_snap/test_theory_closed_forms.py)
 @pytest.mark.parametrize(
     "solver, rtol, tol",
-    [("tsit5", 1e-8, 1e-6), ("dopri5", 1e-8, 1e-6),
-     pytest.param("dopri8", 1e-12, 1e-10, marks=pytest.mark.slow), ("kvaerno5", 1e-8, 1e-6)],
+    [
+        ("tsit5", 1e-8, 1e-6),
+        ("dopri5", 1e-8, 1e-6),
+        pytest.param("dopri8", 1e-12, 1e-10, marks=pytest.mark.slow),
+        ("kvaerno5", 1e-8, 1e-6),
+    ],
 )
 def test_exponential_decay_matches_closed_form(solver, rtol, tol):
     ts = linear_grid(0.0, 3.0, 7)
-    traj = solve(decay, jnp.array([1.0, 2.0]), t1=3.0, ts=ts, args=jnp.array(1.5), solver=solver,
-                 rtol=rtol, atol=rtol * 1e-2)
+    traj = solve(
+        decay, jnp.array([1.0, 2.0]), t1=3.0, ts=ts, args=jnp.array(1.5), solver=solver, rtol=rtol, atol=rtol * 1e-2
+    )
     exact = np.exp(-1.5 * ts)[:, None] * np.array([1.0, 2.0])
     assert traj.status == "ok" and traj.ok
     assert np.max(np.abs(np.asarray(traj.ys) - exact) / exact) < tol
@@ -71,8 +76,7 @@ def test_exhausted_max_steps_is_reported():
 
 
 def test_nonfinite_vector_field_is_reported():
-    traj = solve(lambda t, y, a: jnp.sqrt(y - 2.0), jnp.array([1.0]), t1=1.0, max_steps=500,
-                 throw=False)
+    traj = solve(lambda t, y, a: jnp.sqrt(y - 2.0), jnp.array([1.0]), t1=1.0, max_steps=500, throw=False)
     assert traj.status == "nonfinite"
     assert "NaN or inf" in traj.message
 
@@ -108,8 +112,9 @@ def test_integer_state_rejected():
 
 def test_event_stops_at_located_time():
     ev = Event(lambda t, y, a: y[0] - 0.5, name="half")
-    traj = solve(decay, jnp.array([1.0]), t1=2.0, ts=linear_grid(0, 2, 5), args=jnp.array(1.0),
-                 event=ev, rtol=1e-10, atol=1e-12)
+    traj = solve(
+        decay, jnp.array([1.0]), t1=2.0, ts=linear_grid(0, 2, 5), args=jnp.array(1.0), event=ev, rtol=1e-10, atol=1e-12
+    )
     assert traj.status == "event" and traj.ok
     assert abs(float(traj.t_event) - np.log(2.0)) < 1e-8
     assert "half" in traj.message
@@ -119,8 +124,7 @@ def test_event_stops_at_located_time():
 def test_event_located_without_stopping():
     ts = linear_grid(0, 2, 9)
     ev = Event(lambda t, y, a: y[0] - 0.5, stop=False, direction=False)
-    traj = solve(decay, jnp.array([1.0]), t1=2.0, ts=ts, args=jnp.array(1.0), event=ev,
-                 rtol=1e-10, atol=1e-12)
+    traj = solve(decay, jnp.array([1.0]), t1=2.0, ts=ts, args=jnp.array(1.0), event=ev, rtol=1e-10, atol=1e-12)
     assert traj.status == "ok"
     assert abs(float(traj.t_event) - np.log(2.0)) < 1e-8
     np.testing.assert_allclose(np.asarray(traj.ts), ts)
@@ -129,8 +133,9 @@ def test_event_located_without_stopping():
 
 def test_observables_without_states():
     obs = {"energy": lambda t, y, a: jnp.sum(y**2), "t": lambda t, y, a: t}
-    traj = solve(decay, jnp.ones(3), t1=1.0, ts=linear_grid(0, 1, 4), args=jnp.array(1.0),
-                 observables=obs, save_states=False)
+    traj = solve(
+        decay, jnp.ones(3), t1=1.0, ts=linear_grid(0, 1, 4), args=jnp.array(1.0), observables=obs, save_states=False
+    )
     assert traj.ys is None
     ts = np.linspace(0, 1, 4)
     np.testing.assert_allclose(traj.observables["energy"], 3 * np.exp(-2 * ts), rtol=1e-7)
@@ -138,8 +143,7 @@ def test_observables_without_states():
 
 
 def test_state_dtype_follows_y0():
-    traj = solve(decay, jnp.ones(2, dtype=jnp.float32), t1=1.0, args=jnp.array(1.0, jnp.float32),
-                 rtol=1e-5, atol=1e-6)
+    traj = solve(decay, jnp.ones(2, dtype=jnp.float32), t1=1.0, args=jnp.array(1.0, jnp.float32), rtol=1e-5, atol=1e-6)
     assert traj.ys.dtype == jnp.float32
 
 
@@ -208,9 +212,16 @@ def _half(t, y, a):
 # a non-stopping event in a batch of 5 (a member without an event: rate 0.1), observables only: the same
 # program for the two tests below (the unsharded batch)
 HALF_CONTINUE = Event(_half, stop=False)
-BATCH_EVENT = dict(t1=3.0, ts=linear_grid(0.0, 3.0, 13), args=jnp.array([0.5, 1.0, 2.0, 0.1, 3.0]),
-                   event=HALF_CONTINUE, observables={"y": lambda t, y, a: y[0]}, save_states=False, rtol=1e-10,
-                   atol=1e-12)
+BATCH_EVENT = dict(
+    t1=3.0,
+    ts=linear_grid(0.0, 3.0, 13),
+    args=jnp.array([0.5, 1.0, 2.0, 0.1, 3.0]),
+    event=HALF_CONTINUE,
+    observables={"y": lambda t, y, a: y[0]},
+    save_states=False,
+    rtol=1e-10,
+    atol=1e-12,
+)
 
 
 def test_event_without_stopping_in_a_batch_and_without_states():

@@ -55,8 +55,16 @@ def test_observables_run_only_at_the_real_save_points():
         return y[0] ** 2
 
     ts = np.array([0.0, 0.5, 1.0])
-    traj = solve(decay, jnp.array([1.0, 2.0]), t1=1.0, ts=ts, args=jnp.asarray(0.7),
-                 observables={"sq": counted}, rtol=1e-10, atol=1e-12)
+    traj = solve(
+        decay,
+        jnp.array([1.0, 2.0]),
+        t1=1.0,
+        ts=ts,
+        args=jnp.asarray(0.7),
+        observables={"sq": counted},
+        rtol=1e-10,
+        atol=1e-12,
+    )
     np.testing.assert_allclose(np.asarray(traj.observables["sq"]), np.exp(-1.4 * ts), rtol=1e-8)
     assert sorted(calls) == pytest.approx(list(ts), abs=1e-12), calls
 
@@ -133,7 +141,6 @@ def test_step_budget_counts_every_chunk():
     budget = int(full.num_steps) // 2
     with pytest.raises(FlowError, match="max_steps"):
         solve(logistic, jnp.array([0.01]), t1=40.0, ts=ts, rtol=1e-10, atol=1e-12, max_steps=budget)
-    traj = solve(logistic, jnp.array([0.01]), t1=40.0, ts=ts, rtol=1e-10, atol=1e-12, max_steps=budget,
-                 throw=False)
+    traj = solve(logistic, jnp.array([0.01]), t1=40.0, ts=ts, rtol=1e-10, atol=1e-12, max_steps=budget, throw=False)
     assert traj.status == "max_steps" and float(traj.t_final) < 40.0
     assert budget <= int(traj.num_steps) <= budget + int(full.num_steps)

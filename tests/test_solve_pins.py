@@ -46,8 +46,7 @@ def field(t, y, a):
 
 def _args(kind, smooth=1.0, lam=0.0):
     w, k = {"osc": (1.0, 0.0), "decay": (0.0, 1.0)}[kind]
-    return {k_: jnp.asarray(v, jnp.float64) for k_, v in
-            dict(w=w, k=k, lam=lam, smooth=smooth).items()}
+    return {k_: jnp.asarray(v, jnp.float64) for k_, v in dict(w=w, k=k, lam=lam, smooth=smooth).items()}
 
 
 def closed_form(kind, y_start, t):
@@ -78,8 +77,17 @@ BELOW_CONTINUE = Event(below, stop=False, name="below")
 
 
 def run(kind, y_start, event, **kw):
-    return solve(field, jnp.asarray(y_start, jnp.float64), t0=T0, t1=T1, ts=TS, args=_args(kind, **kw),
-                 event=event, throw=False, **TOL)
+    return solve(
+        field,
+        jnp.asarray(y_start, jnp.float64),
+        t0=T0,
+        t1=T1,
+        ts=TS,
+        args=_args(kind, **kw),
+        event=event,
+        throw=False,
+        **TOL,
+    )
 
 
 def _check_saved_until(traj, kind, y_start, t_stop):
@@ -88,8 +96,9 @@ def _check_saved_until(traj, kind, y_start, t_stop):
     reached = TS <= t_stop
     np.testing.assert_array_equal(ts[reached], TS[reached])
     assert np.all(np.isinf(ts[~reached]))
-    np.testing.assert_allclose(np.asarray(traj.ys)[reached], closed_form(kind, y_start, TS[reached]),
-                               rtol=0, atol=Y_TOL)
+    np.testing.assert_allclose(
+        np.asarray(traj.ys)[reached], closed_form(kind, y_start, TS[reached]), rtol=0, atol=Y_TOL
+    )
 
 
 def test_upcrossing_only_skips_the_downcrossing_and_a_step_condition_is_located():
@@ -145,8 +154,9 @@ def test_either_direction_takes_the_first_crossing():
 def test_boolean_condition_and_dt_min_status(monkeypatch):
     """A boolean condition triggers at the end of the first step on which it holds (not at the root); a
     stiff member under a controller with dtmin ends with status dt_min."""
-    monkeypatch.setattr(diffrax, "PIDController", functools.partial(diffrax.PIDController, dtmin=1e-6,
-                                                                      force_dtmin=False))
+    monkeypatch.setattr(
+        diffrax, "PIDController", functools.partial(diffrax.PIDController, dtmin=1e-6, force_dtmin=False)
+    )
     traj = run("decay", DOWN_FIRST, BELOW_CONTINUE)
     t_cross = T0 + math.log(2.0)
     assert traj.status == "ok"
@@ -167,24 +177,54 @@ def test_boolean_condition_and_dt_min_status(monkeypatch):
 
 def _raw(codes, t_final, rhs_finite):
     n = len(codes)
-    return {"saved": {"__y__": np.zeros((n, 1, 1))}, "code": np.asarray(codes), "t_final": np.asarray(t_final),
-            "y_end_max": np.full(n, 2.5), "rhs_finite": np.asarray(rhs_finite), "ts": np.zeros((n, 1)),
-            "t_event": np.full(n, np.nan), "num_steps": np.ones(n), "num_accepted_steps": np.ones(n),
-            "num_rejected_steps": np.zeros(n)}
+    return {
+        "saved": {"__y__": np.zeros((n, 1, 1))},
+        "code": np.asarray(codes),
+        "t_final": np.asarray(t_final),
+        "y_end_max": np.full(n, 2.5),
+        "rhs_finite": np.asarray(rhs_finite),
+        "ts": np.zeros((n, 1)),
+        "t_event": np.full(n, np.nan),
+        "num_steps": np.ones(n),
+        "num_accepted_steps": np.ones(n),
+        "num_rejected_steps": np.zeros(n),
+    }
 
 
 def test_status_codes_decode_to_names_and_messages():
     assert STATUS_NAMES[DT_MIN] == "dt_min" and STATUS_NAMES[OTHER] == "failed"
     assert [STATUS_NAMES[c] for c in (OK, EVENT, MAX_STEPS, NONFINITE, DIVERGED)] == [
-        "ok", "event", "max_steps", "nonfinite", "diverged"]
-    options = dict(save_states=True, max_steps=77, event=Event(level, name="lvl"), blowup=1e10, solver="tsit5",
-                   rtol=1e-8, atol=1e-10)
+        "ok",
+        "event",
+        "max_steps",
+        "nonfinite",
+        "diverged",
+    ]
+    options = dict(
+        save_states=True,
+        max_steps=77,
+        event=Event(level, name="lvl"),
+        blowup=1e10,
+        solver="tsit5",
+        rtol=1e-8,
+        atol=1e-10,
+    )
     # a stuck solve (max_steps, dt_min, failed) whose vector field is non-finite there is "nonfinite"
     codes = [OK, EVENT, MAX_STEPS, DT_MIN, NONFINITE, DIVERGED, OTHER, DT_MIN, OTHER, MAX_STEPS]
     finite = [True] * 7 + [False] * 3
     traj = decode(_raw(codes, [1.5] * 10, finite), options, 4.0, True, 0.0, 0.0)
-    assert traj.status == ("ok", "event", "max_steps", "dt_min", "nonfinite", "diverged", "failed",
-                           "nonfinite", "nonfinite", "nonfinite")
+    assert traj.status == (
+        "ok",
+        "event",
+        "max_steps",
+        "dt_min",
+        "nonfinite",
+        "diverged",
+        "failed",
+        "nonfinite",
+        "nonfinite",
+        "nonfinite",
+    )
     msg = traj.message
     assert msg[0] == "ok: integrated to t1" and msg[1] == "event 'lvl' at t = 1.5"
     assert msg[2].startswith("max_steps = 77 reached at t = 1.5 before t1 = 4 (max |y| = 2.5)")
@@ -211,8 +251,19 @@ def test_float32_event_is_located_to_the_last_ulp():
     with jax.enable_x64(False):
         y0 = jnp.asarray(DOWN_FIRST, jnp.float32)
         args = {k: jnp.asarray(v, jnp.float32) for k, v in _args("osc").items()}
-        traj = solve(field, y0, t0=T0, t1=T1, ts=TS.astype(np.float32), args=args, event=DOWN_CONTINUE,
-                     throw=False, rtol=1e-6, atol=1e-6, blowup=None)
+        traj = solve(
+            field,
+            y0,
+            t0=T0,
+            t1=T1,
+            ts=TS.astype(np.float32),
+            args=args,
+            event=DOWN_CONTINUE,
+            throw=False,
+            rtol=1e-6,
+            atol=1e-6,
+            blowup=None,
+        )
         assert traj.status == "ok", traj.message
         assert abs(float(traj.t_event) - (T0 + math.pi / 3)) <= 2e-5
         np.testing.assert_allclose(np.asarray(traj.ys)[:, 0], np.cos(TS - T0), atol=1e-4)

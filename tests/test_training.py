@@ -15,13 +15,25 @@ def _quadratic_run(optimizer, lr, momentum, save, *, labels=None, scale=None, x0
     opt = training.make_optimizer(optimizer, lr, momentum, labels=labels, scale=scale)
 
     def build():
-        return training.training_program(lambda p, data, batch: 0.5 * sum(jnp.sum(v**2) for v in p.values()),
-                                         lambda p, data: {"x": p["a"][0], "sq": p["b"]}, opt,
-                                         snapshot=lambda p: {"a": p["a"]})
+        return training.training_program(
+            lambda p, data, batch: 0.5 * sum(jnp.sum(v**2) for v in p.values()),
+            lambda p, data: {"x": p["a"][0], "sq": p["b"]},
+            opt,
+            snapshot=lambda p: {"a": p["a"]},
+        )
 
     structure = (optimizer, momentum is not None, labels is not None)
-    return training.run_training("test.quadratic", structure, build, params, opt.init(params), jnp.zeros(2, jnp.uint32),
-                                 np.asarray(save), {}, batch_loss=batch_loss)
+    return training.run_training(
+        "test.quadratic",
+        structure,
+        build,
+        params,
+        opt.init(params),
+        jnp.zeros(2, jnp.uint32),
+        np.asarray(save),
+        {},
+        batch_loss=batch_loss,
+    )
 
 
 def test_gd_on_a_quadratic_is_geometric_at_the_saved_steps():
@@ -29,8 +41,8 @@ def test_gd_on_a_quadratic_is_geometric_at_the_saved_steps():
     assert save.tolist() == [0, 3, 6, 9, 10]
     final, series, snaps, losses, bad, _, _ = _quadratic_run("gd", 0.1, None, save, batch_loss=True)
     assert bad == -1
-    np.testing.assert_allclose(series["x"], 0.9 ** save, rtol=1e-14)
-    np.testing.assert_allclose(snaps["a"][:, 1], 2 * 0.9 ** save, rtol=1e-14)
+    np.testing.assert_allclose(series["x"], 0.9**save, rtol=1e-14)
+    np.testing.assert_allclose(snaps["a"][:, 1], 2 * 0.9**save, rtol=1e-14)
     np.testing.assert_allclose(losses, 0.5 * 14 * 0.81 ** np.arange(10), rtol=1e-13)
     np.testing.assert_allclose(final["b"], 3 * 0.9**10, rtol=1e-14)
 
@@ -40,8 +52,9 @@ def test_heavy_ball_recursion_and_per_group_scaled_rates():
     lr, beta, steps = 0.05, 0.5, 6
     labels = {"a": "first", "b": "second"}
     save = training.save_steps(steps, 1)
-    _, series, _, _, _, _, _ = _quadratic_run("sgd", {"first": lr, "second": 2 * lr}, beta, save, labels=labels,
-                                              scale={"second": 3.0})
+    _, series, _, _, _, _, _ = _quadratic_run(
+        "sgd", {"first": lr, "second": 2 * lr}, beta, save, labels=labels, scale={"second": 3.0}
+    )
 
     def literal(rate):
         x, v, out = 1.0, 0.0, [1.0]
@@ -72,8 +85,15 @@ def test_a_failed_run_is_truncated_and_carries_its_record_as_trajectory_too():
 
 
 def test_record_vocabulary_and_validation():
-    rec = training.NetworkRecord(ts=np.arange(2.0), steps=np.arange(2), observables={"loss": np.ones(2)},
-                                 params={}, optimizer="gd", lr=0.1, extras={"batch_loss": np.zeros(1)})
+    rec = training.NetworkRecord(
+        ts=np.arange(2.0),
+        steps=np.arange(2),
+        observables={"loss": np.ones(2)},
+        params={},
+        optimizer="gd",
+        lr=0.1,
+        extras={"batch_loss": np.zeros(1)},
+    )
     assert rec["loss"] is rec.loss and rec.batch_loss.shape == (1,)
     with pytest.raises(AttributeError):
         _ = rec.nothing
@@ -93,5 +113,6 @@ def test_record_vocabulary_and_validation():
         training.save_steps(10, explicit=[11])
     with pytest.raises(ValueError, match="save_every"):
         training.save_steps(10, 0)
-    assert math.isnan(training.NetworkRecord(ts=0, steps=0, observables={}, params={}, optimizer="gd",
-                                             lr=1.0).compile_s)
+    assert math.isnan(
+        training.NetworkRecord(ts=0, steps=0, observables={}, params={}, optimizer="gd", lr=1.0).compile_s
+    )

@@ -38,24 +38,44 @@ _MF = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8
 
 
 def _ss(optimizer, lr, steps, save_every=1, momentum=0.0, seed=2, init="random"):
-    return ss.train(_SS, optimizer, lr=lr, T=24, batch_size=8, steps=steps, momentum=momentum, init=init,
-                    seed=seed, save_every=save_every)
+    return ss.train(
+        _SS,
+        optimizer,
+        lr=lr,
+        T=24,
+        batch_size=8,
+        steps=steps,
+        momentum=momentum,
+        init=init,
+        seed=seed,
+        save_every=save_every,
+    )
 
 
 def _co(optimizer, lr, steps, save_every=1, momentum=None, seed=None, init=None):
-    return co.train(_CO, optimizer, lr, steps, batch_size=2 if optimizer == "sgd" else None, save_every=save_every,
-                    momentum=momentum, seed=seed, init=init, num_test=4)
+    return co.train(
+        _CO,
+        optimizer,
+        lr,
+        steps,
+        batch_size=2 if optimizer == "sgd" else None,
+        save_every=save_every,
+        momentum=momentum,
+        seed=seed,
+        init=init,
+        num_test=4,
+    )
 
 
 def _mf(optimizer, lr, steps, save_every=1, momentum=0.0, seed=None, init=None):
-    return mf.train(_MF, optimizer, lr, steps, save_every, momentum=momentum, seed=seed, init=init,
-                    observables="basic")
+    return mf.train(_MF, optimizer, lr, steps, save_every, momentum=momentum, seed=seed, init=init, observables="basic")
 
 
 SYSTEMS = {
     "scan_snap": System("scan_snap", _ss, "adam", ("Y", "Z"), 1.0, 0.0, ("zero", "random"), "loss", 1e308),
-    "cooccurrence": System("cooccurrence", _co, "gd", ("W", "W_V", "W_K", "W_Q"), 1e-2, 1.0, ("theory", "kaiming"),
-                           "loss", 1e3),
+    "cooccurrence": System(
+        "cooccurrence", _co, "gd", ("W", "W_V", "W_K", "W_Q"), 1e-2, 1.0, ("theory", "kaiming"), "loss", 1e3
+    ),
     "mean_field": System("mean_field", _mf, "gd", ("attention", "mlp"), 0.1, 1.0, ("tied", "smooth"), "Q", 1e6),
 }
 
@@ -79,8 +99,18 @@ def test_record_fields_seed_and_init(system):
     run = system.run
     rec = run("sgd", system.lr, 4, seed=2, init=system.inits[0])
     assert isinstance(rec, NetworkRecord)
-    for field in ("ts", "steps", "observables", "params", "optimizer", "lr", "momentum", "config", "compile_s",
-                  "run_s"):
+    for field in (
+        "ts",
+        "steps",
+        "observables",
+        "params",
+        "optimizer",
+        "lr",
+        "momentum",
+        "config",
+        "compile_s",
+        "run_s",
+    ):
         assert hasattr(rec, field), field
     assert rec.optimizer == "sgd" and rec.momentum == 0.0 and rec.run_s > 0 and rec.compile_s >= 0
     assert rec[system.scalar] is rec.observables[system.scalar] is getattr(rec, system.scalar)

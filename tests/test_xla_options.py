@@ -16,11 +16,27 @@ from flows._program import build
 def _event_program():
     """A flows.solve program with observables, an event and the blow-up guard, and its call."""
     half = flows.Event(lambda t, y, a: y[0] - 0.5)
-    run = build(lambda t, y, a: -a * jnp.tanh(y) * y, solver="tsit5", rtol=1e-10, atol=1e-12, dt0=None,
-                max_steps=10_000, observables={"s": lambda t, y, a: jnp.sum(jnp.sin(y))}, save_states=True,
-                event=half, blowup=1e10, progress=False)
-    call = (jnp.array([1.0, 2.0]), jnp.asarray(1.3), jnp.asarray(0.0), jnp.asarray(5.0),
-            jnp.linspace(0.0, 5.0, 9), jnp.asarray(True))
+    run = build(
+        lambda t, y, a: -a * jnp.tanh(y) * y,
+        solver="tsit5",
+        rtol=1e-10,
+        atol=1e-12,
+        dt0=None,
+        max_steps=10_000,
+        observables={"s": lambda t, y, a: jnp.sum(jnp.sin(y))},
+        save_states=True,
+        event=half,
+        blowup=1e10,
+        progress=False,
+    )
+    call = (
+        jnp.array([1.0, 2.0]),
+        jnp.asarray(1.3),
+        jnp.asarray(0.0),
+        jnp.asarray(5.0),
+        jnp.linspace(0.0, 5.0, 9),
+        jnp.asarray(True),
+    )
     return run, call
 
 
@@ -136,8 +152,9 @@ def test_one_shot_programs_compile_at_level_zero():
     before = jax.config.read("jax_disable_most_optimizations")
     try:  # XLA's default level for everything else (the suite compiles at level 0, tests/conftest.py)
         jax.config.update("jax_disable_most_optimizations", False)
-        lowered = jax.jit(mf_data._sample, static_argnums=(1, 2, 3, 4, 6)).lower(key, *static, cfg.label_noise,
-                                                                                   jnp.dtype("float64"))
+        lowered = jax.jit(mf_data._sample, static_argnums=(1, 2, 3, 4, 6)).lower(
+            key, *static, cfg.label_noise, jnp.dtype("float64")
+        )
         level0 = lowered.compile(compiler_options=_xla.compiler_options(one_shot=True))(key, cfg.label_noise)
         default = _xla.compile_lowered(lowered)(key, cfg.label_noise)
         got = mf_data._sample_jit(key, *static, cfg.label_noise, jnp.dtype("float64"))
@@ -167,8 +184,14 @@ def _backend_compiles(fn):
 def test_device_array_is_jnp_asarray_without_a_compile():
     """`_xla.device_array` gives `jnp.asarray`'s values, dtype and (strong) type for host data, and compiles
     nothing where `jnp.asarray` compiles a program per new shape (checked on shapes used nowhere else)."""
-    cases = [(np.arange(37.0).reshape(37, 1) / 7, None), (np.arange(23), jnp.int32), (np.ones(19, np.float32),
-             jnp.float64), (2.5, jnp.float64), (3, jnp.uint32), (np.array([True, False, True, True, False]), None)]
+    cases = [
+        (np.arange(37.0).reshape(37, 1) / 7, None),
+        (np.arange(23), jnp.int32),
+        (np.ones(19, np.float32), jnp.float64),
+        (2.5, jnp.float64),
+        (3, jnp.uint32),
+        (np.array([True, False, True, True, False]), None),
+    ]
     for x, dtype in cases:
         ours, compiles = _backend_compiles(lambda x=x, dtype=dtype: _xla.device_array(x, dtype))
         want = jnp.asarray(x, dtype)

@@ -54,8 +54,10 @@ def main(argv=None) -> int:
     rec = mf.train_gd(cfg, 0.2, ns.steps, save_every=max(1, ns.steps // 4), mesh=mesh)
     me = jax.process_index()
     if me == 0:
-        print(f"{jax.process_count()} process(es), {jax.device_count()} devices; particle axis sharded "
-              f"{mesh.shape}; tau = {rec.tau.tolist()}; Q = {np.round(rec['Q'], 10).tolist()}")
+        print(
+            f"{jax.process_count()} process(es), {jax.device_count()} devices; particle axis sharded "
+            f"{mesh.shape}; tau = {rec.tau.tolist()}; Q = {np.round(rec['Q'], 10).tolist()}"
+        )
     if ns.check:
         ref = mf.train_gd(cfg, 0.2, ns.steps, save_every=max(1, ns.steps // 4))
         gap = float(np.max(np.abs(ref["Q"] - rec["Q"])))

@@ -36,8 +36,16 @@ from .._checks import INT_MAX, SEED_MAX, check_choice, check_real
 from .._xla import device_array
 from .._xla import jit as xla_jit
 
-__all__ = ["Config", "Dataset", "GROUP_PROBS", "NUM_GROUPS", "generator", "num_random_slots", "sample_test",
-           "training_set"]
+__all__ = [
+    "Config",
+    "Dataset",
+    "GROUP_PROBS",
+    "NUM_GROUPS",
+    "generator",
+    "num_random_slots",
+    "sample_test",
+    "training_set",
+]
 
 #: Probabilities of I_1..I_4 (Def. 2.1).
 GROUP_PROBS = (0.5, 1.0 / 6.0, 1.0 / 6.0, 1.0 / 6.0)
@@ -100,8 +108,10 @@ class Config:
     def __post_init__(self):
         _check_int("n", self.n, 6)
         if self.n % 6:
-            raise ValueError(f"n must be a multiple of 6 to hold the exact proportions 1/2, 1/6, 1/6, "
-                             f"1/6 (Assumption 2.3(i)), got {self.n}")
+            raise ValueError(
+                f"n must be a multiple of 6 to hold the exact proportions 1/2, 1/6, 1/6, "
+                f"1/6 (Assumption 2.3(i)), got {self.n}"
+            )
         _check_int("L", self.L, 3)
         _check_int("m", self.m, 1)
         _check_int("m1", self.m1, 1)
@@ -113,9 +123,13 @@ class Config:
         if self.d < need:
             raise ValueError(
                 f"d must be >= {need} for variant={self.variant!r} with n={self.n}, L={self.L}"
-                + (" (3 special tokens + one unique token per random slot, Assumption 2.3(ii))"
-                   if self.variant == "theory" else " (3 special tokens + at least one random token)")
-                + f", got {self.d}")
+                + (
+                    " (3 special tokens + one unique token per random slot, Assumption 2.3(ii))"
+                    if self.variant == "theory"
+                    else " (3 special tokens + at least one random token)"
+                )
+                + f", got {self.d}"
+            )
         for name in ("sigma0", "sigma1"):
             value = getattr(self, name)
             if value is not None:
@@ -261,7 +275,6 @@ def sample_test(config: Config, num: int, key=None) -> Dataset:
     rng = generator(config, "test", key)
     groups = rng.choice(NUM_GROUPS, size=int(num), p=np.asarray(GROUP_PROBS)).astype(np.int32)
     d = config.d
-    tokens = _assemble(rng, groups, config.L, lambda is_random: rng.integers(3, d, is_random.shape,
-                                                                             dtype=np.int32))
+    tokens = _assemble(rng, groups, config.L, lambda is_random: rng.integers(3, d, is_random.shape, dtype=np.int32))
     labels = np.asarray(GROUP_LABELS)[groups].astype(jnp.result_type(float))
     return Dataset(tokens=device_array(tokens), labels=device_array(labels), groups=device_array(groups))

@@ -82,8 +82,10 @@ def initial_state(config: Config, dtype=None):
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, by name
         host = obs.gram_state({k: np.asarray(v) for k, v in params.items()}, np.asarray(a))
     if not all(np.all(np.isfinite(v)) for v in host.values()):
-        raise ValueError(f"the initial Grams overflow: init stds sigma0 = {config.init_stds[0]:.3g}, sigma1 = "
-                         f"{config.init_stds[1]:.3g} are too large for dtype {params['W'].dtype}")
+        raise ValueError(
+            f"the initial Grams overflow: init stds sigma0 = {config.init_stds[0]:.3g}, sigma1 = "
+            f"{config.init_stds[1]:.3g} are too large for dtype {params['W'].dtype}"
+        )
     return {k: device_array(v) for k, v in host.items()}
 
 
@@ -95,11 +97,25 @@ def _t1_condition(t, state, args):
 _T1_EVENT = Event(_t1_condition, direction=True, stop=False, name="T1 (zero training error)")
 
 
-def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver: str = "tsit5",
-               rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
-               locate_T1: bool = True, save_states: bool = False, num_test: int = 600,
-               throw: bool = True, seed: int | None = None, init: str | None = None,
-               optimizer: str | None = None, optim_args: dict | None = None) -> Trajectory:
+def solve_flow(
+    config: Config,
+    ts,
+    *,
+    args: dict | None = None,
+    y0=None,
+    solver: str = "tsit5",
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    max_steps: int = 200_000,
+    locate_T1: bool = True,
+    save_states: bool = False,
+    num_test: int = 600,
+    throw: bool = True,
+    seed: int | None = None,
+    init: str | None = None,
+    optimizer: str | None = None,
+    optim_args: dict | None = None,
+) -> Trajectory:
     """Integrate the exact Gram ODE from the initialisation of `network.train(config, ...)` (same seed).
 
     **Arguments:**
@@ -145,9 +161,21 @@ def solve_flow(config: Config, ts, *, args: dict | None = None, y0=None, solver:
             raise ValueError(f"y0 must be a dict with the keys {_STATE_KEYS} (see initial_state), got {got}")
         field, observe, event = vector_field, obs.observe, _T1_EVENT
         y0 = initial_state(config) if y0 is None else y0
-    traj = solve(field, y0, t1=float(ts[-1]), ts=ts, args=args, observables=observe, save_states=save_states,
-                 event=event if locate_T1 else None, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
-                 throw=throw)
+    traj = solve(
+        field,
+        y0,
+        t1=float(ts[-1]),
+        ts=ts,
+        args=args,
+        observables=observe,
+        save_states=save_states,
+        event=event if locate_T1 else None,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        throw=throw,
+    )
     if locate_T1 and float(traj.observables["min_margin"][0]) > 0:
         # zero training error already at t = 0 (ts[0] = 0): T1 = 0, whatever the margin does later
         traj = dataclasses.replace(traj, t_event=0.0)
@@ -180,8 +208,15 @@ def _limit_margin(t, y, args):
 _LIMIT_T1_EVENT = Event(_limit_margin, direction=True, stop=False, name="T1 (zero training error)")
 
 
-def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None, *, args: dict | None = None,
-                  y0=None, num_test: int = 600):
+def limit_problem(
+    config: Config,
+    optimizer: str,
+    optim_args: dict | None = None,
+    *,
+    args: dict | None = None,
+    y0=None,
+    num_test: int = 600,
+):
     """(limit, limit_args, params0) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` on
     `limit_loss`, its args (`args` or `data_args(config)`, plus the output signs "a") and the initial
     parameters (`init_params(config)`, or `y0`)."""
@@ -196,4 +231,3 @@ def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None
             raise ValueError(f"y0 must be a parameter dict with the keys {_PARAM_KEYS} with an optimizer, got {got}")
         params = {k: jnp.asarray(real_array(f"y0[{k!r}]", y0[k]).astype(params[k].dtype)) for k in _PARAM_KEYS}
     return limit, limit_args, params
-

@@ -72,16 +72,18 @@ def network_loss(params, a, tokens, labels):
     return jnp.mean(jax.nn.softplus(-labels * forward(params, a, tokens)))
 
 
-def data_args(config: Config, train: Dataset | None = None, test: Dataset | None = None,
-              num_test: int = 600, dtype=None) -> dict:
+def data_args(
+    config: Config, train: Dataset | None = None, test: Dataset | None = None, num_test: int = 600, dtype=None
+) -> dict:
     """The data dict the observables (and the flow) read: tokens, labels, group indicator, test draws,
     sqrt(m) and m1 as arrays (traced, so new values do not recompile)."""
     dtype = jnp.dtype(check_dtype("dtype", dtype) or jnp.result_type(float))
     check_int("num_test", num_test, 1)
     for name, value in (("train", train), ("test", test)):
         if value is not None and not isinstance(value, Dataset):
-            raise ValueError(f"{name} must be a Dataset (see training_set, sample_test) or None, got "
-                             f"{type(value).__name__}")
+            raise ValueError(
+                f"{name} must be a Dataset (see training_set, sample_test) or None, got {type(value).__name__}"
+            )
     train = training_set(config) if train is None else train
     test = sample_test(config, num_test) if test is None else test
     host = lambda x: device_array(x, dtype)  # noqa: E731 - host casts compile nothing
@@ -140,10 +142,22 @@ def _training_program(batch_size, a_template):
     return training.training_program(loss, observe, a_template, sample=None if batch_size is None else sample)
 
 
-def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps: int = 1000,
-          batch_size: int | None = None, save_every: int = 10, *, save_steps=None,
-          momentum: float | None = None, num_test: int = 600, args: dict | None = None,
-          batch_seed: int | None = None, seed: int | None = None, init: str | None = None) -> NetworkRecord:
+def train(
+    config: Config,
+    optimizer: str = "gd",
+    lr: float | dict = 0.01,
+    steps: int = 1000,
+    batch_size: int | None = None,
+    save_every: int = 10,
+    *,
+    save_steps=None,
+    momentum: float | None = None,
+    num_test: int = 600,
+    args: dict | None = None,
+    batch_seed: int | None = None,
+    seed: int | None = None,
+    init: str | None = None,
+) -> NetworkRecord:
     """Train eq. (1) from `init_params(config)` on `training_set(config)` and record the observables.
 
     **Arguments:**
@@ -174,8 +188,9 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps:
     check_choice("optimizer", optimizer, training.OPTIMIZERS)
     lr = training.check_lr(lr, _GROUPS)
     steps = check_int("steps", steps, 1)
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                   or not 1 <= batch_size <= config.n):
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= config.n
+    ):
         raise ValueError(f"batch_size must be None or an integer in [1, n={config.n}], got {batch_size!r}")
     if optimizer == "sgd" and batch_size is None:
         raise ValueError("batch_size must be given for optimizer='sgd' (use 'gd' for full batch)")
@@ -190,18 +205,36 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.01, steps:
     labels = {k: k for k in _GROUPS} if isinstance(lr, dict) else None
     heavy = None if momentum is None else beta
     opt_state = training.make_optimizer(optimizer, lr, heavy, labels=labels).init(params)
-    key = (jax.random.fold_in(config.keys()[1], 1) if batch_seed is None
-           else jax.random.PRNGKey(int(batch_seed)))
+    key = jax.random.fold_in(config.keys()[1], 1) if batch_seed is None else jax.random.PRNGKey(int(batch_seed))
     data = {**{k: args[k] for k in ARGS_KEYS}, "a": a}
     # one program per optimiser structure: the rates (and momentum) are read from the optimiser state
-    template = training.make_optimizer(optimizer, dict.fromkeys(_GROUPS, 1.0) if labels else 1.0,
-                                       None if heavy is None else 0.5, labels=labels)
+    template = training.make_optimizer(
+        optimizer, dict.fromkeys(_GROUPS, 1.0) if labels else 1.0, None if heavy is None else 0.5, labels=labels
+    )
     structure = (optimizer, batch_size, heavy is not None, labels is not None)
     final, series, _, _, bad, compile_s, run_s = training.run_training(
-        "cooccurrence.train", structure, lambda: _training_program(batch_size, template), params, opt_state, key,
-        save, data)
+        "cooccurrence.train",
+        structure,
+        lambda: _training_program(batch_size, template),
+        params,
+        opt_state,
+        key,
+        save,
+        data,
+    )
     logger.info("train %s lr=%s steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
-    return training.finish(save, series, bad, params=final, clock=training.clock_rate(lr), momentum=beta,
-                           hint="lower lr", optimizer=optimizer, lr=dict(lr) if isinstance(lr, dict) else float(lr),
-                           config=config, compile_s=compile_s, run_s=run_s,
-                           extras={"batch_size": batch_size, "a": a})
+    return training.finish(
+        save,
+        series,
+        bad,
+        params=final,
+        clock=training.clock_rate(lr),
+        momentum=beta,
+        hint="lower lr",
+        optimizer=optimizer,
+        lr=dict(lr) if isinstance(lr, dict) else float(lr),
+        config=config,
+        compile_s=compile_s,
+        run_s=run_s,
+        extras={"batch_size": batch_size, "a": a},
+    )

@@ -48,8 +48,17 @@ def _observe(t, theta, args):
     return obs.observe(t, obs.gram_state(theta, args["a"]), args["obs"])
 
 
-def sgd_sde(config: Config, batch_size, lr, *, args: dict | None = None, num_test: int = 600,
-            noise: bool = True, seed: int | None = None, init: str | None = None):
+def sgd_sde(
+    config: Config,
+    batch_size,
+    lr,
+    *,
+    args: dict | None = None,
+    num_test: int = 600,
+    noise: bool = True,
+    seed: int | None = None,
+    init: str | None = None,
+):
     """(`optim_limits.noise.SGDSDE` of the co-occurrence network, theta0): the SDE of
     `train(config, "sgd", lr, batch_size=batch_size)` (without replacement) and `init_params(config)`.
     Its `args` also hold the fixed signs `a` and the observables' data dict (`"obs"`)."""
@@ -60,10 +69,24 @@ def sgd_sde(config: Config, batch_size, lr, *, args: dict | None = None, num_tes
     return sde._replace(args={**sde.args, "a": a, "obs": args}), theta0
 
 
-def solve_sgd_sde(config: Config, ts, batch_size, lr, num_paths: int, seed: int = 0, *, dt: float | None = None,
-                  args: dict | None = None, num_test: int = 600, noise: bool = True, brownian: str = "increments",
-                  init_seed: int | None = None, init: str | None = None, save_states: bool = False,
-                  max_steps: int | None = None):
+def solve_sgd_sde(
+    config: Config,
+    ts,
+    batch_size,
+    lr,
+    num_paths: int,
+    seed: int = 0,
+    *,
+    dt: float | None = None,
+    args: dict | None = None,
+    num_test: int = 600,
+    noise: bool = True,
+    brownian: str = "increments",
+    init_seed: int | None = None,
+    init: str | None = None,
+    save_states: bool = False,
+    max_steps: int | None = None,
+):
     """`num_paths` Euler-Maruyama paths of the SGD SDE from `init_params(config)`; the observables of
     `observables.OBSERVABLES` at the times `ts` per path.
 
@@ -82,15 +105,36 @@ def solve_sgd_sde(config: Config, ts, batch_size, lr, num_paths: int, seed: int 
     seed = check_int("seed", seed, 0, 2**63 - 1)
     dt = lr / 4 if dt is None else check_real("dt", dt, low=0.0, strict=True)
     save_states = check_bool("save_states", save_states)
-    sde, theta0 = sgd_sde(config, batch_size, lr, args=args, num_test=num_test, noise=noise, seed=init_seed,
-                          init=init)
-    return _noise.solve_sgd_sde(sde, theta0, ts, dt=dt, seed=seed, num_paths=num_paths, observables=_observe,
-                                save_states=save_states, brownian=brownian, max_steps=max_steps)
+    sde, theta0 = sgd_sde(config, batch_size, lr, args=args, num_test=num_test, noise=noise, seed=init_seed, init=init)
+    return _noise.solve_sgd_sde(
+        sde,
+        theta0,
+        ts,
+        dt=dt,
+        seed=seed,
+        num_paths=num_paths,
+        observables=_observe,
+        save_states=save_states,
+        brownian=brownian,
+        max_steps=max_steps,
+    )
 
 
-def train_sgd_runs(config: Config, steps: int, batch_size: int, lr, num_runs: int | None = None, seed: int = 0, *,
-                   keys=None, save_every: int | None = None, args: dict | None = None, num_test: int = 600,
-                   init_seed: int | None = None, init: str | None = None) -> dict:
+def train_sgd_runs(
+    config: Config,
+    steps: int,
+    batch_size: int,
+    lr,
+    num_runs: int | None = None,
+    seed: int = 0,
+    *,
+    keys=None,
+    save_every: int | None = None,
+    args: dict | None = None,
+    num_test: int = 600,
+    init_seed: int | None = None,
+    init: str | None = None,
+) -> dict:
     """`num_runs` SGD trainings of eq. (1) (`optax.sgd(lr)`, batches of `batch_size` distinct samples drawn
     as `network.train` draws them) in one vmapped program, from `init_params(config)`: `{"steps", "ts",
     name: (runs, saves, ...)}` with the observables of `observables.OBSERVABLES` at steps 0, save_every, ...
@@ -99,6 +143,17 @@ def train_sgd_runs(config: Config, steps: int, batch_size: int, lr, num_runs: in
     config = with_seed_init(config, init_seed, init)
     args = data_args(config, num_test=num_test) if args is None else check_args(args)
     theta0, a = init_params(config)
-    return _noise.run_sgd(per_sample_loss, theta0, per_sample_data(args, a), batch_size, lr, steps,
-                          num_runs=num_runs, seed=seed, keys=keys, save_every=save_every, observables=_observe,
-                          extra_args={"a": a, "obs": args})
+    return _noise.run_sgd(
+        per_sample_loss,
+        theta0,
+        per_sample_data(args, a),
+        batch_size,
+        lr,
+        steps,
+        num_runs=num_runs,
+        seed=seed,
+        keys=keys,
+        save_every=save_every,
+        observables=_observe,
+        extra_args={"a": a, "obs": args},
+    )

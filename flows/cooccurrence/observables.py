@@ -44,14 +44,7 @@ def gram_state(params, a):
     """The Gram state of parameters `params = {W (m1, m), W_V, W_K, W_Q (m, d)}` and fixed `a (m1,)`."""
     u = params["W"].T @ a
     W_V, W_K, W_Q = params["W_V"], params["W_K"], params["W_Q"]
-    return {
-        "G": W_V.T @ u,
-        "S": u @ u,
-        "M_V": W_V.T @ W_V,
-        "M_K": W_K.T @ W_K,
-        "M_Q": W_Q.T @ W_Q,
-        "A": W_K.T @ W_Q,
-    }
+    return {"G": W_V.T @ u, "S": u @ u, "M_V": W_V.T @ W_V, "M_K": W_K.T @ W_K, "M_Q": W_Q.T @ W_Q, "A": W_K.T @ W_Q}
 
 
 def attention(A, tokens, sqrt_m):

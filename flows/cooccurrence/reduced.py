@@ -19,9 +19,17 @@ from .._generated import cooccurrence_phase2 as _gen2
 from .._solve import Trajectory, solve
 from .data import Config
 
-__all__ = ["PHASE2_STATE", "THREE_TOKEN_STATE", "idealized_three_token_state", "phase2_vector_field",
-           "solve_phase2", "solve_three_token", "three_token_args", "three_token_state",
-           "three_token_vector_field"]
+__all__ = [
+    "PHASE2_STATE",
+    "THREE_TOKEN_STATE",
+    "idealized_three_token_state",
+    "phase2_vector_field",
+    "solve_phase2",
+    "solve_three_token",
+    "three_token_args",
+    "three_token_state",
+    "three_token_vector_field",
+]
 
 THREE_TOKEN_STATE = _gen3.STATE
 PHASE2_STATE = _gen2.STATE
@@ -54,8 +62,8 @@ def idealized_three_token_state(config: Config, dtype=None):
     A = 0, M_V = M_K = M_Q = sigma0^2 m I, S = sigma1^2 m m1, with the (sigma0, sigma1) of `config.init_stds`."""
     dtype = dtype or jnp.result_type(float)
     s0, s1 = config.init_stds
-    eye = (s0 ** 2 * config.m) * np.eye(3).reshape(-1)
-    y = np.concatenate([np.zeros(3), [s1 ** 2 * config.m * config.m1], np.zeros(9), eye, eye, eye])
+    eye = (s0**2 * config.m) * np.eye(3).reshape(-1)
+    y = np.concatenate([np.zeros(3), [s1**2 * config.m * config.m1], np.zeros(9), eye, eye, eye])
     return jnp.asarray(y, dtype)
 
 
@@ -83,8 +91,15 @@ def solve_three_token(config: Config, ts, y0=None, **solve_kw) -> Trajectory:
     `G (k, 3)`, `S`, `A (k, 3, 3)` at `ts` (starting at 0)."""
     ts = np.asarray(ts, dtype=float)
     y0 = idealized_three_token_state(config) if y0 is None else y0
-    return solve(three_token_vector_field, y0, t1=float(ts[-1]), ts=ts, args=three_token_args(config),
-                 observables={"G": _g_obs, "S": _s_obs, "A": _scores_obs}, **solve_kw)
+    return solve(
+        three_token_vector_field,
+        y0,
+        t1=float(ts[-1]),
+        ts=ts,
+        args=three_token_args(config),
+        observables={"G": _g_obs, "S": _s_obs, "A": _scores_obs},
+        **solve_kw,
+    )
 
 
 def solve_phase2(y0, m1: float, ts, **solve_kw) -> Trajectory:
@@ -93,5 +108,6 @@ def solve_phase2(y0, m1: float, ts, **solve_kw) -> Trajectory:
     ts = np.asarray(ts, dtype=float)
     y0 = jnp.asarray(y0)
     args = {"m1": jnp.asarray(float(m1), y0.dtype)}
-    return solve(phase2_vector_field, y0, t1=float(ts[-1]), ts=ts, args=args,
-                 observables={"loss": _phase2_loss}, **solve_kw)
+    return solve(
+        phase2_vector_field, y0, t1=float(ts[-1]), ts=ts, args=args, observables={"loss": _phase2_loss}, **solve_kw
+    )

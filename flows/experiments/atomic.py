@@ -21,8 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["atomic_savez", "atomic_write", "atomic_write_json", "atomic_write_text", "decode_nonfinite", "dumps",
-           "to_builtin"]
+__all__ = [
+    "atomic_savez",
+    "atomic_write",
+    "atomic_write_json",
+    "atomic_write_text",
+    "decode_nonfinite",
+    "dumps",
+    "to_builtin",
+]
 
 NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -105,8 +112,7 @@ def to_builtin(obj):
 
 
 def dumps(obj) -> str:
-    return json.dumps(to_builtin(obj), indent=2, sort_keys=True, allow_nan=False,
-                      default=to_builtin) + "\n"
+    return json.dumps(to_builtin(obj), indent=2, sort_keys=True, allow_nan=False, default=to_builtin) + "\n"
 
 
 def atomic_write_json(path, obj) -> None:
@@ -139,4 +145,3 @@ def decode_nonfinite(obj):
     if isinstance(obj, list):
         return [decode_nonfinite(v) for v in obj]
     return obj
-

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-__all__ = ["FAILS", "HOLDS", "KNOWN", "NOT_TESTED", "check_name", "example_parser", "verdict", "verdict_counts",
-           "verdict_tag"]
+__all__ = [
+    "FAILS",
+    "HOLDS",
+    "KNOWN",
+    "NOT_TESTED",
+    "check_name",
+    "example_parser",
+    "verdict",
+    "verdict_counts",
+    "verdict_tag",
+]
 
 
 def check_name(value, arg: str = "name") -> str:
@@ -13,8 +22,9 @@ def check_name(value, arg: str = "name") -> str:
     return value
 
 
-def example_parser(name: str, description: str, *, seed: int = 0,
-                   seed_help: str = "random seed (the same seed gives the same record)"):
+def example_parser(
+    name: str, description: str, *, seed: int = 0, seed_help: str = "random seed (the same seed gives the same record)"
+):
     """The argument parser every example shares: `--quick`, `--out` (default `out/<name>`), `--seed`,
     `--no-compile-cache`.
 
@@ -38,8 +48,11 @@ def example_parser(name: str, description: str, *, seed: int = 0,
     parser.add_argument("--quick", action="store_true", help="CI-sized run")
     parser.add_argument("--out", default=f"out/{name}", help="record folder")
     parser.add_argument("--seed", type=int, default=seed, help=seed_help)
-    parser.add_argument("--no-compile-cache", action="store_true",
-                        help="do not use the persistent compilation cache (flows.experiments.compile_cache)")
+    parser.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="do not use the persistent compilation cache (flows.experiments.compile_cache)",
+    )
     return parser
 
 
@@ -78,5 +91,7 @@ def verdict_counts(preds: dict) -> str:
     v = [verdict(p) for p in preds.values()]
     n_known = v.count(KNOWN)
     known = f", {n_known} known finding{'' if n_known == 1 else 's'}" if n_known else ""
-    return (f"{v.count(HOLDS)} hold, {v.count(FAILS)} fail{'s' if v.count(FAILS) == 1 else ''}{known}, "
-            f"{v.count(NOT_TESTED)} not tested at this size")
+    return (
+        f"{v.count(HOLDS)} hold, {v.count(FAILS)} fail{'s' if v.count(FAILS) == 1 else ''}{known}, "
+        f"{v.count(NOT_TESTED)} not tested at this size"
+    )

@@ -65,63 +65,70 @@ _RAREST_DT = Finding(
     title="Scan and Snap, Fig. 4: the rarest distinct tokens",
     claim="every distinct-token logit rises (Tian et al. 2023, Theorem 2a)",
     measured="18/20 rise at both settings: the rarest DT of each class (P(l|n) = 0.0065) ends at -0.020, -0.013 "
-             "(eta_Y = 1) and -0.0014, -0.0036 (eta_Y = 10) after 100 SGD iterations (about the same after 30); "
-             "the T -> inf flow from the same start raises every DT logit (smallest +0.013, +0.0046)",
+    "(eta_Y = 1) and -0.0014, -0.0036 (eta_Y = 10) after 100 SGD iterations (about the same after 30); "
+    "the T -> inf flow from the same start raises every DT logit (smallest +0.013, +0.0046)",
     reason="a finite-T effect, outside Theorem 2a's T -> inf limit: the network at T = 128 lowers the rarest "
-           "distinct token, the flow does not")
+    "distinct token, the flow does not",
+)
 _ADAM_DT = Finding(
     title="Scan and Snap, Fig. 5: Adam",
     claim="Theorem 2a's rising distinct-token logits, under Adam (Fig. 5 shows Adam without a claim)",
     measured="16/20 rise at eta = 0.1 (14/20 after 30 steps), 19/20 at eta = 0.5, 20/20 at eta = 1; the ones that "
-             "fall are the most frequent DTs of a class (down to -0.17 and -1.04)",
-    reason="Theorem 2a is a gradient-flow result and Adam's normalised steps are not that flow")
+    "fall are the most frequent DTs of a class (down to -0.17 and -1.04)",
+    reason="Theorem 2a is a gradient-flow result and Adam's normalised steps are not that flow",
+)
 _SNAP_EXPONENTS = Finding(
     title="Scan and Snap: the snap time's exponents",
     claim="t0 = 2 K ln M / eta_Y, exponents (1, 1, -1) in (K, ln M, eta_Y) (Theorem 4)",
     measured="(0.82, 0.49, -0.90) from the reduced flow over K = 2 .. 8, M = 10^2 .. 10^6, eta_Y = 0.5 .. 2",
-    reason="the law is asymptotic in M: t_snap / (K ln M / eta_Y) is 1.3 .. 3.6 at M = 100 and 0.98 .. 1.1 at "
-           "M = 10^6")
+    reason="the law is asymptotic in M: t_snap / (K ln M / eta_Y) is 1.3 .. 3.6 at M = 100 and 0.98 .. 1.1 at M = 10^6",
+)
 _SNAP_ETA_Z = Finding(
     title="Scan and Snap: the snap time and eta_Z",
     claim="the snap time depends on eta_Y only (Theorem 4)",
     measured="eta_Z = 4 snaps earlier than eta_Z = 1 in every cell, |ln ratio| up to 0.62 (K = 2, M = 100, "
-             "eta_Y = 2; median 0.056)",
-    reason="asymptotic in M as well: |ln ratio| is 0.14 .. 0.62 at M = 100 and 0.02 .. 0.06 at M >= 10^5")
+    "eta_Y = 2; median 0.056)",
+    reason="asymptotic in M as well: |ln ratio| is 0.14 .. 0.62 at M = 100 and 0.02 .. 0.06 at M >= 10^5",
+)
 _CERTIFICATE = Finding(
     title="Mean field: stationary laws that are not global minimisers",
     claim="for lam small enough the flow's stationary laws minimise Q_lam globally (Gao et al. 2024; P6, P7: "
-          "first-variation certificate >= 0)",
+    "first-variation certificate >= 0)",
     measured="certificate -0.17 at every stationary law of lam = 1e-2 (4 restarts and the wide M = 64 network; "
-             "about 0 at lam = 1e-1; at lam <= 1e-3 the flows still move at the end of the run)",
+    "about 0 at lam = 1e-1; at lam <= 1e-3 the flows still move at the end of the run)",
     reason="HuberizedReLU is not homogeneous in W1, so stationarity does not balance |W1| and |W2|, and moving "
-           "neuron mass to the origin lowers Q, a non-local move the particle flow cannot make",
-    at_quick=False)
+    "neuron mass to the origin lowers Q, a non-local move the particle flow cannot make",
+    at_quick=False,
+)
 
 _OPTIM_NO_SNAP = Finding(
     title="Scan and Snap under sign descent: no snap",
     claim="after the scan the growth of Z slows and the attention freezes (Tian et al. 2023, Theorems 4-5, under "
-          "gradient flow)",
+    "gradient flow)",
     measured="on the sign flow (eps = 1e-6) over t = 0 .. 1.6, while the loss falls from 3.5 to 1.8e-4, max |Z| = t: "
-             "growth rate over the last fifth / first fifth 0.96 (sign SGD at lr 0.025: 1.09), attention rate ratio "
-             "1.22 (1.15); gradient flow 0.098 and 0.11 at t = 100, the Adam flow 0.026 and 0.043 at t = 20",
+    "growth rate over the last fifth / first fifth 0.96 (sign SGD at lr 0.025: 1.09), attention rate ratio "
+    "1.22 (1.15); gradient flow 0.098 and 0.11 at t = 100, the Adam flow 0.026 and 0.043 at t = 20",
     reason="sign descent moves every coordinate with a nonzero gradient at unit speed, so the shrinking gradient "
-           "that slows gradient flow slows nothing until it vanishes")
+    "that slows gradient flow slows nothing until it vanishes",
+)
 _OPTIM_DT = Finding(
     title="Scan and Snap under sign descent and Adam: the frequent distinct tokens",
     claim="every distinct-token logit rises (Theorem 2a, under gradient flow)",
     measured="the sign flow raises 8/20 (t = 1.6; sign SGD at lr 0.025: 10/20), the Adam flow (c1 = 1, c2 = 0.01) "
-             "10/20 (t = 20; Adam at lr 0.025: 12/20); the ones that fall are the most frequent DTs of each class "
-             "(lowest -0.71 and -0.43); the gradient flow raises 20/20 (smallest +0.0074 at t = 100)",
+    "10/20 (t = 20; Adam at lr 0.025: 12/20); the ones that fall are the most frequent DTs of each class "
+    "(lowest -0.71 and -0.43); the gradient flow raises 20/20 (smallest +0.0074 at t = 100)",
     reason="Theorem 2a is a gradient-flow result and the normalised steps of sign descent and Adam are not that "
-           "flow (as for Fig. 5's Adam networks, where the frequent DTs fall too)")
+    "flow (as for Fig. 5's Adam networks, where the frequent DTs fall too)",
+)
 _ADAM_OVERSHOOT = Finding(
     title="Scan and Snap under Adam: the scan overshoots",
     claim="the common-token attention only falls (Theorem 2: CT logits fall, DT logits rise, under gradient flow)",
     measured="the Adam flow takes the common-token mass from 0.645 to 0.239 at t = 5.2 and back up to 0.275 at "
-             "t = 20 (the Adam network at lr 0.025: 0.270); its mean CT logit goes -1.40 -> -1.28 meanwhile; the "
-             "gradient flow's mass falls monotonically to 0.511 at t = 100",
+    "t = 20 (the Adam network at lr 0.025: 0.270); its mean CT logit goes -1.40 -> -1.28 meanwhile; the "
+    "gradient flow's mass falls monotonically to 0.511 at t = 100",
     reason="Theorem 2 is a gradient-flow result; after Adam's fast first phase (loss 1.3e-3 by t = 2) its flow raises "
-           "the CT logits again and lowers the middle-frequency DT logits")
+    "the CT logits again and lowers the middle-frequency DT logits",
+)
 
 #: (example stem, prediction name) -> Finding
 KNOWN_FINDINGS: dict[tuple[str, str], Finding] = {
@@ -165,10 +172,17 @@ def markdown() -> str:
         names = ", ".join(f"`{name}`" for _, name in keys)
         stems = ", ".join(dict.fromkeys(f"`{stem}`" for stem, _ in keys))
         quick = "" if f.at_quick else " Not decided at `--quick` size."
-        text = (f"**{f.title}** ({stems}: {names}). Paper: {f.claim}. Measured: {f.measured}; {f.reason}."
-                + quick)
-        lines.append(textwrap.fill(text, width=115, initial_indent="- ", subsequent_indent="  ",
-                                   break_long_words=False, break_on_hyphens=False))
+        text = f"**{f.title}** ({stems}: {names}). Paper: {f.claim}. Measured: {f.measured}; {f.reason}." + quick
+        lines.append(
+            textwrap.fill(
+                text,
+                width=115,
+                initial_indent="- ",
+                subsequent_indent="  ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -184,6 +198,7 @@ def report_markdown(anchors) -> str:
     parts = []
     for f in seen.values():
         quick = "" if f.at_quick else " Not decided at `--quick` size."
-        parts.append(f"### {f.title}\n\nPaper: {f.claim}.  \nMeasured (full run): {f.measured}.  \n"
-                     f"Why: {f.reason}.{quick}\n")
+        parts.append(
+            f"### {f.title}\n\nPaper: {f.claim}.  \nMeasured (full run): {f.measured}.  \nWhy: {f.reason}.{quick}\n"
+        )
     return "\n".join(parts)

@@ -15,8 +15,7 @@ __all__ = ["PANEL_SIZE", "annotate_vline", "colors", "figure", "log_time_axis"]
 PANEL_SIZE = (4.0, 3.0)
 
 
-def figure(nrows: int = 1, ncols: int = 1, *, width: float | None = None,
-           height: float | None = None, **kw):
+def figure(nrows: int = 1, ncols: int = 1, *, width: float | None = None, height: float | None = None, **kw):
     """Create ``(fig, axes)`` with constrained layout and ``PANEL_SIZE`` per panel.
 
     ``width``/``height`` (inches) override the total size; other keywords go to
@@ -25,8 +24,10 @@ def figure(nrows: int = 1, ncols: int = 1, *, width: float | None = None,
     for arg, value in (("nrows", nrows), ("ncols", ncols)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{arg} must be a positive int, got {value!r}")
-    figsize = (width if width is not None else PANEL_SIZE[0] * ncols,
-               height if height is not None else PANEL_SIZE[1] * nrows)
+    figsize = (
+        width if width is not None else PANEL_SIZE[0] * ncols,
+        height if height is not None else PANEL_SIZE[1] * nrows,
+    )
     kw.setdefault("layout", "constrained")
     fig, axes = plt.subplots(nrows, ncols, figsize=figsize, **kw)
     for ax in np.atleast_1d(axes).ravel():
@@ -56,6 +57,14 @@ def annotate_vline(ax, x: float, label: str, **kw):
     """Dashed vertical line at ``x`` with a small rotated ``label`` at the top; returns the line."""
     kw = {"color": "0.35", "linestyle": "--", "linewidth": 1.0, **kw}
     line = ax.axvline(x, **kw)
-    ax.annotate(label, xy=(x, 0.98), xycoords=("data", "axes fraction"), rotation=90,
-                ha="right", va="top", fontsize=8, color=kw["color"])
+    ax.annotate(
+        label,
+        xy=(x, 0.98),
+        xycoords=("data", "axes fraction"),
+        rotation=90,
+        ha="right",
+        va="top",
+        fontsize=8,
+        color=kw["color"],
+    )
     return line

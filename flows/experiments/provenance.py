@@ -12,8 +12,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["versions"]
 
-_PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "sympy", "numpy", "scipy",
-             "matplotlib")
+_PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optax", "sympy", "numpy", "scipy", "matplotlib")
 
 
 def _dist_version(dist: str):
@@ -30,8 +29,7 @@ def _git(*args: str):
     if not (root / ".git").exists():  # installed, not a checkout: don't report an outer repo
         return None
     try:
-        res = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                             timeout=10, check=False)
+        res = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return res.stdout.strip() if res.returncode == 0 else None

@@ -43,24 +43,29 @@ from .atomic import (
     dumps,
     to_builtin,
 )
-from .examples import (
-    FAILS,
-    HOLDS,
-    KNOWN,
-    NOT_TESTED,
-    check_name,
-    example_parser,
-    verdict,
-    verdict_counts,
-    verdict_tag,
-)
+from .examples import FAILS, HOLDS, KNOWN, NOT_TESTED, check_name, example_parser, verdict, verdict_counts, verdict_tag
 from .findings import Finding
 from .provenance import versions
 
 # the writers, the example parser and the verdicts are re-exported: this is the module every example imports
-__all__ = ["FAILS", "HOLDS", "KNOWN", "NOT_TESTED", "RunRecord", "atomic_savez", "atomic_write_json",
-           "atomic_write_text", "example_parser", "is_complete", "load_record", "log_predictions", "verdict",
-           "verdict_counts", "verdict_tag", "versions"]
+__all__ = [
+    "FAILS",
+    "HOLDS",
+    "KNOWN",
+    "NOT_TESTED",
+    "RunRecord",
+    "atomic_savez",
+    "atomic_write_json",
+    "atomic_write_text",
+    "example_parser",
+    "is_complete",
+    "load_record",
+    "log_predictions",
+    "verdict",
+    "verdict_counts",
+    "verdict_tag",
+    "versions",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +101,7 @@ def load_record(out_dir) -> dict:
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         raise ValueError(f"out_dir {str(out_dir)!r} is not a directory")
-    metrics_path, meta_path, series_path = (out_dir / n for n in
-                                            (METRICS_FILE, META_FILE, SERIES_FILE))
+    metrics_path, meta_path, series_path = (out_dir / n for n in (METRICS_FILE, META_FILE, SERIES_FILE))
     metrics = decode_nonfinite(_read_json(metrics_path)) if metrics_path.exists() else {}
     meta = _read_json(meta_path) if meta_path.exists() else {}
     series = {}
@@ -129,8 +133,7 @@ class RunRecord:
             rec.save_figure(fig, "loss.png")
     """
 
-    def __init__(self, out_dir, *, name: str, config: dict, seed: int | None = None,
-                 quick: bool = False):
+    def __init__(self, out_dir, *, name: str, config: dict, seed: int | None = None, quick: bool = False):
         self.name = check_name(name)
         if not isinstance(config, Mapping):
             raise ValueError(f"config must be a dict, got {type(config).__name__}")
@@ -189,14 +192,26 @@ class RunRecord:
             value = to_builtin(value)
         except TypeError as err:
             raise ValueError(f"value of metric {name!r}: {err}") from err
-        if isinstance(value, dict) or (isinstance(value, list) and (
-                len(value) > 8 or not all(isinstance(v, (int, float)) or v is None for v in value))):
-            raise ValueError(f"value of metric {name!r} must be a scalar or a flat list of at most 8 numbers; "
-                             f"use add_series")
+        if isinstance(value, dict) or (
+            isinstance(value, list)
+            and (len(value) > 8 or not all(isinstance(v, (int, float)) or v is None for v in value))
+        ):
+            raise ValueError(
+                f"value of metric {name!r} must be a scalar or a flat list of at most 8 numbers; use add_series"
+            )
         self._set(name, value, prediction=False)
 
-    def add_prediction(self, name: str, measured, expected: str, holds: bool | None, *,
-                       tested_at: str | None = None, known_finding: Finding | None = None, **extra) -> None:
+    def add_prediction(
+        self,
+        name: str,
+        measured,
+        expected: str,
+        holds: bool | None,
+        *,
+        tested_at: str | None = None,
+        known_finding: Finding | None = None,
+        **extra,
+    ) -> None:
         """Record a checked prediction: what was measured, what was expected, its verdict.
 
         Four verdicts (:func:`verdict`): ``holds=True`` (holds), ``holds=False`` (fails: a real
@@ -211,18 +226,19 @@ class RunRecord:
         if not isinstance(expected, str):
             raise ValueError(f"expected must be a str describing the prediction, got {expected!r}")
         if known_finding is not None and not isinstance(known_finding, Finding):
-            raise ValueError(f"known_finding must be a flows.experiments.findings.Finding or None, "
-                             f"got {known_finding!r}")
+            raise ValueError(
+                f"known_finding must be a flows.experiments.findings.Finding or None, got {known_finding!r}"
+            )
         if holds is None:
             if not isinstance(tested_at, str) or not tested_at:
-                raise ValueError("tested_at must name the size at which an untested prediction is tested "
-                                 "(holds=None)")
+                raise ValueError("tested_at must name the size at which an untested prediction is tested (holds=None)")
             verdict_ = NOT_TESTED
         else:
             holds_arr = np.asarray(holds)
             if holds_arr.size != 1 or holds_arr.dtype != bool:  # not "no" (truthy), 0.0 or NaN
-                raise ValueError(f"holds must be a single truth value (True, False, a numpy or jax bool) or None, "
-                                 f"got {holds!r}")
+                raise ValueError(
+                    f"holds must be a single truth value (True, False, a numpy or jax bool) or None, got {holds!r}"
+                )
             holds = bool(holds_arr.reshape(()))
             verdict_ = HOLDS if holds else KNOWN if known_finding is not None else FAILS
         entry = {}
@@ -334,8 +350,7 @@ class RunRecord:
         if exc_type is None:
             self.finish()
         else:
-            logger.warning("run %s raised %s; record in %s left incomplete", self.name,
-                           exc_type.__name__, self.out_dir)
+            logger.warning("run %s raised %s; record in %s left incomplete", self.name, exc_type.__name__, self.out_dir)
         return False
 
 

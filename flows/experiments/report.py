@@ -72,8 +72,12 @@ def _counts(rec_dir: Path) -> tuple[str, str, str, str]:
     v = _verdicts(rec_dir)
     if v is None:
         return "?", "?", "?", "?"
-    return (f"{v.count(records.HOLDS)}/{len(v)}", str(v.count(records.FAILS)), str(v.count(records.NOT_TESTED)),
-            str(v.count(records.KNOWN)))
+    return (
+        f"{v.count(records.HOLDS)}/{len(v)}",
+        str(v.count(records.FAILS)),
+        str(v.count(records.NOT_TESTED)),
+        str(v.count(records.KNOWN)),
+    )
 
 
 _TRACEBACK = "Traceback (most recent call last):"
@@ -145,8 +149,13 @@ def _link(stem: str, fname: str) -> str:
     return f"<{target}>" if " " in target else target
 
 
-_STATUS = {"ok": "ok", "skipped": "complete (earlier run)", "failed": "FAILED",
-           "interrupted": "interrupted", "not run": "not run"}
+_STATUS = {
+    "ok": "ok",
+    "skipped": "complete (earlier run)",
+    "failed": "FAILED",
+    "interrupted": "interrupted",
+    "not run": "not run",
+}
 
 
 def _finding_link(pred: dict) -> str:
@@ -180,13 +189,21 @@ def _section(o: Outcome, out: Path) -> list[str]:
             cause = failure_cause(rec_dir / "run.log", o.returncode, o.note)
             lines += ["", f"Cause: {cause}"]
         if o.status != "not run":
-            lines += ["", f"Last {_LOG_TAIL} lines of `{o.stem}/run.log`:", "", "```",
-                      _log_tail(rec_dir / "run.log"), "```"]
+            lines += [
+                "",
+                f"Last {_LOG_TAIL} lines of `{o.stem}/run.log`:",
+                "",
+                "```",
+                _log_tail(rec_dir / "run.log"),
+                "```",
+            ]
         return lines + [""]
     rec = records.load_record(rec_dir)
     meta, metrics = rec["meta"], rec["metrics"]
-    lines.append(f"Status: {_STATUS[o.status]}; finished {meta.get('finished', '?')}, "
-                 f"seed {meta.get('seed')}, quick={meta.get('quick')}.")
+    lines.append(
+        f"Status: {_STATUS[o.status]}; finished {meta.get('finished', '?')}, "
+        f"seed {meta.get('seed')}, quick={meta.get('quick')}."
+    )
     lines.append("")
     for fname in meta.get("figures") or rec["figures"]:
         lines += [f"![{Path(fname).stem}]({_link(o.stem, fname)})", ""]
@@ -199,19 +216,25 @@ def _section(o: Outcome, out: Path) -> list[str]:
     if preds:
         lines += ["Predictions:", ""]
         for name, p in preds.items():
-            extra = {k: v for k, v in p.items()
-                     if k not in ("measured", "expected", "holds", "verdict", "known_finding")}
+            extra = {
+                k: v for k, v in p.items() if k not in ("measured", "expected", "holds", "verdict", "known_finding")
+            }
             more = ", ".join(f"{k} = {_fmt(v)}" for k, v in sorted(extra.items()))
-            lines.append(f"- {records.verdict_tag(p)} {name}: measured = "
-                         f"{_fmt(p.get('measured'))}, expected {p.get('expected', '?')}"
-                         + (f" ({more})" if more else "") + _finding_link(p))
+            lines.append(
+                f"- {records.verdict_tag(p)} {name}: measured = "
+                f"{_fmt(p.get('measured'))}, expected {p.get('expected', '?')}"
+                + (f" ({more})" if more else "")
+                + _finding_link(p)
+            )
         lines.append("")
     if meta.get("solver"):
         lines += ["| Solve | Status | Steps | Compile (s) | Run (s) |", "|---|---|---|---|---|"]
         for name, s in sorted(meta["solver"].items()):
-            lines.append(f"| {_cell(name)} | {_cell(_fmt(s.get('status')))} | "
-                         f"{_fmt(s.get('num_steps'))} | {_fmt(s.get('compile_s'))} | "
-                         f"{_fmt(s.get('run_s'))} |")
+            lines.append(
+                f"| {_cell(name)} | {_cell(_fmt(s.get('status')))} | "
+                f"{_fmt(s.get('num_steps'))} | {_fmt(s.get('compile_s'))} | "
+                f"{_fmt(s.get('run_s'))} |"
+            )
         lines.append("")
     return lines
 
@@ -219,8 +242,13 @@ def _section(o: Outcome, out: Path) -> list[str]:
 def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick: bool) -> str:
     """Markdown report: summary table, then one section per example (links relative to out)."""
     now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    lines = ["# Reproduction report" + (" (quick)" if quick else ""), "",
-             f"Command: `python -m flows {shlex.join(argv)}`  ", f"Date: {now}", ""]
+    lines = [
+        "# Reproduction report" + (" (quick)" if quick else ""),
+        "",
+        f"Command: `python -m flows {shlex.join(argv)}`  ",
+        f"Date: {now}",
+        "",
+    ]
     versions = None
     for o in outcomes:
         if o.status in ("ok", "skipped"):
@@ -229,10 +257,13 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
     if versions:
         keys = ("flows", "git_sha", "python", "jax", "diffrax", "jax_backend", "jax_enable_x64")
         lines += ["Versions: " + ", ".join(f"{k} {versions.get(k)}" for k in keys), ""]
-    lines += ["## Summary", "",
-              "| Example | Status | Wall time (s) | Predictions holding | Failing | Not tested at this size "
-              "| Known findings |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Summary",
+        "",
+        "| Example | Status | Wall time (s) | Predictions holding | Failing | Not tested at this size "
+        "| Known findings |",
+        "|---|---|---|---|---|---|---|",
+    ]
     sections: list[str] = []
     anchors: list[str] = []
     for o in outcomes:
@@ -240,18 +271,24 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
         if o.status in ("ok", "skipped"):
             counts = _counts(out / o.stem)
             if wall is None:  # skipped: the earlier run's time, else the record's own
-                wall = (logged_wall_s(out / o.stem / "run.log")
-                        or records.load_record(out / o.stem)["meta"].get("wall_s"))
+                wall = logged_wall_s(out / o.stem / "run.log") or records.load_record(out / o.stem)["meta"].get(
+                    "wall_s"
+                )
         wall_text = f"{wall:.1f}" if isinstance(wall, (int, float)) else "-"
-        lines.append(f"| [{o.stem}](#{o.stem.lower()}) | {_STATUS[o.status]} | {wall_text} | "
-                     + " | ".join(counts) + " |")
+        lines.append(
+            f"| [{o.stem}](#{o.stem.lower()}) | {_STATUS[o.status]} | {wall_text} | " + " | ".join(counts) + " |"
+        )
         sections += _section(o, out)
         anchors += _known_anchors(o, out)
     explained = findings.report_markdown(anchors)
     if explained:
-        sections += ["## Known findings", "",
-                     "The predictions marked KNOWN FINDING above fail as documented: each is a disagreement with its "
-                     "paper that the full run measures and explains (`flows.experiments.findings`; the README section "
-                     "\"Where the papers and the solver disagree\"), not a defect of the library.", "",
-                     explained]
+        sections += [
+            "## Known findings",
+            "",
+            "The predictions marked KNOWN FINDING above fail as documented: each is a disagreement with its "
+            "paper that the full run measures and explains (`flows.experiments.findings`; the README section "
+            '"Where the papers and the solver disagree"), not a defect of the library.',
+            "",
+            explained,
+        ]
     return "\n".join(lines + [""] + sections).rstrip() + "\n"

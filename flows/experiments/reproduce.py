@@ -81,14 +81,18 @@ def load_quick_times(root: Path) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         walls = data["examples"]
-        ok = (isinstance(walls, dict) and bool(walls) and all(_positive_number(v) for v in walls.values())
-              and _positive_int(data.get("jobs")) and _positive_int(data.get("cpus"))
-              and (data.get("total_wall_s") is None or _positive_number(data["total_wall_s"])))
+        ok = (
+            isinstance(walls, dict)
+            and bool(walls)
+            and all(_positive_number(v) for v in walls.values())
+            and _positive_int(data.get("jobs"))
+            and _positive_int(data.get("cpus"))
+            and (data.get("total_wall_s") is None or _positive_number(data["total_wall_s"]))
+        )
     except (OSError, ValueError, KeyError, TypeError):
         ok = False
     if not ok:
-        print(f"warning: {path} is not a file of measured times (examples, jobs, cpus); no estimate",
-              file=sys.stderr)
+        print(f"warning: {path} is not a file of measured times (examples, jobs, cpus); no estimate", file=sys.stderr)
         return None
     return data
 
@@ -98,8 +102,7 @@ def _positive_int(value) -> bool:
 
 
 def _positive_number(value) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and value > 0)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def estimate_s(stems: list[str], times: dict) -> float | None:
@@ -133,8 +136,7 @@ def banner(n: int, pending: list[str], *, quick: bool, times: dict | None) -> st
         return text
     eta = estimate_s(pending, times) if (quick and times) else None
     if eta is not None:
-        text += (f", about {_duration(eta)} (measured on {times['cpus']} CPU cores, "
-                 f"{times['jobs']} at once)")
+        text += f", about {_duration(eta)} (measured on {times['cpus']} CPU cores, {times['jobs']} at once)"
     return text
 
 
@@ -169,8 +171,17 @@ class _Running:
     tag: str
 
 
-def _start(running: list[_Running], index: int, script: Path, rec_dir: Path, *, quick: bool, cwd: Path, tag: str,
-           cache: bool = True) -> None:
+def _start(
+    running: list[_Running],
+    index: int,
+    script: Path,
+    rec_dir: Path,
+    *,
+    quick: bool,
+    cwd: Path,
+    tag: str,
+    cache: bool = True,
+) -> None:
     """Start an example and append it to `running` (the list the interrupt handler terminates), so that a
     Ctrl-C landing between the process's start and its registration cannot leave it running."""
     rec_dir.mkdir(parents=True, exist_ok=True)
@@ -184,8 +195,9 @@ def _start(running: list[_Running], index: int, script: Path, rec_dir: Path, *, 
         with open(log_path, "w", encoding="utf-8") as log:
             log.write(f"$ {shlex.join(cmd)}\n")
             log.flush()
-            proc = subprocess.Popen(cmd, cwd=cwd, env=_child_env(cache), stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                cmd, cwd=cwd, env=_child_env(cache), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         running.append(_Running(index, script.stem, rec_dir, log_path, proc, time.perf_counter(), tag))
     except BaseException:
         if proc is not None:
@@ -214,8 +226,15 @@ def default_jobs() -> int:
     return max(1, min(cpus, 4))
 
 
-def _run_all(pending: list[tuple[int, Path, Path, str]], outcomes: list[Outcome], *, jobs: int, quick: bool,
-             cwd: Path, cache: bool) -> None:
+def _run_all(
+    pending: list[tuple[int, Path, Path, str]],
+    outcomes: list[Outcome],
+    *,
+    jobs: int,
+    quick: bool,
+    cwd: Path,
+    cache: bool,
+) -> None:
     """Run `pending` (index, script, record folder, tag) with at most `jobs` at once, in order of start;
     fills `outcomes[index]`. On KeyboardInterrupt every running example is terminated (its log says so,
     its outcome stays "interrupted") and the interrupt propagates."""
@@ -258,8 +277,7 @@ def reproduce(args, argv: list[str]) -> int:
         wanted = [n[:-3] if n.endswith(".py") else n for n in args.only]
         unknown = [n for n in wanted if n not in available]
         if unknown:
-            print(f"error: unknown example(s) {', '.join(unknown)}; available: "
-                  f"{', '.join(available)}", file=sys.stderr)
+            print(f"error: unknown example(s) {', '.join(unknown)}; available: {', '.join(available)}", file=sys.stderr)
             return 2
         scripts = [s for s in scripts if s.stem in wanted]
     out = Path(args.out or ("out/reproduce-quick" if args.quick else "out/reproduce"))
@@ -288,16 +306,19 @@ def reproduce(args, argv: list[str]) -> int:
     interrupted = False
     t0 = time.perf_counter()
     try:
-        _run_all(pending, outcomes, jobs=jobs, quick=args.quick, cwd=cwd,
-                 cache=not getattr(args, "no_compile_cache", False))
+        _run_all(
+            pending, outcomes, jobs=jobs, quick=args.quick, cwd=cwd, cache=not getattr(args, "no_compile_cache", False)
+        )
     except KeyboardInterrupt:
         interrupted = True
         current = [o.stem for o in outcomes if o.status == "interrupted"]
         where = f" while running {', '.join(current)}" if current else ""
         print(f"\ninterrupted{where}; rerun the same command to resume", flush=True)
     if pending and not interrupted:
-        print(f"{len(pending)} example(s) in {time.perf_counter() - t0:.1f} s ({min(jobs, len(pending))} at once)",
-              flush=True)
+        print(
+            f"{len(pending)} example(s) in {time.perf_counter() - t0:.1f} s ({min(jobs, len(pending))} at once)",
+            flush=True,
+        )
 
     report = out / "REPORT.md"
     records.atomic_write_text(report, render_report(outcomes, out, argv, quick=args.quick))

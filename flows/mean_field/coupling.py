@@ -49,8 +49,10 @@ def _check_dict(name, particles):
     want = {"V": (K, M, D, D), "W": (K, M, D, D), "W1": (K, Mm, D), "W2": (K, Mm, D)}
     for k in GROUPS:
         if arrays[k].shape != want[k] or Mm < 1:
-            raise ValueError(f"{name}[{k!r}] must have shape {want[k] if Mm >= 1 else '(depth, M_mlp, D)'} "
-                             f"(depth {K}, M={M}, D={D}), got {arrays[k].shape}")
+            raise ValueError(
+                f"{name}[{k!r}] must have shape {want[k] if Mm >= 1 else '(depth, M_mlp, D)'} "
+                f"(depth {K}, M={M}, D={D}), got {arrays[k].shape}"
+            )
         if not np.issubdtype(arrays[k].dtype, np.floating):
             raise ValueError(f"{name}[{k!r}] must be floating point, got {arrays[k].dtype}")
     return arrays, K, M, Mm
@@ -94,8 +96,16 @@ def _take(x, idx):
     return np.take_along_axis(x, idx.reshape(idx.shape + (1,) * (x.ndim - 2)), axis=1)
 
 
-def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, key, per_layer: bool = False,
-                        replace: bool = False, return_indices: bool = False):
+def subsample_particles(
+    particles: dict,
+    M: int,
+    M_mlp: int | None = None,
+    *,
+    key,
+    per_layer: bool = False,
+    replace: bool = False,
+    return_indices: bool = False,
+):
     """M attention and M_mlp MLP particles chosen from a reference cloud (without replacement by default).
 
     **Arguments:**
@@ -129,8 +139,9 @@ def subsample_particles(particles: dict, M: int, M_mlp: int | None = None, *, ke
     if M > M_ref and not replace:
         raise ValueError(f"M must be <= the reference's M_ref = {M_ref} (sampling without replacement), got {M}")
     if M_mlp > Mm_ref and not replace:
-        raise ValueError(f"M_mlp must be <= the reference's M_mlp = {Mm_ref} (sampling without replacement), "
-                         f"got {M_mlp}")
+        raise ValueError(
+            f"M_mlp must be <= the reference's M_mlp = {Mm_ref} (sampling without replacement), got {M_mlp}"
+        )
     if not isinstance(per_layer, (bool, np.bool_)):
         raise ValueError(f"per_layer must be a bool, got {per_layer!r}")
     rng = _generator(key)
@@ -153,8 +164,10 @@ def depth_weights(K: int, L: int, layout: str = "nodes"):
     K = check_int("K", K, 2 if layout == "nodes" else 1)
     L = check_int("L", L, 1)
     if layout == "layers" and L > K:
-        raise ValueError(f"L must be <= the input's depth {K} for layout 'layers' (layer depths (L - 1)/L past "
-                         f"the last input layer {K - 1}/{K} would need extrapolation), got {L}")
+        raise ValueError(
+            f"L must be <= the input's depth {K} for layout 'layers' (layer depths (L - 1)/L past "
+            f"the last input layer {K - 1}/{K} would need extrapolation), got {L}"
+        )
     scale = K - 1 if layout == "nodes" else K
     num = np.arange(L) * scale  # position l * scale / L
     k = num // L

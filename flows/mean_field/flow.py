@@ -42,23 +42,28 @@ from .initial import init_particles
 from .model import check_data, check_particles, objective_value
 from .network import with_seed_init
 
-__all__ = ["field_for", "limit_loss", "limit_problem", "particle_problem", "solve_flow", "solve_particles",
-           "vector_field"]
+__all__ = [
+    "field_for",
+    "limit_loss",
+    "limit_problem",
+    "particle_problem",
+    "solve_flow",
+    "solve_particles",
+    "vector_field",
+]
 
 
 def vector_field(t, particles, args):
     """d particles / d tau for `args = observables.make_args(config, data, test)` (a particle dict):
     `network.velocity(method="autodiff")`, i.e. -M L dQ/d theta per attention particle and -M_mlp L dQ/d w
     per MLP particle. Differentiable in forward and reverse mode (implicit solvers)."""
-    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"],
-                             rev=False)
+    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], rev=False)
 
 
 def _vector_field_rev(t, particles, args):
     """`vector_field` through the attention with the hand-written reverse-mode rule: the same values, a
     faster gradient, no forward-mode AD (what the explicit solvers and GD use)."""
-    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"],
-                             rev=True)
+    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], rev=True)
 
 
 def field_for(solver: str):
@@ -83,8 +88,9 @@ def _scales(config):
 
 def _optimizer_limit(config, optimizer, optim_args, batch):
     scaled = optimizer in ("gd", "momentum")  # sign and Adam are invariant to the gradient's scale
-    return optimizer_limit(limit_loss, optimizer, optim_args, batch, rates=_scales(config) if scaled else None,
-                           sign_eps=1e-6)
+    return optimizer_limit(
+        limit_loss, optimizer, optim_args, batch, rates=_scales(config) if scaled else None, sign_eps=1e-6
+    )
 
 
 def _particles_and_args(config, particles, data, test):
@@ -94,8 +100,15 @@ def _particles_and_args(config, particles, data, test):
     return particles, obs.make_args(config, data, test)
 
 
-def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None, *, particles=None,
-                  data: Prompts | None = None, test: Prompts | None = None):
+def limit_problem(
+    config: Config,
+    optimizer: str,
+    optim_args: dict | None = None,
+    *,
+    particles=None,
+    data: Prompts | None = None,
+    test: Prompts | None = None,
+):
     """(limit, args, particles0) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` on
     `limit_loss`, its args (`observables.make_args` of the data under "batch", the clocks) and the initial
     particles."""
@@ -124,8 +137,14 @@ def _limit_R(t, y, args):
 _LIMIT_OBSERVABLES = {"all": _limit_summary, "basic": {"Q": _limit_Q, "R": _limit_R}}
 
 
-def particle_problem(config: Config, ts, particles=None, data: Prompts | None = None, test: Prompts | None = None,
-                     observables: str | dict = "all"):
+def particle_problem(
+    config: Config,
+    ts,
+    particles=None,
+    data: Prompts | None = None,
+    test: Prompts | None = None,
+    observables: str | dict = "all",
+):
     """(ts, particles, args, observables) of a particle solve: `ts` checked (non-decreasing, starting at 0, >= 2
     entries), the initial particles (`init_particles(config)` by default), `observables.make_args` of the
     training set and the test prompts (`training_set`, `held_out_set` by default), and `observables`
@@ -135,17 +154,33 @@ def particle_problem(config: Config, ts, particles=None, data: Prompts | None = 
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     if isinstance(observables, str):
         observables = {"all": obs.summary, "basic": obs.BASIC_OBSERVABLES}[
-            check_choice("observables", observables, ("all", "basic"))]
+            check_choice("observables", observables, ("all", "basic"))
+        ]
     return (ts, *_particles_and_args(config, particles, data, test), observables)
 
 
-def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None = None,
-                    test: Prompts | None = None, solver: str = "tsit5", rtol: float = 1e-7,
-                    atol: float = 1e-9, dt: float | None = None, max_steps: int = 100_000,
-                    observables: str | dict = "all", save_states: bool = False, mesh=None,
-                    progress: bool = False, throw: bool = True, seed: int | None = None,
-                    init: str | None = None, optimizer: str | None = None,
-                    optim_args: dict | None = None) -> Trajectory:
+def solve_particles(
+    config: Config,
+    ts,
+    *,
+    particles=None,
+    data: Prompts | None = None,
+    test: Prompts | None = None,
+    solver: str = "tsit5",
+    rtol: float = 1e-7,
+    atol: float = 1e-9,
+    dt: float | None = None,
+    max_steps: int = 100_000,
+    observables: str | dict = "all",
+    save_states: bool = False,
+    mesh=None,
+    progress: bool = False,
+    throw: bool = True,
+    seed: int | None = None,
+    init: str | None = None,
+    optimizer: str | None = None,
+    optim_args: dict | None = None,
+) -> Trajectory:
     """Integrate the particle flow, or an optimiser's limit, from `init_particles(config)` with `flows.solve`
     and save observables. `solve_flow` is the same function (the name every system uses).
 
@@ -191,9 +226,19 @@ def solve_particles(config: Config, ts, *, particles=None, data: Prompts | None 
     if on_limit:
         limit, args = _optimizer_limit(config, optimizer, optim_args, args)
         field, y0 = limit.vector_field, limit.initial_state(particles)
-    options = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol,
-                   max_steps=max_steps, observables=observables, save_states=save_states,
-                   progress=progress, throw=throw)
+    options = dict(
+        t1=float(ts[-1]),
+        ts=ts,
+        args=args,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        observables=observables,
+        save_states=save_states,
+        progress=progress,
+        throw=throw,
+    )
     if dt is not None:
         options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
     return solve(field, y0, **options)

@@ -88,5 +88,7 @@ def _draw_particles(key, shapes, dtype, radius):
     `u (b - a) + a`, so an entry may differ by 1 ulp from an eager draw compiled at XLA's default level
     (tests: bit for bit at equal levels)."""
     keys = jax.random.split(key, len(shapes))
-    return tuple(jax.random.uniform(fused(k), (math.prod(shape),), dtype, -radius, radius).reshape(shape)
-                 for k, shape in zip(keys, shapes, strict=True))
+    return tuple(
+        jax.random.uniform(fused(k), (math.prod(shape),), dtype, -radius, radius).reshape(shape)
+        for k, shape in zip(keys, shapes, strict=True)
+    )

@@ -26,10 +26,31 @@ from .._checks import check_finite_tree
 from .._xla import jit as xla_jit
 from .data import Config, Prompts
 
-__all__ = ["ATTENTION", "GROUPS", "MLP", "as_array", "attention_update", "attention_update_rev", "attention_vjp",
-           "check_data", "check_particles", "decay", "forward", "forward_states", "group_weighted",
-           "huberized_relu", "huberized_relu_grad", "layer_scales", "mlp_update", "objective", "objective_value",
-           "predict", "risk", "risk_value", "traced_constants"]
+__all__ = [
+    "ATTENTION",
+    "GROUPS",
+    "MLP",
+    "as_array",
+    "attention_update",
+    "attention_update_rev",
+    "attention_vjp",
+    "check_data",
+    "check_particles",
+    "decay",
+    "forward",
+    "forward_states",
+    "group_weighted",
+    "huberized_relu",
+    "huberized_relu_grad",
+    "layer_scales",
+    "mlp_update",
+    "objective",
+    "objective_value",
+    "predict",
+    "risk",
+    "risk_value",
+    "traced_constants",
+]
 
 #: The particle groups, in the order of the depth scan; the attention and the MLP groups.
 GROUPS = ("V", "W", "W1", "W2")
@@ -94,8 +115,11 @@ def attention_vjp(Z, V, W, P):
     dW = (pairs_t @ G).T.reshape(M, D, D)
     dZZ = (G @ W.reshape(M, D * D)).reshape(n, K, K, D, D)
     ZT = jnp.swapaxes(Z, 1, 2).reshape(n * K, D)
-    dZ = (jnp.einsum("nikde,nei->ndk", dZZ, Z) + jnp.einsum("nikde,ndk->nei", dZZ, Z)
-          + jnp.swapaxes((dVZ @ V.reshape(M * D, D)).reshape(n, K, D), 1, 2))
+    dZ = (
+        jnp.einsum("nikde,nei->ndk", dZZ, Z)
+        + jnp.einsum("nikde,ndk->nei", dZZ, Z)
+        + jnp.swapaxes((dVZ @ V.reshape(M * D, D)).reshape(n, K, D), 1, 2)
+    )
     dV = (dVZ.T @ ZT).reshape(M, D, D)
     return dZ, dV, dW
 
@@ -109,8 +133,9 @@ def attention_update_rev(Z, V, W):
     return attention_update(Z, V, W)
 
 
-attention_update_rev.defvjp(lambda Z, V, W: (attention_update(Z, V, W), (Z, V, W)),
-                            lambda residuals, P: attention_vjp(*residuals, P))
+attention_update_rev.defvjp(
+    lambda Z, V, W: (attention_update(Z, V, W), (Z, V, W)), lambda residuals, P: attention_vjp(*residuals, P)
+)
 
 
 def mlp_update(Z, W1, W2, threshold=1.0):
@@ -133,16 +158,20 @@ def as_array(name, value):
 def check_particles(config: Config, particles) -> dict:
     """Validate a particle dict against `config` (keys, shapes, finiteness); returns it as arrays."""
     if not isinstance(particles, dict) or set(particles) != set(GROUPS):
-        raise ValueError(f"particles must be a dict with keys {GROUPS}, got "
-                         f"{sorted(particles) if isinstance(particles, dict) else type(particles).__name__}")
+        raise ValueError(
+            f"particles must be a dict with keys {GROUPS}, got "
+            f"{sorted(particles) if isinstance(particles, dict) else type(particles).__name__}"
+        )
     L, D, M, Mm = config.L, config.D, config.M, config.M_mlp
     want = {"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, Mm, D), "W2": (L, Mm, D)}
     out = {}
     for name in GROUPS:
         arr = as_array(f"particles[{name!r}]", particles[name])
         if arr.shape != want[name]:
-            raise ValueError(f"particles[{name!r}] must have shape {want[name]} (config L={L}, M={M}, "
-                             f"M_mlp={Mm}, D={D}), got {arr.shape}")
+            raise ValueError(
+                f"particles[{name!r}] must have shape {want[name]} (config L={L}, M={M}, "
+                f"M_mlp={Mm}, D={D}), got {arr.shape}"
+            )
         if not jnp.issubdtype(arr.dtype, jnp.floating):
             raise ValueError(f"particles[{name!r}] must be floating point, got {arr.dtype}")
         check_finite_tree(f"particles[{name!r}]", arr)
@@ -227,8 +256,7 @@ def objective_value(particles, Z0, y, lam, threshold, d, rev=False):
 
 def traced_constants(config: Config, dtype):
     """(lam, threshold, d) as arrays: traced arguments of the jitted evaluations (new values do not recompile)."""
-    return (jnp.asarray(config.lam, dtype), jnp.asarray(config.threshold, dtype),
-            jnp.asarray(config.d, jnp.int32))
+    return (jnp.asarray(config.lam, dtype), jnp.asarray(config.threshold, dtype), jnp.asarray(config.d, jnp.int32))
 
 
 # One jitted program per shape: called eagerly, the depth `lax.scan` would be traced and compiled on every call.

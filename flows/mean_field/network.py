@@ -26,8 +26,16 @@ from .sharding import shard_particles
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LR_GROUPS", "NetworkRecord", "gd_optimizer", "gd_program", "optimizer_state", "train", "train_gd",
-           "with_seed_init"]
+__all__ = [
+    "LR_GROUPS",
+    "NetworkRecord",
+    "gd_optimizer",
+    "gd_program",
+    "optimizer_state",
+    "train",
+    "train_gd",
+    "with_seed_init",
+]
 
 #: The parameter groups of a per-group rate `lr={"attention": .., "mlp": ..}` and the particles in each.
 LR_GROUPS = ("attention", "mlp")
@@ -64,14 +72,16 @@ def optimizer_state(config: Config, particles, eta_tau, momentum: float | None =
     """The initial state of `gd_optimizer`, its floating leaves (the injected rates) in the particles' dtype."""
     dtype = particles["V"].dtype
     state = gd_optimizer(config, eta_tau, momentum).init(particles)
-    return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(
-        jnp.result_type(x), jnp.floating) else x, state)
+    return jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x, state
+    )
 
 
 def gd_program(basic: bool, heavy: bool = False):
     """The GD loop of `flows.training.training_program` on Q, recording `observables.summary` (`basic=False`)
     or only Q and R (`basic=True`) at the saved steps; `heavy`: heavy ball. Its `data` are the args of
     `observables.make_args`."""
+
     def loss(particles, args, batch):
         return objective_value(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], True)
 
@@ -84,10 +94,22 @@ def gd_program(basic: bool, heavy: bool = False):
     return training.training_program(loss, observe, template)
 
 
-def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.1, steps: int = 100, save_every: int = 1,
-          *, momentum: float = 0.0, seed: int | None = None, init: str | None = None, particles=None,
-          data: Prompts | None = None, test: Prompts | None = None, mesh=None,
-          observables: str = "all") -> NetworkRecord:
+def train(
+    config: Config,
+    optimizer: str = "gd",
+    lr: float | dict = 0.1,
+    steps: int = 100,
+    save_every: int = 1,
+    *,
+    momentum: float = 0.0,
+    seed: int | None = None,
+    init: str | None = None,
+    particles=None,
+    data: Prompts | None = None,
+    test: Prompts | None = None,
+    mesh=None,
+    observables: str = "all",
+) -> NetworkRecord:
     """Full-batch GD (or heavy-ball GD) with optax on the finite network from `init_particles(config)`.
 
     The same vocabulary as `cooccurrence.train` and `scan_snap.train` (README "One vocabulary").
@@ -125,8 +147,9 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.1, steps: 
     lr = training.check_lr(lr, LR_GROUPS)
     beta = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
     if optimizer == "gd" and beta != 0.0:
-        raise ValueError(f"momentum is for optimizer='sgd' only (heavy ball), got momentum={momentum!r} with "
-                         f"optimizer='gd'")
+        raise ValueError(
+            f"momentum is for optimizer='sgd' only (heavy ball), got momentum={momentum!r} with optimizer='gd'"
+        )
     steps = check_int("steps", steps, 1)  # int32 step counts in the compiled loop
     save = training.save_steps(steps, save_every)
     check_choice("observables", observables, ("all", "basic"))
@@ -138,20 +161,43 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.1, steps: 
     heavy = beta != 0.0
     opt_state = optimizer_state(config, particles, lr, beta if heavy else None)
     final, series, _, _, bad, compile_s, run_s = training.run_training(
-        "mean_field.train", (observables, heavy), lambda: gd_program(observables == "basic", heavy), particles,
-        opt_state, None, save, obs.make_args(config, data, test))
-    logger.info("train %s lr=%s momentum=%g steps=%d: compile %.2f s, run %.2f s", optimizer, lr, beta, steps,
-                compile_s, run_s)
+        "mean_field.train",
+        (observables, heavy),
+        lambda: gd_program(observables == "basic", heavy),
+        particles,
+        opt_state,
+        None,
+        save,
+        obs.make_args(config, data, test),
+    )
+    logger.info(
+        "train %s lr=%s momentum=%g steps=%d: compile %.2f s, run %.2f s", optimizer, lr, beta, steps, compile_s, run_s
+    )
     clock = training.clock_rate(lr)
     att, mlp = (lr["attention"], lr["mlp"]) if isinstance(lr, dict) else (lr, lr)
     scale = _rate_scale(config)
-    extras = {"particles": final, "eta_tau": clock, "lr_attention": att * scale["attention"],
-              "lr_mlp": mlp * scale["mlp"]}
+    extras = {
+        "particles": final,
+        "eta_tau": clock,
+        "lr_attention": att * scale["attention"],
+        "lr_mlp": mlp * scale["mlp"],
+    }
     try:
-        record = training.finish(save, series, bad, params=final, clock=clock, momentum=beta,
-                                 hint=f"lower lr (the learning rate is lr M L = {extras['lr_attention']:.4g})",
-                                 optimizer=optimizer, lr=dict(lr) if isinstance(lr, dict) else lr, config=config,
-                                 compile_s=compile_s, run_s=run_s, extras=extras)
+        record = training.finish(
+            save,
+            series,
+            bad,
+            params=final,
+            clock=clock,
+            momentum=beta,
+            hint=f"lower lr (the learning rate is lr M L = {extras['lr_attention']:.4g})",
+            optimizer=optimizer,
+            lr=dict(lr) if isinstance(lr, dict) else lr,
+            config=config,
+            compile_s=compile_s,
+            run_s=run_s,
+            extras=extras,
+        )
     except training.TrainingError as error:
         error.record.extras["tau"] = error.record.ts
         raise
@@ -159,9 +205,18 @@ def train(config: Config, optimizer: str = "gd", lr: float | dict = 0.1, steps: 
     return record
 
 
-def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *, particles=None,
-             data: Prompts | None = None, test: Prompts | None = None, mesh=None,
-             observables: str = "all") -> NetworkRecord:
+def train_gd(
+    config: Config,
+    eta_tau: float,
+    steps: int,
+    save_every: int = 1,
+    *,
+    particles=None,
+    data: Prompts | None = None,
+    test: Prompts | None = None,
+    mesh=None,
+    observables: str = "all",
+) -> NetworkRecord:
     """Full-batch GD at flow-time step `eta_tau`: `train(config, "gd", lr=eta_tau, steps=steps, ...)`.
 
     Learning rates eta_tau M L (attention) and eta_tau M_mlp L (MLP) on the raw gradients of Q, so step k
@@ -169,5 +224,15 @@ def train_gd(config: Config, eta_tau: float, steps: int, save_every: int = 1, *,
     `eta_tau` (> 0) and the other arguments as in `train`. **Returns:** a `flows.training.NetworkRecord`.
     """
     eta_tau = check_real("eta_tau", eta_tau, low=0.0, strict=True)
-    return train(config, "gd", eta_tau, steps, save_every, particles=particles, data=data, test=test, mesh=mesh,
-                 observables=observables)
+    return train(
+        config,
+        "gd",
+        eta_tau,
+        steps,
+        save_every,
+        particles=particles,
+        data=data,
+        test=test,
+        mesh=mesh,
+        observables=observables,
+    )

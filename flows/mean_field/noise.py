@@ -59,11 +59,25 @@ def _check_temperature(temperature) -> float:
     return check_real("temperature", temperature, low=0.0)
 
 
-def solve_particles_sde(config: Config, ts, temperature: float, *, dt: float, key=None, seed: int | None = None,
-                        solver: str = "euler", particles=None, data: Prompts | None = None,
-                        test: Prompts | None = None, observables: str | dict = "basic",
-                        num_paths: int | None = None, save_states: bool = False, tol: float | None = None,
-                        max_steps: int | None = None, throw: bool = True) -> Trajectory:
+def solve_particles_sde(
+    config: Config,
+    ts,
+    temperature: float,
+    *,
+    dt: float,
+    key=None,
+    seed: int | None = None,
+    solver: str = "euler",
+    particles=None,
+    data: Prompts | None = None,
+    test: Prompts | None = None,
+    observables: str | dict = "basic",
+    num_paths: int | None = None,
+    save_states: bool = False,
+    tol: float | None = None,
+    max_steps: int | None = None,
+    throw: bool = True,
+) -> Trajectory:
     """Integrate the particle SDE d theta = v(theta) d tau + sqrt(2 T) dB (module docstring) from
     `init_particles(config)` with `flows.solve_sde` and save observables.
 
@@ -96,9 +110,24 @@ def solve_particles_sde(config: Config, ts, temperature: float, *, dt: float, ke
     ts, particles, args, observables = particle_problem(config, ts, particles, data, test, observables)
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
-    return solve_sde(field_for(solver), particles, sigma=sigma, t1=float(ts[-1]), dt=float(dt), ts=ts, args=args,
-                     solver=solver, key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps,
-                     observables=observables, save_states=save_states, throw=throw)
+    return solve_sde(
+        field_for(solver),
+        particles,
+        sigma=sigma,
+        t1=float(ts[-1]),
+        dt=float(dt),
+        ts=ts,
+        args=args,
+        solver=solver,
+        key=key,
+        seed=seed,
+        num_paths=num_paths,
+        tol=tol,
+        max_steps=max_steps,
+        observables=observables,
+        save_states=save_states,
+        throw=throw,
+    )
 
 
 def entropy_knn(points, k: int = 3) -> float | np.ndarray:
@@ -132,8 +161,10 @@ def entropy_knn(points, k: int = 3) -> float | np.ndarray:
     dist, _ = cKDTree(x).query(x, k=k + 1)  # column 0 is the point itself
     eps = dist[:, k]
     if np.any(eps <= 0):
-        raise ValueError(f"points: {int(np.sum(eps <= 0))} points have a k-th neighbour at distance 0 "
-                         f"(duplicates); the estimator needs distinct points")
+        raise ValueError(
+            f"points: {int(np.sum(eps <= 0))} points have a k-th neighbour at distance 0 "
+            f"(duplicates); the estimator needs distinct points"
+        )
     log_vd = 0.5 * d * math.log(math.pi) - gammaln(0.5 * d + 1.0)
     return float(digamma(n) - digamma(k) + log_vd + d * np.mean(np.log(eps)))
 
@@ -142,12 +173,15 @@ def entropy_per_slice(particles, k: int = 3) -> dict:
     """`entropy_knn` per depth slice: `{"attention": (L,), "mlp": (L,)}` in nats, for the attention cloud
     (V, W flattened, R^{2 D^2}) and the MLP cloud (W1, W2, R^{2 D}) of every slice."""
     att, mlp = obs.clouds({key: jnp.asarray(particles[key]) for key in ("V", "W", "W1", "W2")})
-    return {"attention": np.asarray(entropy_knn(np.asarray(att), k)),
-            "mlp": np.asarray(entropy_knn(np.asarray(mlp), k))}
+    return {
+        "attention": np.asarray(entropy_knn(np.asarray(att), k)),
+        "mlp": np.asarray(entropy_knn(np.asarray(mlp), k)),
+    }
 
 
-def entropic_objective(config: Config, particles, temperature: float, *, data: Prompts | None = None,
-                       k: int = 3) -> dict:
+def entropic_objective(
+    config: Config, particles, temperature: float, *, data: Prompts | None = None, k: int = 3
+) -> dict:
     """The entropy-regularised objective of the noisy flow at a particle configuration (module docstring):
 
     F = Q - T * H,   H = (1/L) sum_l (H_att,l + H_mlp,l)   (= Q + T int_0^1 int rho log rho d theta dt).

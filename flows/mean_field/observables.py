@@ -47,9 +47,23 @@ from .model import (
     risk_value,
 )
 
-__all__ = ["OBSERVABLES", "clouds", "coupled_rms", "dissipation", "first_variation", "make_args", "max_speed",
-           "mean_speed", "objective_Q", "risk_R", "sinkhorn_bias_bound", "summary", "test_rmse", "train_rmse",
-           "w2_per_slice"]
+__all__ = [
+    "OBSERVABLES",
+    "clouds",
+    "coupled_rms",
+    "dissipation",
+    "first_variation",
+    "make_args",
+    "max_speed",
+    "mean_speed",
+    "objective_Q",
+    "risk_R",
+    "sinkhorn_bias_bound",
+    "summary",
+    "test_rmse",
+    "train_rmse",
+    "w2_per_slice",
+]
 
 
 def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=None) -> dict:
@@ -59,8 +73,12 @@ def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=
     test = data if test is None else check_data(config, test, "test")
     dtype = jnp.dtype(dtype or jnp.result_type(data.Z0))
     return {
-        "Z0": data.Z0, "y": data.y, "Z0_test": test.Z0, "y_test": test.y,
-        "lam": device_array(config.lam, dtype), "threshold": device_array(config.threshold, dtype),
+        "Z0": data.Z0,
+        "y": data.y,
+        "Z0_test": test.Z0,
+        "y_test": test.y,
+        "lam": device_array(config.lam, dtype),
+        "threshold": device_array(config.threshold, dtype),
         "d": device_array(config.d, jnp.int32),
     }
 
@@ -203,7 +221,7 @@ def _sinkhorn_groups(pairs: dict, epsilon: float) -> dict:
         start = 0
         for g in groups:
             n = pairs[g][0].shape[0]
-            out[g] = w[start:start + n]
+            out[g] = w[start : start + n]
             start += n
     return out
 
@@ -231,8 +249,9 @@ def w2_per_slice(a: dict, b: dict, method: str = "exact", epsilon: float = 1e-2)
         if not isinstance(p, dict) or set(p) != set(GROUPS):
             raise ValueError(f"{name} must be a particle dict with keys {GROUPS}")
     if a["V"].shape[0] != b["V"].shape[0] or a["V"].shape[2:] != b["V"].shape[2:]:
-        raise ValueError(f"a and b must have the same depth L and dimension D, got V shapes "
-                         f"{a['V'].shape} and {b['V'].shape}")
+        raise ValueError(
+            f"a and b must have the same depth L and dimension D, got V shapes {a['V'].shape} and {b['V'].shape}"
+        )
     ca, cb = clouds(a), clouds(b)
     pairs = {"attention": (ca[0], cb[0]), "mlp": (ca[1], cb[1])}
     if method == "sinkhorn":
@@ -262,8 +281,9 @@ def coupled_rms(a: dict, b: dict) -> float:
     distance of two coupled clouds of equal shape (>= the mean W2 per slice)."""
     for k in GROUPS:
         if jnp.shape(a[k]) != jnp.shape(b[k]):
-            raise ValueError(f"a[{k!r}] and b[{k!r}] must have the same shape, got {jnp.shape(a[k])} "
-                             f"and {jnp.shape(b[k])}")
+            raise ValueError(
+                f"a[{k!r}] and b[{k!r}] must have the same shape, got {jnp.shape(a[k])} and {jnp.shape(b[k])}"
+            )
     diff = {k: jnp.asarray(a[k]) - jnp.asarray(b[k]) for k in GROUPS}
     return float(jnp.sqrt(group_weighted(diff, layer_scales(diff))))
 
@@ -288,8 +308,7 @@ def first_variation(config: Config, particles, data: Prompts, probes: dict) -> d
             raise ValueError(f"probes W1 and W2 must have shape (P, {config.D})")
     if att is None and mlp is None:
         raise ValueError("probes must hold V and W (attention) and/or W1 and W2 (MLP)")
-    return _first_variation(particles, data.Z0, data.y, jnp.asarray(config.threshold), jnp.asarray(config.d),
-                            att, mlp)
+    return _first_variation(particles, data.Z0, data.y, jnp.asarray(config.threshold), jnp.asarray(config.d), att, mlp)
 
 
 @xla_jit

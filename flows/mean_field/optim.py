@@ -13,13 +13,15 @@ from .flow import solve_flow
 __all__ = ["OPTIMIZERS", "limit_loss", "limit_problem", "solve_optim"]
 
 
-def solve_optim(config, ts, optimizer: str, optim_args: dict | None = None, *, observables: str = "basic",
-                **kwargs):
+def solve_optim(config, ts, optimizer: str, optim_args: dict | None = None, *, observables: str = "basic", **kwargs):
     """Deprecated: `mean_field.solve_flow(config, ts, optimizer=optimizer, optim_args=optim_args,
     observables="basic", ...)`, whose momentum takes `"lr"` where this took `"eta_tau"`."""
-    warnings.warn("flows.mean_field.optim.solve_optim is deprecated: use flows.mean_field.solve_flow(config, ts, "
-                  "optimizer=..., optim_args=...) (momentum's 'eta_tau' is its 'lr')", DeprecationWarning,
-                  stacklevel=2)
+    warnings.warn(
+        "flows.mean_field.optim.solve_optim is deprecated: use flows.mean_field.solve_flow(config, ts, "
+        "optimizer=..., optim_args=...) (momentum's 'eta_tau' is its 'lr')",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     if isinstance(optim_args, dict) and "eta_tau" in optim_args:
         optim_args = {("lr" if k == "eta_tau" else k): v for k, v in optim_args.items()}
     return solve_flow(config, ts, optimizer=optimizer, optim_args=optim_args, observables=observables, **kwargs)

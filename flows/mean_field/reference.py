@@ -68,18 +68,32 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_choice, check_finite_tree, check_int, check_real, real_array
-from .._xla import jit as xla_jit
 from .._solve import Trajectory, solve
+from .._xla import jit as xla_jit
 from . import observables as obs
 from .data import Config, Prompts, held_out_set, training_set
 from .gradients import particle_gradients
 from .initial import init_curves
 from .model import GROUPS, as_array, attention_update, check_data, group_weighted, mlp_update
 
-__all__ = ["DEPTH_SOLVERS", "REFERENCE_OBSERVABLES", "check_nodes", "depth_grid", "init_reference",
-           "make_reference_args", "reference_adjoint", "reference_dissipation", "reference_forward", "reference_nodes",
-           "reference_objective", "reference_risk", "reference_states", "reference_vector_field",
-           "reference_velocity", "solve_reference"]
+__all__ = [
+    "DEPTH_SOLVERS",
+    "REFERENCE_OBSERVABLES",
+    "check_nodes",
+    "depth_grid",
+    "init_reference",
+    "make_reference_args",
+    "reference_adjoint",
+    "reference_dissipation",
+    "reference_forward",
+    "reference_nodes",
+    "reference_objective",
+    "reference_risk",
+    "reference_states",
+    "reference_vector_field",
+    "reference_velocity",
+    "solve_reference",
+]
 
 #: diffrax solvers for the depth ODE (explicit, high order; the interpolant is smooth within a segment).
 DEPTH_SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
@@ -119,8 +133,10 @@ def check_nodes(config: Config, nodes) -> dict:
     **Raises:** `ValueError` naming the offending field.
     """
     if not isinstance(nodes, dict) or set(nodes) != set(GROUPS):
-        raise ValueError(f"nodes must be a dict with keys {GROUPS}, got "
-                         f"{sorted(nodes) if isinstance(nodes, dict) else type(nodes).__name__}")
+        raise ValueError(
+            f"nodes must be a dict with keys {GROUPS}, got "
+            f"{sorted(nodes) if isinstance(nodes, dict) else type(nodes).__name__}"
+        )
     arrays = {name: as_array(f"nodes[{name!r}]", nodes[name]) for name in GROUPS}
     V = arrays["V"]
     if V.ndim < 1 or V.shape[0] < 2:
@@ -130,8 +146,10 @@ def check_nodes(config: Config, nodes) -> dict:
     for name in GROUPS:
         arr = arrays[name]
         if arr.shape != want[name]:
-            raise ValueError(f"nodes[{name!r}] must have shape {want[name]} (K={K} nodes, config M={M}, "
-                             f"M_mlp={Mm}, D={D}), got {arr.shape}")
+            raise ValueError(
+                f"nodes[{name!r}] must have shape {want[name]} (K={K} nodes, config M={M}, "
+                f"M_mlp={Mm}, D={D}), got {arr.shape}"
+            )
         if not jnp.issubdtype(arr.dtype, jnp.floating):
             raise ValueError(f"nodes[{name!r}] must be floating point, got {arr.dtype}")
         check_finite_tree(f"nodes[{name!r}]", arr)
@@ -147,8 +165,10 @@ def init_reference(config: Config, K: int = _DEFAULT_K, key=None, dtype=None) ->
     """
     K = _check_K(K)
     if config.init == "iid":
-        raise ValueError("config.init must be 'tied' or 'smooth' for the continuous-depth reference (its "
-                         "particles are curves in depth), got 'iid'")
+        raise ValueError(
+            "config.init must be 'tied' or 'smooth' for the continuous-depth reference (its "
+            "particles are curves in depth), got 'iid'"
+        )
     return init_curves(config, reference_nodes(config, K), key=key, dtype=dtype)
 
 
@@ -285,13 +305,18 @@ def _prepare(config, nodes, data, substeps, depth_solver):
     nodes = check_nodes(config, nodes)
     data = check_data(config, data)
     dtype = data.Z0.dtype
-    consts = dict(grid=depth_grid(substeps, dtype), threshold=jnp.asarray(config.threshold, dtype),
-                  lam=jnp.asarray(config.lam, dtype), d=jnp.asarray(config.d, jnp.int32))
+    consts = dict(
+        grid=depth_grid(substeps, dtype),
+        threshold=jnp.asarray(config.threshold, dtype),
+        lam=jnp.asarray(config.lam, dtype),
+        d=jnp.asarray(config.d, jnp.int32),
+    )
     return nodes, data, consts, _check_scheme(depth_solver)
 
 
-def reference_states(config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS,
-                     depth_solver: str = "tsit5") -> jax.Array:
+def reference_states(
+    config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+) -> jax.Array:
     """Z(s_k) at every depth node for prompts `Z0 (n, D, N + 1)` -> `(K, n, D, N + 1)` (Z(s_0) = Z0).
 
     `substeps`: equal solver steps per node interval; `depth_solver`: one of `DEPTH_SOLVERS`.
@@ -302,37 +327,42 @@ def reference_states(config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEP
     return _states_jit(nodes, data.Z0, c["grid"], c["threshold"], scheme=scheme)
 
 
-def reference_forward(config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS,
-                      depth_solver: str = "tsit5") -> jax.Array:
+def reference_forward(
+    config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+) -> jax.Array:
     """yhat = Z(1)[d, N] of the depth ODE for prompts `Z0 (n, D, N + 1)` -> `(n,)` (options as in
     `reference_states`)."""
     return reference_states(config, nodes, Z0, substeps, depth_solver)[-1][:, config.d, -1]
 
 
-def reference_risk(config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS,
-                   depth_solver: str = "tsit5") -> jax.Array:
+def reference_risk(
+    config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+) -> jax.Array:
     """R = mean over prompts of (yhat - y)^2 / 2 of the continuous-depth model (a scalar)."""
     nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
     return _risk_jit(nodes, data.Z0, data.y, c["grid"], c["threshold"], c["d"], scheme=scheme)
 
 
-def reference_objective(config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS,
-                        depth_solver: str = "tsit5") -> jax.Array:
+def reference_objective(
+    config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+) -> jax.Array:
     """Q_ref = R + (lam/2) int_0^1 [(1/M) sum |theta_j(t)|^2 + (1/M_mlp) sum |w_j(t)|^2] dt (module docstring)."""
     nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
     return _objective_jit(nodes, data.Z0, data.y, c["lam"], c["grid"], c["threshold"], c["d"], scheme=scheme)
 
 
-def reference_adjoint(config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS,
-                      depth_solver: str = "tsit5") -> tuple[jax.Array, jax.Array]:
+def reference_adjoint(
+    config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+) -> tuple[jax.Array, jax.Array]:
     """(Z(s_k), P(s_k)), each `(K, n, D, N + 1)`: the states and the adjoint P = dR/dZ at every node, from
     one reverse pass through the depth solves (zero perturbations eps_k added at the nodes)."""
     nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
     return _adjoint_jit(nodes, data.Z0, data.y, c["grid"], c["threshold"], c["d"], scheme=scheme)
 
 
-def reference_velocity(config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS,
-                       depth_solver: str = "tsit5") -> dict:
+def reference_velocity(
+    config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+) -> dict:
     """The Wasserstein-gradient-flow velocity at every node (a dict shaped like `nodes`):
 
     v_j(s_k) = -sum_prompts grad_theta <P(s_k), f(Z(s_k), theta_j(s_k))> - lam theta_j(s_k)
@@ -353,8 +383,9 @@ def reference_dissipation(nodes, velocity) -> jax.Array:
 # --------------------------------------------------------------------------- flow in tau
 
 
-def make_reference_args(config: Config, data: Prompts, test: Prompts | None = None,
-                        substeps: int = _DEFAULT_SUBSTEPS, dtype=None) -> dict:
+def make_reference_args(
+    config: Config, data: Prompts, test: Prompts | None = None, substeps: int = _DEFAULT_SUBSTEPS, dtype=None
+) -> dict:
     """`observables.make_args(config, data, test)` plus `"depth_grid"` = `depth_grid(substeps)`, the step
     grid of one node interval (its length fixes the number of steps). Arrays only: new values of lam, the
     threshold or the data do not recompile."""
@@ -364,8 +395,9 @@ def make_reference_args(config: Config, data: Prompts, test: Prompts | None = No
 
 
 def _vf(t, nodes, args, scheme):
-    return _velocity_jit(nodes, args["Z0"], args["y"], args["lam"], args["depth_grid"], args["threshold"],
-                         args["d"], scheme=scheme)
+    return _velocity_jit(
+        nodes, args["Z0"], args["y"], args["lam"], args["depth_grid"], args["threshold"], args["d"], scheme=scheme
+    )
 
 
 def reference_vector_field(t, nodes, args):
@@ -374,13 +406,13 @@ def reference_vector_field(t, nodes, args):
 
 
 def _obs_Q(t, nodes, args, scheme):
-    return _objective_jit(nodes, args["Z0"], args["y"], args["lam"], args["depth_grid"], args["threshold"],
-                          args["d"], scheme=scheme)
+    return _objective_jit(
+        nodes, args["Z0"], args["y"], args["lam"], args["depth_grid"], args["threshold"], args["d"], scheme=scheme
+    )
 
 
 def _obs_R(t, nodes, args, scheme):
-    return _risk_jit(nodes, args["Z0"], args["y"], args["depth_grid"], args["threshold"], args["d"],
-                     scheme=scheme)
+    return _risk_jit(nodes, args["Z0"], args["y"], args["depth_grid"], args["threshold"], args["d"], scheme=scheme)
 
 
 def _obs_dissipation(t, nodes, args, scheme):
@@ -407,8 +439,14 @@ def _obs_test_rmse(t, nodes, args, scheme):
     return _rmse(nodes, args["Z0_test"], args["y_test"], args, scheme)
 
 
-_OBS_FNS = {"Q": _obs_Q, "R": _obs_R, "dissipation": _obs_dissipation, "max_speed": _obs_max_speed,
-            "train_rmse": _obs_train_rmse, "test_rmse": _obs_test_rmse}
+_OBS_FNS = {
+    "Q": _obs_Q,
+    "R": _obs_R,
+    "dissipation": _obs_dissipation,
+    "max_speed": _obs_max_speed,
+    "train_rmse": _obs_train_rmse,
+    "test_rmse": _obs_test_rmse,
+}
 
 
 @functools.cache
@@ -427,11 +465,26 @@ def _bundle(scheme):
 REFERENCE_OBSERVABLES = _bundle("tsit5")[1]
 
 
-def solve_reference(config: Config, ts, *, K: int | None = None, nodes=None, data: Prompts | None = None,
-                    test: Prompts | None = None, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5",
-                    solver: str = "tsit5", rtol: float = 1e-7, atol: float = 1e-9, dt: float | None = None,
-                    max_steps: int = 100_000, observables: str | dict = "all",
-                    save_states: bool = False, progress: bool = False, throw: bool = True) -> Trajectory:
+def solve_reference(
+    config: Config,
+    ts,
+    *,
+    K: int | None = None,
+    nodes=None,
+    data: Prompts | None = None,
+    test: Prompts | None = None,
+    substeps: int = _DEFAULT_SUBSTEPS,
+    depth_solver: str = "tsit5",
+    solver: str = "tsit5",
+    rtol: float = 1e-7,
+    atol: float = 1e-9,
+    dt: float | None = None,
+    max_steps: int = 100_000,
+    observables: str | dict = "all",
+    save_states: bool = False,
+    progress: bool = False,
+    throw: bool = True,
+) -> Trajectory:
     """Integrate the reference particle flow d nodes/d tau = `reference_velocity` with `flows.solve`.
 
     **Arguments:**
@@ -470,9 +523,19 @@ def solve_reference(config: Config, ts, *, K: int | None = None, nodes=None, dat
     data = check_data(config, training_set(config) if data is None else data)
     test = check_data(config, held_out_set(config) if test is None else test, "test")
     args = make_reference_args(config, data, test, substeps)
-    options = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol,
-                   max_steps=max_steps, observables=observables, save_states=save_states,
-                   progress=progress, throw=throw)
+    options = dict(
+        t1=float(ts[-1]),
+        ts=ts,
+        args=args,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        observables=observables,
+        save_states=save_states,
+        progress=progress,
+        throw=throw,
+    )
     if dt is not None:
         options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
     return solve(vf, nodes, **options)

@@ -28,10 +28,10 @@ def particle_mesh(num_devices: int | None = None) -> jax.sharding.Mesh:
     available = jax.device_count()
     n = available if num_devices is None else num_devices
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= available:
-        raise ValueError(f"num_devices must be an integer in [1, {available}] (the devices JAX sees), got "
-                         f"{num_devices!r}")
-    return jax.make_mesh((n,), (AXIS,), axis_types=(jax.sharding.AxisType.Auto,),
-                         devices=jax.devices()[:n])
+        raise ValueError(
+            f"num_devices must be an integer in [1, {available}] (the devices JAX sees), got {num_devices!r}"
+        )
+    return jax.make_mesh((n,), (AXIS,), axis_types=(jax.sharding.AxisType.Auto,), devices=jax.devices()[:n])
 
 
 def shard_particles(particles: dict, mesh: jax.sharding.Mesh) -> dict:
@@ -45,8 +45,9 @@ def shard_particles(particles: dict, mesh: jax.sharding.Mesh) -> dict:
     out = {}
     for name, arr in particles.items():
         if arr.shape[1] % size:
-            raise ValueError(f"the particle axis of {name!r} ({arr.shape[1]}) must be divisible by the "
-                             f"{size} devices of the mesh")
+            raise ValueError(
+                f"the particle axis of {name!r} ({arr.shape[1]}) must be divisible by the {size} devices of the mesh"
+            )
         spec = P(None, AXIS, *([None] * (arr.ndim - 2)))
         host = np.asarray(arr)  # every process holds the same (seeded) particles; each places its shards
         out[name] = jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), lambda idx, h=host: h[idx])

@@ -40,9 +40,17 @@ def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise ValueError(f"seeds must be distinct non-negative integers, got {seeds!r}")
     cfgs = [config.replace(seed=s) for s in seeds]
-    return train_gd_batch(config, eta_tau, steps, [init_particles(c) for c in cfgs],
-                          [training_set(c) for c in cfgs], [held_out_set(c) for c in cfgs], save_every,
-                          labels=seeds, label_name="seed")
+    return train_gd_batch(
+        config,
+        eta_tau,
+        steps,
+        [init_particles(c) for c in cfgs],
+        [training_set(c) for c in cfgs],
+        [held_out_set(c) for c in cfgs],
+        save_every,
+        labels=seeds,
+        label_name="seed",
+    )
 
 
 def _batched(basic: bool):
@@ -57,8 +65,18 @@ def _batched(basic: bool):
     return batched
 
 
-def train_gd_batch(config: Config, eta_tau: float, steps: int, particles, data, test=None,
-                   save_every: int = 1, *, labels=None, label_name: str = "run") -> NetworkRecord:
+def train_gd_batch(
+    config: Config,
+    eta_tau: float,
+    steps: int,
+    particles,
+    data,
+    test=None,
+    save_every: int = 1,
+    *,
+    labels=None,
+    label_name: str = "run",
+) -> NetworkRecord:
     """Full-batch GD (learning rate eta_tau M L, as `train_gd`) for a batch of runs of one shape at once.
 
     **Arguments:**
@@ -101,7 +119,8 @@ def train_gd_batch(config: Config, eta_tau: float, steps: int, particles, data, 
     args = stack([obs.make_args(config, d, t) for d, t in zip(data, test, strict=True)])
     states = stack([optimizer_state(config, p, eta_tau) for p in particles])
     final, series, _, _, bad, compile_s, run_s = training.run_training(
-        "mean_field.train_gd_batch", "all", lambda: _batched(False), stack(particles), states, None, save, args)
+        "mean_field.train_gd_batch", "all", lambda: _batched(False), stack(particles), states, None, save, args
+    )
     bad = -1 if bad == np.iinfo(np.int32).max else bad
     steps_first = {k: np.moveaxis(v, 0, 1) for k, v in series.items()}  # the layer's layout: saved steps first
     extras = {"particles": final, "seeds": labels, "eta_tau": eta_tau}
@@ -112,8 +131,9 @@ def train_gd_batch(config: Config, eta_tau: float, steps: int, particles, data, 
         runs = _runs(error.record)
         failed = [labels[i] for i in range(size) if not np.all(np.isfinite(series["Q"][i]))] or list(labels)
         runs.extras["tau"] = runs.ts
-        raise training.TrainingError(f"GD diverged for {label_name} {failed[0]}: {error}", step=error.step,
-                                     record=runs) from None
+        raise training.TrainingError(
+            f"GD diverged for {label_name} {failed[0]}: {error}", step=error.step, record=runs
+        ) from None
     record = _runs(record)
     record.extras["tau"] = record.ts
     return record

@@ -89,9 +89,19 @@ from .._prng import fused
 from .._xla import options_key
 from .ode import bias_corrected, cached
 
-__all__ = ["AdamSDE", "SGDSDE", "adam_sde", "adam_sde_hyper", "batch_covariance_factor", "gradient_covariance",
-           "noise_factor", "per_sample_grads",
-           "run_sgd", "sgd_sde", "solve_sgd_sde"]
+__all__ = [
+    "AdamSDE",
+    "SGDSDE",
+    "adam_sde",
+    "adam_sde_hyper",
+    "batch_covariance_factor",
+    "gradient_covariance",
+    "noise_factor",
+    "per_sample_grads",
+    "run_sgd",
+    "sgd_sde",
+    "solve_sgd_sde",
+]
 
 _tmap = jax.tree_util.tree_map
 
@@ -118,8 +128,9 @@ class SGDSDE(NamedTuple):
 
 def _check_loss(per_sample_loss):
     if not callable(per_sample_loss):
-        raise ValueError(f"per_sample_loss must be callable per_sample_loss(theta, sample) -> scalar, got "
-                         f"{per_sample_loss!r}")
+        raise ValueError(
+            f"per_sample_loss must be callable per_sample_loss(theta, sample) -> scalar, got {per_sample_loss!r}"
+        )
 
 
 def _num_samples(data) -> int:
@@ -128,8 +139,9 @@ def _num_samples(data) -> int:
         raise ValueError("data must contain at least one array (leading axis = samples)")
     sizes = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
     if None in sizes or len(sizes) != 1:
-        raise ValueError(f"data leaves must share one leading sample axis, got leading sizes "
-                         f"{sorted(str(s) for s in sizes)}")
+        raise ValueError(
+            f"data leaves must share one leading sample axis, got leading sizes {sorted(str(s) for s in sizes)}"
+        )
     n = sizes.pop()
     if n < 2:
         raise ValueError(f"data must hold at least 2 samples, got {n}")
@@ -186,6 +198,7 @@ def batch_covariance_factor(n, batch_size, replacement=False) -> float:
 @cached
 def _fields(per_sample_loss):
     """(drift, diffusion) for one loss: the same function objects on every call (one compiled program)."""
+
     def mean_loss(theta, data, weights):
         losses = jax.vmap(per_sample_loss, in_axes=(None, 0))(theta, data)
         return jnp.sum(weights.astype(losses.dtype) * losses)
@@ -206,20 +219,24 @@ def _fields(per_sample_loss):
 def _dtype_and_weights(data, n, weights):
     """(the float dtype of `data`, the sample weights w (n,)): uniform 1/n, or `weights` checked to be n
     non-negative probabilities summing to 1."""
-    floats = [jnp.result_type(x) for x in jax.tree_util.tree_leaves(data)
-              if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    floats = [
+        jnp.result_type(x) for x in jax.tree_util.tree_leaves(data) if jnp.issubdtype(jnp.result_type(x), jnp.floating)
+    ]
     dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)
     if weights is None:
         return dtype, np.full(n, 1.0 / n)
     w = np.asarray(weights, dtype=float)
     if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-9:
-        raise ValueError(f"weights must be {n} non-negative probabilities summing to 1 (one per sample), got "
-                         f"shape {w.shape}, sum {w.sum() if w.size else 0.0}")
+        raise ValueError(
+            f"weights must be {n} non-negative probabilities summing to 1 (one per sample), got "
+            f"shape {w.shape}, sum {w.sum() if w.size else 0.0}"
+        )
     return dtype, w
 
 
-def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False, noise: bool = True,
-            weights=None) -> SGDSDE:
+def sgd_sde(
+    per_sample_loss, data, batch_size, lr, *, replacement: bool = False, noise: bool = True, weights=None
+) -> SGDSDE:
     """The SGD SDE d theta = -grad L dt + sqrt(lr c / B) G dW of SGD(lr, batch_size) on `data` (module
     docstring), clock t = lr * step.
 
@@ -254,9 +271,20 @@ def sgd_sde(per_sample_loss, data, batch_size, lr, *, replacement: bool = False,
     return SGDSDE(drift, diffusion, (n,), args, float(lr), batch_size, replacement, n)
 
 
-def solve_sgd_sde(sde: SGDSDE, theta0, ts, *, dt: float, key=None, seed: int | None = None,
-                  num_paths: int | None = None, observables: Mapping[str, Callable] | Callable | None = None,
-                  save_states: bool = True, brownian: str = "increments", **kwargs):
+def solve_sgd_sde(
+    sde: SGDSDE,
+    theta0,
+    ts,
+    *,
+    dt: float,
+    key=None,
+    seed: int | None = None,
+    num_paths: int | None = None,
+    observables: Mapping[str, Callable] | Callable | None = None,
+    save_states: bool = True,
+    brownian: str = "increments",
+    **kwargs,
+):
     """`flows.solve_sde(sde.drift, theta0, diffusion=sde.diffusion, noise_shape=sde.noise_shape, args=sde.args,
     t1=ts[-1], ts=ts, dt=dt, ...)` from t0 = 0 (Euler-Maruyama). `dt` should be well below `sde.lr` (the SDE,
     not SGD's own discretisation of it). Observables are functions of (t, theta, args) with
@@ -270,14 +298,41 @@ def solve_sgd_sde(sde: SGDSDE, theta0, ts, *, dt: float, key=None, seed: int | N
     ts = np.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size == 0:
         raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
-    return solve_sde(sde.drift, theta0, diffusion=sde.diffusion, noise_shape=sde.noise_shape, args=sde.args,
-                     t1=float(ts[-1]), ts=ts, dt=dt, key=key, seed=seed, num_paths=num_paths,
-                     observables=observables, save_states=save_states, brownian=brownian, **kwargs)
+    return solve_sde(
+        sde.drift,
+        theta0,
+        diffusion=sde.diffusion,
+        noise_shape=sde.noise_shape,
+        args=sde.args,
+        t1=float(ts[-1]),
+        ts=ts,
+        dt=dt,
+        key=key,
+        seed=seed,
+        num_paths=num_paths,
+        observables=observables,
+        save_states=save_states,
+        brownian=brownian,
+        **kwargs,
+    )
 
 
-def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: int | None = None, seed: int = 0,
-            keys=None, save_every: int | None = None, replacement: bool = False,
-            observables: Mapping[str, Callable], extra_args: dict | None = None):
+def run_sgd(
+    per_sample_loss,
+    theta0,
+    data,
+    batch_size,
+    lr,
+    steps,
+    *,
+    num_runs: int | None = None,
+    seed: int = 0,
+    keys=None,
+    save_every: int | None = None,
+    replacement: bool = False,
+    observables: Mapping[str, Callable],
+    extra_args: dict | None = None,
+):
     """`num_runs` independent minibatch runs of `optax.sgd(lr)` (one vmapped program over batch seeds): the
     observables at steps 0, save_every, ..., steps, as `{"steps", "ts" (= lr * steps), name: (runs, saves)}`.
 
@@ -303,16 +358,20 @@ def run_sgd(per_sample_loss, theta0, data, batch_size, lr, steps, *, num_runs: i
     if keys is None:
         num_runs = check_int("num_runs", num_runs, 1)
         keys = jax.random.split(jax.random.key(check_int("seed", seed, 0, 2**32 - 1)), num_runs)
-    elif not isinstance(keys, jax.Array) or jnp.ndim(keys) != (1 if jax.dtypes.issubdtype(
-            keys.dtype, jax.dtypes.prng_key) else 2):
+    elif not isinstance(keys, jax.Array) or jnp.ndim(keys) != (
+        1 if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key) else 2
+    ):
         raise ValueError(f"keys must be a 1-D batch of jax.random keys, got {keys!r}")
     extra_args = {} if extra_args is None else dict(extra_args)
     if "data" in extra_args:
         raise ValueError("extra_args may not use the reserved name 'data'")
-    if not callable(observables) and (not isinstance(observables, Mapping) or not observables or not all(
-            callable(f) for f in observables.values())):
-        raise ValueError("observables must be a non-empty mapping name -> f(t, theta, args), or one function "
-                         "f(t, theta, args) -> dict of named arrays")
+    if not callable(observables) and (
+        not isinstance(observables, Mapping) or not observables or not all(callable(f) for f in observables.values())
+    ):
+        raise ValueError(
+            "observables must be a non-empty mapping name -> f(t, theta, args), or one function "
+            "f(t, theta, args) -> dict of named arrays"
+        )
     obs_items = observables if callable(observables) else tuple(sorted(observables.items(), key=lambda kv: kv[0]))
     saved = np.arange(0, steps + 1, save_every)
     program = _sgd_program(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items, options_key())
@@ -348,8 +407,11 @@ def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items
         def step(_, carry):
             theta, state, key = carry
             key, sub = jax.random.split(key)
-            idx = (jax.random.randint(sub, (batch_size,), 0, n) if replacement
-                   else jax.random.permutation(sub, n)[:batch_size])
+            idx = (
+                jax.random.randint(sub, (batch_size,), 0, n)
+                if replacement
+                else jax.random.permutation(sub, n)[:batch_size]
+            )
             g = grad(theta, _tmap(lambda x: x[idx], data))
             with jax.numpy_dtype_promotion("standard"):
                 updates, state = opt.update(g, state, theta)
@@ -361,14 +423,14 @@ def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items
 
         first = observe(jnp.asarray(0, jnp.int32), theta0)
         # fused: the same batches, drawn with the threefry hash unrolled (flows._prng)
-        _, rest = jax.lax.scan(chunk, (theta0, opt.init(theta0), fused(key)),
-                               jnp.arange(num_chunks, dtype=jnp.int32))
+        _, rest = jax.lax.scan(chunk, (theta0, opt.init(theta0), fused(key)), jnp.arange(num_chunks, dtype=jnp.int32))
         return _tmap(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
     return jax.jit(jax.vmap(one_run, in_axes=(None, 0, None, None, None, None)))
 
 
 # -- the Adam SDE (Malladi et al. 2022) ---------------------------------------------------------------------
+
 
 class AdamSDE(NamedTuple):
     """The Adam SDE of `adam_sde` (module docstring).
@@ -398,8 +460,14 @@ def adam_sde_hyper(lr, c1, c2, sigma0, eps0) -> dict:
     for name, c in (("c1", c1), ("c2", c2)):
         if c * lr * lr >= 1.0:
             raise ValueError(f"{name} * lr^2 must be < 1 (b = 1 - {name} lr^2 in [0, 1)), got {c * lr * lr}")
-    return {"lr": lr, "b1": 1.0 - c1 * lr * lr, "b2": 1.0 - c2 * lr * lr, "eps": eps0 / lr, "sigma": sigma0 / lr,
-            "steps_per_time": 1.0 / (lr * lr)}
+    return {
+        "lr": lr,
+        "b1": 1.0 - c1 * lr * lr,
+        "b2": 1.0 - c2 * lr * lr,
+        "eps": eps0 / lr,
+        "sigma": sigma0 / lr,
+        "steps_per_time": 1.0 / (lr * lr),
+    }
 
 
 @cached
@@ -414,20 +482,26 @@ def _adam_fields(per_sample_loss):
             return -mhat / (dt(m, args["sigma0"]) * jnp.sqrt(jnp.maximum(uhat, 0.0)) + dt(m, args["eps0"]))
 
         c1, c2 = args["c1"], args["c2"]
-        return {"theta": _tmap(dtheta, gbar, diag, y["m"], y["u"], y["m_weight"], y["u_weight"]),
-                "m": _tmap(lambda g, m: dt(m, c1) * (g - m), gbar, y["m"]),
-                "u": _tmap(lambda d, u: dt(u, c2) * (d - u), diag, y["u"]),
-                "m_weight": _tmap(lambda x: dt(x, c1) * (1.0 - x), y["m_weight"]),
-                "u_weight": _tmap(lambda x: dt(x, c2) * (1.0 - x), y["u_weight"])}
+        return {
+            "theta": _tmap(dtheta, gbar, diag, y["m"], y["u"], y["m_weight"], y["u_weight"]),
+            "m": _tmap(lambda g, m: dt(m, c1) * (g - m), gbar, y["m"]),
+            "u": _tmap(lambda d, u: dt(u, c2) * (d - u), diag, y["u"]),
+            "m_weight": _tmap(lambda x: dt(x, c1) * (1.0 - x), y["m_weight"]),
+            "u_weight": _tmap(lambda x: dt(x, c2) * (1.0 - x), y["u_weight"]),
+        }
 
     def diffusion(t, y, args):
         G = noise_factor(per_sample_loss, y["theta"], args["data"], args["weights"])
         n = args["weights"].shape[0]
         scale = args["c1"] * args["sigma0"] * args["noise"]
         zeros = lambda x: jnp.zeros(jnp.shape(x) + (n,), jnp.result_type(x))  # noqa: E731
-        return {"theta": _tmap(zeros, y["theta"]), "m": _tmap(lambda g: jnp.asarray(scale).astype(g.dtype) * g, G),
-                "u": _tmap(zeros, y["u"]), "m_weight": _tmap(zeros, y["m_weight"]),
-                "u_weight": _tmap(zeros, y["u_weight"])}
+        return {
+            "theta": _tmap(zeros, y["theta"]),
+            "m": _tmap(lambda g: jnp.asarray(scale).astype(g.dtype) * g, G),
+            "u": _tmap(zeros, y["u"]),
+            "m_weight": _tmap(zeros, y["m_weight"]),
+            "u_weight": _tmap(zeros, y["u_weight"]),
+        }
 
     return drift, diffusion
 
@@ -435,8 +509,13 @@ def _adam_fields(per_sample_loss):
 def _adam_initial_state(theta0):
     theta = _tmap(lambda x: jnp.asarray(x, jnp.result_type(x, float)), theta0)
     zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
-    return {"theta": theta, "m": _tmap(jnp.zeros_like, theta), "u": _tmap(jnp.zeros_like, theta),
-            "m_weight": zeros, "u_weight": zeros}
+    return {
+        "theta": theta,
+        "m": _tmap(jnp.zeros_like, theta),
+        "u": _tmap(jnp.zeros_like, theta),
+        "m_weight": zeros,
+        "u_weight": zeros,
+    }
 
 
 def adam_sde(per_sample_loss, data, *, c1, c2, sigma0, eps0, noise: bool = True, weights=None) -> AdamSDE:
@@ -457,7 +536,12 @@ def adam_sde(per_sample_loss, data, *, c1, c2, sigma0, eps0, noise: bool = True,
     noise = check_bool("noise", noise)
     drift, diffusion = _adam_fields(per_sample_loss)
     dtype, w = _dtype_and_weights(data, n, weights)
-    args = {"data": data, "weights": jnp.asarray(w, dtype),
-            **{k: jnp.asarray(v, dtype) for k, v in (("c1", c1), ("c2", c2), ("sigma0", sigma0), ("eps0", eps0),
-                                                      ("noise", 1.0 if noise else 0.0))}}
+    args = {
+        "data": data,
+        "weights": jnp.asarray(w, dtype),
+        **{
+            k: jnp.asarray(v, dtype)
+            for k, v in (("c1", c1), ("c2", c2), ("sigma0", sigma0), ("eps0", eps0), ("noise", 1.0 if noise else 0.0))
+        },
+    }
     return AdamSDE(drift, diffusion, (n,), args, _adam_initial_state, lambda y: y["theta"], n)

@@ -18,8 +18,19 @@ import numpy as np
 
 from .._checks import check_choice, check_int, check_real
 
-__all__ = ["Limit", "adam", "adam_betas", "adam_rates", "gradient_flow", "heavy_ball",
-           "momentum_friction", "run_optax", "sign_descent", "sign_eps", "solve_limit"]
+__all__ = [
+    "Limit",
+    "adam",
+    "adam_betas",
+    "adam_rates",
+    "gradient_flow",
+    "heavy_ball",
+    "momentum_friction",
+    "run_optax",
+    "sign_descent",
+    "sign_eps",
+    "solve_limit",
+]
 
 _tmap = jax.tree_util.tree_map
 
@@ -66,6 +77,7 @@ def cached(builder):
 
 def _floats(theta0):
     """theta0 as a pytree of floating JAX arrays (integers promoted to the default float)."""
+
     def leaf(x):
         a = jnp.asarray(x)
         return a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(jnp.result_type(float))
@@ -89,8 +101,9 @@ def _positive_tree(name, value):
     leaves, treedef = jax.tree_util.tree_flatten(value)
     if not leaves:
         raise ValueError(f"{name} must be a positive number or a pytree of them, got {value!r}")
-    checked = [check_real(f"{name}" if len(leaves) == 1 else f"{name} (each entry)", v, low=0.0, strict=True)
-               for v in leaves]
+    checked = [
+        check_real(f"{name}" if len(leaves) == 1 else f"{name} (each entry)", v, low=0.0, strict=True) for v in leaves
+    ]
     return jax.tree_util.tree_unflatten(treedef, [np.asarray(v) for v in checked])
 
 
@@ -101,8 +114,10 @@ def _per_leaf(x, theta, name):
     if len(jax.tree_util.tree_leaves(x)) == 1:
         one = jax.tree_util.tree_leaves(x)[0]
         return _tmap(lambda _: one, theta)
-    raise ValueError(f"{name} must be one number or a pytree structured like theta "
-                     f"({jax.tree_util.tree_structure(theta)}), got {jax.tree_util.tree_structure(x)}")
+    raise ValueError(
+        f"{name} must be one number or a pytree structured like theta "
+        f"({jax.tree_util.tree_structure(theta)}), got {jax.tree_util.tree_structure(x)}"
+    )
 
 
 def _with_rates(args, rates):
@@ -124,6 +139,7 @@ def _batch_args(batch, *, rates=None):
 
 
 # -- gradient flow ---------------------------------------------------------------------------------------------
+
 
 @cached
 def _gradient_flow(loss):
@@ -149,6 +165,7 @@ def gradient_flow(loss) -> Limit:
 
 # -- heavy-ball momentum ---------------------------------------------------------------------------------------
 
+
 def momentum_friction(lr, beta) -> float:
     """The friction c = (1 - beta)^2 / lr of the heavy-ball ODE for `optax.sgd(lr, momentum=beta)`."""
     lr = _pos("lr", lr)
@@ -163,8 +180,10 @@ def _heavy_ball(loss):
     def vector_field(t, y, args):
         g = grad(y["theta"], args["batch"])
         friction = _per_leaf(args["friction"], y["v"], "friction")
-        dy = {"theta": _tmap(jnp.negative, y["v"]),
-              "v": _tmap(lambda gi, vi, ci: _rate(ci, vi) * (gi - vi), g, y["v"], friction)}
+        dy = {
+            "theta": _tmap(jnp.negative, y["v"]),
+            "v": _tmap(lambda gi, vi, ci: _rate(ci, vi) * (gi - vi), g, y["v"], friction),
+        }
         return {k: _clocked(d, y["theta"], args) for k, d in dy.items()}
 
     def initial_state(theta0):
@@ -246,6 +265,7 @@ def sign_descent(loss, form: str = "sqrt") -> Limit:
 
 # -- Adam ------------------------------------------------------------------------------------------------------
 
+
 def adam_rates(lr, b1, b2):
     """(c1, c2) = ((1 - b1) / lr, (1 - b2) / lr): the rates of the Adam ODE for `optax.adam(lr, b1, b2)`."""
     lr = _pos("lr", lr)
@@ -284,24 +304,33 @@ def _adam(loss):
             return -mhat / (jnp.sqrt(jnp.maximum(vhat, 0.0)) + _rate(args["eps"], mi))
 
         c1, c2 = _per_leaf(args["c1"], g, "c1"), _per_leaf(args["c2"], g, "c2")
-        dy = {"theta": _tmap(dtheta, g, y["m"], y["v"], y["m_weight"], y["v_weight"]),
-              "m": _tmap(lambda gi, mi, c: _rate(c, mi) * (gi - mi), g, y["m"], c1),
-              "v": _tmap(lambda gi, vi, c: _rate(c, vi) * (gi * gi - vi), g, y["v"], c2),
-              "m_weight": _tmap(lambda w, c: _rate(c, w) * (1.0 - w), y["m_weight"], c1),
-              "v_weight": _tmap(lambda w, c: _rate(c, w) * (1.0 - w), y["v_weight"], c2)}
+        dy = {
+            "theta": _tmap(dtheta, g, y["m"], y["v"], y["m_weight"], y["v_weight"]),
+            "m": _tmap(lambda gi, mi, c: _rate(c, mi) * (gi - mi), g, y["m"], c1),
+            "v": _tmap(lambda gi, vi, c: _rate(c, vi) * (gi * gi - vi), g, y["v"], c2),
+            "m_weight": _tmap(lambda w, c: _rate(c, w) * (1.0 - w), y["m_weight"], c1),
+            "v_weight": _tmap(lambda w, c: _rate(c, w) * (1.0 - w), y["v_weight"], c2),
+        }
         return {k: _clocked(d, y["theta"], args) for k, d in dy.items()}
 
     def initial_state(theta0):
         theta = _floats(theta0)
         zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
-        return {"theta": theta, "m": _tmap(jnp.zeros_like, theta), "v": _tmap(jnp.zeros_like, theta),
-                "m_weight": zeros, "v_weight": zeros}
+        return {
+            "theta": theta,
+            "m": _tmap(jnp.zeros_like, theta),
+            "v": _tmap(jnp.zeros_like, theta),
+            "m_weight": zeros,
+            "v_weight": zeros,
+        }
 
     def make_args(batch, *, c1=None, c2=None, eps=1e-8, rates=None):
         if c1 is None or c2 is None:
             raise ValueError("the Adam ODE needs c1 and c2 (`adam_rates(lr, b1, b2)`: b = 1 - c lr)")
-        return _with_rates({"batch": batch, "c1": _positive_tree("c1", c1), "c2": _positive_tree("c2", c2),
-                            "eps": _pos("eps", eps)}, rates)
+        return _with_rates(
+            {"batch": batch, "c1": _positive_tree("c1", c1), "c2": _positive_tree("c2", c2), "eps": _pos("eps", eps)},
+            rates,
+        )
 
     return Limit("adam", vector_field, initial_state, lambda y: y["theta"], make_args)
 
@@ -325,6 +354,7 @@ def adam(loss) -> Limit:
 
 # -- solving and the discrete counterparts ---------------------------------------------------------------------
 
+
 def solve_limit(limit: Limit, theta0, args, ts, *, observables=None, **solve_kwargs):
     """`flows.solve(limit.vector_field, limit.initial_state(theta0), t1=ts[-1], ts=ts, args=args, ...)` from
     t0 = 0. `observables` as in `flows.solve` (functions of (t, y, args); `limit.params(y)` is theta)."""
@@ -335,8 +365,15 @@ def solve_limit(limit: Limit, theta0, args, ts, *, observables=None, **solve_kwa
     ts = np.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size == 0:
         raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
-    return solve(limit.vector_field, limit.initial_state(theta0), t1=float(ts[-1]), ts=ts, args=args,
-                 observables=observables, **solve_kwargs)
+    return solve(
+        limit.vector_field,
+        limit.initial_state(theta0),
+        t1=float(ts[-1]),
+        ts=ts,
+        args=args,
+        observables=observables,
+        **solve_kwargs,
+    )
 
 
 def run_optax(loss, theta0, batch, optimizer, steps, save_every=1, *, hyper=None):
@@ -353,8 +390,10 @@ def run_optax(loss, theta0, batch, optimizer, steps, save_every=1, *, hyper=None
 
     _check_loss(loss)
     if hyper is None and not isinstance(optimizer, optax.GradientTransformation):
-        raise ValueError(f"optimizer must be an optax.GradientTransformation (or a function of hyper, with "
-                         f"hyper=), got {type(optimizer).__name__}")
+        raise ValueError(
+            f"optimizer must be an optax.GradientTransformation (or a function of hyper, with "
+            f"hyper=), got {type(optimizer).__name__}"
+        )
     if hyper is not None and (isinstance(optimizer, optax.GradientTransformation) or not callable(optimizer)):
         raise ValueError("with hyper=, optimizer must be a function hyper -> optax.GradientTransformation")
     steps = check_int("steps", steps, 1)

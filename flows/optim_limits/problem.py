@@ -24,8 +24,9 @@ def _per_group(value_of_lr, lr, rates):
     return {g: value_of_lr(lr * r) for g, r in rates.items()}
 
 
-def limit_problem(loss, optimizer: str, optim_args: dict | None, batch, *, lr=None, rates: dict | None = None,
-                  sign_eps: float = 1e-3) -> tuple[Limit, dict]:
+def limit_problem(
+    loss, optimizer: str, optim_args: dict | None, batch, *, lr=None, rates: dict | None = None, sign_eps: float = 1e-3
+) -> tuple[Limit, dict]:
     """The limit of `optimizer` on `loss(theta, batch)` and its `args`, from the `optim_args` of a system's
     `solve_flow(optimizer=..., optim_args=...)`.
 
@@ -63,12 +64,12 @@ def limit_problem(loss, optimizer: str, optim_args: dict | None, batch, *, lr=No
     elif optimizer == "momentum":
         missing = [k for k in ("lr", "beta") if k in allowed and k not in options]
         if missing:
-            raise ValueError(f"optim_args must give {missing} for optimizer='momentum' (friction "
-                             f"(1 - beta)^2 / lr)")
+            raise ValueError(f"optim_args must give {missing} for optimizer='momentum' (friction (1 - beta)^2 / lr)")
         beta = check_real("optim_args['beta']", options["beta"], low=0.0, high=1.0, high_strict=True)
         lr = options["lr"] if lr is None else lr
-        kwargs["friction"] = _per_group(lambda lr_g: momentum_friction(lr_g, beta),
-                                        check_real("optim_args['lr']", lr, low=0.0, strict=True), rates)
+        kwargs["friction"] = _per_group(
+            lambda lr_g: momentum_friction(lr_g, beta), check_real("optim_args['lr']", lr, low=0.0, strict=True), rates
+        )
     elif optimizer == "adam":
         kwargs["eps"] = check_real("optim_args['eps']", options.get("eps", 1e-8), low=0.0, strict=True)
         if "c1" in options or "c2" in options:
@@ -76,15 +77,20 @@ def limit_problem(loss, optimizer: str, optim_args: dict | None, batch, *, lr=No
                 raise ValueError("optim_args: give either (c1, c2) or (lr, b1, b2), not both")
             if "c1" not in options or "c2" not in options:
                 raise ValueError("optim_args: give both c1 and c2 (or neither, for lr, b1, b2)")
-            kwargs["c1"], kwargs["c2"] = (check_real(f"optim_args['{k}']", options[k], low=0.0, strict=True)
-                                          for k in ("c1", "c2"))
+            kwargs["c1"], kwargs["c2"] = (
+                check_real(f"optim_args['{k}']", options[k], low=0.0, strict=True) for k in ("c1", "c2")
+            )
         else:
             if lr is None and "lr" not in options:
-                raise ValueError("optim_args must give lr (with b1, b2: default 0.9, 0.999) or (c1, c2) for "
-                                 "optimizer='adam'")
+                raise ValueError(
+                    "optim_args must give lr (with b1, b2: default 0.9, 0.999) or (c1, c2) for optimizer='adam'"
+                )
             lr = check_real("optim_args['lr']", options["lr"] if lr is None else lr, low=0.0, strict=True)
             b1, b2 = options.get("b1", 0.9), options.get("b2", 0.999)
             pairs = _per_group(lambda lr_g: adam_rates(lr_g, b1, b2), lr, rates)
-            kwargs["c1"], kwargs["c2"] = ((pairs[0], pairs[1]) if rates is None else
-                                          ({g: c[0] for g, c in pairs.items()}, {g: c[1] for g, c in pairs.items()}))
+            kwargs["c1"], kwargs["c2"] = (
+                (pairs[0], pairs[1])
+                if rates is None
+                else ({g: c[0] for g, c in pairs.items()}, {g: c[1] for g, c in pairs.items()})
+            )
     return limit, limit.make_args(batch, **kwargs)

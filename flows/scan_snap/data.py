@@ -26,8 +26,16 @@ from .._checks import check_int, check_real, real_array
 from .._prng import fused
 from .._xla import device_array
 
-__all__ = ["SYN_MEDIUM_QUERIES", "ClassArrays", "SequenceClasses", "sample_counts", "sample_tokens", "syn_medium",
-           "syn_small", "zipfian"]
+__all__ = [
+    "SYN_MEDIUM_QUERIES",
+    "ClassArrays",
+    "SequenceClasses",
+    "sample_counts",
+    "sample_tokens",
+    "syn_medium",
+    "syn_small",
+    "zipfian",
+]
 
 
 class ClassArrays(NamedTuple):
@@ -94,8 +102,11 @@ class SequenceClasses:
             object.__setattr__(self, field, vals)
         if len(set(self.next_token)) != K:
             raise ValueError(f"next_token entries must be distinct, got {self.next_token}")
-        probs = np.full(K, 1.0 / K) if self.class_probs is None else real_array("class_probs", self.class_probs,
-                                                                                  finite=False)
+        probs = (
+            np.full(K, 1.0 / K)
+            if self.class_probs is None
+            else real_array("class_probs", self.class_probs, finite=False)
+        )
         if probs.shape != (K,) or not np.all(np.isfinite(probs)) or np.any(probs <= 0):
             raise ValueError(f"class_probs must be K = {K} positive finite numbers, got {self.class_probs}")
         if abs(probs.sum() - 1.0) > 1e-9:
@@ -158,7 +169,7 @@ class SequenceClasses:
         for n in range(self.num_classes):
             sup = np.flatnonzero(self.support[n])
             idx[n, : sup.size] = sup
-            idx[n, sup.size:] = sup[-1]
+            idx[n, sup.size :] = sup[-1]
             c = np.cumsum(self.cond_probs[n, sup])
             c[-1] = 1.0
             cdf[n, : sup.size] = c
@@ -198,8 +209,14 @@ def syn_medium(num_queries: int) -> SequenceClasses:
     Class k has query token number k // 2.
     """
     num_queries = check_int("num_queries", num_queries, 1, integral_float=True)
-    return _generator(num_queries=num_queries, next_per_query=2, num_common=10, num_distinct=10,
-                      name=f"syn_medium_{num_queries}", fields="num_queries")
+    return _generator(
+        num_queries=num_queries,
+        next_per_query=2,
+        num_common=10,
+        num_distinct=10,
+        name=f"syn_medium_{num_queries}",
+        fields="num_queries",
+    )
 
 
 #: the largest (K, M) table of conditional probabilities the generators build (2 GiB in float64)
@@ -211,13 +228,22 @@ def _table_size(num_queries, next_per_query, num_common, num_distinct, fields):
     K = num_queries * next_per_query
     M = num_common + K * num_distinct + num_queries + K
     if K * M > _MAX_ENTRIES:
-        raise ValueError(f"{fields} give K = {K} classes over M = {M} tokens, a (K, M) table of more than "
-                         f"2**28 entries")
+        raise ValueError(
+            f"{fields} give K = {K} classes over M = {M} tokens, a (K, M) table of more than 2**28 entries"
+        )
     return K, M
 
 
-def _generator(num_queries, next_per_query, num_common, num_distinct, name, distinct_weights=None,
-               common_weights=None, fields="the sizes"):
+def _generator(
+    num_queries,
+    next_per_query,
+    num_common,
+    num_distinct,
+    name,
+    distinct_weights=None,
+    common_weights=None,
+    fields="the sizes",
+):
     K, M = _table_size(num_queries, next_per_query, num_common, num_distinct, fields)
     w = np.zeros((K, M))
     dw = np.linspace(0.1, 1.0, num_distinct) if distinct_weights is None else np.asarray(distinct_weights)
@@ -225,29 +251,43 @@ def _generator(num_queries, next_per_query, num_common, num_distinct, name, dist
     for k in range(K):
         w[k, :num_common] = cw
         start = num_common + k * num_distinct
-        w[k, start: start + num_distinct] = dw
+        w[k, start : start + num_distinct] = dw
     q0 = num_common + K * num_distinct
     query = [q0 + k // next_per_query for k in range(K)]
     nxt = [q0 + num_queries + k for k in range(K)]
     return SequenceClasses.from_weights(w, query, nxt, name=name)
 
 
-def zipfian(num_queries: int = 2, next_per_query: int = 1, num_distinct: int = 10, num_common: int = 5,
-            exponent: float = 1.0) -> SequenceClasses:
+def zipfian(
+    num_queries: int = 2, next_per_query: int = 1, num_distinct: int = 10, num_common: int = 5, exponent: float = 1.0
+) -> SequenceClasses:
     """User-defined classes with Zipfian weights: the DTs of each class get 1/rank^s (rank 1 = most
     frequent, placed last so that P(l|n) increases with the token index as in Syn-Small), the CTs get
     1/rank^s over ranks 1..num_common. Same token numbering as `syn_small` / `syn_medium`."""
     num_queries, next_per_query, num_distinct = (
-        check_int(field, v, 1, integral_float=True) for field, v in (
-            ("num_queries", num_queries), ("next_per_query", next_per_query), ("num_distinct", num_distinct)))
+        check_int(field, v, 1, integral_float=True)
+        for field, v in (
+            ("num_queries", num_queries),
+            ("next_per_query", next_per_query),
+            ("num_distinct", num_distinct),
+        )
+    )
     num_common = check_int("num_common", num_common, 0, integral_float=True)
     exponent = check_real("exponent", exponent, low=0.0)
     fields = "num_queries, next_per_query, num_distinct and num_common"
     _table_size(num_queries, next_per_query, num_common, num_distinct, fields)  # before the weights
     dw = 1.0 / np.arange(num_distinct, 0, -1) ** exponent
     cw = 1.0 / np.arange(1, num_common + 1) ** exponent
-    return _generator(num_queries, next_per_query, num_common, num_distinct,
-                      name="zipfian", distinct_weights=dw, common_weights=cw, fields=fields)
+    return _generator(
+        num_queries,
+        next_per_query,
+        num_common,
+        num_distinct,
+        name="zipfian",
+        distinct_weights=dw,
+        common_weights=cw,
+        fields=fields,
+    )
 
 
 def _draw(arrays: ClassArrays, key, batch_size: int, T: int):

@@ -44,8 +44,18 @@ def _as_param(name, value, *, lower, strict=True):
     return arr
 
 
-def solve_decoder(M, eta_Y, ts, *, solver: str = "dopri8", rtol: float = 1e-12, atol: float = 1e-30,
-                  max_steps: int = 100_000, dtype=None, throw: bool = True) -> Trajectory:
+def solve_decoder(
+    M,
+    eta_Y,
+    ts,
+    *,
+    solver: str = "dopri8",
+    rtol: float = 1e-12,
+    atol: float = 1e-30,
+    max_steps: int = 100_000,
+    dtype=None,
+    throw: bool = True,
+) -> Trajectory:
     """Integrate the derived h-flow from h(0) = 0 and save h at `ts` (so `traj.ys[i] = h(ts[i])`).
 
     **Arguments:**
@@ -72,8 +82,7 @@ def solve_decoder(M, eta_Y, ts, *, solver: str = "dopri8", rtol: float = 1e-12, 
     t1 = float(ts[-1]) if ts[-1] > 0 else 1.0
     dtype = check_dtype("dtype", dtype) or jnp.result_type(float)
     observables = {"alpha": _alpha_observable}
-    common = dict(t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
-                  observables=observables)
+    common = dict(t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, observables=observables)
     if M_arr.ndim == 0 and eta_arr.ndim == 0:
         args = {"M": jnp.asarray(M_arr, dtype), "eta_Y": jnp.asarray(eta_arr, dtype)}
         return solve(decoder_vector_field, jnp.zeros((), dtype), args=args, throw=throw, **common)

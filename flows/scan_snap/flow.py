@@ -44,13 +44,31 @@ from .data import SequenceClasses
 from .network import init_params, rate_pairs
 from .theory import gamma_of_h
 
-__all__ = ["flow_args", "full_vector_field", "limit_problem", "population_loss", "reduced_vector_field",
-           "single_ct_vector_field", "symmetric_vector_field",
-           "slaved_decoder", "solve_flow", "solve_single_common_token"]
+__all__ = [
+    "flow_args",
+    "full_vector_field",
+    "limit_problem",
+    "population_loss",
+    "reduced_vector_field",
+    "single_ct_vector_field",
+    "symmetric_vector_field",
+    "slaved_decoder",
+    "solve_flow",
+    "solve_single_common_token",
+]
 
 
-def flow_args(classes: SequenceClasses, eta_Y, eta_Z, *, paper_time=True, exact_slaving=False,
-              decoder_size=None, dtype=None, query_rows=False) -> dict:
+def flow_args(
+    classes: SequenceClasses,
+    eta_Y,
+    eta_Z,
+    *,
+    paper_time=True,
+    exact_slaving=False,
+    decoder_size=None,
+    dtype=None,
+    query_rows=False,
+) -> dict:
     """The traced parameters of both vector fields (arrays; new values do not recompile).
 
     `query_rows=True`: the vector fields then take Z as its L query-token rows only, (L, M) in the order of
@@ -73,9 +91,16 @@ def flow_args(classes: SequenceClasses, eta_Y, eta_Z, *, paper_time=True, exact_
     weights = p if (exact_slaving or not paper_time) else K * p
     a = lambda x: device_array(x, dtype)  # noqa: E731
     return {
-        "cond": a(classes.cond_probs), "Q": a(Q), "E": a(E), "p": a(p), "w": a(weights),
+        "cond": a(classes.cond_probs),
+        "Q": a(Q),
+        "E": a(E),
+        "p": a(p),
+        "w": a(weights),
         "next": device_array(np.asarray(classes.next_token, np.int32)),
-        "eta_Y": a(eta_Y), "eta_Z": a(eta_Z), "K": a(K), "Md": a(Md),
+        "eta_Y": a(eta_Y),
+        "eta_Z": a(eta_Z),
+        "K": a(K),
+        "Md": a(Md),
         "center": a(1.0 if exact_slaving else 0.0),
         "scale": a((Md / (Md - 1.0)) ** 2 if exact_slaving else 1.0),
     }
@@ -156,8 +181,10 @@ def _obs_full(t, y, args):
     """The attention observables (`observables.attention_observables`, as on the network record) and the loss
     from one evaluation of c_n (one function: the intermediate is shared)."""
     c = obs.attention(y["Z"], args["cond"], args["Q"])
-    return {**obs.attention_observables(c, args["cond"]), "loss": obs.population_loss(c, y["Y"], args["next"],
-                                                                                        args["p"])}
+    return {
+        **obs.attention_observables(c, args["cond"]),
+        "loss": obs.population_loss(c, y["Y"], args["next"], args["p"]),
+    }
 
 
 def _obs_reduced(t, y, args):
@@ -182,8 +209,9 @@ def _rates(eta_Y, eta_Z, lr=None):
     try:
         eY, eZ = np.broadcast_arrays(np.atleast_1d(vals[0]), np.atleast_1d(vals[1]))
     except ValueError:
-        raise ValueError(f"{pairs[0][0]} and {pairs[1][0]} must have one length, got {vals[0].shape} and "
-                         f"{vals[1].shape}") from None
+        raise ValueError(
+            f"{pairs[0][0]} and {pairs[1][0]} must have one length, got {vals[0].shape} and {vals[1].shape}"
+        ) from None
     return eY, eZ, eY.size
 
 
@@ -207,13 +235,29 @@ class _EachFlowsTime:
 _EACH_FLOWS_TIME = _EachFlowsTime()
 
 
-def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduced: bool = False, *, lr=None,
-               Y0=None, Z0=None,
-               paper_time: bool = _EACH_FLOWS_TIME, exact_slaving: bool = False, decoder_size=None,
-               solver: str = "tsit5",
-               rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 200_000,
-               throw: bool = True, init: str = "zero", seed: int = 0, optimizer: str | None = None,
-               optim_args: dict | None = None) -> Trajectory:
+def solve_flow(
+    classes: SequenceClasses,
+    eta_Y=None,
+    eta_Z=None,
+    ts=None,
+    reduced: bool = False,
+    *,
+    lr=None,
+    Y0=None,
+    Z0=None,
+    paper_time: bool = _EACH_FLOWS_TIME,
+    exact_slaving: bool = False,
+    decoder_size=None,
+    solver: str = "tsit5",
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    max_steps: int = 200_000,
+    throw: bool = True,
+    init: str = "zero",
+    seed: int = 0,
+    optimizer: str | None = None,
+    optim_args: dict | None = None,
+) -> Trajectory:
     """Integrate the full (Y, Z) flow (`reduced=False`) or the reduced Z-flow (`reduced=True`) from
     Y0 = Z0 = 0 (default; or the given (M, M) arrays) and save at `ts`.
 
@@ -261,11 +305,14 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     if optimizer is not None:
         check_choice("optimizer", optimizer, OPTIMIZERS)
         if reduced or n:
-            raise ValueError("optimizer applies to the full flow at one (eta_Y, eta_Z) pair: reduced=False, "
-                             "scalar eta_Y and eta_Z")
+            raise ValueError(
+                "optimizer applies to the full flow at one (eta_Y, eta_Z) pair: reduced=False, scalar eta_Y and eta_Z"
+            )
         if paper_time:
-            raise ValueError("paper_time must be False (or not given) with an optimizer: the optimiser limits "
-                             "run on the network's clock (class weights P(n))")
+            raise ValueError(
+                "paper_time must be False (or not given) with an optimizer: the optimiser limits "
+                "run on the network's clock (class weights P(n))"
+            )
         limit, limit_args = limit_problem(classes, eta_Y, eta_Z, optimizer, optim_args)
     elif optim_args is not None:
         raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
@@ -284,8 +331,16 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     np_dtype = np.dtype(dtype)
     M = classes.vocab_size
     # the state holds only the query rows of Z (flow_args(query_rows=True)); the full Z is rebuilt after
-    args = flow_args(classes, 1.0 if n else eta_Y, 1.0 if n else eta_Z, paper_time=paper_time,
-                     exact_slaving=exact_slaving, decoder_size=decoder_size, dtype=dtype, query_rows=True)
+    args = flow_args(
+        classes,
+        1.0 if n else eta_Y,
+        1.0 if n else eta_Z,
+        paper_time=paper_time,
+        exact_slaving=exact_slaving,
+        decoder_size=decoder_size,
+        dtype=dtype,
+        query_rows=True,
+    )
     if n:
         args = {k: jnp.broadcast_to(v, (n,) + v.shape) for k, v in args.items()}
         args["eta_Y"], args["eta_Z"] = jnp.asarray(eta_Y, dtype), jnp.asarray(eta_Z, dtype)
@@ -295,8 +350,9 @@ def solve_flow(classes: SequenceClasses, eta_Y=None, eta_Z=None, ts=None, reduce
     qt = list(classes.query_tokens)
     # numpy initial states: device transfers, not eager ops that each compile a small program on a first call
     Z0 = np.zeros((M, M), np_dtype) if Z0 is None else _square("Z0", Z0, M, np_dtype)
-    common = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
-                  throw=throw)
+    common = dict(
+        t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw
+    )
     if not reduced:  # the reduced flow has no Y
         Y0 = np.zeros((M, M), np_dtype) if Y0 is None else _square("Y0", Y0, M, np_dtype)
     if optimizer is not None:
@@ -329,8 +385,14 @@ def limit_problem(classes: SequenceClasses, eta_Y, eta_Z, optimizer: str, optim_
     eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
     if n:
         raise ValueError("limit_problem takes one (eta_Y, eta_Z) pair")
-    return optimizer_limit(population_loss, optimizer, optim_args, flow_args(classes, eta_Y, eta_Z, query_rows=True),
-                           lr=1.0, rates={"Y": eta_Y, "Z": eta_Z})
+    return optimizer_limit(
+        population_loss,
+        optimizer,
+        optim_args,
+        flow_args(classes, eta_Y, eta_Z, query_rows=True),
+        lr=1.0,
+        rates={"Y": eta_Y, "Z": eta_Z},
+    )
 
 
 def _square(name, a, M, dtype):
@@ -367,12 +429,22 @@ def single_ct_vector_field(t, y, args):
 def solve_single_common_token(M, K, eta_Y, eta_Z, ts, C0=1.0, *, rtol=1e-12, atol=1e-14) -> Trajectory:
     """Integrate eq. 13 (with the h-flow for gamma) from h = z = B = 0; `ys[:, 2]` is B_n(t)."""
     ts = _check_ts(ts)
-    M, K, eta_Y, eta_Z, C0 = (check_real(field, v, low=1.0 if field == "M" else 0.0, strict=True) for field, v in
-                              (("M", M), ("K", K), ("eta_Y", eta_Y), ("eta_Z", eta_Z), ("C0", C0)))
+    M, K, eta_Y, eta_Z, C0 = (
+        check_real(field, v, low=1.0 if field == "M" else 0.0, strict=True)
+        for field, v in (("M", M), ("K", K), ("eta_Y", eta_Y), ("eta_Z", eta_Z), ("C0", C0))
+    )
     dtype = jnp.result_type(float)
     args = {k: jnp.asarray(v, dtype) for k, v in dict(M=M, K=K, eta_Y=eta_Y, eta_Z=eta_Z, C0=C0).items()}
-    return solve(single_ct_vector_field, jnp.zeros((3,), dtype), t1=float(ts[-1]), ts=ts, args=args,
-                 solver="dopri8", rtol=rtol, atol=atol)
+    return solve(
+        single_ct_vector_field,
+        jnp.zeros((3,), dtype),
+        t1=float(ts[-1]),
+        ts=ts,
+        args=args,
+        solver="dopri8",
+        rtol=rtol,
+        atol=atol,
+    )
 
 
 def symmetric_vector_field(t, y, args):

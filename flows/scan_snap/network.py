@@ -45,8 +45,21 @@ from ..training import NetworkRecord
 from . import observables as obs
 from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
 
-__all__ = ["NetworkRecord", "TrainRecord", "blowup_bound", "count_loss", "observe", "embedding_loss", "embedding_to_yz",
-           "init_embedding", "init_params", "token_loss", "train", "train_embedding", "train_sweep"]
+__all__ = [
+    "NetworkRecord",
+    "TrainRecord",
+    "blowup_bound",
+    "count_loss",
+    "observe",
+    "embedding_loss",
+    "embedding_to_yz",
+    "init_embedding",
+    "init_params",
+    "token_loss",
+    "train",
+    "train_embedding",
+    "train_sweep",
+]
 
 OPTIMIZERS = ("sgd", "adam")
 INITS = ("zero", "random")
@@ -92,9 +105,12 @@ def init_embedding(M: int, d: int, key, init_scale: float = 1.0, dtype=None):
     dtype = dtype or jnp.result_type(float)
     kU, kQ, kK = jax.random.split(fused(key), 3)
     s = init_scale / math.sqrt(d)
-    return {"U": jax.random.normal(kU, (M, d), dtype) / math.sqrt(d),
-            "W_Q": s * jax.random.normal(kQ, (d, d), dtype), "W_K": s * jax.random.normal(kK, (d, d), dtype),
-            "W_V": jnp.zeros((d, d), dtype)}
+    return {
+        "U": jax.random.normal(kU, (M, d), dtype) / math.sqrt(d),
+        "W_Q": s * jax.random.normal(kQ, (d, d), dtype),
+        "W_K": s * jax.random.normal(kK, (d, d), dtype),
+        "W_V": jnp.zeros((d, d), dtype),
+    }
 
 
 def init_params(M: int, init: str, key, dtype=None):
@@ -106,8 +122,10 @@ def init_params(M: int, init: str, key, dtype=None):
         raise ValueError(f"init must be one of {INITS}, got {init!r}")
     kY, kZ = jax.random.split(fused(key))
     bound = 1.0 / math.sqrt(M)
-    return {"Y": jax.random.uniform(kY, (M, M), dtype, -bound, bound),
-            "Z": jax.random.uniform(kZ, (M, M), dtype, -bound, bound)}
+    return {
+        "Y": jax.random.uniform(kY, (M, M), dtype, -bound, bound),
+        "Z": jax.random.uniform(kZ, (M, M), dtype, -bound, bound),
+    }
 
 
 def observe(params, arrays: ClassArrays):
@@ -118,8 +136,10 @@ def observe(params, arrays: ClassArrays):
     M = arrays.cond.shape[1]
     dtype = arrays.cond.dtype
     c = obs.attention(params["Z"], arrays.cond, jax.nn.one_hot(arrays.query, M, dtype=dtype))
-    return {**obs.attention_observables(c, arrays.cond),
-            "loss": obs.population_loss(c, params["Y"], arrays.next_token, arrays.class_probs)}
+    return {
+        **obs.attention_observables(c, arrays.cond),
+        "loss": obs.population_loss(c, params["Y"], arrays.next_token, arrays.class_probs),
+    }
 
 
 def blowup_bound(dtype) -> float:
@@ -133,9 +153,7 @@ def blowup_bound(dtype) -> float:
 
 def _finite(params):
     """All entries finite and within `blowup_bound` of their dtype (False on NaN and inf)."""
-    return jnp.all(jnp.stack([jnp.all(jnp.abs(v) <= blowup_bound(v.dtype))
-                              for v in jax.tree_util.tree_leaves(params)]))
-
+    return jnp.all(jnp.stack([jnp.all(jnp.abs(v) <= blowup_bound(v.dtype)) for v in jax.tree_util.tree_leaves(params)]))
 
 
 #: the record of `train`, `train_embedding` (the one record of every system)
@@ -181,7 +199,8 @@ def _state(optimizer, lr: dict, momentum, params):
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
     state = _optimizer(optimizer, lr, momentum).init(params)
     return jax.tree_util.tree_map(
-        lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x, state)
+        lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x, state
+    )
 
 
 def _program(template, *, form, T, batch_size, history, observed=True):
@@ -200,11 +219,29 @@ def _program(template, *, form, T, batch_size, history, observed=True):
     return training.training_program(
         lambda params, arrays, batch: loss(params, arrays, *batch),
         (lambda params, arrays: observe(to_yz(params), arrays)) if observed else (lambda params, arrays: {}),
-        template, sample=sample, finite=finite, snapshot=to_yz if history else None)
+        template,
+        sample=sample,
+        finite=finite,
+        snapshot=to_yz if history else None,
+    )
 
 
-def _fit(arrays, optimizer, lr: dict, momentum, params0, keys, save, *, form, T, batch_size, history,
-         observed=True, batched=False):
+def _fit(
+    arrays,
+    optimizer,
+    lr: dict,
+    momentum,
+    params0,
+    keys,
+    save,
+    *,
+    form,
+    T,
+    batch_size,
+    history,
+    observed=True,
+    batched=False,
+):
     """`flows.training.run_training` of this system (`batched`: many runs, vmapped over the leading axis of
     `params0`, `keys` and the rates in `lr`)."""
     template = _optimizer(optimizer, dict.fromkeys(lr, 1.0), 0.5 if momentum else 0.0)
@@ -216,18 +253,31 @@ def _fit(arrays, optimizer, lr: dict, momentum, params0, keys, save, *, form, T,
         state = _state(optimizer, lr, momentum, params0)
         build = lambda: _program(template, **opts)  # noqa: E731
     structure = (optimizer, bool(momentum), batched, ("groups", tuple(lr)), *sorted(opts.items()))
-    return training.run_training("scan_snap.train", structure, build, params0, state, keys, save, arrays,
-                                 batch_loss=True)
+    return training.run_training(
+        "scan_snap.train", structure, build, params0, state, keys, save, arrays, batch_loss=True
+    )
 
 
 def _finish(optimizer, lr, momentum, save, out, config):
     final, series, snaps, losses, bad, compile_s, run_s = out
     dtype = jax.tree_util.tree_leaves(final)[0].dtype
     return training.finish(
-        save, series, bad, params={k: np.asarray(v) for k, v in final.items()}, snapshots=snaps, clock=1.0,
-        momentum=momentum, batch_loss=losses, optimizer=optimizer, lr=lr, config=config, compile_s=compile_s,
-        run_s=run_s, hint=f"or Y or Z holds an entry beyond {blowup_bound(dtype):.4g} in magnitude (ln of the "
-                          f"largest float: its exponential overflows; see blowup_bound); lower the learning rates")
+        save,
+        series,
+        bad,
+        params={k: np.asarray(v) for k, v in final.items()},
+        snapshots=snaps,
+        clock=1.0,
+        momentum=momentum,
+        batch_loss=losses,
+        optimizer=optimizer,
+        lr=lr,
+        config=config,
+        compile_s=compile_s,
+        run_s=run_s,
+        hint=f"or Y or Z holds an entry beyond {blowup_bound(dtype):.4g} in magnitude (ln of the "
+        f"largest float: its exponential overflows; see blowup_bound); lower the learning rates",
+    )
 
 
 def rate_pairs(eta_Y, eta_Z, lr):
@@ -242,8 +292,9 @@ def rate_pairs(eta_Y, eta_Z, lr):
         raise ValueError("lr must not be given together with eta_Y, eta_Z (pass one or the other)")
     if isinstance(lr, dict):
         if set(lr) != {"Y", "Z"}:
-            raise ValueError("lr must be a number or a dict with the keys 'Y' and 'Z', got keys "
-                             f"{sorted(map(str, lr))}")
+            raise ValueError(
+                f"lr must be a number or a dict with the keys 'Y' and 'Z', got keys {sorted(map(str, lr))}"
+            )
         return ("lr['Y']", lr["Y"]), ("lr['Z']", lr["Z"])
     return ("lr", lr), ("lr", lr)
 
@@ -256,10 +307,23 @@ def _learning_rates(eta_Y, eta_Z, lr):
     return tuple(check_real(name, v, low=0.0, strict=True) for name, v in pairs)
 
 
-def train(classes: SequenceClasses, optimizer: str, eta_Y: float | None = None, eta_Z: float | None = None,
-          T: int | None = None, batch_size: int | None = None, steps: int | None = None, momentum: float = 0.0,
-          init: str = "zero", seed: int = 0, *, form: str = "counts", history: bool = True, save_every: int = 1,
-          lr=None) -> TrainRecord:
+def train(
+    classes: SequenceClasses,
+    optimizer: str,
+    eta_Y: float | None = None,
+    eta_Z: float | None = None,
+    T: int | None = None,
+    batch_size: int | None = None,
+    steps: int | None = None,
+    momentum: float = 0.0,
+    init: str = "zero",
+    seed: int = 0,
+    *,
+    form: str = "counts",
+    history: bool = True,
+    save_every: int = 1,
+    lr=None,
+) -> TrainRecord:
     """Train the finite-T Y/Z model; see the module docstring.
 
     **Arguments:** `classes`; `optimizer` "sgd" | "adam"; `eta_Y`, `eta_Z` > 0 (or, as in every system,
@@ -286,17 +350,50 @@ def train(classes: SequenceClasses, optimizer: str, eta_Y: float | None = None, 
     k_init, keys = _keys(device_array(seed, jnp.uint32), int(steps))
     params0 = init_params(classes.vocab_size, init, k_init, arrays.cond.dtype)
     rates = {"Y": float(eta_Y), "Z": float(eta_Z)}
-    out = _fit(arrays, optimizer, rates, float(momentum), params0, keys, save, form=form, T=T,
-               batch_size=batch_size, history=history)
-    config = dict(classes=classes.name, optimizer=optimizer, eta_Y=float(eta_Y), eta_Z=float(eta_Z), T=int(T),
-                  batch_size=int(batch_size), steps=int(steps), momentum=float(momentum), init=init,
-                  seed=int(seed), form=form, save_every=int(save_every))
+    out = _fit(
+        arrays,
+        optimizer,
+        rates,
+        float(momentum),
+        params0,
+        keys,
+        save,
+        form=form,
+        T=T,
+        batch_size=batch_size,
+        history=history,
+    )
+    config = dict(
+        classes=classes.name,
+        optimizer=optimizer,
+        eta_Y=float(eta_Y),
+        eta_Z=float(eta_Z),
+        T=int(T),
+        batch_size=int(batch_size),
+        steps=int(steps),
+        momentum=float(momentum),
+        init=init,
+        seed=int(seed),
+        form=form,
+        save_every=int(save_every),
+    )
     return _finish(optimizer, rates, float(momentum), save, out, config)
 
 
-def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y=None, eta_Z=None, seeds=None, T: int | None = None,
-                batch_size: int | None = None, steps: int | None = None, momentum: float = 0.0, init: str = "zero",
-                *, lr=None):
+def train_sweep(
+    classes: SequenceClasses,
+    optimizer: str,
+    eta_Y=None,
+    eta_Z=None,
+    seeds=None,
+    T: int | None = None,
+    batch_size: int | None = None,
+    steps: int | None = None,
+    momentum: float = 0.0,
+    init: str = "zero",
+    *,
+    lr=None,
+):
     """Many trainings in one vmapped, once-compiled call: `eta_Y`, `eta_Z`, `seeds` are 1-D arrays of one
     length R (or `lr=` an array for both groups, or {"Y": eta_Y, "Z": eta_Z}, as in `train`). Returns (loss
     (R, steps), final params {"Y", "Z"}: (R, M, M)). Member i equals `train(classes, optimizer, eta_Y[i],
@@ -306,16 +403,23 @@ def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y=None, eta_Z=None
     for name, v in (("seeds", seeds), ("T", T), ("batch_size", batch_size), ("steps", steps)):
         if v is None:
             raise ValueError(f"{name} must be given")
-    eta_Y, eta_Z, seeds = (np.atleast_1d(real_array(name, a, finite=False)) for name, a in
-                           ((names[0], eta_Y), (names[1], eta_Z), ("seeds", seeds)))
+    eta_Y, eta_Z, seeds = (
+        np.atleast_1d(real_array(name, a, finite=False))
+        for name, a in ((names[0], eta_Y), (names[1], eta_Z), ("seeds", seeds))
+    )
     for name, a in ((names[0], eta_Y), (names[1], eta_Z)):
         if not np.all(np.isfinite(a)) or np.any(a <= 0):
             raise ValueError(f"{name} must be finite and > 0, got {a!r}")
     if not (eta_Y.shape == eta_Z.shape == seeds.shape) or eta_Y.ndim != 1:
-        raise ValueError(f"eta_Y, eta_Z and seeds must be 1-D of one length, got {eta_Y.shape}, "
-                         f"{eta_Z.shape}, {seeds.shape}")
-    if not np.all(np.isfinite(seeds)) or np.any(seeds != np.round(seeds)) or np.any(seeds < 0) \
-            or np.any(seeds > _SEED_MAX):
+        raise ValueError(
+            f"eta_Y, eta_Z and seeds must be 1-D of one length, got {eta_Y.shape}, {eta_Z.shape}, {seeds.shape}"
+        )
+    if (
+        not np.all(np.isfinite(seeds))
+        or np.any(seeds != np.round(seeds))
+        or np.any(seeds < 0)
+        or np.any(seeds > _SEED_MAX)
+    ):
         raise ValueError(f"seeds must be integers in [0, {_SEED_MAX}], got {seeds!r}")
     seeds = seeds.astype(np.int64)
     _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, 0, "counts", sweep=True)
@@ -324,15 +428,40 @@ def train_sweep(classes: SequenceClasses, optimizer: str, eta_Y=None, eta_Z=None
     k_init, keys = jax.vmap(partial(_keys, steps=int(steps)))(jnp.asarray(seeds, jnp.uint32))
     params0 = jax.vmap(lambda k: init_params(classes.vocab_size, init, k, dtype))(k_init)
     rates = {"Y": jnp.asarray(eta_Y, dtype), "Z": jnp.asarray(eta_Z, dtype)}
-    final, _, _, losses, _, _, _ = _fit(arrays, optimizer, rates, float(momentum), params0, keys,
-                                        np.asarray([0, int(steps)]), form="counts", T=T, batch_size=batch_size,
-                                        history=False, observed=False, batched=True)
+    final, _, _, losses, _, _, _ = _fit(
+        arrays,
+        optimizer,
+        rates,
+        float(momentum),
+        params0,
+        keys,
+        np.asarray([0, int(steps)]),
+        form="counts",
+        T=T,
+        batch_size=batch_size,
+        history=False,
+        observed=False,
+        batched=True,
+    )
     return losses, {k: np.asarray(v) for k, v in final.items()}
 
 
-def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_Z: float, T: int,
-                    batch_size: int, steps: int, d: int, momentum: float = 0.0, seed: int = 0, *, eta_U=None,
-                    init_scale: float = 1.0, history: bool = True):
+def train_embedding(
+    classes: SequenceClasses,
+    optimizer: str,
+    eta_Y: float,
+    eta_Z: float,
+    T: int,
+    batch_size: int,
+    steps: int,
+    d: int,
+    momentum: float = 0.0,
+    seed: int = 0,
+    *,
+    eta_U=None,
+    init_scale: float = 1.0,
+    history: bool = True,
+):
     """Train the embedding form (U, W_Q, W_K, W_V) of the 1-layer model (eqs. 1-2; loss `embedding_loss`)
     with optax, batch-mean gradients on count vectors (the exact finite-T reduction of `count_loss`).
 
@@ -365,11 +494,36 @@ def train_embedding(classes: SequenceClasses, optimizer: str, eta_Y: float, eta_
     emb0 = init_embedding(classes.vocab_size, int(d), k_init, 1.0, arrays.cond.dtype)
     emb0 = dict(emb0, W_Q=emb0["W_Q"] * init_scale, W_K=emb0["W_K"] * init_scale)
     rates = {"U": float(eta_U), "W_Q": float(eta_Z), "W_K": float(eta_Z), "W_V": float(eta_Y)}
-    final, *rest = _fit(arrays, optimizer, rates, float(momentum), emb0, keys, np.arange(int(steps) + 1),
-                        form="embedding", T=T, batch_size=batch_size, history=history)
-    config = dict(classes=classes.name, optimizer=optimizer, eta_Y=float(eta_Y), eta_Z=float(eta_Z),
-                  eta_U=float(eta_U), T=int(T), batch_size=int(batch_size), steps=int(steps),
-                  momentum=float(momentum), init="embedding", init_scale=float(init_scale), seed=int(seed),
-                  form="embedding", d=int(d), final_embedding={k: np.asarray(v) for k, v in final.items()})
-    return _finish(optimizer, rates, float(momentum), np.arange(int(steps) + 1),
-                   (embedding_to_yz(final), *rest), config)
+    final, *rest = _fit(
+        arrays,
+        optimizer,
+        rates,
+        float(momentum),
+        emb0,
+        keys,
+        np.arange(int(steps) + 1),
+        form="embedding",
+        T=T,
+        batch_size=batch_size,
+        history=history,
+    )
+    config = dict(
+        classes=classes.name,
+        optimizer=optimizer,
+        eta_Y=float(eta_Y),
+        eta_Z=float(eta_Z),
+        eta_U=float(eta_U),
+        T=int(T),
+        batch_size=int(batch_size),
+        steps=int(steps),
+        momentum=float(momentum),
+        init="embedding",
+        init_scale=float(init_scale),
+        seed=int(seed),
+        form="embedding",
+        d=int(d),
+        final_embedding={k: np.asarray(v) for k, v in final.items()},
+    )
+    return _finish(
+        optimizer, rates, float(momentum), np.arange(int(steps) + 1), (embedding_to_yz(final), *rest), config
+    )

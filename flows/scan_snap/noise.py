@@ -54,9 +54,11 @@ def population(classes: SequenceClasses, T: int, dtype=None):
     sizes = classes.support.sum(axis=1)
     total = sum(math.comb(T - 2 + int(s), int(s) - 1) for s in sizes)
     if total > MAX_POPULATION:
-        raise ValueError(f"T = {T} with supports of sizes {sorted(set(sizes.tolist()))} gives {total} distinct "
-                         f"(class, count vector) pairs, more than MAX_POPULATION = {MAX_POPULATION}: lower T or "
-                         f"use smaller classes")
+        raise ValueError(
+            f"T = {T} with supports of sizes {sorted(set(sizes.tolist()))} gives {total} distinct "
+            f"(class, count vector) pairs, more than MAX_POPULATION = {MAX_POPULATION}: lower T or "
+            f"use smaller classes"
+        )
     M = classes.vocab_size
     query, nxt, counts, weights = [], [], [], []
     for n in range(classes.num_classes):
@@ -73,16 +75,25 @@ def population(classes: SequenceClasses, T: int, dtype=None):
             weights.append(classes.class_probs[n] * coef * float(np.prod(p**N)))
     dtype = dtype or jnp.result_type(float)
     w = np.asarray(weights)
-    data = {"query": jnp.asarray(query, jnp.int32), "next": jnp.asarray(nxt, jnp.int32),
-            "counts": jnp.asarray(np.asarray(counts), dtype)}
+    data = {
+        "query": jnp.asarray(query, jnp.int32),
+        "next": jnp.asarray(nxt, jnp.int32),
+        "counts": jnp.asarray(np.asarray(counts), dtype),
+    }
     return data, w / w.sum()
 
 
 def per_sample_loss(params, sample):
     """`network.count_loss` of one (class, counts) pair {"query", "next", "counts" (M,)} (count_loss reads
     the class's query and next token only)."""
-    one = ClassArrays(cond=None, query=sample["query"][None], next_token=sample["next"][None], class_probs=None,
-                      support_index=None, support_cdf=None)
+    one = ClassArrays(
+        cond=None,
+        query=sample["query"][None],
+        next_token=sample["next"][None],
+        class_probs=None,
+        support_index=None,
+        support_cdf=None,
+    )
     return count_loss(params, one, jnp.zeros((1,), jnp.int32), sample["counts"][None])
 
 
@@ -106,9 +117,22 @@ def sgd_sde(classes: SequenceClasses, T: int, batch_size: int, lr, *, noise: boo
     return sde._replace(args={**sde.args, "arrays": classes.arrays()})
 
 
-def solve_sgd_sde(classes: SequenceClasses, T: int, batch_size: int, lr, ts, num_paths: int, seed: int = 0, *,
-                  init: str = "zero", init_seed: int = 0, dt_steps: float = 0.25, noise: bool = True,
-                  max_steps: int | None = None, brownian: str = "increments"):
+def solve_sgd_sde(
+    classes: SequenceClasses,
+    T: int,
+    batch_size: int,
+    lr,
+    ts,
+    num_paths: int,
+    seed: int = 0,
+    *,
+    init: str = "zero",
+    init_seed: int = 0,
+    dt_steps: float = 0.25,
+    noise: bool = True,
+    max_steps: int | None = None,
+    brownian: str = "increments",
+):
     """`num_paths` Euler-Maruyama paths of the SGD SDE from `train`'s initialisation (`init`, `init_seed`
     as `train(init=, seed=)`), with the observables of `network.observe` (the attention observables `attention` (K, M),
     `entropy`, `entropy_distinct`, `common_mass` (K,), and `loss` the T -> infinity population loss, as on the
@@ -125,9 +149,18 @@ def solve_sgd_sde(classes: SequenceClasses, T: int, batch_size: int, lr, ts, num
         raise ValueError(f"ts must be a non-empty 1-D array of step counts >= 0, got {ts!r}")
     sde = sgd_sde(classes, T, batch_size, lr, noise=noise)
     theta0 = _initial(classes, init, init_seed, jnp.result_type(float))
-    tr = _noise.solve_sgd_sde(sde, theta0, sde.lr * ts, dt=sde.lr * dt_steps, seed=check_int("seed", seed, 0),
-                              num_paths=num_paths, observables=_observe, save_states=False, brownian=brownian,
-                              max_steps=max_steps)
+    tr = _noise.solve_sgd_sde(
+        sde,
+        theta0,
+        sde.lr * ts,
+        dt=sde.lr * dt_steps,
+        seed=check_int("seed", seed, 0),
+        num_paths=num_paths,
+        observables=_observe,
+        save_states=False,
+        brownian=brownian,
+        max_steps=max_steps,
+    )
     return dataclasses.replace(tr, ts=tr.ts / sde.lr)
 
 

@@ -28,10 +28,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["ATTENTION_OBSERVABLES", "attention", "attention_observables", "attention_weights", "common_mass",
-           "common_tokens", "cross_entropy", "distinct_tokens", "entropy", "entropy_distinct", "growth_factor",
-           "knee_time", "log_slope", "normalized_attention", "pair_invariant_residual", "population_loss",
-           "query_rows", "relative_gain", "slowdown_time"]
+__all__ = [
+    "ATTENTION_OBSERVABLES",
+    "attention",
+    "attention_observables",
+    "attention_weights",
+    "common_mass",
+    "common_tokens",
+    "cross_entropy",
+    "distinct_tokens",
+    "entropy",
+    "entropy_distinct",
+    "growth_factor",
+    "knee_time",
+    "log_slope",
+    "normalized_attention",
+    "pair_invariant_residual",
+    "population_loss",
+    "query_rows",
+    "relative_gain",
+    "slowdown_time",
+]
 
 
 def query_rows(Z, query_onehot):
@@ -114,8 +131,12 @@ def attention_observables(c, cond) -> dict:
     `attention` c_n (K, M), `entropy` (K,), `entropy_distinct` (K,) (the Fig. 6 entropy over the distinct tokens
     of n), `common_mass` (K,) (the attention on common tokens). One function for the network record and the
     flows, so that both save the same names computed the same way."""
-    return {"attention": c, "entropy": entropy(c), "entropy_distinct": entropy_distinct(c, distinct_tokens(cond)),
-            "common_mass": common_mass(c, common_tokens(cond))}
+    return {
+        "attention": c,
+        "entropy": entropy(c),
+        "entropy_distinct": entropy_distinct(c, distinct_tokens(cond)),
+        "common_mass": common_mass(c, common_tokens(cond)),
+    }
 
 
 def relative_gain(c, token, other):
@@ -145,8 +166,8 @@ def knee_time(t, rate):
     if t.size < 3:
         raise ValueError("knee_time needs at least 3 positive times")
     i = int(np.clip(np.argmax(r), 1, t.size - 2))
-    x = np.log(t[i - 1: i + 2])
-    y = r[i - 1: i + 2]
+    x = np.log(t[i - 1 : i + 2])
+    y = r[i - 1 : i + 2]
     a, b, _ = np.polyfit(x, y, 2)
     if a >= 0:
         return float(t[i])

@@ -20,8 +20,21 @@ import numpy as np
 
 from .._checks import real_array
 
-__all__ = ["B", "Gamma", "chi_bounds", "gamma", "gamma_early", "gamma_late", "gamma_of_h", "h", "h_discrete",
-           "pair_invariant_rhs", "regime_times", "scan_time", "snap_time"]
+__all__ = [
+    "B",
+    "Gamma",
+    "chi_bounds",
+    "gamma",
+    "gamma_early",
+    "gamma_late",
+    "gamma_of_h",
+    "h",
+    "h_discrete",
+    "pair_invariant_rhs",
+    "regime_times",
+    "scan_time",
+    "snap_time",
+]
 
 _NEWTON_ITERS = 80
 

@@ -58,8 +58,7 @@ def test_config_is_immutable_and_defaults():
 
 @pytest.mark.parametrize("variant", ["theory", "paper"])
 def test_training_set_structure(variant):
-    cfg = _config(n=24, L=5, d=3 + co.num_random_slots(24, 5) if variant == "theory" else 20,
-                  variant=variant, seed=4)
+    cfg = _config(n=24, L=5, d=3 + co.num_random_slots(24, 5) if variant == "theory" else 20, variant=variant, seed=4)
     ds = co.training_set(cfg)
     tok = np.asarray(ds.tokens)
     groups = np.asarray(ds.groups)

@@ -25,9 +25,10 @@ def _rhs_and_reference(params, a, args):
     return co.vector_field(0.0, state, args), _pushed_gradient(params, a, args), p
 
 
-@pytest.mark.parametrize("seed, variant, init, scale", [
-    (0, "theory", "theory", 1.0), (1, "theory", "theory", 6.0), (2, "paper", "kaiming", 1.0),
-])
+@pytest.mark.parametrize(
+    "seed, variant, init, scale",
+    [(0, "theory", "theory", 1.0), (1, "theory", "theory", 6.0), (2, "paper", "kaiming", 1.0)],
+)
 def test_rhs_equals_autodiff_pushforward(seed, variant, init, scale):
     d = SMALL["d"] if variant == "theory" else 9
     cfg = co.Config(**{**SMALL, "d": d}, variant=variant, init=init, seed=seed)
@@ -71,7 +72,6 @@ def test_flow_matches_gd_network(gd_and_flow):
     assert rel_pointwise <= C_TOL * lr, rel_pointwise
 
 
-
 def test_gd_at_a_second_rate_reuses_the_compiled_program(gd_and_flow):
     # the fixture trains lr = 1e-2 (2000 steps) and 5e-3 (4000 steps), 20 saves each: the same shapes, so the
     # second run's program comes from the cache (the rate is in the optimiser state, not in the program)
@@ -80,6 +80,7 @@ def test_gd_at_a_second_rate_reuses_the_compiled_program(gd_and_flow):
     assert second.compile_s == 0.0 or first.compile_s == 0.0
     assert not np.allclose(first["loss"][1:], second["loss"][1:])  # and it is another run, not a stale one
     assert second.steps[-1] == 2 * first.steps[-1]
+
 
 def test_flow_vs_gd_error_shrinks_linearly_in_lr(gd_and_flow):
     _, _, records, traj = gd_and_flow
@@ -135,8 +136,10 @@ def test_observe_equals_every_observable():
     @jax.jit  # one program for both (eager, every op of every observable compiled on its own)
     def both(params):
         state = co.gram_state(params, a)
-        return (co.observables.observe(0.0, state, args),
-                {name: fn(0.0, state, args) for name, fn in co.observables.OBSERVABLES.items()})
+        return (
+            co.observables.observe(0.0, state, args),
+            {name: fn(0.0, state, args) for name, fn in co.observables.OBSERVABLES.items()},
+        )
 
     together, separate = jax.tree_util.tree_map(np.asarray, both(params))
     assert set(together) == set(co.observables.OBSERVABLES)

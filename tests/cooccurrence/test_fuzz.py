@@ -49,13 +49,31 @@ def config_fields(draw, small=False):
         m, m1 = draw(good_ints(1)), draw(good_ints(1))
     need = 3 + co.num_random_slots(int(n), int(L)) if variant == "theory" else 4
     d = draw(st.integers(need, need + 1 if small else INT_MAX))
-    return dict(n=n, L=L, d=d, m=m, m1=m1, sigma0=draw(_SIGMA), sigma1=draw(_SIGMA), variant=variant,
-                seed=draw(good_ints(0, SEED_MAX)), init=draw(st.sampled_from(["theory", "kaiming"])))
+    return dict(
+        n=n,
+        L=L,
+        d=d,
+        m=m,
+        m1=m1,
+        sigma0=draw(_SIGMA),
+        sigma1=draw(_SIGMA),
+        variant=variant,
+        seed=draw(good_ints(0, SEED_MAX)),
+        init=draw(st.sampled_from(["theory", "kaiming"])),
+    )
 
 
-_BAD_CONFIG = {"n": bad_ints(6), "d": bad_ints(4), "L": bad_ints(3), "m": bad_ints(1), "m1": bad_ints(1),
-               "seed": bad_ints(0, SEED_MAX), "sigma0": bad_reals(0.0, strict=True).filter(lambda v: v is not None),
-               "init": bad_choices(["theory", "kaiming"]), "variant": bad_choices(["theory", "paper"])}
+_BAD_CONFIG = {
+    "n": bad_ints(6),
+    "d": bad_ints(4),
+    "L": bad_ints(3),
+    "m": bad_ints(1),
+    "m1": bad_ints(1),
+    "seed": bad_ints(0, SEED_MAX),
+    "sigma0": bad_reals(0.0, strict=True).filter(lambda v: v is not None),
+    "init": bad_choices(["theory", "kaiming"]),
+    "variant": bad_choices(["theory", "paper"]),
+}
 _BAD_CONFIG["sigma1"] = _BAD_CONFIG["sigma0"]
 
 
@@ -91,8 +109,11 @@ def test_config_valid_and_invalid_values(field, fields, data):
 # --------------------------------------------------------------------------- data_args, initial_state
 
 TINY = co.Config(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=2, m1=2)
-_bad_dtypes = st.one_of(st.sampled_from([jnp.int32, np.bool_, "int64", "complex128", "not a dtype", 3, 1.5, True]),
-                        st.just(np.zeros(2)), st.just([1]))
+_bad_dtypes = st.one_of(
+    st.sampled_from([jnp.int32, np.bool_, "int64", "complex128", "not a dtype", 3, 1.5, True]),
+    st.just(np.zeros(2)),
+    st.just([1]),
+)
 
 
 @ENTRY_FEW
@@ -105,9 +126,15 @@ def test_data_args_and_initial_state(num_test, dtype, data):
     state = co.initial_state(TINY, dtype=dtype)
     assert all(v.dtype == want and np.all(np.isfinite(v)) for v in state.values())
     field = data.draw(st.sampled_from(["num_test", "dtype", "train", "test", "dtype_state"]))
-    value = data.draw({"num_test": bad_ints(1), "dtype": _bad_dtypes, "dtype_state": _bad_dtypes,
-                       "train": st.one_of(st.integers(), st.just({"tokens": 1}), st.just(args)),
-                       "test": st.one_of(st.text(max_size=2), st.just(np.zeros((2, 3))))}[field])
+    value = data.draw(
+        {
+            "num_test": bad_ints(1),
+            "dtype": _bad_dtypes,
+            "dtype_state": _bad_dtypes,
+            "train": st.one_of(st.integers(), st.just({"tokens": 1}), st.just(args)),
+            "test": st.one_of(st.text(max_size=2), st.just(np.zeros((2, 3)))),
+        }[field]
+    )
     if field == "dtype_state":
         with raises_naming("dtype"):
             co.initial_state(TINY, dtype=value)
@@ -136,10 +163,17 @@ def tiny_args():
 def flow_calls(draw):
     horizon = draw(st.floats(1e-6, 1e6))
     ts = [0.0] + sorted(draw(st.lists(st.floats(0.0, horizon), min_size=0, max_size=3))) + [horizon]
-    return dict(ts=ts, solver=draw(st.sampled_from(["tsit5", "dopri5", "dopri8"])),
-                rtol=draw(good_reals(0.0, 1e-2, strict=True)), atol=draw(good_reals(0.0, 1e-2, strict=True)),
-                max_steps=draw(good_ints(1)), locate_T1=draw(st.booleans()), save_states=draw(st.booleans()),
-                num_test=draw(st.sampled_from([1, 5])), throw=draw(st.booleans()))
+    return dict(
+        ts=ts,
+        solver=draw(st.sampled_from(["tsit5", "dopri5", "dopri8"])),
+        rtol=draw(good_reals(0.0, 1e-2, strict=True)),
+        atol=draw(good_reals(0.0, 1e-2, strict=True)),
+        max_steps=draw(good_ints(1)),
+        locate_T1=draw(st.booleans()),
+        save_states=draw(st.booleans()),
+        num_test=draw(st.sampled_from([1, 5])),
+        throw=draw(st.booleans()),
+    )
 
 
 @ENTRY_FEW
@@ -162,19 +196,34 @@ def _nan_state(state, data):
     return {**state, key: arr}
 
 
-@pytest.mark.parametrize("field", ["ts", "y0", "args", "solver", "rtol", "atol", "max_steps", "locate_T1",
-                                   "save_states", "num_test", "throw"])
+@pytest.mark.parametrize(
+    "field",
+    ["ts", "y0", "args", "solver", "rtol", "atol", "max_steps", "locate_T1", "save_states", "num_test", "throw"],
+)
 @FIELD
 @given(data=st.data())
 def test_solve_flow_invalid_values_raise_naming_the_field(tiny_args, field, data):
     args, state = tiny_args
     bad = {
-        "ts": st.one_of(st.just([0.0]), st.just([0.5, 1.0]), st.just([0.0, 2.0, 1.0]), st.just([0.0, math.inf]),
-                        st.just([0.0, math.nan]), st.just([[0.0, 1.0]]), st.just(["0", "a"]), st.just(1.0)),
+        "ts": st.one_of(
+            st.just([0.0]),
+            st.just([0.5, 1.0]),
+            st.just([0.0, 2.0, 1.0]),
+            st.just([0.0, math.inf]),
+            st.just([0.0, math.nan]),
+            st.just([[0.0, 1.0]]),
+            st.just(["0", "a"]),
+            st.just(1.0),
+        ),
         "y0": st.one_of(st.just("nan"), st.just({"G": state["G"]}), st.just([1.0, 2.0]), st.just(np.ones(3))),
         "args": st.one_of(st.just("nan"), st.just({"tokens": args["tokens"]}), st.integers(), st.none().map(str)),
-        "solver": bad_choices(["tsit5"]), "rtol": bad_reals(0.0, strict=True), "atol": bad_reals(0.0, strict=True),
-        "max_steps": bad_ints(1), "locate_T1": bad_bools(), "save_states": bad_bools(), "throw": bad_bools(),
+        "solver": bad_choices(["tsit5"]),
+        "rtol": bad_reals(0.0, strict=True),
+        "atol": bad_reals(0.0, strict=True),
+        "max_steps": bad_ints(1),
+        "locate_T1": bad_bools(),
+        "save_states": bad_bools(),
+        "throw": bad_bools(),
         "num_test": bad_ints(1),
     }[field]
     kw = dict(ts=[0.0, 1.0], args=args, y0=state)
@@ -185,8 +234,7 @@ def test_solve_flow_invalid_values_raise_naming_the_field(tiny_args, field, data
         if field == "y0":
             kw["y0"] = _nan_state(state, data)
         else:
-            kw["args"] = {**args, **_nan_state({k: args[k] for k in ("labels", "group_onehot", "sqrt_m", "m1")},
-                                               data)}
+            kw["args"] = {**args, **_nan_state({k: args[k] for k in ("labels", "group_onehot", "sqrt_m", "m1")}, data)}
     with stop_at_solvers(), raises_naming(field):
         co.solve_flow(TINY, **kw)
 
@@ -214,12 +262,17 @@ def stop_at_jit():
 def train_calls(draw):
     optimizer = draw(st.sampled_from(["gd", "sgd", "adam"]))
     steps = draw(good_ints(1, 10**6))
-    kw = dict(optimizer=optimizer, lr=draw(good_reals(0.0, 1e3, strict=True)), steps=steps,
-              batch_size=None if optimizer == "gd" else draw(st.one_of(
-                  st.none() if optimizer == "adam" else st.nothing(), st.integers(1, TINY.n))),
-              momentum=draw(st.one_of(st.none(), good_reals(0.0, 1.0, high_strict=True)))
-              if optimizer == "sgd" else None, num_test=4,
-              batch_seed=draw(st.one_of(st.none(), st.integers(0, 2**32 - 1))))
+    kw = dict(
+        optimizer=optimizer,
+        lr=draw(good_reals(0.0, 1e3, strict=True)),
+        steps=steps,
+        batch_size=None
+        if optimizer == "gd"
+        else draw(st.one_of(st.none() if optimizer == "adam" else st.nothing(), st.integers(1, TINY.n))),
+        momentum=draw(st.one_of(st.none(), good_reals(0.0, 1.0, high_strict=True))) if optimizer == "sgd" else None,
+        num_test=4,
+        batch_seed=draw(st.one_of(st.none(), st.integers(0, 2**32 - 1))),
+    )
     if draw(st.booleans()):
         kw["save_steps"] = draw(st.lists(st.integers(0, int(steps)), min_size=1, max_size=5))
     else:
@@ -234,21 +287,46 @@ def test_train_valid_calls_reach_the_compile(stop_at_jit, kw):
         co.train(TINY, **kw)
 
 
-@pytest.mark.parametrize("field", ["optimizer", "lr", "steps", "batch_size", "save_every", "save_steps", "momentum",
-                                   "num_test", "args", "batch_seed"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "optimizer",
+        "lr",
+        "steps",
+        "batch_size",
+        "save_every",
+        "save_steps",
+        "momentum",
+        "num_test",
+        "args",
+        "batch_seed",
+    ],
+)
 @FIELD
 @given(data=st.data())
 def test_train_invalid_values_raise_naming_the_field(stop_at_jit, field, data):
     kw = dict(optimizer="sgd", batch_size=3, steps=10)
-    bad = {"optimizer": bad_choices(["gd", "sgd", "adam"]), "lr": bad_reals(0.0, strict=True),
-           "steps": bad_ints(1), "batch_size": st.one_of(bad_ints(1, TINY.n).filter(lambda v: v is not None),
-                                                         st.integers(TINY.n + 1, 10**6)),
-           "save_every": bad_ints(1, None),
-           "momentum": bad_reals(0.0, 1.0, high_strict=True).filter(lambda v: v is not None),
-           "save_steps": st.one_of(st.just([-1]), st.just([11]), st.just([1.5]), st.just([]), st.just(["a"]),
-                                   st.just([math.nan]), st.just([[1, 2], [3]]), st.just(True)),
-           "num_test": bad_ints(1), "batch_seed": bad_ints(0, 2**32 - 1).filter(lambda v: v is not None),
-           "args": st.one_of(st.integers(), st.just({"tokens": 1}), st.text(max_size=2))}
+    bad = {
+        "optimizer": bad_choices(["gd", "sgd", "adam"]),
+        "lr": bad_reals(0.0, strict=True),
+        "steps": bad_ints(1),
+        "batch_size": st.one_of(bad_ints(1, TINY.n).filter(lambda v: v is not None), st.integers(TINY.n + 1, 10**6)),
+        "save_every": bad_ints(1, None),
+        "momentum": bad_reals(0.0, 1.0, high_strict=True).filter(lambda v: v is not None),
+        "save_steps": st.one_of(
+            st.just([-1]),
+            st.just([11]),
+            st.just([1.5]),
+            st.just([]),
+            st.just(["a"]),
+            st.just([math.nan]),
+            st.just([[1, 2], [3]]),
+            st.just(True),
+        ),
+        "num_test": bad_ints(1),
+        "batch_seed": bad_ints(0, 2**32 - 1).filter(lambda v: v is not None),
+        "args": st.one_of(st.integers(), st.just({"tokens": 1}), st.text(max_size=2)),
+    }
     kw[field] = data.draw(bad[field], label=field)
     with stop_at_jit, raises_naming(field):
         co.train(TINY, **kw)
@@ -258,14 +336,24 @@ def test_train_invalid_values_raise_naming_the_field(stop_at_jit, field, data):
 
 _BASE_CONFIG = dict(n=6, L=3, d=TINY.d, m=2, m1=2)
 EDGES = {
-    "Config": {"n": int_edges(6) + [7, 12 + 3], "L": int_edges(3), "d": int_edges(4) + [TINY.d - 1], "m": int_edges(1),
-               "m1": int_edges(1), "seed": int_edges(0, SEED_MAX),
-               "sigma0": [x for x in real_edges(0.0, strict=True) if x is not None],
-               "sigma1": [x for x in real_edges(0.0, strict=True) if x is not None]},
-    "train": {"lr": real_edges(0.0, strict=True), "steps": int_edges(1), "batch_size": [0, TINY.n + 1, True, 1.5],
-              "save_every": int_edges(1, None),
-              "momentum": [x for x in real_edges(0.0, 1.0, high_strict=True) if x is not None],
-              "num_test": int_edges(1)},
+    "Config": {
+        "n": int_edges(6) + [7, 12 + 3],
+        "L": int_edges(3),
+        "d": int_edges(4) + [TINY.d - 1],
+        "m": int_edges(1),
+        "m1": int_edges(1),
+        "seed": int_edges(0, SEED_MAX),
+        "sigma0": [x for x in real_edges(0.0, strict=True) if x is not None],
+        "sigma1": [x for x in real_edges(0.0, strict=True) if x is not None],
+    },
+    "train": {
+        "lr": real_edges(0.0, strict=True),
+        "steps": int_edges(1),
+        "batch_size": [0, TINY.n + 1, True, 1.5],
+        "save_every": int_edges(1, None),
+        "momentum": [x for x in real_edges(0.0, 1.0, high_strict=True) if x is not None],
+        "num_test": int_edges(1),
+    },
     "solve_flow": {"rtol": real_edges(0.0, strict=True), "max_steps": int_edges(1), "num_test": int_edges(1)},
     "data_args": {"num_test": int_edges(1)},
 }

@@ -15,8 +15,10 @@ TINY = dict(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=4, m1=2)
 def test_sgd_momentum_clock_and_batch_seed():
     cfg = co.Config(**TINY, seed=3)
     lr, beta = 1e-2, 0.5
-    runs = {s: co.train(cfg, "sgd", lr, 40, batch_size=2, save_every=10, momentum=beta, batch_seed=s, num_test=4)
-            for s in (0, 1)}
+    runs = {
+        s: co.train(cfg, "sgd", lr, 40, batch_size=2, save_every=10, momentum=beta, batch_seed=s, num_test=4)
+        for s in (0, 1)
+    }
     for rec in runs.values():
         np.testing.assert_allclose(rec.ts, lr * np.arange(0, 41, 10) / (1 - beta), rtol=1e-14)
     # the same data and initialisation (config.seed) ...
@@ -81,6 +83,5 @@ def test_solve_flow_starts_where_train_starts():
     loss0 = float(co.observables.loss(0.0, y0, args))
     assert abs(loss0 - float(rec["loss"][0])) <= 1e-12 * abs(loss0)
     other, _ = flow_start(6)
-    gap = max(float(np.max(np.abs(np.asarray(other[k]) - start[k]))) / float(np.max(np.abs(start[k])))
-              for k in start)
+    gap = max(float(np.max(np.abs(np.asarray(other[k]) - start[k]))) / float(np.max(np.abs(start[k]))) for k in start)
     assert gap > 1e-3

@@ -48,11 +48,13 @@ def _run(lr, args, horizon=T):
         steps = int(round(horizon / lr))
         sgd = con.train_sgd_runs(CFG, steps, B, lr, keys=_keys(), save_every=steps // 2, args=args)
         assert np.allclose(sgd["ts"], ts) and all(s == "ok" for s in tr.status)
-        _RUNS[lr, horizon] = ({k: np.asarray(v)[:, -1] for k, v in tr.observables.items()},
-                              {k: v[:, -1] for k, v in sgd.items() if k not in ("steps", "ts")}, sgd, tr.compile_s)
+        _RUNS[lr, horizon] = (
+            {k: np.asarray(v)[:, -1] for k, v in tr.observables.items()},
+            {k: v[:, -1] for k, v in sgd.items() if k not in ("steps", "ts")},
+            sgd,
+            tr.compile_s,
+        )
     return _RUNS[lr, horizon]
-
-
 
 
 def test_sgd_runs_are_the_trainer(args):
@@ -72,8 +74,12 @@ def _check_agreement(lrs, args, horizon=T):
         sde, sgd = _run(lr, args, horizon)[:2]
         for name, pick in (("loss", lambda x: x), ("A", lambda x: x[:, LOGIT[0], LOGIT[1]])):
             a, b = pick(sde[name]), pick(sgd[name])
-            zs[lr, name] = (round(z_mean(a, b), 2), round(z_var(a, b), 2), a.mean() - b.mean(),
-                            a.var(ddof=1) / b.var(ddof=1) - 1)
+            zs[lr, name] = (
+                round(z_mean(a, b), 2),
+                round(z_var(a, b), 2),
+                a.mean() - b.mean(),
+                a.var(ddof=1) / b.var(ddof=1) - 1,
+            )
         # the spread is resolved: each variance is > 5 of its standard errors (so the variance z-scores test it)
         assert sde["loss"].var() > 5 * se_var(sde["loss"]) and sgd["loss"].var() > 5 * se_var(sgd["loss"])
     assert all(abs(z) < 3 for pair in zs.values() for z in pair[:2]), zs
@@ -152,10 +158,15 @@ def test_sde_mismatch_is_first_order_in_lr(args):
         bias = {"loss": fine["loss"][-1] - gd["loss"][-1], "logit": (fine["A"][-1] - gd["A"][-1])[LOGIT]}
         table[lr] = {k: mismatch(sde[k], sgd[k]) + (float(bias[k]),) for k in sde}
     measured = summary(table)
-    print(measured, "fall per 4x lr of the loss mismatch:", check_weak_order(LADDER, table, "loss"),
-          "noise-free bias / lr:", {(lr, k): f"{v[4] / lr:.3g}" for lr, row in table.items() for k, v in row.items()},
-          "variance difference / lr^2:",
-          {(lr, k): f"{v[2] / lr**2:.3g}+-{v[3] / lr**2:.2g}" for lr, row in table.items() for k, v in row.items()})
+    print(
+        measured,
+        "fall per 4x lr of the loss mismatch:",
+        check_weak_order(LADDER, table, "loss"),
+        "noise-free bias / lr:",
+        {(lr, k): f"{v[4] / lr:.3g}" for lr, row in table.items() for k, v in row.items()},
+        "variance difference / lr^2:",
+        {(lr, k): f"{v[2] / lr**2:.3g}+-{v[3] / lr**2:.2g}" for lr, row in table.items() for k, v in row.items()},
+    )
     # the O(lr) mean mismatch is the deterministic bias of GD against the flow: the noise's share is unresolved
     assert all(abs(v[0] - v[4]) <= 3 * v[1] for row in table.values() for v in row.values()), measured
     check_weak_order(LADDER, table, "logit", strict=False)
@@ -163,8 +174,7 @@ def test_sde_mismatch_is_first_order_in_lr(args):
     # / lr^2 the same at the three rungs within 3 SE (an O(lr) relative error of the O(lr) variance)
     check_weak_order(LADDER, table, "logit", strict=False, moment="var")
     # at the two smaller rates SDE and SGD match: means and variances of both observables within 3 SE
-    assert all(abs(v[0]) < 3 * v[1] and abs(v[2]) < 3 * v[3] for lr in LADDER[1:] for v in table[lr].values()), \
-        measured
+    assert all(abs(v[0]) < 3 * v[1] and abs(v[2]) < 3 * v[3] for lr in LADDER[1:] for v in table[lr].values()), measured
 
 
 def test_zero_noise_is_gradient_descent_at_the_sde_step(args):
@@ -173,8 +183,9 @@ def test_zero_noise_is_gradient_descent_at_the_sde_step(args):
     of its 160 steps; the horizon is an argument of that program and every path is the same, so the check
     does not need the full horizon, whose run costs 3 s)."""
     dt, horizon = LRS[0] / 4, T / 10
-    tr = con.solve_sgd_sde(CFG, tuple(t / 10 for t in TS), B, LRS[0], PATHS, seed=1, args=args,
-                           max_steps=MAX_STEPS, noise=False)
+    tr = con.solve_sgd_sde(
+        CFG, tuple(t / 10 for t in TS), B, LRS[0], PATHS, seed=1, args=args, max_steps=MAX_STEPS, noise=False
+    )
     steps = int(round(horizon / dt))
     assert steps == 16 and int(tr.num_steps[0]) == steps
     gd = co.train(CFG, "gd", dt, steps, save_every=steps // 2, args=args)

@@ -43,13 +43,13 @@ def test_gd_parameter_field_pushed_to_the_grams_is_the_gram_field():
         on_manifold = mom.vector_field(0.0, y, margs)
         for name in dparams:  # the gd parameter field itself, checked inside (the returned pair is the Grams)
             scale = jnp.max(jnp.abs(dparams[name]))
-            on_manifold = dict(on_manifold, **{f"err_{name}": jnp.max(jnp.abs(on_manifold["theta"][name]
-                                                                             - dparams[name])) / scale})
+            on_manifold = dict(
+                on_manifold, **{f"err_{name}": jnp.max(jnp.abs(on_manifold["theta"][name] - dparams[name])) / scale}
+            )
         return pushed, vector_field(0.0, obs.gram_state(params, a), ARGS), on_manifold
 
     rng = np.random.default_rng(0)
-    for params in (params0, jax.tree_util.tree_map(lambda x: x + 0.3 * jnp.asarray(rng.normal(size=x.shape)),
-                                                   params0)):
+    for params in (params0, jax.tree_util.tree_map(lambda x: x + 0.3 * jnp.asarray(rng.normal(size=x.shape)), params0)):
         pushed, gram, on_manifold = both(params)
         for name in params0:
             assert float(on_manifold[f"err_{name}"]) <= 1e-12, name
@@ -72,8 +72,9 @@ def test_adam_parameter_field_at_t0_is_the_first_adam_step():
     opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
     heavy = optax.sgd(lr, momentum=beta)
     h = lr / (1.0 - beta)
-    out = wiring_gaps(jax.grad(limit_loss), (limit, args), opt, (sign, sargs), eps_sign, (mom, margs), heavy,
-                      h)(params0)
+    out = wiring_gaps(jax.grad(limit_loss), (limit, args), opt, (sign, sargs), eps_sign, (mom, margs), heavy, h)(
+        params0
+    )
     field, updates, sign_gap, heavy_gap = out["field"], out["updates"], out["sign_gap"], out["heavy_gap"]
     for name in field:
         assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
@@ -101,15 +102,27 @@ HORIZON = 1.0  # lr * steps
 def _adam_gap(lr):
     steps = round(HORIZON / lr)
     ts = np.linspace(0.0, HORIZON, 11)
-    flow = co.solve_flow(CFG, ts, args=ARGS, optimizer="adam", optim_args={"c1": C1, "c2": C2, "eps": EPS},
-                         save_states=True, locate_T1=False, rtol=1e-10, atol=1e-12)
+    flow = co.solve_flow(
+        CFG,
+        ts,
+        args=ARGS,
+        optimizer="adam",
+        optim_args={"c1": C1, "c2": C2, "eps": EPS},
+        save_states=True,
+        locate_T1=False,
+        rtol=1e-10,
+        atol=1e-12,
+    )
     params, a = co.init_params(CFG)
-    disc = ol.run_optax(limit_loss, params, dict(ARGS, a=a), optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS),
-                        steps, steps // 10)
-    gaps = jax.tree_util.tree_map(lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))),
-                                  flow.ys["theta"], disc["params"])
-    moved = max(float(np.max(np.abs(np.asarray(x[-1]) - np.asarray(x[0])))) for x in
-                jax.tree_util.tree_leaves(flow.ys["theta"]))
+    disc = ol.run_optax(
+        limit_loss, params, dict(ARGS, a=a), optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS), steps, steps // 10
+    )
+    gaps = jax.tree_util.tree_map(
+        lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))), flow.ys["theta"], disc["params"]
+    )
+    moved = max(
+        float(np.max(np.abs(np.asarray(x[-1]) - np.asarray(x[0])))) for x in jax.tree_util.tree_leaves(flow.ys["theta"])
+    )
     return max(jax.tree_util.tree_leaves(gaps)), moved
 
 
@@ -122,18 +135,21 @@ def test_adam_limit_against_optax_adam_first_order():
     assert 5.0 <= big / small <= 20.0, (big, small)
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(optimizer="rmsprop"), "optimizer"),
-    (dict(optimizer="momentum", optim_args={"beta": 0.9}), "lr"),
-    (dict(optimizer="momentum", optim_args={"beta": 1.0, "lr": 0.1}), "beta"),
-    (dict(optimizer="adam"), "lr"),
-    (dict(optimizer="adam", optim_args={"c1": 1.0}), "c2"),
-    (dict(optimizer="adam", optim_args={"c1": 1.0, "c2": 1.0, "lr": 0.1}), "c1"),
-    (dict(optimizer="sign", optim_args={"eps": -1.0}), "eps"),
-    (dict(optimizer="sign", optim_args={"beta": 0.5}), "unknown"),
-    (dict(optimizer="gd", y0={"W": 1.0}), "y0"),
-    (dict(optim_args={"eps": 1.0}), "optimizer"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(optimizer="rmsprop"), "optimizer"),
+        (dict(optimizer="momentum", optim_args={"beta": 0.9}), "lr"),
+        (dict(optimizer="momentum", optim_args={"beta": 1.0, "lr": 0.1}), "beta"),
+        (dict(optimizer="adam"), "lr"),
+        (dict(optimizer="adam", optim_args={"c1": 1.0}), "c2"),
+        (dict(optimizer="adam", optim_args={"c1": 1.0, "c2": 1.0, "lr": 0.1}), "c1"),
+        (dict(optimizer="sign", optim_args={"eps": -1.0}), "eps"),
+        (dict(optimizer="sign", optim_args={"beta": 0.5}), "unknown"),
+        (dict(optimizer="gd", y0={"W": 1.0}), "y0"),
+        (dict(optim_args={"eps": 1.0}), "optimizer"),
+    ],
+)
 def test_bad_optimizer_arguments(kwargs, field):
     with pytest.raises(ValueError, match=field):
         co.solve_flow(CFG, [0.0, 1.0], args=ARGS, **kwargs)
@@ -146,16 +162,33 @@ def _momentum_or_sign_gap(optimizer, lr):
     per_step = 1.0 / (1.0 - BETA_SLOW) if optimizer == "momentum" else 1.0
     steps = round(HORIZON / (lr * per_step))
     options = {"lr": lr, "beta": BETA_SLOW} if optimizer == "momentum" else {"eps": EPS_SIGN}
-    flow = co.solve_flow(CFG, np.linspace(0.0, HORIZON, 11), args=ARGS, optimizer=optimizer, optim_args=options,
-                         save_states=True, locate_T1=False, rtol=1e-10, atol=1e-12)
+    flow = co.solve_flow(
+        CFG,
+        np.linspace(0.0, HORIZON, 11),
+        args=ARGS,
+        optimizer=optimizer,
+        optim_args=options,
+        save_states=True,
+        locate_T1=False,
+        rtol=1e-10,
+        atol=1e-12,
+    )
     params, a = co.init_params(CFG)
-    make = ((lambda h: optax.sgd(h, momentum=BETA_SLOW)) if optimizer == "momentum" else
-            (lambda h: optax.chain(optax.stateless(lambda g, p: jax.tree_util.tree_map(
-                lambda x: ol.sign_eps(x, EPS_SIGN), g)), optax.scale(-h))))
+    make = (
+        (lambda h: optax.sgd(h, momentum=BETA_SLOW))
+        if optimizer == "momentum"
+        else (
+            lambda h: optax.chain(
+                optax.stateless(lambda g, p: jax.tree_util.tree_map(lambda x: ol.sign_eps(x, EPS_SIGN), g)),
+                optax.scale(-h),
+            )
+        )
+    )
     disc = ol.run_optax(limit_loss, params, dict(ARGS, a=a), make, steps, steps // 10, hyper=lr)
     theta = flow.ys["theta"] if optimizer == "momentum" else flow.ys
-    gaps = jax.tree_util.tree_map(lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))), theta,
-                                  disc["params"])
+    gaps = jax.tree_util.tree_map(
+        lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))), theta, disc["params"]
+    )
     moved = max(float(np.max(np.abs(np.asarray(x[-1]) - np.asarray(x[0])))) for x in jax.tree_util.tree_leaves(theta))
     return max(jax.tree_util.tree_leaves(gaps)), moved
 
@@ -203,10 +236,16 @@ def _true_sign_gap(lr):
     steps = round(SIGN_HORIZON / lr)
     limit, largs, params0 = limit_problem(SIGN_CFG, "sign", {"eps": SIGN_KAPPA * lr}, args=SIGN_ARGS)
     largs = limit.make_args(largs["batch"], eps=SIGN_KAPPA * lr, rates=SIGN_RATES)
-    flow = solve(limit.vector_field, limit.initial_state(params0), t1=SIGN_HORIZON,
-                 ts=np.linspace(0.0, SIGN_HORIZON, 11), args=largs, rtol=1e-8, atol=1e-10)
-    opt = optax.multi_transform({g: optax.sign_sgd(lr * r) for g, r in SIGN_RATES.items()},
-                                {g: g for g in SIGN_RATES})
+    flow = solve(
+        limit.vector_field,
+        limit.initial_state(params0),
+        t1=SIGN_HORIZON,
+        ts=np.linspace(0.0, SIGN_HORIZON, 11),
+        args=largs,
+        rtol=1e-8,
+        atol=1e-10,
+    )
+    opt = optax.multi_transform({g: optax.sign_sgd(lr * r) for g, r in SIGN_RATES.items()}, {g: g for g in SIGN_RATES})
     disc = ol.run_optax(limit_loss, params0, largs["batch"], opt, steps, steps // 10)
     gaps = {g: float(np.max(np.abs(np.asarray(flow.ys[g]) - np.asarray(disc["params"][g])))) for g in params0}
     moved = min(float(np.max(np.abs(np.asarray(flow.ys[g][-1]) - np.asarray(flow.ys[g][0])))) for g in ("W", "W_V"))

@@ -40,8 +40,14 @@ ERR_MAX = 0.12  # relative error at n = 96 (the 1/n term: measured 3-9 %)
 RATIO = (1.6, 2.4)  # err(48) / err(96), 2 for a 1/n error
 RICHARDSON_TOL = 0.02  # |2 x(96) - x(48) - reduced| / (change of x), measured <= 0.009
 _ORDER = ("G", "S", "M_V", "M_K", "M_Q", "A")
-BLOCKS = {"G": slice(0, 3), "S": slice(3, 4), "A": slice(4, 13), "M_V": slice(13, 22), "M_K": slice(22, 31),
-          "M_Q": slice(31, 40)}
+BLOCKS = {
+    "G": slice(0, 3),
+    "S": slice(3, 4),
+    "A": slice(4, 13),
+    "M_V": slice(13, 22),
+    "M_K": slice(22, 31),
+    "M_Q": slice(31, 40),
+}
 
 
 def config(n):
@@ -70,7 +76,7 @@ def _unflat(y, d):
     for k in _ORDER:
         shape = (d,) if k == "G" else () if k == "S" else (d, d)
         size = int(np.prod(shape))
-        out[k] = y[i: i + size].reshape(shape)
+        out[k] = y[i : i + size].reshape(shape)
         i += size
     return out
 
@@ -111,15 +117,29 @@ def numpy_loss(G, A, tokens, labels, sqrt_m):
 def _integrate(rhs, y0, args, **static):
     # t as a Python float on every call (scipy passes a float first, numpy floats after: two jit signatures
     # of one program, compiled twice)
-    sol = solve_ivp(lambda t, y: np.asarray(rhs(float(t), jnp.asarray(y), args, **static)), (TS[0], TS[-1]),
-                    np.asarray(y0), t_eval=TS, method="DOP853", rtol=1e-10, atol=1e-12)
+    sol = solve_ivp(
+        lambda t, y: np.asarray(rhs(float(t), jnp.asarray(y), args, **static)),
+        (TS[0], TS[-1]),
+        np.asarray(y0),
+        t_eval=TS,
+        method="DOP853",
+        rtol=1e-10,
+        atol=1e-12,
+    )
     assert sol.success
     return sol.y.T
 
 
 def _integrate_numpy(rhs, y0, args):
-    sol = solve_ivp(lambda t, y: rhs(t, y, args), (TS[0], TS[-1]), np.asarray(y0), t_eval=TS, method="DOP853",
-                    rtol=1e-10, atol=1e-12)
+    sol = solve_ivp(
+        lambda t, y: rhs(t, y, args),
+        (TS[0], TS[-1]),
+        np.asarray(y0),
+        t_eval=TS,
+        method="DOP853",
+        rtol=1e-10,
+        atol=1e-12,
+    )
     assert sol.success
     return sol.y.T
 
@@ -133,8 +153,8 @@ def _exact(n, phase2):
     state = symmetric_state(cfg.d, phase2)
     ys = _integrate(_exact_rhs, _flat(state), args, d=cfg.d)
     d, sqrt_m = cfg.d, float(args["sqrt_m"])
-    G, S = ys[:, :d], ys[:, d: d + 1]
-    mats = [ys[:, d + 1 + i * d * d: d + 1 + (i + 1) * d * d].reshape(-1, d, d) for i in range(4)]
+    G, S = ys[:, :d], ys[:, d : d + 1]
+    mats = [ys[:, d + 1 + i * d * d : d + 1 + (i + 1) * d * d].reshape(-1, d, d) for i in range(4)]
     M_V, M_K, M_Q, A = mats
     y3 = np.concatenate([G[:, :3], S] + [X[:, :3, :3].reshape(-1, 9) for X in (A, M_V, M_K, M_Q)], axis=1)
     loss = np.array([numpy_loss(G[k], A[k], args["tokens"], args["labels"], sqrt_m) for k in range(len(TS))])
@@ -175,8 +195,9 @@ def test_reduced_trajectories_are_the_large_n_limit_of_the_exact_flow():
     rhs = _numpy_generated(reduced._gen3)
     a3 = reduced.three_token_args(cfg)
     y_check = np.asarray(y0) + 0.1 * np.sin(np.arange(40.0))
-    np.testing.assert_allclose(rhs(0.0, y_check, a3), reduced.three_token_vector_field(0.0, jnp.asarray(y_check), a3),
-                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        rhs(0.0, y_check, a3), reduced.three_token_vector_field(0.0, jnp.asarray(y_check), a3), rtol=1e-12, atol=1e-14
+    )
     y3 = _integrate_numpy(rhs, y0, a3)
     for name, sl in BLOCKS.items():
         _check_limit(name, p48[:, sl], p96[:, sl], y3[:, sl])
@@ -206,11 +227,15 @@ def test_library_solves_three_token_and_phase2_against_solve_flow():
             if phase2:
                 args = dict(args, m1=jnp.asarray(0.0, jnp.float64))
             state = symmetric_state(cfg.d, phase2)
-            flows_[n, phase2] = co.solve_flow(cfg, TS, args=args, y0=state, locate_T1=False, rtol=1e-10,
-                                              atol=1e-12).observables
+            flows_[n, phase2] = co.solve_flow(
+                cfg, TS, args=args, y0=state, locate_T1=False, rtol=1e-10, atol=1e-12
+            ).observables
             y0 = reduced.three_token_state(state)
-            red[phase2] = (reduced.solve_phase2(y0[:4], 0.0, TS, rtol=1e-10, atol=1e-12) if phase2 else
-                           reduced.solve_three_token(cfg, TS, y0=y0, rtol=1e-10, atol=1e-12))
+            red[phase2] = (
+                reduced.solve_phase2(y0[:4], 0.0, TS, rtol=1e-10, atol=1e-12)
+                if phase2
+                else reduced.solve_three_token(cfg, TS, y0=y0, rtol=1e-10, atol=1e-12)
+            )
     three = red[False].observables
     for name in ("G", "S", "A"):
         _check_limit(name, *(np.asarray(flows_[n, False][name]) for n in NS), np.asarray(three[name]))

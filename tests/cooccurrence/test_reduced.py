@@ -48,8 +48,7 @@ def test_three_token_equals_full_rhs_on_symmetric_instance(seed, L):
     args = co.data_args(cfg, num_test=4)
     state = _symmetric_instance(seed, cfg)
     full = _full_three_token_rhs(state, args)
-    red = reduced.three_token_vector_field(0.0, reduced.three_token_state(state),
-                                           reduced.three_token_args(cfg))
+    red = reduced.three_token_vector_field(0.0, reduced.three_token_state(state), reduced.three_token_args(cfg))
     assert red.shape == (40,)
     np.testing.assert_allclose(np.asarray(red), np.asarray(full), rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(full))))
 
@@ -70,8 +69,12 @@ def test_phase2_is_the_restricted_three_token_system_and_matches_the_hand_writte
         rho = np.array([G.sum(), -(G[0] + G[2]), -(G[1] + G[2]), -G[2]])
         g = 1 / (1 + np.exp(rho))
         q = np.array([1 / 2, 1 / 6, 1 / 6, 1 / 6])
-        expected = [S * (q[0] * g[0] - q[1] * g[1]), S * (q[0] * g[0] - q[2] * g[2]),
-                    S * (q[0] * g[0] - q[1] * g[1] - q[2] * g[2] - q[3] * g[3]), 2 * m1 * np.sum(q * g * rho)]
+        expected = [
+            S * (q[0] * g[0] - q[1] * g[1]),
+            S * (q[0] * g[0] - q[2] * g[2]),
+            S * (q[0] * g[0] - q[1] * g[1] - q[2] * g[2] - q[3] * g[3]),
+            2 * m1 * np.sum(q * g * rho),
+        ]
         np.testing.assert_allclose(skel, expected, rtol=1e-12)
 
 
@@ -95,12 +98,20 @@ def test_reduced_solves_run():
     src = inspect.getsource(reduced._gen3)
     assert src.count("import jax.numpy as jnp") == 1
     namespace = {}
-    exec(compile(src.replace("import jax.numpy as jnp", "import numpy as jnp"), reduced._gen3.__file__, "exec"),
-         namespace)
+    exec(
+        compile(src.replace("import jax.numpy as jnp", "import numpy as jnp"), reduced._gen3.__file__, "exec"),
+        namespace,
+    )
     a3 = {k: float(v) for k, v in reduced.three_token_args(cfg).items()}
-    sol = solve_ivp(lambda t, y: namespace["vector_field"](t, y, a3), (0.0, REDUCED_TS[-1]),
-                    np.asarray(reduced.idealized_three_token_state(cfg)), t_eval=REDUCED_TS, method="DOP853",
-                    rtol=1e-10, atol=1e-12)
+    sol = solve_ivp(
+        lambda t, y: namespace["vector_field"](t, y, a3),
+        (0.0, REDUCED_TS[-1]),
+        np.asarray(reduced.idealized_three_token_state(cfg)),
+        t_eval=REDUCED_TS,
+        method="DOP853",
+        rtol=1e-10,
+        atol=1e-12,
+    )
     assert sol.success
     _check_three_token_signs(sol.y.T[:, :3])  # G = y[:3] (reduced.THREE_TOKEN_STATE order)
     assert reduced.THREE_TOKEN_STATE[:3] == ("G1", "G2", "G3"), reduced.THREE_TOKEN_STATE[:4]

@@ -20,17 +20,35 @@ TOL = 1e-12
 
 COLLIDING = [
     # Python keywords (and the constants the printer reserves)
-    "lambda", "class", "if", "None", "True",
+    "lambda",
+    "class",
+    "if",
+    "None",
+    "True",
     # builtins; the emitted code calls `abs` (from Abs)
-    "abs", "sum", "max", "float", "print",
+    "abs",
+    "sum",
+    "max",
+    "float",
+    "print",
     # the emitted function's own names
-    "t", "y", "args",
+    "t",
+    "y",
+    "args",
     # modules the emitted code uses (`functools.reduce` for Max, jax.scipy.special for erf)
-    "jnp", "jax", "functools",
+    "jnp",
+    "jax",
+    "functools",
     # common-subexpression temporaries
-    "_x0", "_x1",
+    "_x0",
+    "_x1",
     # not identifiers as they are, or the same identifier as another name once normalised
-    "a.b", "1x", "x-y", 'q"""', "a\\b", "\N{LATIN SMALL LIGATURE FI}",
+    "a.b",
+    "1x",
+    "x-y",
+    'q"""',
+    "a\\b",
+    "\N{LATIN SMALL LIGATURE FI}",
 ]
 
 
@@ -43,9 +61,13 @@ def _system(name: str, role: str):
     u = sp.Symbol(name, real=True) if role == "state" else sp.Symbol("u", real=True)
     v = sp.Symbol(name, real=True) if role == "param" else sp.Symbol("v", real=True)
     e = sp.exp(u * x)
-    system = FlowSystem(name=f"collide-{role}", state=(x, u),
-                        rhs=(k * e + sp.Abs(v) - u, e / (1 + k**2) + sp.Max(u, v) * x),
-                        params=(k, v), metric=(1, 1))
+    system = FlowSystem(
+        name=f"collide-{role}",
+        state=(x, u),
+        rhs=(k * e + sp.Abs(v) - u, e / (1 + k**2) + sp.Max(u, v) * x),
+        params=(k, v),
+        metric=(1, 1),
+    )
     return system, (u if role == "state" else v)
 
 
@@ -77,8 +99,9 @@ def test_colliding_name_is_emitted_imported_and_evaluates(tmp_path, name, role):
     out = np.asarray(mod.vector_field(0.0, jnp.asarray(Y), {"k": K, mod.PARAMS[1]: V}))
     np.testing.assert_allclose(out, _reference(Y, K, V), rtol=TOL, atol=TOL)
     same = codegen.compile_system(system)  # in memory: the same code
-    np.testing.assert_allclose(np.asarray(same.vector_field(0.0, jnp.asarray(Y), {"k": K, mod.PARAMS[1]: V})),
-                               out, rtol=0, atol=0)
+    np.testing.assert_allclose(
+        np.asarray(same.vector_field(0.0, jnp.asarray(Y), {"k": K, mod.PARAMS[1]: V})), out, rtol=0, atol=0
+    )
 
 
 def test_many_collisions_at_once_and_suffix_chains():
@@ -90,8 +113,9 @@ def test_many_collisions_at_once_and_suffix_chains():
     rng = np.random.default_rng(7)
     A = rng.normal(size=(4, 4))
     rhs = tuple(sum(sp.Float(A[i, j]) * s[j] for j in range(4)) * p[i] + sp.exp(s[0] * s[1]) for i in range(4))
-    system = FlowSystem(name="many", state=tuple(s), rhs=rhs, params=tuple(sorted(p, key=lambda q: q.name)),
-                        metric=(1,) * 4)
+    system = FlowSystem(
+        name="many", state=tuple(s), rhs=rhs, params=tuple(sorted(p, key=lambda q: q.name)), metric=(1,) * 4
+    )
     local = codegen.local_names(system)
     assert len(set(local.values())) == 8
     assert local[s[0]] not in {"y", "y_"} and local[s[2]] not in {"lambda", "lambda_"}
@@ -117,8 +141,14 @@ def test_hostile_header_text_still_imports(tmp_path):
     """Triple quotes, backslashes and control characters in the name, description and source go into the
     docstring escaped, so the file imports and its docstring says what was given."""
     x = sp.Symbol('x"""\\', real=True)
-    system = FlowSystem(name='sys"""\\n', state=(x,), rhs=(-x,), params=(), metric=(1,),
-                        description='ends with a quote " and """ and \\frac and a tab\tand \x00')
+    system = FlowSystem(
+        name='sys"""\\n',
+        state=(x,),
+        rhs=(-x,),
+        params=(),
+        metric=(1,),
+        description='ends with a quote " and """ and \\frac and a tab\tand \x00',
+    )
     path = codegen.write(system, out_dir=tmp_path, module="hostile", source='src """ \\')
     mod = codegen.load(path)
     assert 'ends with a quote " and """ and \\frac' in mod.__doc__ and 'src """ \\' in mod.__doc__
@@ -130,8 +160,9 @@ def test_special_functions_map_to_jax():
     """erf, gamma, loggamma fall back to math.* in sympy's Python printer; the emitted code uses
     jax.scipy.special instead (imported in the emitted module)."""
     x = sp.Symbol("x", positive=True)
-    system = FlowSystem(name="special", state=(x,), rhs=(sp.erf(x) + sp.gamma(x) - sp.loggamma(x),),
-                        params=(), metric=(1,))
+    system = FlowSystem(
+        name="special", state=(x,), rhs=(sp.erf(x) + sp.gamma(x) - sp.loggamma(x),), params=(), metric=(1,)
+    )
     mod = codegen.compile_system(system)
     assert "import jax.scipy.special" in mod.SOURCE
     X = np.array([0.3, 1.7, 4.2])

@@ -87,8 +87,7 @@ def test_codegen_cse_output_evaluates_like_lambdify(tmp_path):
     """Emitted code (with CSE) equals sympy's lambdify on a system with shared subexpressions."""
     a, b, k = sp.symbols("a b k", real=True)
     shared = sp.exp(a * b) / (1 + (a - b) ** 2)
-    system = FlowSystem(name="cse-demo", state=(a, b), rhs=(k * shared + a, shared**2 - b),
-                        params=(k,), metric=(1, 1))
+    system = FlowSystem(name="cse-demo", state=(a, b), rhs=(k * shared + a, shared**2 - b), params=(k,), metric=(1, 1))
     src = codegen.emit(system, module="cse_demo", source="tests")
     assert "_x0" in src  # the common subexpression was factored out
     path = tmp_path / "cse_demo.py"

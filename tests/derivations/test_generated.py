@@ -18,8 +18,10 @@ def test_every_generated_module_is_listed():
     assert SLOW_EMISSION <= set(derivations.generated_names())
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_EMISSION else n
-                                  for n in derivations.generated_names()])
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_EMISSION else n for n in derivations.generated_names()],
+)
 def test_generated_module_is_current(name):
     d = derivations.derive(name)
     delta = codegen.diff(d.system, module=d.module, source=d.source)

@@ -93,8 +93,12 @@ def test_bad_sizes_raise():
 
 
 def _attention_point(rng, D, K):
-    return (rng.normal(size=(D, K)), rng.normal(size=(D, K)), rng.normal(scale=0.7, size=(D, D)),
-            rng.normal(scale=0.7, size=(D, D)))
+    return (
+        rng.normal(size=(D, K)),
+        rng.normal(size=(D, K)),
+        rng.normal(scale=0.7, size=(D, D)),
+        rng.normal(scale=0.7, size=(D, D)),
+    )
 
 
 @jax.jit
@@ -118,8 +122,9 @@ def test_attention_numeric_against_network_and_autodiff(attention):
         gV, gW, vel = np.reshape(gV, (D, D)), np.reshape(gW, (D, D)), np.asarray(vel)
         j = {k: jnp.asarray(x) for k, x in zip("ZPVW", (Z, P, V, W), strict=True)}
         zeros = jnp.zeros((1, D))
-        nV, nW, _, _ = _particle_gradients(j["Z"][None], j["P"][None], j["Z"][None], j["P"][None],
-                                          (j["V"][None], j["W"][None], zeros, zeros), 1.0)
+        nV, nW, _, _ = _particle_gradients(
+            j["Z"][None], j["P"][None], j["Z"][None], j["P"][None], (j["V"][None], j["W"][None], zeros, zeros), 1.0
+        )
         aV, aW = _pairing_grad_attention(j["Z"], j["P"], j["V"], j["W"])
         errs["network"] = max(errs["network"], _rel_err(gV, nV[0]), _rel_err(gW, nW[0]))
         errs["autodiff"] = max(errs["autodiff"], _rel_err(gV, aV), _rel_err(gW, aW))
@@ -165,8 +170,9 @@ def test_mlp_numeric_on_every_piece_against_network_and_autodiff(mlp):
             g1, g2, vel = np.asarray(g1, float), np.asarray(g2, float), np.asarray(vel, float)
             jZ, jP, j1, j2 = (jnp.asarray(x) for x in (Z, P, W1, W2))
             zeros = jnp.zeros((1, D, D))
-            _, _, n1, n2 = _particle_gradients(jZ[None], jP[None], jZ[None], jP[None],
-                                              (zeros, zeros, j1[None], j2[None]), h0)
+            _, _, n1, n2 = _particle_gradients(
+                jZ[None], jP[None], jZ[None], jP[None], (zeros, zeros, j1[None], j2[None]), h0
+            )
             a1, a2 = _pairing_grad_mlp(jZ, jP, j1, j2, h0)
             errs["network"] = max(errs["network"], _rel_err(g1, n1[0]), _rel_err(g2, n2[0]))
             errs["autodiff"] = max(errs["autodiff"], _rel_err(g1, a1), _rel_err(g2, a2))

@@ -49,8 +49,9 @@ def test_readme_recipe_runs_from_a_temporary_folder(tmp_path):
     (tmp_path / "driver.py").write_text(DRIVER)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the installed package, not the checkout
     env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run([sys.executable, "driver.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "driver.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "da/dt =" in proc.stdout and "('eta', 'lambda')" in proc.stdout
 

@@ -71,8 +71,9 @@ def test_generated_rhs_equals_autodiff_projection_at_random_points():
     rng = np.random.default_rng(0)
     # M h in [-5, 5]: beyond that the float64 reference itself loses digits (1 - softmax near saturation,
     # measured 1e-12 relative at M h = 12), while the generated RHS stays within 1e-15 of mpmath.
-    points = [(M, float(rng.uniform(0.01, 3.0)), float(rng.uniform(-5.0, 5.0)) / M)
-              for M in M_PROJECTION for _ in range(4)]
+    points = [
+        (M, float(rng.uniform(0.01, 3.0)), float(rng.uniform(-5.0, 5.0)) / M) for M in M_PROJECTION for _ in range(4)
+    ]
 
     def derived(p):
         M, eta, hv = p

@@ -45,8 +45,10 @@ def test_compile_system_in_memory_equals_the_written_module(tmp_path):
     written = codegen.load(codegen.write(system, out_dir=tmp_path, module="quad"))
     Y = np.random.default_rng(1).normal(size=(3, 2))
     args = {"eta": 1.3, "lambda": 0.4}
-    np.testing.assert_array_equal(np.asarray(mod.vector_field(0.0, jnp.asarray(Y), args)),
-                                  np.asarray(written.vector_field(0.0, jnp.asarray(Y), args)))
+    np.testing.assert_array_equal(
+        np.asarray(mod.vector_field(0.0, jnp.asarray(Y), args)),
+        np.asarray(written.vector_field(0.0, jnp.asarray(Y), args)),
+    )
     assert mod.STATE == written.STATE and mod.PARAMS == written.PARAMS and "def vector_field" in mod.SOURCE
 
 
@@ -64,10 +66,12 @@ def test_same_module_name_in_two_folders_does_not_clash(tmp_path):
     two = codegen.load(codegen.write(_quadratic(c=0.5), out_dir=tmp_path / "two", module="flow"))
     Y = np.array([[0.3, -1.1]])
     args = {"eta": 1.0, "lambda": 0.2}
-    np.testing.assert_allclose(np.asarray(one.vector_field(0.0, jnp.asarray(Y), args)),
-                               _reference(Y, 1.0, 0.2, c=1.0), rtol=TOL, atol=TOL)
-    np.testing.assert_allclose(np.asarray(two.vector_field(0.0, jnp.asarray(Y), args)),
-                               _reference(Y, 1.0, 0.2, c=0.5), rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(
+        np.asarray(one.vector_field(0.0, jnp.asarray(Y), args)), _reference(Y, 1.0, 0.2, c=1.0), rtol=TOL, atol=TOL
+    )
+    np.testing.assert_allclose(
+        np.asarray(two.vector_field(0.0, jnp.asarray(Y), args)), _reference(Y, 1.0, 0.2, c=0.5), rtol=TOL, atol=TOL
+    )
 
 
 def test_load_bad_paths(tmp_path):

@@ -23,8 +23,7 @@ def _two_rates():
     u, v, c = sp.symbols("u v c", real=True)
     eta_u, eta_v = sp.symbols("eta_u eta_v", positive=True)
     loss = (u**2 + v**2) / 2 - c * u * v
-    system = gradient_flow(loss, [ParameterGroup("v", (v,), eta_v), ParameterGroup("u", (u,), eta_u)],
-                           name="two-rates")
+    system = gradient_flow(loss, [ParameterGroup("v", (v,), eta_v), ParameterGroup("u", (u,), eta_u)], name="two-rates")
     return system, (u, v, c, eta_u, eta_v)
 
 
@@ -45,8 +44,9 @@ def test_generated_field_refuses_a_misspelt_args_key(jit):
 
 def test_generated_field_names_a_missing_key_instead_of_a_keyerror():
     with pytest.raises(ValueError, match=r"args of 'scan_snap-reduced-symmetric': missing 'gamma'"):
-        scan_snap_reduced_symmetric.vector_field(0.0, jnp.zeros(2), {k: 1.0 for k in
-                                                                    scan_snap_reduced_symmetric.PARAMS[:-1]})
+        scan_snap_reduced_symmetric.vector_field(
+            0.0, jnp.zeros(2), {k: 1.0 for k in scan_snap_reduced_symmetric.PARAMS[:-1]}
+        )
     with pytest.raises(ValueError, match="args must be a mapping with the keys PARAMS"):
         cooccurrence_phase2.vector_field(0.0, jnp.zeros(4), [7.0])
 
@@ -78,8 +78,9 @@ def test_a_parameter_named_like_the_args_check_is_renamed():
     system = derivations.FlowSystem(name="shadow", state=(x,), rhs=(-k * x,), params=(k,), metric=(1,))
     assert codegen.local_names(system)[k] != "_check_args"
     gen = codegen.compile_system(system)
-    np.testing.assert_allclose(np.asarray(gen.vector_field(0.0, jnp.asarray([2.0]), {"_check_args": 3.0})),
-                               [-6.0], rtol=TOL)
+    np.testing.assert_allclose(
+        np.asarray(gen.vector_field(0.0, jnp.asarray([2.0]), {"_check_args": 3.0})), [-6.0], rtol=TOL
+    )
 
 
 # --------------------------------------------------------------------------- pack / unpack
@@ -142,9 +143,15 @@ def test_unpack_state_of_a_state_a_saved_ys_and_a_trajectory():
 
 def test_unpack_state_of_a_trajectory_without_states():
     system, gen = _modules()
-    traj = flows.solve(gen.vector_field, gen.pack_state({"u": 0.1, "v": 0.3}), t1=1.0,
-                       ts=flows.linear_grid(0.0, 1.0, 3), args={"eta_u": 1.0, "eta_v": 2.0, "c": 0.5},
-                       save_states=False, observables={"u": lambda t, y, a: y[..., 1]})
+    traj = flows.solve(
+        gen.vector_field,
+        gen.pack_state({"u": 0.1, "v": 0.3}),
+        t1=1.0,
+        ts=flows.linear_grid(0.0, 1.0, 3),
+        args={"eta_u": 1.0, "eta_v": 2.0, "c": 0.5},
+        save_states=False,
+        observables={"u": lambda t, y, a: y[..., 1]},
+    )
     for unpack in (system.unpack_state, gen.unpack_state):
         with pytest.raises(ValueError, match="saved no states"):
             unpack(traj)
@@ -203,8 +210,10 @@ def test_decoder_equation_prints_as_before():
 
 def test_reduced_symmetric_denominator_is_factored():
     lines = _result_lines("scan_snap-reduced-symmetric")
-    assert lines[-1] == ("dz_c/dt = -C*eta_Z*gamma*p_c**4*(K - 1)*exp(4*z_c)/((C*p_c**2*exp(2*z_c) + "
-                         "D*p_d**2*exp(2*z_d))*(C*K*p_c**2*exp(2*z_c) + D*p_d**2*exp(2*z_d)))")
+    assert lines[-1] == (
+        "dz_c/dt = -C*eta_Z*gamma*p_c**4*(K - 1)*exp(4*z_c)/((C*p_c**2*exp(2*z_c) + "
+        "D*p_d**2*exp(2*z_d))*(C*K*p_c**2*exp(2*z_c) + D*p_d**2*exp(2*z_d)))"
+    )
 
 
 def test_cooccurrence_phase2_reads_like_the_paper():

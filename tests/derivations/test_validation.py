@@ -45,9 +45,17 @@ def test_integer_like_and_symbolic_multiplicities_are_accepted():
 # ------------------------------------------------------------------ learning rates
 
 
-@pytest.mark.parametrize("bad, match", [("eta", "not the string"), (0, "must be positive"),
-                                        (-1.0, "must be positive"), (-eta, "must be positive"),
-                                        (sp.oo, "must be finite"), (True, "got bool")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ("eta", "not the string"),
+        (0, "must be positive"),
+        (-1.0, "must be positive"),
+        (-eta, "must be positive"),
+        (sp.oo, "must be finite"),
+        (True, "got bool"),
+    ],
+)
 def test_bad_learning_rate(bad, match):
     with pytest.raises(ValueError, match=f"learning_rate.*{match}"):
         ParameterGroup("w", (x,), bad)
@@ -80,8 +88,11 @@ def test_group_symbol_absent_from_the_loss():
 
 def test_same_name_other_assumptions_between_loss_and_groups():
     x_plain = sp.Symbol("x")  # the loss's x is real: a different sympy symbol, dL/dx_plain would be 0
-    with pytest.raises(ValueError, match=r"groups \(group 'p'\) uses a symbol 'x' with assumptions none, but "
-                                         r"loss uses a different symbol 'x'"):
+    with pytest.raises(
+        ValueError,
+        match=r"groups \(group 'p'\) uses a symbol 'x' with assumptions none, but "
+        r"loss uses a different symbol 'x'",
+    ):
         gradient_flow((x - 1) ** 2, [ParameterGroup("p", (x_plain,), eta)], name="n")
 
 

@@ -40,6 +40,7 @@ def literal_objective(cfg, p, Z0s, ys):
             Z = Z + upd / (Mm * L)
         risk += 0.5 * (Z[cfg.d, cfg.N] - y) ** 2
     risk /= len(ys)
-    decay = cfg.lam / (2 * M * L) * (np.sum(p["V"] ** 2) + np.sum(p["W"] ** 2)) \
-        + cfg.lam / (2 * Mm * L) * (np.sum(p["W1"] ** 2) + np.sum(p["W2"] ** 2))
+    decay = cfg.lam / (2 * M * L) * (np.sum(p["V"] ** 2) + np.sum(p["W"] ** 2)) + cfg.lam / (2 * Mm * L) * (
+        np.sum(p["W1"] ** 2) + np.sum(p["W2"] ** 2)
+    )
     return risk + decay, risk

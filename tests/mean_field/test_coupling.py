@@ -26,12 +26,16 @@ def curves(nodes):
     t = np.concatenate([np.arange(L) / L for L in DEPTHS])
     allc = {k: np.asarray(v) for k, v in mf.init_curves(CFG, t).items()}
     ends = np.cumsum((0,) + DEPTHS)
-    return {L: {k: v[ends[i]:ends[i + 1]] for k, v in allc.items()} for i, L in enumerate(DEPTHS)}
+    return {L: {k: v[ends[i] : ends[i + 1]] for k, v in allc.items()} for i, L in enumerate(DEPTHS)}
 
 
 def _random_cloud(rng, depth, M, Mm, D=3):
-    return {"V": rng.normal(size=(depth, M, D, D)), "W": rng.normal(size=(depth, M, D, D)),
-            "W1": rng.normal(size=(depth, Mm, D)), "W2": rng.normal(size=(depth, Mm, D))}
+    return {
+        "V": rng.normal(size=(depth, M, D, D)),
+        "W": rng.normal(size=(depth, M, D, D)),
+        "W1": rng.normal(size=(depth, Mm, D)),
+        "W2": rng.normal(size=(depth, Mm, D)),
+    }
 
 
 def _rows(x):
@@ -43,8 +47,12 @@ def _rows(x):
 @pytest.mark.parametrize("per_layer", [False, True])
 def test_subsample_is_rows_of_the_reference_without_duplicates(nodes, per_layer):
     sub, idx = mf.subsample_particles(nodes, 7, 5, key=1, per_layer=per_layer, return_indices=True)
-    assert {k: v.shape for k, v in sub.items()} == {"V": (K, 7, 3, 3), "W": (K, 7, 3, 3), "W1": (K, 5, 3),
-                                                   "W2": (K, 5, 3)}
+    assert {k: v.shape for k, v in sub.items()} == {
+        "V": (K, 7, 3, 3),
+        "W": (K, 7, 3, 3),
+        "W1": (K, 5, 3),
+        "W2": (K, 5, 3),
+    }
     for group, names, width, width_ref in (("attention", ("V", "W"), 7, 24), ("mlp", ("W1", "W2"), 5, 20)):
         ix = np.asarray(idx[group])
         assert ix.shape == ((K, width) if per_layer else (width,))
@@ -169,27 +177,30 @@ def test_coupled_network_composes_width_and_depth(nodes, curves):
     mf.check_particles(CFG.replace(L=6, M=5, M_mlp=6), net)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda n: mf.subsample_particles(n, 25, key=0), "M must be <="),
-    (lambda n: mf.subsample_particles(n, 4, 21, key=0), "M_mlp must be <="),
-    (lambda n: mf.subsample_particles(n, 0, key=0), "M must be an integer"),
-    (lambda n: mf.subsample_particles(n, 4.0, key=0), "M must be an integer"),
-    (lambda n: mf.subsample_particles(n, 4, key=-1), "key"),
-    (lambda n: mf.subsample_particles(n, 4, key=1.5), "key"),
-    (lambda n: mf.subsample_particles(n, 4, key=np.array([0.5, 1.0])), "key"),
-    (lambda n: mf.subsample_particles(n, 4, key=0, per_layer="yes"), "per_layer"),
-    (lambda n: mf.subsample_particles(n, 4, key=0, replace=1), "replace"),
-    (lambda n: mf.subsample_particles({k: n[k] for k in ("V", "W", "W1")}, 4, key=0), "particles must be a dict"),
-    (lambda n: mf.subsample_particles(n | {"b": n["V"]}, 4, key=0), "particles must be a dict"),
-    (lambda n: mf.subsample_particles(n | {"W": n["V"][:, :3]}, 2, key=0), r"particles\['W'\]"),
-    (lambda n: mf.subsample_particles(n | {"W2": n["W2"][:4]}, 2, key=0), r"particles\['W2'\]"),
-    (lambda n: mf.subsample_particles(n | {"W1": n["W1"].astype(int)}, 2, key=0), r"particles\['W1'\]"),
-    (lambda n: mf.sample_depth(n, 0), "L must be"),
-    (lambda n: mf.sample_depth(n, 4, layout="grid"), "layout"),
-    (lambda n: mf.sample_depth(n, 10, layout="layers"), "L must be <="),
-    (lambda n: mf.sample_depth({k: v[:1] for k, v in n.items()}, 2), "K >= 2"),
-    (lambda n: mf.sample_depth(n | {"V": n["V"][..., 0]}, 2), r"nodes\['V'\]"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda n: mf.subsample_particles(n, 25, key=0), "M must be <="),
+        (lambda n: mf.subsample_particles(n, 4, 21, key=0), "M_mlp must be <="),
+        (lambda n: mf.subsample_particles(n, 0, key=0), "M must be an integer"),
+        (lambda n: mf.subsample_particles(n, 4.0, key=0), "M must be an integer"),
+        (lambda n: mf.subsample_particles(n, 4, key=-1), "key"),
+        (lambda n: mf.subsample_particles(n, 4, key=1.5), "key"),
+        (lambda n: mf.subsample_particles(n, 4, key=np.array([0.5, 1.0])), "key"),
+        (lambda n: mf.subsample_particles(n, 4, key=0, per_layer="yes"), "per_layer"),
+        (lambda n: mf.subsample_particles(n, 4, key=0, replace=1), "replace"),
+        (lambda n: mf.subsample_particles({k: n[k] for k in ("V", "W", "W1")}, 4, key=0), "particles must be a dict"),
+        (lambda n: mf.subsample_particles(n | {"b": n["V"]}, 4, key=0), "particles must be a dict"),
+        (lambda n: mf.subsample_particles(n | {"W": n["V"][:, :3]}, 2, key=0), r"particles\['W'\]"),
+        (lambda n: mf.subsample_particles(n | {"W2": n["W2"][:4]}, 2, key=0), r"particles\['W2'\]"),
+        (lambda n: mf.subsample_particles(n | {"W1": n["W1"].astype(int)}, 2, key=0), r"particles\['W1'\]"),
+        (lambda n: mf.sample_depth(n, 0), "L must be"),
+        (lambda n: mf.sample_depth(n, 4, layout="grid"), "layout"),
+        (lambda n: mf.sample_depth(n, 10, layout="layers"), "L must be <="),
+        (lambda n: mf.sample_depth({k: v[:1] for k, v in n.items()}, 2), "K >= 2"),
+        (lambda n: mf.sample_depth(n | {"V": n["V"][..., 0]}, 2), r"nodes\['V'\]"),
+    ],
+)
 def test_bad_input_raises_naming_the_field(nodes, call, match):
     with pytest.raises(ValueError, match=match):
         call({k: np.asarray(v) for k, v in nodes.items()})

@@ -24,8 +24,10 @@ def draws():
     """(noisy, clean): the same prompts with and without label noise (same key: the same x and beta)."""
     noisy = mf.training_set(CFG)
     clean = mf.training_set(CFG.replace(label_noise=0.0))
-    return ({"Z0": np.asarray(noisy.Z0), "y": np.asarray(noisy.y)},
-            {"Z0": np.asarray(clean.Z0), "y": np.asarray(clean.y)})
+    return (
+        {"Z0": np.asarray(noisy.Z0), "y": np.asarray(noisy.y)},
+        {"Z0": np.asarray(clean.Z0), "y": np.asarray(clean.y)},
+    )
 
 
 def _within(sample, mean, var, what):
@@ -49,9 +51,9 @@ def test_label_noise_mean_variance_and_law(draws, where):
     and uniform on [-eps, eps] by Kolmogorov-Smirnov (p > 1e-3), on the context labels and on the target."""
     context, target = _noise(draws)
     e = context.ravel() if where == "context" else target
-    var, m4 = EPS ** 2 / 3, EPS ** 4 / 5
+    var, m4 = EPS**2 / 3, EPS**4 / 5
     _within(e, 0.0, var, "mean")
-    _within(e ** 2, var, m4 - var ** 2, "second moment")
+    _within(e**2, var, m4 - var**2, "second moment")
     assert np.max(np.abs(e)) <= EPS * (1 + 1e-12)
     assert np.max(np.abs(e)) > 0.99 * EPS  # the whole interval is reached (n >= 6000 draws)
     assert stats.kstest(e, stats.uniform(loc=-EPS, scale=2 * EPS).cdf).pvalue > 1e-3
@@ -62,9 +64,9 @@ def test_label_noise_is_independent_across_columns_and_of_the_target(draws):
     0 within 4 standard errors (variance of a term (eps^2/3)^2 when independent); a noise shared within a prompt
     would put it at eps^2/3."""
     context, target = _noise(draws)
-    var = EPS ** 2 / 3
-    _within(context[:, 0] * context[:, 1], 0.0, var ** 2, "context pair")
-    _within(context[:, -1] * target, 0.0, var ** 2, "context-target pair")
+    var = EPS**2 / 3
+    _within(context[:, 0] * context[:, 1], 0.0, var**2, "context pair")
+    _within(context[:, -1] * target, 0.0, var**2, "context-target pair")
 
 
 def test_inputs_and_task_vectors_are_uniform_on_the_sphere(draws):
@@ -80,8 +82,8 @@ def test_inputs_and_task_vectors_are_uniform_on_the_sphere(draws):
         assert np.allclose(np.linalg.norm(u, axis=1), 1.0, atol=1e-12), name
         for i in range(d):
             _within(u[:, i], 0.0, 1.0 / d, f"{name} mean {i}")
-            _within(u[:, i] ** 2, 1.0 / d, m4 - 1.0 / d ** 2, f"{name} second moment {i}")
-            _within(u[:, i] ** 4, m4, 105.0 / (d * (d + 2) * (d + 4) * (d + 6)) - m4 ** 2, f"{name} fourth {i}")
+            _within(u[:, i] ** 2, 1.0 / d, m4 - 1.0 / d**2, f"{name} second moment {i}")
+            _within(u[:, i] ** 4, m4, 105.0 / (d * (d + 2) * (d + 4) * (d + 6)) - m4**2, f"{name} fourth {i}")
             for k in range(i + 1, d):  # E u_i u_k = 0, E u_i^2 u_k^2 = 1/(d(d+2))
                 _within(u[:, i] * u[:, k], 0.0, 1.0 / (d * (d + 2)), f"{name} cross {i}{k}")
 
@@ -93,5 +95,5 @@ def test_clean_target_moments(draws):
     d = CFG.d
     y = clean["y"]
     _within(y, 0.0, 1.0 / d, "target mean")
-    _within(y ** 2, 1.0 / d, 3.0 / (d * (d + 2)) - 1.0 / d ** 2, "target second moment")
+    _within(y**2, 1.0 / d, 3.0 / (d * (d + 2)) - 1.0 / d**2, "target second moment")
     assert np.all(noisy["Z0"][:, d, CFG.N] == 0.0)

@@ -27,8 +27,7 @@ def adaptive():
     mismatch 3.0e-6 against 1e-3), in 55 steps of 6 stages (Dopri8 at 1e-11: 222 steps of 13; at XLA level 0
     that solve ran 9.5 s, this one about 1 s)."""
     ts = flows.linear_grid(0.0, TAU, 201)
-    traj = mf.solve_particles(CFG, ts, rtol=1e-9, atol=1e-11, solver="tsit5", save_states=True,
-                              observables="basic")
+    traj = mf.solve_particles(CFG, ts, rtol=1e-9, atol=1e-11, solver="tsit5", save_states=True, observables="basic")
     args = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
     summary = jax.jit(obs.summary)
     saved = [summary(0.0, {k: v[i] for k, v in traj.ys.items()}, args) for i in range(ts.size)]
@@ -114,8 +113,9 @@ def test_sharded_equals_unsharded():
     # the sharded run records Q and R only (half the compile of every observable; the same steps and Q)
     rec_s = mf.train_gd(CFG, 0.1, 20, save_every=5, mesh=mesh, observables="basic")
     assert np.max(np.abs(rec_s["Q"] - rec["Q"])) < 1e-12
-    assert all(np.max(np.abs(np.asarray(rec_s.particles[k]) - np.asarray(rec.particles[k]))) < 1e-12
-               for k in rec.particles)
+    assert all(
+        np.max(np.abs(np.asarray(rec_s.particles[k]) - np.asarray(rec.particles[k]))) < 1e-12 for k in rec.particles
+    )
     assert len(rec_s.particles["V"].sharding.device_set) == 2  # really split over both devices
     with pytest.raises(ValueError, match="divisible"):
         mf.train_gd(CFG.replace(M=3), 0.1, 2, mesh=mesh)
@@ -146,6 +146,5 @@ def test_divergence_is_reported_never_silent():
     assert record is err.value.record and np.all(record.steps < err.value.step)
     assert np.all(np.isfinite(record["Q"]))
     with pytest.raises(flows.FlowError) as err:
-        mf.solve_particles(big, np.linspace(0.0, 2.0, 5), solver="euler", dt=0.1, save_states=True,
-                           observables="basic")
+        mf.solve_particles(big, np.linspace(0.0, 2.0, 5), solver="euler", dt=0.1, save_states=True, observables="basic")
     assert err.value.trajectory.status in ("nonfinite", "diverged")

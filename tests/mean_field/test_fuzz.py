@@ -60,9 +60,13 @@ def config_fields(draw):
 
 _GOOD_SEED = good_ints(0, SEED_MAX)
 #: invalid values per field (D: also any integer below d + 1, drawn in the test)
-_BAD_CONFIG = {**{k: bad_ints(low) for k, low in _INT_FIELDS.items()}, "D": bad_ints(1),
-               **{k: bad_reals(low, strict=strict) for k, (low, strict) in _REAL_FIELDS.items()},
-               "seed": bad_ints(0, SEED_MAX), "init": bad_choices(mf.INITS)}
+_BAD_CONFIG = {
+    **{k: bad_ints(low) for k, low in _INT_FIELDS.items()},
+    "D": bad_ints(1),
+    **{k: bad_reals(low, strict=strict) for k, (low, strict) in _REAL_FIELDS.items()},
+    "seed": bad_ints(0, SEED_MAX),
+    "init": bad_choices(mf.INITS),
+}
 
 
 @pytest.mark.parametrize("field", sorted(_BAD_CONFIG))
@@ -78,7 +82,7 @@ def test_config_valid_and_invalid_values(field, fields, data):
     assert cfg.init_radius == pytest.approx(float(fields["init_scale"]) / math.sqrt(int(fields["D"])), rel=1e-15)
     assert cfg.replace(seed=1).seed == 1
     if field == "D" and data.draw(st.booleans()):
-        value = data.draw(st.integers(-2**40, fields["d"]), label="D")
+        value = data.draw(st.integers(-(2**40), fields["d"]), label="D")
     else:
         value = data.draw(_BAD_CONFIG[field], label=field)
     if field == "M_mlp" and value is None:
@@ -142,21 +146,35 @@ def _bad_prompts(data_set, data):
     return mf.Prompts(Z0, y)
 
 
-_ts = st.lists(st.floats(0.0, 1e4), min_size=1, max_size=3).map(lambda t: [0.0, *sorted(t)]).filter(
-    lambda t: t[-1] > 0)
-_bad_ts = st.sampled_from([[0.0], [0.5, 1.0], [0.0, 2.0, 1.0], [0.0, math.nan], [0.0, math.inf], [[0.0, 1.0]],
-                           ["0", "1"], "1", [0.0, 1j]])
+_ts = st.lists(st.floats(0.0, 1e4), min_size=1, max_size=3).map(lambda t: [0.0, *sorted(t)]).filter(lambda t: t[-1] > 0)
+_bad_ts = st.sampled_from(
+    [[0.0], [0.5, 1.0], [0.0, 2.0, 1.0], [0.0, math.nan], [0.0, math.inf], [[0.0, 1.0]], ["0", "1"], "1", [0.0, 1j]]
+)
 
 
 @ENTRY_FEW
-@given(_ts, st.sampled_from(["tsit5", "dopri5", "kvaerno5"]), good_reals(0.0, 1e-2, strict=True),
-       st.one_of(st.none(), good_reals(1e-3, 1.0)), st.sampled_from(["all", "basic"]), st.booleans(),
-       st.sampled_from(["particles", "reference"]))
-def test_particle_and_reference_flows_valid_calls_reach_the_solver(tiny, ts, solver, rtol, dt, observables,
-                                                                   save_states, which):
+@given(
+    _ts,
+    st.sampled_from(["tsit5", "dopri5", "kvaerno5"]),
+    good_reals(0.0, 1e-2, strict=True),
+    st.one_of(st.none(), good_reals(1e-3, 1.0)),
+    st.sampled_from(["all", "basic"]),
+    st.booleans(),
+    st.sampled_from(["particles", "reference"]),
+)
+def test_particle_and_reference_flows_valid_calls_reach_the_solver(
+    tiny, ts, solver, rtol, dt, observables, save_states, which
+):
     particles, data, test, nodes = tiny
-    common = dict(solver=solver, rtol=rtol, atol=rtol, dt=dt, observables=observables, save_states=save_states,
-                  max_steps=2**31 - 1)
+    common = dict(
+        solver=solver,
+        rtol=rtol,
+        atol=rtol,
+        dt=dt,
+        observables=observables,
+        save_states=save_states,
+        max_steps=2**31 - 1,
+    )
     with stop_at_solvers(), pytest.raises(Reached) as info:
         if which == "particles":
             mf.solve_particles(CFG, ts, particles=particles, data=data, test=test, **common)
@@ -166,8 +184,26 @@ def test_particle_and_reference_flows_valid_calls_reach_the_solver(tiny, ts, sol
     assert info.value.inputs["options"]["constant_step"] == (dt is not None)
 
 
-@pytest.mark.parametrize("field", ["ts", "particles", "data", "test", "solver", "rtol", "dt", "max_steps",
-                                   "observables", "save_states", "progress", "throw", "nodes", "K", "substeps"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "ts",
+        "particles",
+        "data",
+        "test",
+        "solver",
+        "rtol",
+        "dt",
+        "max_steps",
+        "observables",
+        "save_states",
+        "progress",
+        "throw",
+        "nodes",
+        "K",
+        "substeps",
+    ],
+)
 @settings(ENTRY, max_examples=15)
 @given(data=st.data())
 def test_particle_and_reference_flows_invalid_values_raise_naming_the_field(tiny, field, data):
@@ -175,11 +211,19 @@ def test_particle_and_reference_flows_invalid_values_raise_naming_the_field(tiny
     reference = field in ("nodes", "K", "substeps") or (field not in ("particles",) and data.draw(st.booleans()))
     kw = dict(data=prompts, test=test, **({"nodes": nodes} if reference else {"particles": particles}))
     ts = [0.0, 1.0]
-    bad = {"ts": _bad_ts, "solver": bad_choices(["tsit5"]), "rtol": bad_reals(0.0, strict=True),
-           "dt": bad_reals(0.0, strict=True).filter(lambda v: v is not None), "max_steps": bad_ints(1),
-           "observables": st.one_of(st.text(max_size=3), st.integers(), st.just({"Q": 1})),
-           "save_states": bad_bools(), "progress": bad_bools(), "throw": bad_bools(),
-           "K": st.one_of(bad_ints(2).filter(lambda v: v is not None), st.just(3)), "substeps": bad_ints(1)}
+    bad = {
+        "ts": _bad_ts,
+        "solver": bad_choices(["tsit5"]),
+        "rtol": bad_reals(0.0, strict=True),
+        "dt": bad_reals(0.0, strict=True).filter(lambda v: v is not None),
+        "max_steps": bad_ints(1),
+        "observables": st.one_of(st.text(max_size=3), st.integers(), st.just({"Q": 1})),
+        "save_states": bad_bools(),
+        "progress": bad_bools(),
+        "throw": bad_bools(),
+        "K": st.one_of(bad_ints(2).filter(lambda v: v is not None), st.just(3)),
+        "substeps": bad_ints(1),
+    }
     if field == "ts":
         ts = data.draw(bad[field], label=field)
     elif field in ("particles", "nodes"):
@@ -197,20 +241,40 @@ def test_particle_and_reference_flows_invalid_values_raise_naming_the_field(tiny
 
 @pytest.mark.parametrize("field", ["temperature", "dt", "solver", "seed", "particles", "ts", "num_paths"])
 @settings(ENTRY, max_examples=6)
-@given(ts=_ts, temperature=st.one_of(st.just(0.0), good_reals(1e-300, 1e3)), dt=good_reals(1e-3, 1.0),
-       solver=st.sampled_from(["euler", "heun", "sea", "shark"]), seed=st.integers(0, SEED_MAX),
-       num_paths=st.sampled_from([None, 2]), data=st.data())
+@given(
+    ts=_ts,
+    temperature=st.one_of(st.just(0.0), good_reals(1e-300, 1e3)),
+    dt=good_reals(1e-3, 1.0),
+    solver=st.sampled_from(["euler", "heun", "sea", "shark"]),
+    seed=st.integers(0, SEED_MAX),
+    num_paths=st.sampled_from([None, 2]),
+    data=st.data(),
+)
 def test_particle_sde_valid_and_invalid(tiny, field, ts, temperature, dt, solver, seed, num_paths, data):
     particles, prompts, test, _ = tiny
-    kw = dict(temperature=temperature, dt=dt, solver=solver, seed=seed, num_paths=num_paths,
-              particles=particles, data=prompts, test=test, max_steps=2**31 - 1)
+    kw = dict(
+        temperature=temperature,
+        dt=dt,
+        solver=solver,
+        seed=seed,
+        num_paths=num_paths,
+        particles=particles,
+        data=prompts,
+        test=test,
+        max_steps=2**31 - 1,
+    )
     with stop_at_solvers(), pytest.raises(Reached) as info:
         mf.solve_particles_sde(CFG, ts, **kw)
     sigma = info.value.inputs["sigma"]
     np.testing.assert_allclose(np.asarray(sigma["V"]), math.sqrt(2 * float(temperature)), rtol=1e-15)
-    bad = {"temperature": bad_reals(0.0), "dt": bad_reals(0.0, strict=True), "solver": bad_choices(["euler"]),
-           "seed": st.one_of(st.integers(SEED_MAX + 1, 2**80), st.just(1.5)), "ts": _bad_ts,
-           "num_paths": bad_ints(1).filter(lambda v: v is not None)}
+    bad = {
+        "temperature": bad_reals(0.0),
+        "dt": bad_reals(0.0, strict=True),
+        "solver": bad_choices(["euler"]),
+        "seed": st.one_of(st.integers(SEED_MAX + 1, 2**80), st.just(1.5)),
+        "ts": _bad_ts,
+        "num_paths": bad_ints(1).filter(lambda v: v is not None),
+    }
     if field == "ts":
         ts = data.draw(bad["ts"])
     elif field == "particles":
@@ -238,8 +302,13 @@ def stop_at_compile():
 
 @pytest.mark.parametrize("field", ["eta_tau", "steps", "save_every", "observables", "particles", "data", "test"])
 @settings(ENTRY, max_examples=9)
-@given(eta_tau=good_reals(0.0, 1e3, strict=True), steps=good_ints(1, 10**6), save_every=good_ints(1, 10**7),
-       observables=st.sampled_from(["all", "basic"]), data=st.data())
+@given(
+    eta_tau=good_reals(0.0, 1e3, strict=True),
+    steps=good_ints(1, 10**6),
+    save_every=good_ints(1, 10**7),
+    observables=st.sampled_from(["all", "basic"]),
+    data=st.data(),
+)
 def test_train_gd_valid_and_invalid(tiny, stop_at_compile, field, eta_tau, steps, save_every, observables, data):
     particles, prompts, test, _ = tiny
     patch_network, _ = stop_at_compile
@@ -249,8 +318,12 @@ def test_train_gd_valid_and_invalid(tiny, stop_at_compile, field, eta_tau, steps
     increments = np.asarray(info.value.inputs["call"][3])
     assert increments.sum() == int(steps) and np.all(increments >= 1)
     args = [eta_tau, steps, save_every]
-    bad = {"eta_tau": bad_reals(0.0, strict=True), "steps": bad_ints(1), "save_every": bad_ints(1, None),
-           "observables": bad_choices(["all", "basic"])}
+    bad = {
+        "eta_tau": bad_reals(0.0, strict=True),
+        "steps": bad_ints(1),
+        "save_every": bad_ints(1, None),
+        "observables": bad_choices(["all", "basic"]),
+    }
     if field in ("eta_tau", "steps", "save_every"):
         args[["eta_tau", "steps", "save_every"].index(field)] = data.draw(bad[field], label=field)
     elif field == "particles":
@@ -273,13 +346,28 @@ def test_train_gd_seeds_valid_and_invalid(seeds, data):
     def batch_stub(config, eta_tau, steps, particles, data, test, save_every, *, labels, label_name):
         raise Reached({"labels": labels, "particles": particles})
 
-    stubs = dict(train_gd_batch=batch_stub, init_particles=lambda c: c.seed, training_set=lambda c: c.seed,
-                 held_out_set=lambda c: c.seed)
+    stubs = dict(
+        train_gd_batch=batch_stub,
+        init_particles=lambda c: c.seed,
+        training_set=lambda c: c.seed,
+        held_out_set=lambda c: c.seed,
+    )
     with mock.patch.multiple(sweep, **stubs), pytest.raises(Reached) as info:
         mf.train_gd_seeds(CFG, 0.1, 3, seeds)
     assert info.value.inputs["labels"] == tuple(seeds) == tuple(info.value.inputs["particles"])
-    bad = data.draw(st.one_of(st.just([]), st.just([1, 1]), st.just([-1]), st.just([0.5]), st.just(["a"]),
-                              st.just([math.nan]), st.just([2**64]), st.just([[1], [2, 3]]), st.none()))
+    bad = data.draw(
+        st.one_of(
+            st.just([]),
+            st.just([1, 1]),
+            st.just([-1]),
+            st.just([0.5]),
+            st.just(["a"]),
+            st.just([math.nan]),
+            st.just([2**64]),
+            st.just([[1], [2, 3]]),
+            st.none(),
+        )
+    )
     with mock.patch.multiple(sweep, **stubs), raises_naming("seeds"):
         mf.train_gd_seeds(CFG, 0.1, 3, bad)
 
@@ -304,14 +392,22 @@ def test_sample_prompts_and_particle_checks(tiny, data):
 _nonneg = [x for x in real_edges(0.0) if x is not None]
 _pos = [x for x in real_edges(0.0, strict=True) if x is not None]
 EDGES = {
-    "Config": {**{k: [x for x in int_edges(low) if x is not None] for k, low in _INT_FIELDS.items()},
-               "D": int_edges(1) + [1], "lam": _nonneg, "label_noise": _nonneg, "threshold": _pos, "init_scale": _pos,
-               "seed": int_edges(0, SEED_MAX)},
+    "Config": {
+        **{k: [x for x in int_edges(low) if x is not None] for k, low in _INT_FIELDS.items()},
+        "D": int_edges(1) + [1],
+        "lam": _nonneg,
+        "label_noise": _nonneg,
+        "threshold": _pos,
+        "init_scale": _pos,
+        "seed": int_edges(0, SEED_MAX),
+    },
     "solve_particles": {"dt": _pos, "rtol": real_edges(0.0, strict=True), "max_steps": int_edges(1)},
-    "solve_reference": {"K": [x for x in int_edges(2) if x is not None] + [3], "substeps": int_edges(1),
-                        "dt": _pos},
-    "solve_particles_sde": {"temperature": real_edges(0.0), "dt": real_edges(0.0, strict=True),
-                            "num_paths": [x for x in int_edges(1) if x is not None]},
+    "solve_reference": {"K": [x for x in int_edges(2) if x is not None] + [3], "substeps": int_edges(1), "dt": _pos},
+    "solve_particles_sde": {
+        "temperature": real_edges(0.0),
+        "dt": real_edges(0.0, strict=True),
+        "num_paths": [x for x in int_edges(1) if x is not None],
+    },
     "train_gd": {"eta_tau": real_edges(0.0, strict=True), "steps": int_edges(1), "save_every": int_edges(1, None)},
     "sample_prompts": {"n": int_edges(1)},
 }

@@ -22,10 +22,28 @@ def _free_port():
 def test_two_processes_shard_the_particle_axis():
     port = _free_port()
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    procs = [subprocess.Popen([sys.executable, str(SCRIPT), "--coordinator", f"127.0.0.1:{port}",
-                               "--num-processes", "2", "--process-id", str(i), "--check", "--steps", "8"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-             for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(SCRIPT),
+                "--coordinator",
+                f"127.0.0.1:{port}",
+                "--num-processes",
+                "2",
+                "--process-id",
+                str(i),
+                "--check",
+                "--steps",
+                "8",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     assert "2 process(es), 2 devices" in outs[0], outs[0]

@@ -12,8 +12,21 @@ from flows import mean_field as mf
 from tests.mean_field.literal import literal_objective
 
 # n_test = n_train: the test prompts are drawn by the training set's compiled sampler (one program per size)
-CFG = mf.Config(d=2, D=4, N=3, L=3, M=4, M_mlp=5, lam=0.3, n_train=5, n_test=5, init_scale=2.0,
-                threshold=0.7, label_noise=0.1, seed=3)
+CFG = mf.Config(
+    d=2,
+    D=4,
+    N=3,
+    L=3,
+    M=4,
+    M_mlp=5,
+    lam=0.3,
+    n_train=5,
+    n_test=5,
+    init_scale=2.0,
+    threshold=0.7,
+    label_noise=0.1,
+    seed=3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +98,14 @@ def test_velocity_of_a_probe_head_is_its_first_variation_gradient(setup):
 def _scaled_maps(Z, V, W, W1, W2, c):
     """f(Z, (V, W)), f(Z, (c V, W)), f(Z, (V, c W)) and h(Z, (W1, W2)), h(Z, (W1, c W2)), h(Z, (c W1, W2)) in one
     compiled program (c traced: every scale reuses it)."""
-    return (mf.attention_update(Z, V, W), mf.attention_update(Z, c * V, W), mf.attention_update(Z, V, c * W),
-            mf.mlp_update(Z, W1, W2), mf.mlp_update(Z, W1, c * W2), mf.mlp_update(Z, c * W1, W2))
+    return (
+        mf.attention_update(Z, V, W),
+        mf.attention_update(Z, c * V, W),
+        mf.attention_update(Z, V, c * W),
+        mf.mlp_update(Z, W1, W2),
+        mf.mlp_update(Z, W1, c * W2),
+        mf.mlp_update(Z, c * W1, W2),
+    )
 
 
 def test_partial_homogeneity_P8():
@@ -107,8 +126,13 @@ def test_partial_homogeneity_P8():
 def test_huberized_relu_pieces():
     z = jnp.array([-1.0, 0.0, 0.25, 0.5, 1.0, 3.0])
     # one compiled program: sigma at h0 = 0.5 and at the default h0 = 1, and sigma' (autodiff) near h0 = 0.5
-    values = jax.jit(lambda z, x: (mf.huberized_relu(z, 0.5), mf.huberized_relu(z),
-                                   jax.vmap(jax.grad(lambda u: mf.huberized_relu(u, 0.5)))(x)))
+    values = jax.jit(
+        lambda z, x: (
+            mf.huberized_relu(z, 0.5),
+            mf.huberized_relu(z),
+            jax.vmap(jax.grad(lambda u: mf.huberized_relu(u, 0.5)))(x),
+        )
+    )
     got, got_default, dz = (np.asarray(a) for a in values(z, jnp.array([0.5 - 1e-9, 0.5 + 1e-9, 0.2])))
     want = np.array([0.0, 0.0, 0.0625, 0.25, 0.75, 2.75])
     assert np.allclose(got, want, rtol=0, atol=1e-15)
@@ -167,7 +191,7 @@ def test_prompts_embedding_and_bounded_support():
     Z0 = np.asarray(data.Z0)
     assert Z0.shape == (n, 4, N + 1) and data.y.shape == (n,)
     assert np.allclose(np.linalg.norm(Z0[:, :d, :], axis=1), 1.0)  # x on the unit sphere
-    assert np.all(Z0[:, d + 1:, :] == 0.0) and np.all(Z0[:, d, N] == 0.0)  # padding, empty query label
+    assert np.all(Z0[:, d + 1 :, :] == 0.0) and np.all(Z0[:, d, N] == 0.0)  # padding, empty query label
     assert np.max(np.abs(Z0[:, d, :N])) <= 1.2 + 1e-12 and np.max(np.abs(np.asarray(data.y))) <= 1.2 + 1e-12
     clean = mf.training_set(cfg.replace(label_noise=0.0))
     Zc = np.asarray(clean.Z0)
@@ -185,11 +209,23 @@ def test_prompts_embedding_and_bounded_support():
 
 
 BAD = [
-    (dict(d=3, D=3), "D"), (dict(N=0), "N"), (dict(L=0), "L"), (dict(M=0), "M"), (dict(M_mlp=0), "M_mlp"),
-    (dict(lam=-1e-3), "lam"), (dict(lam=float("nan")), "lam"), (dict(threshold=0.0), "threshold"),
-    (dict(threshold=float("inf")), "threshold"), (dict(n_train=0), "n_train"), (dict(n_test=0), "n_test"),
-    (dict(init_scale=0.0), "init_scale"), (dict(init="gauss"), "init"), (dict(label_noise=-0.1), "label_noise"),
-    (dict(seed=-1), "seed"), (dict(d=1.5), "d"), (dict(M=True), "M"),
+    (dict(d=3, D=3), "D"),
+    (dict(N=0), "N"),
+    (dict(L=0), "L"),
+    (dict(M=0), "M"),
+    (dict(M_mlp=0), "M_mlp"),
+    (dict(lam=-1e-3), "lam"),
+    (dict(lam=float("nan")), "lam"),
+    (dict(threshold=0.0), "threshold"),
+    (dict(threshold=float("inf")), "threshold"),
+    (dict(n_train=0), "n_train"),
+    (dict(n_test=0), "n_test"),
+    (dict(init_scale=0.0), "init_scale"),
+    (dict(init="gauss"), "init"),
+    (dict(label_noise=-0.1), "label_noise"),
+    (dict(seed=-1), "seed"),
+    (dict(d=1.5), "d"),
+    (dict(M=True), "M"),
 ]
 
 
@@ -253,8 +289,14 @@ def test_attention_layouts_and_reverse_rule_agree(setup):
         _, vjp_ref = jax.vjp(mf.attention_update, Z, V, W)
         _, vjp_rev = jax.vjp(attention_update_rev, Z, V, W)
         _, tangent = jax.jvp(mf.attention_update, (Z, V, W), (P, V, W))  # forward mode still works
-        return (mf.attention_update(Z, V, W), _attention_pair_products(Z, V, W), attention_update_rev(Z, V, W),
-                vjp_ref(P), vjp_rev(P), tangent)
+        return (
+            mf.attention_update(Z, V, W),
+            _attention_pair_products(Z, V, W),
+            attention_update_rev(Z, V, W),
+            vjp_ref(P),
+            vjp_rev(P),
+            tangent,
+        )
 
     out, pairs, rev, grads_ref, grads_rev, tangent = everything(Z, V, W, P)
     np.testing.assert_allclose(out, pairs, rtol=1e-13, atol=1e-13)
@@ -272,8 +314,9 @@ def test_gd_velocity_paths_agree(setup):
 
     data, p = setup
     a = mf.velocity(CFG, p, data)  # rev=True: the program of test_velocity_equals_ML_times_grad_of_objective
-    b = jax.jit(velocity_autodiff, static_argnames=("rev",))(p, data.Z0, data.y, CFG.lam, CFG.threshold, CFG.d,
-                                                               rev=False)
+    b = jax.jit(velocity_autodiff, static_argnames=("rev",))(
+        p, data.Z0, data.y, CFG.lam, CFG.threshold, CFG.d, rev=False
+    )
     for k in a:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-12, atol=1e-14)
     assert flow.field_for("kvaerno5") is flow.vector_field

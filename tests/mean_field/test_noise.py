@@ -25,8 +25,10 @@ def ode():
     second = mf.train_gd(CFG, DT, 5, save_every=5, observables="basic", particles=first.particles)
     assert np.allclose(first.tau[-1] + second.tau, TS[1:], rtol=1e-15, atol=0)
     start = mf.init_particles(CFG)
-    ys = {k: np.stack([np.asarray(start[k]), np.asarray(first.particles[k]), np.asarray(second.particles[k])])
-          for k in start}
+    ys = {
+        k: np.stack([np.asarray(start[k]), np.asarray(first.particles[k]), np.asarray(second.particles[k])])
+        for k in start
+    }
     observables = {name: np.concatenate([first[name], second[name][1:]]) for name in ("Q", "R")}
     return types.SimpleNamespace(ys=ys, observables=observables)
 
@@ -54,8 +56,9 @@ def test_zero_temperature_is_the_particle_ode(ode, zero_temperature):
     for k in ode.ys:
         assert np.max(np.abs(np.asarray(zero_temperature.ys[k]) - np.asarray(ode.ys[k]))) <= 1e-12, k
     for name in ("Q", "R"):
-        assert np.max(np.abs(np.asarray(zero_temperature.observables[name]) - np.asarray(ode.observables[name]))) \
-            <= 1e-12, name
+        assert (
+            np.max(np.abs(np.asarray(zero_temperature.observables[name]) - np.asarray(ode.observables[name]))) <= 1e-12
+        ), name
 
 
 def test_noise_variance_is_two_T_tau_per_coordinate(ode, zero_temperature, noisy):

@@ -112,7 +112,7 @@ def test_coupled_rms_bounds_w2(clouds):
     a, b = clouds
     w = obs.w2_per_slice(a, b)
     rms = obs.coupled_rms(a, b)
-    assert rms ** 2 >= np.mean(w["attention"] ** 2) + np.mean(w["mlp"] ** 2) - 1e-12
+    assert rms**2 >= np.mean(w["attention"] ** 2) + np.mean(w["mlp"] ** 2) - 1e-12
     assert obs.coupled_rms(a, a) == 0.0
     with pytest.raises(ValueError, match="same shape"):
         obs.coupled_rms(a, {k: v[:, :4] for k, v in a.items()})  # a cloud of M = 4
@@ -141,8 +141,12 @@ def test_first_variation_is_homogeneous_along_value_rays():
     data = mf.training_set(cfg)
     p = mf.init_particles(cfg)
     rng = np.random.default_rng(0)
-    probes = {"V": rng.normal(size=(5, 3, 3)), "W": rng.normal(size=(5, 3, 3)),
-              "W1": rng.normal(size=(4, 3)), "W2": rng.normal(size=(4, 3))}
+    probes = {
+        "V": rng.normal(size=(5, 3, 3)),
+        "W": rng.normal(size=(5, 3, 3)),
+        "W1": rng.normal(size=(4, 3)),
+        "W2": rng.normal(size=(4, 3)),
+    }
     g = obs.first_variation(cfg, p, data, probes)
     g2 = obs.first_variation(cfg, p, data, dict(probes, V=2.5 * probes["V"], W2=2.5 * probes["W2"]))
     assert g["attention"].shape == (2, 5) and g["mlp"].shape == (2, 4)
@@ -161,16 +165,27 @@ def test_summary_observables_equal_literal_computations():
     p = mf.init_particles(cfg)
     out = jax.jit(obs.summary)(0.0, p, obs.make_args(cfg, data, test))
     v = {k: np.asarray(a) for k, a in mf.velocity(cfg, p, data).items()}
-    speeds = np.concatenate([
-        np.sqrt((v["V"] ** 2).sum(axis=(2, 3)) + (v["W"] ** 2).sum(axis=(2, 3))).ravel(),
-        np.sqrt((v["W1"] ** 2).sum(axis=2) + (v["W2"] ** 2).sum(axis=2)).ravel()])
-    diss = ((v["V"] ** 2).sum() + (v["W"] ** 2).sum()) / (cfg.M * cfg.L) \
-        + ((v["W1"] ** 2).sum() + (v["W2"] ** 2).sum()) / (cfg.M_mlp * cfg.L)
+    speeds = np.concatenate(
+        [
+            np.sqrt((v["V"] ** 2).sum(axis=(2, 3)) + (v["W"] ** 2).sum(axis=(2, 3))).ravel(),
+            np.sqrt((v["W1"] ** 2).sum(axis=2) + (v["W2"] ** 2).sum(axis=2)).ravel(),
+        ]
+    )
+    diss = ((v["V"] ** 2).sum() + (v["W"] ** 2).sum()) / (cfg.M * cfg.L) + (
+        (v["W1"] ** 2).sum() + (v["W2"] ** 2).sum()
+    ) / (cfg.M_mlp * cfg.L)
     # Q, R and the errors from the loops of tests/mean_field/literal.py (no compiled program): rmse = sqrt(2 R)
     Q, R = literal_objective(cfg, p, data.Z0, data.y)
     _, R_test = literal_objective(cfg, p, test.Z0, test.y)
-    want = {"Q": Q, "R": R, "dissipation": diss, "max_speed": speeds.max(), "mean_speed": speeds.mean(),
-            "train_rmse": np.sqrt(2 * R), "test_rmse": np.sqrt(2 * R_test)}
+    want = {
+        "Q": Q,
+        "R": R,
+        "dissipation": diss,
+        "max_speed": speeds.max(),
+        "mean_speed": speeds.mean(),
+        "train_rmse": np.sqrt(2 * R),
+        "test_rmse": np.sqrt(2 * R_test),
+    }
     assert set(out) == set(want) == set(obs.OBSERVABLES)
     for k in want:
         assert abs(float(out[k]) - want[k]) <= 1e-12 * abs(want[k]), k

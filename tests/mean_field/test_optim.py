@@ -18,8 +18,10 @@ TIGHT = dict(rtol=1e-12, atol=1e-14)
 
 
 def _sup(a, b):
-    return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
-               for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True))
+    return max(
+        float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True)
+    )
 
 
 C1, C2, EPS = 2.0, 5.0, 1e-8
@@ -38,12 +40,12 @@ def fields():
     mom_w, mwargs, _ = limit_problem(CFG, "momentum", {"lr": lr, "beta": beta})
     opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
     att, mlp = CFG.M * CFG.L, CFG.M_mlp * CFG.L
-    heavy = optax.multi_transform({"att": optax.sgd(lr * att, momentum=beta),
-                                   "mlp": optax.sgd(lr * mlp, momentum=beta)},
-                                  {"V": "att", "W": "att", "W1": "mlp", "W2": "mlp"})
+    heavy = optax.multi_transform(
+        {"att": optax.sgd(lr * att, momentum=beta), "mlp": optax.sgd(lr * mlp, momentum=beta)},
+        {"V": "att", "W": "att", "W1": "mlp", "W2": "mlp"},
+    )
     h = lr / (1.0 - beta)
-    wiring = wiring_gaps(jax.grad(limit_loss), (adam, aargs), opt, (sign, sargs), eps_sign, (mom_w, mwargs), heavy,
-                         h)
+    wiring = wiring_gaps(jax.grad(limit_loss), (adam, aargs), opt, (sign, sargs), eps_sign, (mom_w, mwargs), heavy, h)
 
     @jax.jit
     def program(p):
@@ -75,8 +77,9 @@ def test_adam_limit_field_at_t0_is_the_first_adam_step(fields):
     field are two optax.sgd steps at lr eta_tau M L (attention) / eta_tau M_mlp L (MLP), momentum beta
     (friction (1 - beta)^2 / (eta_tau scale) on the clocks M L, M_mlp L), to 1e-12 relative."""
     out, lr = fields["wiring"], fields["lr"]
-    field, updates, sign_gap, heavy_gap, moved = (out[k] for k in ("field", "updates", "sign_gap", "heavy_gap",
-                                                                   "moved"))
+    field, updates, sign_gap, heavy_gap, moved = (
+        out[k] for k in ("field", "updates", "sign_gap", "heavy_gap", "moved")
+    )
     for name in field:
         assert float(np.max(np.abs(field[name] - updates[name] / lr))) < 1e-9, name
         assert float(np.max(np.abs(sign_gap[name]))) < 1e-12, name
@@ -100,14 +103,29 @@ HORIZON = 0.5  # lr * steps
 
 def _adam_gap(lr):
     steps = round(HORIZON / lr)
-    flow = mf.solve_flow(CFG, np.linspace(0.0, HORIZON, 11), optimizer="adam",
-                         optim_args={"c1": C1, "c2": C2, "eps": EPS}, observables="basic", save_states=True,
-                         rtol=1e-10, atol=1e-12)
+    flow = mf.solve_flow(
+        CFG,
+        np.linspace(0.0, HORIZON, 11),
+        optimizer="adam",
+        optim_args={"c1": C1, "c2": C2, "eps": EPS},
+        observables="basic",
+        save_states=True,
+        rtol=1e-10,
+        atol=1e-12,
+    )
     batch = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
-    disc = ol.run_optax(limit_loss, mf.init_particles(CFG), batch,
-                        optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS), steps, steps // 10)
-    moved = _sup(jax.tree_util.tree_map(lambda x: x[-1], flow.ys["theta"]),
-                 jax.tree_util.tree_map(lambda x: x[0], flow.ys["theta"]))
+    disc = ol.run_optax(
+        limit_loss,
+        mf.init_particles(CFG),
+        batch,
+        optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS),
+        steps,
+        steps // 10,
+    )
+    moved = _sup(
+        jax.tree_util.tree_map(lambda x: x[-1], flow.ys["theta"]),
+        jax.tree_util.tree_map(lambda x: x[0], flow.ys["theta"]),
+    )
     return _sup(flow.ys["theta"], disc["params"]), moved, flow
 
 
@@ -121,15 +139,18 @@ def test_adam_limit_against_optax_adam_first_order():
     assert flow.observables["Q"][-1] < flow.observables["Q"][0]
 
 
-@pytest.mark.parametrize("optimizer, options, field", [
-    ("rmsprop", None, "optimizer"),
-    ("momentum", {"beta": 0.9}, "lr"),
-    ("momentum", {"beta": 1.0, "lr": 0.1}, "beta"),
-    ("adam", None, "lr"),
-    ("adam", {"c1": 1.0, "c2": 1.0, "lr": 0.1}, "c1"),
-    ("sign", {"eps": 0.0}, "eps"),
-    ("gd", {"eps": 1.0}, "unknown"),
-])
+@pytest.mark.parametrize(
+    "optimizer, options, field",
+    [
+        ("rmsprop", None, "optimizer"),
+        ("momentum", {"beta": 0.9}, "lr"),
+        ("momentum", {"beta": 1.0, "lr": 0.1}, "beta"),
+        ("adam", None, "lr"),
+        ("adam", {"c1": 1.0, "c2": 1.0, "lr": 0.1}, "c1"),
+        ("sign", {"eps": 0.0}, "eps"),
+        ("gd", {"eps": 1.0}, "unknown"),
+    ],
+)
 def test_bad_optimizer_arguments(optimizer, options, field):
     with pytest.raises(ValueError, match=field):
         mf.solve_flow(CFG, [0.0, 1.0], optimizer=optimizer, optim_args=options)
@@ -152,18 +173,32 @@ def _momentum_or_sign_gap(optimizer, lr):
     horizon = HORIZON * per_step  # tau = 1 for heavy ball (50 steps at lr 1e-2), 0.5 for sign descent
     steps = round(horizon / (lr * per_step))
     options = {"lr": lr, "beta": BETA_SLOW} if optimizer == "momentum" else {"eps": EPS_SIGN}
-    flow = mf.solve_flow(CFG, np.linspace(0.0, horizon, 11), optimizer=optimizer, optim_args=options,
-                         observables="basic", save_states=True, rtol=1e-10, atol=1e-12)
+    flow = mf.solve_flow(
+        CFG,
+        np.linspace(0.0, horizon, 11),
+        optimizer=optimizer,
+        optim_args=options,
+        observables="basic",
+        save_states=True,
+        rtol=1e-10,
+        atol=1e-12,
+    )
     att, mlp = CFG.M * CFG.L, CFG.M_mlp * CFG.L
     labels = {"V": "att", "W": "att", "W1": "mlp", "W2": "mlp"}
     if optimizer == "momentum":
+
         def make(h):
-            return optax.multi_transform({"att": optax.sgd(h * att, momentum=BETA_SLOW),
-                                          "mlp": optax.sgd(h * mlp, momentum=BETA_SLOW)}, labels)
+            return optax.multi_transform(
+                {"att": optax.sgd(h * att, momentum=BETA_SLOW), "mlp": optax.sgd(h * mlp, momentum=BETA_SLOW)}, labels
+            )
     else:
+
         def make(h):
-            return optax.chain(optax.stateless(lambda g, p: jax.tree_util.tree_map(
-                lambda x: ol.sign_eps(x, EPS_SIGN), g)), optax.scale(-h))
+            return optax.chain(
+                optax.stateless(lambda g, p: jax.tree_util.tree_map(lambda x: ol.sign_eps(x, EPS_SIGN), g)),
+                optax.scale(-h),
+            )
+
     batch = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
     disc = ol.run_optax(limit_loss, mf.init_particles(CFG), batch, make, steps, steps // 10, hyper=lr)
     theta = flow.ys["theta"] if optimizer == "momentum" else flow.ys
@@ -195,8 +230,16 @@ SIGN_KAPPA = 1e-3
 
 def _true_sign_gap(lr):
     steps = round(HORIZON / lr)
-    flow = mf.solve_flow(CFG, np.linspace(0.0, HORIZON, 11), optimizer="sign", optim_args={"eps": SIGN_KAPPA * lr},
-                         observables="basic", save_states=True, rtol=1e-8, atol=1e-10)
+    flow = mf.solve_flow(
+        CFG,
+        np.linspace(0.0, HORIZON, 11),
+        optimizer="sign",
+        optim_args={"eps": SIGN_KAPPA * lr},
+        observables="basic",
+        save_states=True,
+        rtol=1e-8,
+        atol=1e-10,
+    )
     batch = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
     disc = ol.run_optax(limit_loss, mf.init_particles(CFG), batch, optax.sign_sgd(lr), steps, steps // 10)
     moved = _sup(jax.tree_util.tree_map(lambda x: x[-1], flow.ys), jax.tree_util.tree_map(lambda x: x[0], flow.ys))

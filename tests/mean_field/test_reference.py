@@ -52,8 +52,10 @@ def curved_nodes():
     """K = 5 nodes of non-linear curves: the smooth initial law plus a node-wise perturbation."""
     base = ref.init_reference(CFG, 5)
     keys = jax.random.split(jax.random.PRNGKey(7), 4)
-    return {k: jnp.asarray(np.asarray(base[k]) + 0.3 * CFG.init_radius * _normal(key, base[k].shape))
-            for k, key in zip(("V", "W", "W1", "W2"), keys, strict=True)}
+    return {
+        k: jnp.asarray(np.asarray(base[k]) + 0.3 * CFG.init_radius * _normal(key, base[k].shape))
+        for k, key in zip(("V", "W", "W1", "W2"), keys, strict=True)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +99,10 @@ def test_node_adjoint_equals_the_gradient_of_a_resolve_from_that_node(curved_nod
     @jax.jit
     def grad_and_fd(Zk, direction):  # one compiled program: the gradient and the two re-solves
         g = jax.grad(_risk_from, argnums=1)(tail, Zk, data.y, grid, delta)
-        fd = (_risk_from(tail, Zk + h * direction, data.y, grid, delta)
-              - _risk_from(tail, Zk - h * direction, data.y, grid, delta)) / (2 * h)
+        fd = (
+            _risk_from(tail, Zk + h * direction, data.y, grid, delta)
+            - _risk_from(tail, Zk - h * direction, data.y, grid, delta)
+        ) / (2 * h)
         return g, fd
 
     g, fd = grad_and_fd(Z[k], direction)
@@ -141,10 +145,19 @@ def _diffeqsolve_adjoint(nodes, Z0, y, substeps):
         return (att + model.mlp_update(Z, p["W1"], p["W2"], CFG.threshold) / Mm) / (K - 1)
 
     def segment(Z, ab):
-        sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Tsit5(), t0=0.0, t1=1.0, dt0=None, y0=Z, args=ab,
-                                  stepsize_controller=diffrax.StepTo(ts=grid), max_steps=substeps,
-                                  saveat=diffrax.SaveAt(t1=True),
-                                  adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=substeps))
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            diffrax.Tsit5(),
+            t0=0.0,
+            t1=1.0,
+            dt0=None,
+            y0=Z,
+            args=ab,
+            stepsize_controller=diffrax.StepTo(ts=grid),
+            max_steps=substeps,
+            saveat=diffrax.SaveAt(t1=True),
+            adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=substeps),
+        )
         return sol.ys[0]
 
     def risk_of_eps(eps):
@@ -177,8 +190,7 @@ def test_network_forward_converges_to_the_reference_like_one_over_L(data):
     program of the first test). Measured (max over prompts): gaps 1.46e-01, 7.60e-02, 3.87e-02 at L = 4, 8, 16
     (ratios 1.92, 1.96; 1.95e-02 at L = 32, ratio 1.98); the reference moves by 1.9e-07 from K = 5 to K = 9
     (ODE error only: twice the depth steps)."""
-    y5, y9 = (np.asarray(ref.reference_forward(CFG, ref.init_reference(CFG, K), data.Z0, substeps=4))
-              for K in (5, 9))
+    y5, y9 = (np.asarray(ref.reference_forward(CFG, ref.init_reference(CFG, K), data.Z0, substeps=4)) for K in (5, 9))
     ref_change = float(np.max(np.abs(y9 - y5)))
     gaps = []
     for L in (4, 8, 16):
@@ -196,12 +208,25 @@ def _network_flow(particles, Z0, y):
     integrated by diffrax (Tsit5, constant steps tau = 0.05: the tau-error, ~1e-9, is far below the depth
     gaps; a bare diffeqsolve compiles faster than `solve_particles` with its failure checks), with Q at the
     saves `TAUS`; also the initial velocity."""
-    args = {"Z0": Z0, "y": y, "lam": jnp.asarray(CFG.lam), "threshold": jnp.asarray(CFG.threshold),
-            "d": jnp.asarray(CFG.d, jnp.int32)}
+    args = {
+        "Z0": Z0,
+        "y": y,
+        "lam": jnp.asarray(CFG.lam),
+        "threshold": jnp.asarray(CFG.threshold),
+        "d": jnp.asarray(CFG.d, jnp.int32),
+    }
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(mf.vector_field), diffrax.Tsit5(), t0=0.0, t1=float(TAUS[-1]), dt0=0.05, y0=particles,
-        args=args, saveat=diffrax.SaveAt(ts=jnp.asarray(TAUS), fn=mf.observables.objective_Q),
-        stepsize_controller=diffrax.ConstantStepSize(), max_steps=int(round(TAUS[-1] / 0.05)) + 2)
+        diffrax.ODETerm(mf.vector_field),
+        diffrax.Tsit5(),
+        t0=0.0,
+        t1=float(TAUS[-1]),
+        dt0=0.05,
+        y0=particles,
+        args=args,
+        saveat=diffrax.SaveAt(ts=jnp.asarray(TAUS), fn=mf.observables.objective_Q),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        max_steps=int(round(TAUS[-1] / 0.05)) + 2,
+    )
     return mf.vector_field(0.0, particles, args), sol.ys
 
 
@@ -278,14 +303,17 @@ def test_reference_energy_identity_at_tau_0(curved_nodes, data):
     for nodes, tol in ((ref.init_reference(CFG, 5), 6e-3), (curved_nodes, 1e-2)):
         v = ref.reference_velocity(CFG, nodes, data, substeps=4)
         dissipation = float(ref.reference_dissipation(nodes, v))
-        Q_plus, Q_minus = (float(ref.reference_objective(CFG, {k: nodes[k] + s * h * v[k] for k in v}, data,
-                                                         substeps=4)) for s in (1.0, -1.0))
+        Q_plus, Q_minus = (
+            float(ref.reference_objective(CFG, {k: nodes[k] + s * h * v[k] for k in v}, data, substeps=4))
+            for s in (1.0, -1.0)
+        )
         rate = -(Q_plus - Q_minus) / (2 * h)
         assert dissipation > 1e-3 and abs(rate / dissipation - 1.0) <= tol, (rate, dissipation)
         field = ref.reference_vector_field(0.0, nodes, args)
         assert _max_diff(field, v) == 0.0
         assert float(ref.REFERENCE_OBSERVABLES["Q"](0.0, nodes, args)) == float(
-            ref.reference_objective(CFG, nodes, data, substeps=4))
+            ref.reference_objective(CFG, nodes, data, substeps=4)
+        )
 
 
 @pytest.mark.slow
@@ -322,8 +350,10 @@ def test_reference_converges_in_K(data):
     substeps)."""
     A = {k: np.asarray(v) for k, v in ref.init_reference(CFG.replace(init="tied"), 2).items()}
     keys = jax.random.split(jax.random.PRNGKey(11), 4)
-    C = {k: 0.3 * CFG.init_radius * _normal(key, A[k].shape[1:]) for k, key in zip(("V", "W", "W1", "W2"), keys,
-                                                                                  strict=True)}
+    C = {
+        k: 0.3 * CFG.init_radius * _normal(key, A[k].shape[1:])
+        for k, key in zip(("V", "W", "W1", "W2"), keys, strict=True)
+    }
 
     def curve(K):  # numpy: no compiled program per K
         s = ref.reference_nodes(CFG, K)

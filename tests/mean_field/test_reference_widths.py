@@ -14,8 +14,7 @@ from flows import mean_field as mf
 from flows.mean_field import reference as ref
 from tests.mean_field.literal import _huber
 
-CFG = mf.Config(d=2, D=3, N=3, L=4, M=3, M_mlp=5, n_train=5, n_test=7, lam=0.05, init_scale=2.0, init="smooth",
-                seed=2)
+CFG = mf.Config(d=2, D=3, N=3, L=4, M=3, M_mlp=5, n_train=5, n_test=7, lam=0.05, init_scale=2.0, init="smooth", seed=2)
 K = 5
 SUB = 4  # Tsit5 steps per node interval: its error (4e-7 here: the Huber kinks lower its order) is far below
 # the effect of every mistake the tests look for (O(1e-2) and more)
@@ -68,8 +67,10 @@ def _drift(Z, p, h0):
 def _curve(nodes, t):
     """The piecewise-linear interpolant of the node values at depth t in [0, 1]."""
     s = np.linspace(0.0, 1.0, nodes["V"].shape[0])
-    return {k: np.stack([np.interp(t, s, col) for col in v.reshape(len(s), -1).T], -1).reshape(v.shape[1:])
-            for k, v in nodes.items()}
+    return {
+        k: np.stack([np.interp(t, s, col) for col in v.reshape(len(s), -1).T], -1).reshape(v.shape[1:])
+        for k, v in nodes.items()
+    }
 
 
 def _scipy_outputs(nodes, Z0):
@@ -79,8 +80,14 @@ def _scipy_outputs(nodes, Z0):
     s = np.linspace(0.0, 1.0, nodes["V"].shape[0])
     z = Z0.ravel()
     for lo, hi in zip(s[:-1], s[1:], strict=True):
-        sol = solve_ivp(lambda t, z: _drift(z.reshape(Z0.shape), _curve(nodes, t), CFG.threshold).ravel(),
-                        (lo, hi), z, method="DOP853", rtol=1e-12, atol=1e-12)
+        sol = solve_ivp(
+            lambda t, z: _drift(z.reshape(Z0.shape), _curve(nodes, t), CFG.threshold).ravel(),
+            (lo, hi),
+            z,
+            method="DOP853",
+            rtol=1e-12,
+            atol=1e-12,
+        )
         assert sol.success
         z = sol.y[:, -1]
     return z.reshape(Z0.shape)[:, CFG.d, -1]
@@ -109,7 +116,7 @@ def _weighted_square_integral(nodes, values):
 def literal(nodes, data):
     train, test = data
     y = _scipy_outputs(nodes, np.concatenate([np.asarray(train.Z0), np.asarray(test.Z0)]))  # one solve
-    y_train, y_test = y[:CFG.n_train], y[CFG.n_train:]
+    y_train, y_test = y[: CFG.n_train], y[CFG.n_train :]
     return {"yhat": y_train, "err": y_train - np.asarray(train.y), "err_test": y_test - np.asarray(test.y)}
 
 
@@ -127,10 +134,9 @@ def test_risk_rmse_and_objective_equal_a_scipy_solve_and_quadrature(nodes, data,
     quadrature. Measured: |yhat - yhat_scipy| <= 3.8e-7 (the Tsit5 error of 4 steps per interval, 4.3e-8 with
     8); relative gaps of the observables 2.4e-8 to 2.4e-7 (tolerance 1e-5; the decay is 0.58 R)."""
     err, err_test = literal["err"], literal["err_test"]
-    R = 0.5 * np.mean(err ** 2)
+    R = 0.5 * np.mean(err**2)
     decay = 0.5 * CFG.lam * _weighted_square_integral(nodes, nodes)
-    want = {"R": R, "train_rmse": np.sqrt(np.mean(err ** 2)), "test_rmse": np.sqrt(np.mean(err_test ** 2)),
-            "Q": R + decay}
+    want = {"R": R, "train_rmse": np.sqrt(np.mean(err**2)), "test_rmse": np.sqrt(np.mean(err_test**2)), "Q": R + decay}
     got = {name: float(ref.REFERENCE_OBSERVABLES[name](0.0, nodes, args)) for name in want}
     for name in want:
         assert abs(got[name] - want[name]) <= 1e-5 * abs(want[name]), (name, got[name], want[name])
@@ -169,8 +175,10 @@ def test_energy_identity_at_tau_0_with_unequal_widths(nodes, data):
     h = 1e-4
     v = ref.reference_velocity(CFG, nodes, data[0], substeps=SUB)
     dissipation = float(ref.reference_dissipation(nodes, v))
-    Q_plus, Q_minus = (float(ref.reference_objective(CFG, {k: nodes[k] + s * h * v[k] for k in v}, data[0],
-                                                     substeps=SUB)) for s in (1.0, -1.0))
+    Q_plus, Q_minus = (
+        float(ref.reference_objective(CFG, {k: nodes[k] + s * h * v[k] for k in v}, data[0], substeps=SUB))
+        for s in (1.0, -1.0)
+    )
     rate = -(Q_plus - Q_minus) / (2 * h)
     assert dissipation > 1e-3 and abs(rate / dissipation - 1.0) <= 2e-2, (rate, dissipation)
 
@@ -185,14 +193,23 @@ def test_short_reference_flow_tracks_the_network_flow_like_one_over_L(data):
     train, test = data
     ts = np.array([0.0, 0.25, 0.5])
     nodes = ref.init_reference(CFG, K)
-    traj = ref.solve_reference(CFG, ts, nodes=nodes, data=train, test=test, substeps=SUB, dt=0.125,
-                               observables="basic", save_states=True)
+    traj = ref.solve_reference(
+        CFG, ts, nodes=nodes, data=train, test=test, substeps=SUB, dt=0.125, observables="basic", save_states=True
+    )
     R = _np(traj.ys)
     gaps = []
     for L in (4, 8):
         cfg = CFG.replace(L=L)
-        net = mf.solve_particles(cfg, ts, particles=mf.init_particles(cfg), data=train, test=test, dt=0.125,
-                                 observables="basic", save_states=True)
+        net = mf.solve_particles(
+            cfg,
+            ts,
+            particles=mf.init_particles(cfg),
+            data=train,
+            test=test,
+            dt=0.125,
+            observables="basic",
+            save_states=True,
+        )
         P = _np(net.ys)
         layers = np.arange(K - 1) * L // (K - 1)
         assert max(np.max(np.abs(P[k][0][layers] - R[k][0][:-1])) for k in P) <= 1e-15

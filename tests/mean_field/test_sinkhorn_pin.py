@@ -36,8 +36,10 @@ def _host_clouds(p):
     """{group: (L, n, dim)}: the attention (V, W flattened) and MLP (W1, W2) points of every slice."""
     p = {k: np.asarray(v) for k, v in p.items()}
     L, M = p["V"].shape[:2]
-    return {"attention": np.concatenate([p["V"].reshape(L, M, -1), p["W"].reshape(L, M, -1)], -1),
-            "mlp": np.concatenate([p["W1"], p["W2"]], -1)}
+    return {
+        "attention": np.concatenate([p["V"].reshape(L, M, -1), p["W"].reshape(L, M, -1)], -1),
+        "mlp": np.concatenate([p["W1"], p["W2"]], -1),
+    }
 
 
 def _entropic_cost(x, y, eps):
@@ -80,11 +82,18 @@ def test_sinkhorn_w2_is_the_root_of_the_debiased_divergence(clouds):
             x, y = ha[group][layer], hb[group][layer]
             ot_xy, ot_xx, ot_yy = (_entropic_cost(u, w, eps) for u, w in ((x, y), (x, x), (y, y)))
             S = ot_xy - (ot_xx + ot_yy) / 2
-            other_eps = _entropic_cost(x, y, 2 * eps) - (_entropic_cost(x, x, 2 * eps)
-                                                         + _entropic_cost(y, y, 2 * eps)) / 2
+            other_eps = (
+                _entropic_cost(x, y, 2 * eps) - (_entropic_cost(x, x, 2 * eps) + _entropic_cost(y, y, 2 * eps)) / 2
+            )
             w2 = _exact_w2(x, y)
-            wrong = {"S": S, "OT_eps": ot_xy, "sqrt(OT_eps)": np.sqrt(ot_xy), "W2": w2, "W2^2": w2 * w2,
-                     "sqrt(S_2eps)": np.sqrt(other_eps)}
+            wrong = {
+                "S": S,
+                "OT_eps": ot_xy,
+                "sqrt(OT_eps)": np.sqrt(ot_xy),
+                "W2": w2,
+                "W2^2": w2 * w2,
+                "sqrt(S_2eps)": np.sqrt(other_eps),
+            }
             value = float(got[group][layer])
             assert abs(value - np.sqrt(S)) <= TOL, (group, layer, value, np.sqrt(S))
             for name, w in wrong.items():  # every confusable quantity is far outside the tolerance

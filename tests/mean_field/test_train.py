@@ -110,28 +110,31 @@ def test_event_time_on_the_record(gd):
     assert abs(flows.event_time(traj, "Q", float(level), direction=False) - t) <= 1e-9
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda: mf.train(CFG, "adam", 0.1, 5), "optimizer"),
-    (lambda: mf.train(CFG, "gd", 0.1, 5, momentum=0.9), "momentum"),
-    (lambda: mf.train(CFG, "sgd", 0.1, 5, momentum=1.0), "momentum"),
-    (lambda: mf.train(CFG, "sgd", 0.1, 5, momentum=-0.1), "momentum"),
-    (lambda: mf.train(CFG, "sgd", 0.1, 5, momentum="0.5"), "momentum"),
-    (lambda: mf.train(CFG, "gd", 0.0, 5), "lr"),
-    (lambda: mf.train(CFG, "gd", float("nan"), 5), "lr"),
-    (lambda: mf.train(CFG, "gd", {"attention": 0.1}, 5), "lr"),
-    (lambda: mf.train(CFG, "gd", {"attention": 0.1, "mlp": -1.0}, 5), r"lr\['mlp'\]"),
-    (lambda: mf.train(CFG, "gd", 0.1, 0), "steps"),
-    (lambda: mf.train(CFG, "gd", 0.1, 5, 0), "save_every"),
-    (lambda: mf.train(CFG, "gd", 0.1, 5, seed=-1), "seed"),
-    (lambda: mf.train(CFG, "gd", 0.1, 5, seed=1.5), "seed"),
-    (lambda: mf.train(CFG, "gd", 0.1, 5, init="gaussian"), "init"),
-    (lambda: mf.train(CFG, "gd", 0.1, 5, init="tied", particles={}), "init"),
-    (lambda: mf.train("config", "gd", 0.1, 5), "config"),
-    (lambda: mf.train(CFG, "gd", 0.1, 5, observables="none"), "observables"),
-    (lambda: mf.solve_flow(CFG, [0.0, 1.0], seed=-1), "seed"),
-    (lambda: mf.solve_flow(CFG, [0.0, 1.0], init="gaussian"), "init"),
-    (lambda: mf.train_gd(CFG, 0.0, 5), "eta_tau"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: mf.train(CFG, "adam", 0.1, 5), "optimizer"),
+        (lambda: mf.train(CFG, "gd", 0.1, 5, momentum=0.9), "momentum"),
+        (lambda: mf.train(CFG, "sgd", 0.1, 5, momentum=1.0), "momentum"),
+        (lambda: mf.train(CFG, "sgd", 0.1, 5, momentum=-0.1), "momentum"),
+        (lambda: mf.train(CFG, "sgd", 0.1, 5, momentum="0.5"), "momentum"),
+        (lambda: mf.train(CFG, "gd", 0.0, 5), "lr"),
+        (lambda: mf.train(CFG, "gd", float("nan"), 5), "lr"),
+        (lambda: mf.train(CFG, "gd", {"attention": 0.1}, 5), "lr"),
+        (lambda: mf.train(CFG, "gd", {"attention": 0.1, "mlp": -1.0}, 5), r"lr\['mlp'\]"),
+        (lambda: mf.train(CFG, "gd", 0.1, 0), "steps"),
+        (lambda: mf.train(CFG, "gd", 0.1, 5, 0), "save_every"),
+        (lambda: mf.train(CFG, "gd", 0.1, 5, seed=-1), "seed"),
+        (lambda: mf.train(CFG, "gd", 0.1, 5, seed=1.5), "seed"),
+        (lambda: mf.train(CFG, "gd", 0.1, 5, init="gaussian"), "init"),
+        (lambda: mf.train(CFG, "gd", 0.1, 5, init="tied", particles={}), "init"),
+        (lambda: mf.train("config", "gd", 0.1, 5), "config"),
+        (lambda: mf.train(CFG, "gd", 0.1, 5, observables="none"), "observables"),
+        (lambda: mf.solve_flow(CFG, [0.0, 1.0], seed=-1), "seed"),
+        (lambda: mf.solve_flow(CFG, [0.0, 1.0], init="gaussian"), "init"),
+        (lambda: mf.train_gd(CFG, 0.0, 5), "eta_tau"),
+    ],
+)
 def test_bad_values_raise_naming_the_field(call, field):
     with pytest.raises(ValueError, match=rf"^{field}"):
         call()

@@ -60,8 +60,9 @@ def em_moments(t, dt, lr, b, replacement=False):
     k = int(round(t / dt))
     step = np.eye(P + 1) + dt * D
     op = np.kron(step, step) + s * dt * NOISE_OP
-    return np.linalg.matrix_power(step, k) @ Z0, (np.linalg.matrix_power(op, k) @ np.outer(Z0, Z0).ravel()
-                                                  ).reshape(P + 1, P + 1)
+    return np.linalg.matrix_power(step, k) @ Z0, (np.linalg.matrix_power(op, k) @ np.outer(Z0, Z0).ravel()).reshape(
+        P + 1, P + 1
+    )
 
 
 def sgd_moments(t, lr, b):
@@ -76,8 +77,9 @@ def sgd_moments(t, lr, b):
         op += np.kron(T, T)
     T_mean /= comb(N, b)
     op /= comb(N, b)
-    return np.linalg.matrix_power(T_mean, k) @ Z0, (np.linalg.matrix_power(op, k) @ np.outer(Z0, Z0).ravel()
-                                                    ).reshape(P + 1, P + 1)
+    return np.linalg.matrix_power(T_mean, k) @ Z0, (np.linalg.matrix_power(op, k) @ np.outer(Z0, Z0).ravel()).reshape(
+        P + 1, P + 1
+    )
 
 
 def summary(mean, second):

@@ -22,14 +22,21 @@ def z_var(a, b):
 def mismatch(a, b):
     """(mean difference, its standard error, variance difference, its standard error) of sample a (the SDE
     paths) against the independent sample b (the SGD runs)."""
-    return (a.mean() - b.mean(), np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size),
-            a.var(ddof=1) - b.var(ddof=1), np.hypot(se_var(a), se_var(b)))
+    return (
+        a.mean() - b.mean(),
+        np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size),
+        a.var(ddof=1) - b.var(ddof=1),
+        np.hypot(se_var(a), se_var(b)),
+    )
 
 
 def summary(table):
     """{(lr, name): (z of the mean difference, "difference / lr +- SE / lr", z of the variance difference)}."""
-    return {(lr, k): (round(float(v[0] / v[1]), 2), f"{v[0] / lr:.3g}+-{v[1] / lr:.2g}", round(float(v[2] / v[3]), 2))
-            for lr, row in table.items() for k, v in row.items()}
+    return {
+        (lr, k): (round(float(v[0] / v[1]), 2), f"{v[0] / lr:.3g}+-{v[1] / lr:.2g}", round(float(v[2] / v[3]), 2))
+        for lr, row in table.items()
+        for k, v in row.items()
+    }
 
 
 def check_weak_order(ladder, table, name, strict=True, moment="mean"):
@@ -46,11 +53,11 @@ def check_weak_order(ladder, table, name, strict=True, moment="mean"):
     Returns (r, its SE) (None without `strict`).
     """
     at, p = {"mean": (0, 1), "var": (2, 2)}[moment]
-    (d0, s0), (d1, s1) = (table[lr][name][at:at + 2] for lr in ladder[:2])
+    (d0, s0), (d1, s1) = (table[lr][name][at : at + 2] for lr in ladder[:2])
     assert abs(d0) >= 3 * s0, (name, moment, d0, s0)
     h0 = ladder[0] ** p
     for lr in ladder[1:]:
-        d, s = table[lr][name][at:at + 2]
+        d, s = table[lr][name][at : at + 2]
         h = lr**p
         assert abs(d / h - d0 / h0) <= 3 * np.hypot(s / h, s0 / h0), (name, moment, lr, d / h, d0 / h0)
     if not strict:

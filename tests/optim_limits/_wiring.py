@@ -23,16 +23,28 @@ def wiring_gaps(grad, adam, opt, sign, eps_sign, momentum, heavy, h):
         field = limit.vector_field(0.0, limit.initial_state(p), args)["theta"]
         with jax.numpy_dtype_promotion("standard"):
             updates, _ = opt.update(grad(p, args["batch"]), opt.init(p), p)
-        sign_gap = tmap(lambda f, g: f + ol.sign_eps(g, eps_sign), sign_limit.vector_field(0.0, p, sargs),
-                        grad(p, sargs["batch"]))
+        sign_gap = tmap(
+            lambda f, g: f + ol.sign_eps(g, eps_sign), sign_limit.vector_field(0.0, p, sargs), grad(p, sargs["batch"])
+        )
         theta, state, y = p, heavy.init(p), mom.initial_state(p)
         for _ in range(2):
             step, state = heavy.update(grad(theta, margs["batch"]), state, theta)
             theta = optax.apply_updates(theta, step)
             v = tmap(lambda a, b: a + h * b, y["v"], mom.vector_field(0.0, y, margs)["v"])
-            y = {"theta": tmap(lambda a, b: a + h * b, y["theta"],
-                               mom.vector_field(0.0, {"theta": y["theta"], "v": v}, margs)["theta"]), "v": v}
-        return {"field": field, "updates": updates, "sign_gap": sign_gap,
-                "heavy_gap": tmap(lambda a, b: a - b, theta, y["theta"]), "moved": tmap(lambda a, b: a - b, theta, p)}
+            y = {
+                "theta": tmap(
+                    lambda a, b: a + h * b,
+                    y["theta"],
+                    mom.vector_field(0.0, {"theta": y["theta"], "v": v}, margs)["theta"],
+                ),
+                "v": v,
+            }
+        return {
+            "field": field,
+            "updates": updates,
+            "sign_gap": sign_gap,
+            "heavy_gap": tmap(lambda a, b: a - b, theta, y["theta"]),
+            "moved": tmap(lambda a, b: a - b, theta, p),
+        }
 
     return gaps

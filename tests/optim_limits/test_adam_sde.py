@@ -30,9 +30,13 @@ def mean_loss(theta, data):
 
 def _state(seed, weights=(0.3, 0.6)):
     rng = np.random.default_rng(seed)
-    return {"theta": jnp.asarray(rng.normal(size=P)), "m": jnp.asarray(rng.normal(size=P)),
-            "u": jnp.asarray(rng.random(P) + 0.1), "m_weight": jnp.asarray(weights[0]),
-            "u_weight": jnp.asarray(weights[1])}
+    return {
+        "theta": jnp.asarray(rng.normal(size=P)),
+        "m": jnp.asarray(rng.normal(size=P)),
+        "u": jnp.asarray(rng.random(P) + 0.1),
+        "m_weight": jnp.asarray(weights[0]),
+        "u_weight": jnp.asarray(weights[1]),
+    }
 
 
 def test_drift_and_diffusion_are_the_definition():
@@ -46,10 +50,20 @@ def test_drift_and_diffusion_are_the_definition():
 
     @jax.jit
     def fields(y):
-        as_ode = {"theta": y["theta"], "m": y["m"], "v": SIGMA0**2 * y["u"], "m_weight": y["m_weight"],
-                  "v_weight": y["u_weight"]}
-        return (sde.drift(0.0, y, sde.args), sde.diffusion(0.0, y, sde.args), ode.vector_field(0.0, as_ode, ode_args),
-                jax.grad(mean_loss)(y["theta"], DATA), gradient_covariance(per_sample_loss, y["theta"], DATA))
+        as_ode = {
+            "theta": y["theta"],
+            "m": y["m"],
+            "v": SIGMA0**2 * y["u"],
+            "m_weight": y["m_weight"],
+            "v_weight": y["u_weight"],
+        }
+        return (
+            sde.drift(0.0, y, sde.args),
+            sde.diffusion(0.0, y, sde.args),
+            ode.vector_field(0.0, as_ode, ode_args),
+            jax.grad(mean_loss)(y["theta"], DATA),
+            gradient_covariance(per_sample_loss, y["theta"], DATA),
+        )
 
     y = _state(0)
     drift, diff, ode_field, g, sigma = (jax.tree_util.tree_map(np.asarray, x) for x in fields(y))
@@ -74,9 +88,21 @@ LIN = {"a": jnp.asarray(np.random.default_rng(5).normal(size=(N, P)) + np.array(
 def _lin_solve(noise, num_paths):
     sde = adam_sde(_lin_loss, LIN, c1=C1, c2=C2, sigma0=SIGMA0, eps0=EPS0, noise=noise)
     ts = np.linspace(0.0, 1.0, 5)
-    tr = solve_sde(sde.drift, sde.initial_state(jnp.zeros(P)), diffusion=sde.diffusion, noise_shape=sde.noise_shape,
-                   args=sde.args, t1=1.0, ts=ts, dt=1.0 / 64, brownian="increments", num_paths=num_paths, seed=3,
-                   observables={"theta": lambda t, y, args: y["theta"]}, save_states=False)
+    tr = solve_sde(
+        sde.drift,
+        sde.initial_state(jnp.zeros(P)),
+        diffusion=sde.diffusion,
+        noise_shape=sde.noise_shape,
+        args=sde.args,
+        t1=1.0,
+        ts=ts,
+        dt=1.0 / 64,
+        brownian="increments",
+        num_paths=num_paths,
+        seed=3,
+        observables={"theta": lambda t, y, args: y["theta"]},
+        save_states=False,
+    )
     a = np.asarray(LIN["a"])
     want = -ts[:, None] * a.mean(0) / (SIGMA0 * np.sqrt(a.var(0)) + EPS0)
     return np.asarray(tr.observables["theta"]), want  # (paths, times, P), (times, P)
@@ -111,15 +137,18 @@ def test_hyper_of_a_scaling():
     assert h["steps_per_time"] == pytest.approx(100.0, rel=1e-12)
 
 
-@pytest.mark.parametrize(("call", "name"), [
-    (lambda: adam_sde(per_sample_loss, DATA, c1=0.0, c2=1.0, sigma0=1.0, eps0=1.0), "c1"),
-    (lambda: adam_sde(per_sample_loss, DATA, c1=1.0, c2=1.0, sigma0=-1.0, eps0=1.0), "sigma0"),
-    (lambda: adam_sde(per_sample_loss, DATA, c1=1.0, c2=1.0, sigma0=1.0, eps0=0.0), "eps0"),
-    (lambda: adam_sde(per_sample_loss, DATA, c1=1.0, c2=1.0, sigma0=1.0, eps0=1.0, weights=[1.0]), "weights"),
-    (lambda: adam_sde("loss", DATA, c1=1.0, c2=1.0, sigma0=1.0, eps0=1.0), "per_sample_loss"),
-    (lambda: adam_sde_hyper(1.0, 2.0, 0.5, 1.0, 1.0), "c1"),
-    (lambda: adam_sde_hyper(0.0, 2.0, 0.5, 1.0, 1.0), "lr"),
-])
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: adam_sde(per_sample_loss, DATA, c1=0.0, c2=1.0, sigma0=1.0, eps0=1.0), "c1"),
+        (lambda: adam_sde(per_sample_loss, DATA, c1=1.0, c2=1.0, sigma0=-1.0, eps0=1.0), "sigma0"),
+        (lambda: adam_sde(per_sample_loss, DATA, c1=1.0, c2=1.0, sigma0=1.0, eps0=0.0), "eps0"),
+        (lambda: adam_sde(per_sample_loss, DATA, c1=1.0, c2=1.0, sigma0=1.0, eps0=1.0, weights=[1.0]), "weights"),
+        (lambda: adam_sde("loss", DATA, c1=1.0, c2=1.0, sigma0=1.0, eps0=1.0), "per_sample_loss"),
+        (lambda: adam_sde_hyper(1.0, 2.0, 0.5, 1.0, 1.0), "c1"),
+        (lambda: adam_sde_hyper(0.0, 2.0, 0.5, 1.0, 1.0), "lr"),
+    ],
+)
 def test_bad_arguments_name_the_field(call, name):
     with pytest.raises(ValueError, match=name):
         call()
@@ -139,6 +168,7 @@ def _observe(theta):
 @jax.jit
 def _noisy_adam(keys, lr, b1, b2, eps, sigma, steps):
     """optax.adam on grad L + sigma G(theta) z, z ~ N(0, I_n) fresh each step (covariance sigma^2 Sigma)."""
+
     def run(key):
         opt = optax.inject_hyperparams(optax.adam)(learning_rate=lr, b1=b1, b2=b2, eps=eps)
 
@@ -180,15 +210,35 @@ def test_adam_sde_against_optax_adam_at_square_root_scalings():
     -1.21, 0.00, -1.41, -1.10; lr 0.1 -1.17, 0.97, -1.47, -1.40 (the 0.2 -> 0.1 improvement is below what 512
     paths resolve; a 1024-path exploration gave max |z| of the means 3.6, 1.2, 1.2)."""
     sde = adam_sde(per_sample_loss, DATA, c1=C1, c2=C2, sigma0=SIGMA0, eps0=EPS0)
-    tr = solve_sde(sde.drift, sde.initial_state(THETA0), diffusion=sde.diffusion, noise_shape=sde.noise_shape,
-                   args=sde.args, t1=T, dt=LRS[-1] ** 2 / 4, seed=1, num_paths=RUNS, brownian="increments",
-                   observables={"o": lambda t, y, args: _observe(y["theta"])}, save_states=False)
+    tr = solve_sde(
+        sde.drift,
+        sde.initial_state(THETA0),
+        diffusion=sde.diffusion,
+        noise_shape=sde.noise_shape,
+        args=sde.args,
+        t1=T,
+        dt=LRS[-1] ** 2 / 4,
+        seed=1,
+        num_paths=RUNS,
+        brownian="increments",
+        observables={"o": lambda t, y, args: _observe(y["theta"])},
+        save_states=False,
+    )
     ref = np.asarray(tr.observables["o"])[:, -1]
     zs = {}
     for lr in LRS:
         h = adam_sde_hyper(lr, C1, C2, SIGMA0, EPS0)
-        out = np.asarray(_noisy_adam(jax.random.split(jax.random.key(2), RUNS), lr, h["b1"], h["b2"], h["eps"],
-                                     h["sigma"], int(round(T * h["steps_per_time"]))))
+        out = np.asarray(
+            _noisy_adam(
+                jax.random.split(jax.random.key(2), RUNS),
+                lr,
+                h["b1"],
+                h["b2"],
+                h["eps"],
+                h["sigma"],
+                int(round(T * h["steps_per_time"])),
+            )
+        )
         zs[lr] = _z(out, ref)
     print({lr: np.round(z, 2).tolist() for lr, z in zs.items()})
     assert all(np.all(np.abs(zs[lr]) < 3) for lr in LRS[1:]), zs

@@ -99,8 +99,10 @@ def test_batch_mean_covariance_factor_by_enumeration():
     theta = np.array([0.3, -0.2, 0.7])
     g = X * (X @ theta - Y)[:, None]
     sigma = (g - g.mean(0)).T @ (g - g.mean(0)) / N
-    for b, replacement, batches in ((4, False, itertools.combinations(range(N), 4)),
-                                    (2, True, itertools.product(range(N), repeat=2))):
+    for b, replacement, batches in (
+        (4, False, itertools.combinations(range(N), 4)),
+        (2, True, itertools.product(range(N), repeat=2)),
+    ):
         means = np.array([g[list(idx)].mean(0) for idx in batches])
         cov = (means - means.mean(0)).T @ (means - means.mean(0)) / len(means)
         c = batch_covariance_factor(N, b, replacement)
@@ -122,6 +124,7 @@ def test_weak_order_one_exact_moments():
     """The SGD-vs-SDE mismatch at t = 2, exact (no sampling): E theta_0, Var theta_0 (relative; Var itself is
     O(lr)) and E loss, at lr = 0.02 and lr / 4: each falls by 3..5.5 (first order gives 4). Measured:
     biases 2.64e-3, 8.24e-3 (relative), -7.06e-4 at lr = 0.02; ratios 4.01, 4.04, 3.97."""
+
     def mismatch(lr):
         sgd, sde = exact("sgd", lr), exact("sde", lr)
         return np.array([sgd[0] - sde[0], sgd[1] / sde[1] - 1, sgd[2] - sde[2]])
@@ -152,14 +155,24 @@ def test_sgd_batches_are_jax_random_on_the_callers_key(replacement):
     permutation(sub, n)[:B] or randint(sub, (B,), 0, n); theta is the numpy SGD recursion on those batches
     to 1e-12 at every step."""
     lr, steps, runs = 0.1, 3, 3
-    out = run_sgd(per_sample_loss, THETA0, DATA, B, lr, steps, num_runs=runs, seed=4, save_every=1,
-                  replacement=replacement, observables={"theta": lambda t, th, a: th})
+    out = run_sgd(
+        per_sample_loss,
+        THETA0,
+        DATA,
+        B,
+        lr,
+        steps,
+        num_runs=runs,
+        seed=4,
+        save_every=1,
+        replacement=replacement,
+        observables={"theta": lambda t, th, a: th},
+    )
     for r, key in enumerate(jax.random.split(jax.random.key(4), runs)):
         theta, want = np.zeros(THETA0.shape), [np.zeros(THETA0.shape)]
         for _ in range(steps):
             key, sub = jax.random.split(key)
-            idx = np.asarray(jax.random.randint(sub, (B,), 0, N) if replacement
-                             else jax.random.permutation(sub, N)[:B])
+            idx = np.asarray(jax.random.randint(sub, (B,), 0, N) if replacement else jax.random.permutation(sub, N)[:B])
             theta = theta - lr * X[idx].T @ (X[idx] @ theta - Y[idx]) / B
             want.append(theta)
         assert np.max(np.abs(out["theta"][r] - np.stack(want))) <= 1e-12, r
@@ -175,11 +188,24 @@ def runs():
         sde = sgd_sde(per_sample_loss, DATA, B, lr)
         with default_level():  # the SDE paths' cost is running (the rest compiles at level 0: tests/_xla_level.py)
             tr = solve_sgd_sde(sde, THETA0, (1.0, T), dt=lr / 4, seed=1, **SDE_OPTS)
-        sgd = run_sgd(per_sample_loss, THETA0, DATA, B, lr, int(round(T / lr)), num_runs=PATHS, seed=2,
-                      save_every=int(round(1 / lr)), observables=OBS)
+        sgd = run_sgd(
+            per_sample_loss,
+            THETA0,
+            DATA,
+            B,
+            lr,
+            int(round(T / lr)),
+            num_runs=PATHS,
+            seed=2,
+            save_every=int(round(1 / lr)),
+            observables=OBS,
+        )
         assert np.allclose(sgd["ts"], [0.0, 1.0, T])
-        out[lr] = ({k: np.asarray(v)[:, -1] for k, v in tr.observables.items()},
-                   {k: sgd[k][:, -1] for k in OBS}, tr.compile_s)
+        out[lr] = (
+            {k: np.asarray(v)[:, -1] for k, v in tr.observables.items()},
+            {k: sgd[k][:, -1] for k in OBS},
+            tr.compile_s,
+        )
     return out
 
 
@@ -217,26 +243,38 @@ def test_zero_noise_is_gradient_flow():
     flows.optim_limits.gradient_flow (mean loss) to 1e-10 (the SDE program of the runs fixture, run to
     t = 0.2: 160 steps of dt = 0.00125; the horizon is an argument of that program and every path is the
     same, so the check does not need the 1600 steps to t = 2, whose two runs cost 3 s)."""
+
     def mean_loss(theta, data):
         return jnp.mean(jax.vmap(per_sample_loss, in_axes=(None, 0))(theta, data))
 
     dt = LRS[1] / 4
     limit = gradient_flow(mean_loss)
+
     def on_batch(f):
         return lambda t, y, a: f(t, y, {"data": a["batch"]})
 
     ode_obs = {k: on_batch(f) for k, f in OBS.items()}
     ts = (0.1, 0.2)
-    ode = flows.solve(limit.vector_field, THETA0, t1=ts[-1], ts=ts, args=limit.make_args(DATA), dt0=dt,
-                      constant_step=True, solver="euler", observables=ode_obs)
+    ode = flows.solve(
+        limit.vector_field,
+        THETA0,
+        t1=ts[-1],
+        ts=ts,
+        args=limit.make_args(DATA),
+        dt0=dt,
+        constant_step=True,
+        solver="euler",
+        observables=ode_obs,
+    )
     assert int(ode.num_steps) == 160
     for sde in (sgd_sde(per_sample_loss, DATA, B, LRS[0], noise=False), sgd_sde(per_sample_loss, DATA, None, 0.1)):
         assert float(sde.args["scale"]) == 0.0
         with default_level():  # the runs fixture's program
             tr = solve_sgd_sde(sde, THETA0, ts, dt=dt, seed=1, **SDE_OPTS)
         for name in OBS:
-            assert np.max(np.abs(np.asarray(tr.observables[name]) - np.asarray(ode.observables[name])[None])) \
-                <= 1e-10, name
+            assert (
+                np.max(np.abs(np.asarray(tr.observables[name]) - np.asarray(ode.observables[name])[None])) <= 1e-10
+            ), name
 
 
 @pytest.mark.parametrize(
@@ -251,8 +289,10 @@ def test_zero_noise_is_gradient_flow():
         (lambda: sgd_sde(per_sample_loss, {"x": DATA["x"][:1], "y": DATA["y"][:1]}, 1, 0.1), "data"),
         (lambda: solve_sgd_sde("sde", THETA0, (1.0,), dt=0.1, seed=0), "sde"),
         (lambda: run_sgd(per_sample_loss, THETA0, DATA, 4, 0.1, 10, num_runs=0, observables=OBS), "num_runs"),
-        (lambda: run_sgd(per_sample_loss, THETA0, DATA, 4, 0.1, 10, num_runs=2, save_every=3, observables=OBS),
-         "save_every"),
+        (
+            lambda: run_sgd(per_sample_loss, THETA0, DATA, 4, 0.1, 10, num_runs=2, save_every=3, observables=OBS),
+            "save_every",
+        ),
         (lambda: run_sgd(per_sample_loss, THETA0, DATA, 4, 0.1, 10, num_runs=2, observables={}), "observables"),
     ],
 )

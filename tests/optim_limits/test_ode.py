@@ -28,17 +28,26 @@ EPS_SIGN = 0.1  # the smoothed sign descent against the smoothed discrete update
 def loss(theta, batch):
     z = batch["x"] @ theta["w"] + theta["b"]
     logistic = jnp.mean(jax.nn.softplus(-batch["y"] * z))
-    return (batch["a"] * logistic + 0.5 * jnp.sum(batch["k"] * theta["w"] ** 2)
-            + jnp.sum(batch["lin_w"] * theta["w"]) + batch["lin_b"] * theta["b"])
+    return (
+        batch["a"] * logistic
+        + 0.5 * jnp.sum(batch["k"] * theta["w"] ** 2)
+        + jnp.sum(batch["lin_w"] * theta["w"])
+        + batch["lin_b"] * theta["b"]
+    )
 
 
 def make_batch(*, linear=False):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(16, 2))
     y = np.sign(x @ np.array([1.0, -2.0]) + 0.3 + 0.5 * rng.normal(size=16))
-    return {"x": jnp.asarray(x), "y": jnp.asarray(y), "a": jnp.asarray(0.0 if linear else 1.0),
-            "k": jnp.asarray([0.0, 0.0] if linear else [0.1, 0.4]),
-            "lin_w": jnp.asarray([0.3, -0.7] if linear else [0.0, 0.0]), "lin_b": jnp.asarray(0.2 if linear else 0.0)}
+    return {
+        "x": jnp.asarray(x),
+        "y": jnp.asarray(y),
+        "a": jnp.asarray(0.0 if linear else 1.0),
+        "k": jnp.asarray([0.0, 0.0] if linear else [0.1, 0.4]),
+        "lin_w": jnp.asarray([0.3, -0.7] if linear else [0.0, 0.0]),
+        "lin_b": jnp.asarray(0.2 if linear else 0.0),
+    }
 
 
 BATCH = make_batch()
@@ -46,8 +55,10 @@ THETA0 = {"w": jnp.asarray([0.5, 0.8]), "b": jnp.asarray(-0.4)}
 
 
 def sup_gap(a, b):
-    return max(float(jnp.max(jnp.abs(x - y))) for x, y in zip(jax.tree_util.tree_leaves(a),
-                                                              jax.tree_util.tree_leaves(b), strict=True))
+    return max(
+        float(jnp.max(jnp.abs(x - y)))
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True)
+    )
 
 
 def solve_theta(limit, args, **kw):
@@ -57,20 +68,32 @@ def solve_theta(limit, args, **kw):
 
 def smoothed_sign_sgd(lr, eps, form="adam"):
     """theta <- theta - lr sign_eps(g): Euler of the smoothed sign flow, written with optax."""
-    return optax.chain(optax.stateless(lambda g, p: jax.tree_util.tree_map(lambda a: ol.sign_eps(a, eps, form), g)),
-                       optax.scale(-lr))
+    return optax.chain(
+        optax.stateless(lambda g, p: jax.tree_util.tree_map(lambda a: ol.sign_eps(a, eps, form), g)), optax.scale(-lr)
+    )
 
 
 CASES = {  # name -> (limit, args(lr), optimizer(lr), flow time per step / lr)
     "gd": (ol.gradient_flow(loss), lambda lr: ol.gradient_flow(loss).make_args(BATCH), optax.sgd, 1.0),
-    "momentum": (ol.heavy_ball(loss),
-                 lambda lr: ol.heavy_ball(loss).make_args(BATCH, friction=ol.momentum_friction(lr, BETA)),
-                 lambda lr: optax.sgd(lr, momentum=BETA), 1.0 / (1.0 - BETA)),
+    "momentum": (
+        ol.heavy_ball(loss),
+        lambda lr: ol.heavy_ball(loss).make_args(BATCH, friction=ol.momentum_friction(lr, BETA)),
+        lambda lr: optax.sgd(lr, momentum=BETA),
+        1.0 / (1.0 - BETA),
+    ),
     # the form g / (|g| + eps): the program of test_adam_reduces_to_sign_flow (form "sqrt": -m slow)
-    "sign": (ol.sign_descent(loss, "adam"), lambda lr: ol.sign_descent(loss, "adam").make_args(BATCH, eps=EPS_SIGN),
-             lambda lr: smoothed_sign_sgd(lr, EPS_SIGN), 1.0),
-    "adam": (ol.adam(loss), lambda lr: ol.adam(loss).make_args(BATCH, c1=C1, c2=C2, eps=EPS_ADAM),
-             lambda lr: optax.adam(lr, b1=1.0 - C1 * lr, b2=1.0 - C2 * lr, eps=EPS_ADAM), 1.0),
+    "sign": (
+        ol.sign_descent(loss, "adam"),
+        lambda lr: ol.sign_descent(loss, "adam").make_args(BATCH, eps=EPS_SIGN),
+        lambda lr: smoothed_sign_sgd(lr, EPS_SIGN),
+        1.0,
+    ),
+    "adam": (
+        ol.adam(loss),
+        lambda lr: ol.adam(loss).make_args(BATCH, c1=C1, c2=C2, eps=EPS_ADAM),
+        lambda lr: optax.adam(lr, b1=1.0 - C1 * lr, b2=1.0 - C2 * lr, eps=EPS_ADAM),
+        1.0,
+    ),
 }
 
 
@@ -161,8 +184,10 @@ def test_heavy_ball_reduces_to_gradient_flow():
     c = 1e3
     got = solve_theta(hb, hb.make_args(linear, friction=c))
     shift = TS - (1.0 - np.exp(-c * TS)) / c
-    want = {"w": np.asarray(THETA0["w"]) - shift[:, None] * np.asarray(linear["lin_w"]),
-            "b": float(THETA0["b"]) - shift * float(linear["lin_b"])}
+    want = {
+        "w": np.asarray(THETA0["w"]) - shift[:, None] * np.asarray(linear["lin_w"]),
+        "b": float(THETA0["b"]) - shift * float(linear["lin_b"]),
+    }
     assert sup_gap(got, want) < 1e-10
 
 
@@ -174,8 +199,9 @@ def test_stiff_heavy_ball_reduces_to_gradient_flow():
     hb = ol.heavy_ball(loss)
     gaps = []
     for c in (1e4, 1e6):
-        traj = ol.solve_limit(hb, THETA0, hb.make_args(BATCH, friction=c), TS, solver="kvaerno5", rtol=1e-8,
-                              atol=1e-10, max_steps=20_000)
+        traj = ol.solve_limit(
+            hb, THETA0, hb.make_args(BATCH, friction=c), TS, solver="kvaerno5", rtol=1e-8, atol=1e-10, max_steps=20_000
+        )
         gaps.append(sup_gap(hb.params(traj.ys), gf))
     assert 50.0 <= gaps[0] / gaps[1] <= 200.0, gaps
     assert gaps[1] < 1e-6
@@ -190,14 +216,14 @@ def test_adam_reduces_to_sign_flow():
     sign = ol.sign_descent(loss, form="adam")
     adam = ol.adam(loss)
     ref = solve_theta(sign, sign.make_args(BATCH, eps=EPS_SIGN))
-    gaps = [sup_gap(solve_theta(adam, adam.make_args(BATCH, c1=c, c2=c, eps=EPS_SIGN)), ref)
-            for c in (1e2, 1e3)]
+    gaps = [sup_gap(solve_theta(adam, adam.make_args(BATCH, c1=c, c2=c, eps=EPS_SIGN)), ref) for c in (1e2, 1e3)]
     assert 5.0 <= gaps[0] / gaps[1] <= 20.0, gaps
     linear = make_batch(linear=True)
     got = solve_theta(adam, adam.make_args(linear, c1=C1, c2=C2, eps=EPS_SIGN))
     g = {"w": np.asarray(linear["lin_w"]), "b": np.asarray(linear["lin_b"])}
     want = jax.tree_util.tree_map(
-        lambda th, gi: np.asarray(th) - TS.reshape((-1,) + (1,) * gi.ndim) * gi / (np.abs(gi) + EPS_SIGN), THETA0, g)
+        lambda th, gi: np.asarray(th) - TS.reshape((-1,) + (1,) * gi.ndim) * gi / (np.abs(gi) + EPS_SIGN), THETA0, g
+    )
     assert sup_gap(got, want) < 1e-10
     assert sup_gap(solve_theta(sign, sign.make_args(linear, eps=EPS_SIGN)), want) < 1e-10
 
@@ -210,8 +236,9 @@ def test_sqrt_sign_flow_against_smoothed_sign_sgd():
     gaps = []
     for lr in (1e-2, 1e-3):
         steps = round(T / lr)
-        disc = ol.run_optax(loss, THETA0, BATCH, lambda h: smoothed_sign_sgd(h, EPS_SIGN, "sqrt"), steps,
-                            steps // 10, hyper=lr)
+        disc = ol.run_optax(
+            loss, THETA0, BATCH, lambda h: smoothed_sign_sgd(h, EPS_SIGN, "sqrt"), steps, steps // 10, hyper=lr
+        )
         gaps.append(sup_gap(ref, disc["params"]))
     assert 5.0 <= gaps[0] / gaps[1] <= 20.0, gaps
 
@@ -233,8 +260,9 @@ def test_sign_descent_against_optax_sign_sgd():
     sign = ol.sign_descent(loss)
     gaps = []
     for lr in (1e-2, 1e-3):
-        flow = ol.solve_limit(sign, THETA0, sign.make_args(BATCH, eps=SIGN_KAPPA * lr), TS, solver="kvaerno5",
-                              max_steps=20_000, **TOL)
+        flow = ol.solve_limit(
+            sign, THETA0, sign.make_args(BATCH, eps=SIGN_KAPPA * lr), TS, solver="kvaerno5", max_steps=20_000, **TOL
+        )
         steps = round(T / lr)
         disc = ol.run_optax(loss, THETA0, BATCH, optax.sign_sgd(lr), steps, steps // 10)
         gaps.append(sup_gap(sign.params(flow.ys), disc["params"]))
@@ -251,28 +279,31 @@ def test_clocks_and_rates():
     assert ol.adam(loss) is ol.adam(loss)  # one Limit (one vector field, one program) per loss
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda: ol.gradient_flow("loss"), "loss"),
-    (lambda: ol.sign_descent(loss, form="tanh"), "form"),
-    (lambda: ol.sign_descent(loss).make_args(BATCH, eps=0.0), "eps"),
-    (lambda: ol.heavy_ball(loss).make_args(BATCH), "friction"),
-    (lambda: ol.momentum_friction(0.1, 1.0), "beta"),
-    (lambda: ol.momentum_friction(-0.1, 0.5), "lr"),
-    (lambda: ol.heavy_ball(loss).make_args(BATCH, friction=math.nan), "friction"),
-    (lambda: ol.adam(loss).make_args(BATCH), "c1"),
-    (lambda: ol.adam(loss).make_args(BATCH, c1=1.0, c2=-1.0), "c2"),
-    (lambda: ol.adam(loss).make_args(BATCH, c1=1.0, c2=1.0, eps=0.0), "eps"),
-    (lambda: ol.adam_rates(1e-3, 0.9, 1.0), "b2"),
-    (lambda: ol.adam_betas(0.1, 20.0, 1.0), "c1"),
-    (lambda: ol.run_optax(loss, THETA0, BATCH, "adam", 10), "optimizer"),
-    (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 10, hyper=0.1), "optimizer"),
-    (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd, 10, hyper=float("nan")), "hyper"),
-    (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 0), "steps"),
-    (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 10, 3), "save_every"),
-    (lambda: ol.solve_limit("adam", THETA0, None, TS), "limit"),
-    (lambda: ol.solve_limit(ol.adam(loss), THETA0, None, [[0.0, 1.0]]), "ts"),
-    (lambda: ol.gradient_flow(loss).initial_state({}), "theta0"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: ol.gradient_flow("loss"), "loss"),
+        (lambda: ol.sign_descent(loss, form="tanh"), "form"),
+        (lambda: ol.sign_descent(loss).make_args(BATCH, eps=0.0), "eps"),
+        (lambda: ol.heavy_ball(loss).make_args(BATCH), "friction"),
+        (lambda: ol.momentum_friction(0.1, 1.0), "beta"),
+        (lambda: ol.momentum_friction(-0.1, 0.5), "lr"),
+        (lambda: ol.heavy_ball(loss).make_args(BATCH, friction=math.nan), "friction"),
+        (lambda: ol.adam(loss).make_args(BATCH), "c1"),
+        (lambda: ol.adam(loss).make_args(BATCH, c1=1.0, c2=-1.0), "c2"),
+        (lambda: ol.adam(loss).make_args(BATCH, c1=1.0, c2=1.0, eps=0.0), "eps"),
+        (lambda: ol.adam_rates(1e-3, 0.9, 1.0), "b2"),
+        (lambda: ol.adam_betas(0.1, 20.0, 1.0), "c1"),
+        (lambda: ol.run_optax(loss, THETA0, BATCH, "adam", 10), "optimizer"),
+        (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 10, hyper=0.1), "optimizer"),
+        (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd, 10, hyper=float("nan")), "hyper"),
+        (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 0), "steps"),
+        (lambda: ol.run_optax(loss, THETA0, BATCH, optax.sgd(0.1), 10, 3), "save_every"),
+        (lambda: ol.solve_limit("adam", THETA0, None, TS), "limit"),
+        (lambda: ol.solve_limit(ol.adam(loss), THETA0, None, [[0.0, 1.0]]), "ts"),
+        (lambda: ol.gradient_flow(loss).initial_state({}), "theta0"),
+    ],
+)
 def test_bad_arguments_name_the_field(call, field):
     with pytest.raises(ValueError, match=field):
         call()
@@ -297,12 +328,20 @@ def test_exact_reductions_on_the_slow_manifolds():
     def fields(theta, w_m, w_v):
         g = jax.grad(loss)(theta, BATCH)
         on_hb = hb.vector_field(0.0, {"theta": theta, "v": g}, args_hb)
-        y_ad = {"theta": theta, "m": jax.tree_util.tree_map(lambda x: w_m * x, g),
-                "v": jax.tree_util.tree_map(lambda x: w_v * x * x, g),
-                "m_weight": jax.tree_util.tree_map(lambda _: w_m, g),
-                "v_weight": jax.tree_util.tree_map(lambda _: w_v, g)}
-        return (on_hb, gf.vector_field(0.0, theta, args_gf), ad.vector_field(0.0, y_ad, args_ad),
-                ad.vector_field(0.0, ad.initial_state(theta), args_ad), sign.vector_field(0.0, theta, args_sign))
+        y_ad = {
+            "theta": theta,
+            "m": jax.tree_util.tree_map(lambda x: w_m * x, g),
+            "v": jax.tree_util.tree_map(lambda x: w_v * x * x, g),
+            "m_weight": jax.tree_util.tree_map(lambda _: w_m, g),
+            "v_weight": jax.tree_util.tree_map(lambda _: w_v, g),
+        }
+        return (
+            on_hb,
+            gf.vector_field(0.0, theta, args_gf),
+            ad.vector_field(0.0, y_ad, args_ad),
+            ad.vector_field(0.0, ad.initial_state(theta), args_ad),
+            sign.vector_field(0.0, theta, args_sign),
+        )
 
     rng = np.random.default_rng(11)
     for w_m, w_v in ((0.3, 0.05), (1.0, 1.0)):
@@ -312,5 +351,6 @@ def test_exact_reductions_on_the_slow_manifolds():
         assert sup_gap(on_hb["v"], jax.tree_util.tree_map(jnp.zeros_like, gd)) == 0
         assert sup_gap(on_ad["theta"], sg) < 1e-12 and sup_gap(ad0["theta"], sg) < 1e-12
         if w_m == 1.0:
-            assert max(float(jnp.max(jnp.abs(x))) for k in ("m", "v") for x in jax.tree_util.tree_leaves(on_ad[k])) \
-                < 1e-12
+            assert (
+                max(float(jnp.max(jnp.abs(x))) for k in ("m", "v") for x in jax.tree_util.tree_leaves(on_ad[k])) < 1e-12
+            )

@@ -16,8 +16,9 @@ def test_sign_eps_literal_values():
     np.testing.assert_allclose(ode.sign_eps(g, 4.0), literal, rtol=1e-12)
     np.testing.assert_allclose(ode.sign_eps(jnp.array(2.0), 2.0), 1 / np.sqrt(2.0), rtol=1e-12)
     # adam form: g / (|g| + eps)
-    np.testing.assert_allclose(ode.sign_eps(g, 1.0, form="adam"), [0.75, -0.75, 1e-3 / 1.001, 0.0, 5.0 / 6.0],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        ode.sign_eps(g, 1.0, form="adam"), [0.75, -0.75, 1e-3 / 1.001, 0.0, 5.0 / 6.0], rtol=1e-12
+    )
     # eps -> 0: the sign
     np.testing.assert_allclose(ode.sign_eps(g[:2], 1e-9), [1.0, -1.0], rtol=1e-12)
 

@@ -36,11 +36,12 @@ def numpy_flow(c, eta_Y, eta_Z, ts, rtol=1e-10, atol=1e-12):
     M = c.vocab_size
 
     def f(t, y):
-        dY, dZ = population_rhs(y[: M * M].reshape(M, M), y[M * M:].reshape(M, M), c, eta_Y, eta_Z)
+        dY, dZ = population_rhs(y[: M * M].reshape(M, M), y[M * M :].reshape(M, M), c, eta_Y, eta_Z)
         return np.concatenate([dY.ravel(), dZ.ravel()])
 
-    sol = solve_ivp(f, (0.0, float(np.max(ts))), np.zeros(2 * M * M), t_eval=np.sort(ts), method="DOP853",
-                    rtol=rtol, atol=atol)
+    sol = solve_ivp(
+        f, (0.0, float(np.max(ts))), np.zeros(2 * M * M), t_eval=np.sort(ts), method="DOP853", rtol=rtol, atol=atol
+    )
     assert sol.success
     ys = sol.y.T[np.argsort(np.argsort(ts))]
-    return ys[:, : M * M].reshape(-1, M, M), ys[:, M * M:].reshape(-1, M, M)
+    return ys[:, : M * M].reshape(-1, M, M), ys[:, M * M :].reshape(-1, M, M)

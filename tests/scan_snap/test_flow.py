@@ -26,8 +26,9 @@ def _slaved_full_and_reduced(Z, h, args):
     return full, red
 
 
-@pytest.mark.parametrize("classes", [syn_small(), syn_medium(3), zipfian(num_queries=1, next_per_query=3)],
-                         ids=["small", "medium3", "zipf"])
+@pytest.mark.parametrize(
+    "classes", [syn_small(), syn_medium(3), zipfian(num_queries=1, next_per_query=3)], ids=["small", "medium3", "zipf"]
+)
 def test_full_flow_is_minus_eta_grad_of_population_loss(classes):
     M = classes.vocab_size
     args = flow_args(classes, 2.5, 0.3)
@@ -79,8 +80,11 @@ def test_reduced_flow_keeps_pair_invariant():
     # chi sandwich (eq. 12) for the dominant DT l0 = 19 of class 0
     B = np.asarray(tr.ys["B"])[:, 0]
     chi = np.exp(2 * Z[:, 30, 19])
-    f0 = np.asarray(obs.normalized_attention(obs.attention(jnp.zeros((34, 34)), jnp.asarray(c.cond_probs),
-                                                                     jnp.asarray(np.eye(34)[[30, 31]]))))
+    f0 = np.asarray(
+        obs.normalized_attention(
+            obs.attention(jnp.zeros((34, 34)), jnp.asarray(c.cond_probs), jnp.asarray(np.eye(34)[[30, 31]]))
+        )
+    )
     lo, hi = (np.asarray(x) for x in theory.chi_bounds(B, f0[0, 19] ** 2))
     assert np.all(lo <= chi * (1 + 1e-9)) and np.all(chi <= hi * (1 + 1e-9))
     # discriminative bias: DTs up, CTs down
@@ -107,7 +111,7 @@ def test_generated_class_symmetric_reduction_matches_vectorised():
     w = np.zeros((3, 17))
     w[:, :2] = 1.0
     for n in range(3):
-        w[n, 2 + 4 * n: 6 + 4 * n] = 0.5
+        w[n, 2 + 4 * n : 6 + 4 * n] = 0.5
     sym = SequenceClasses.from_weights(w, (14, 15, 16), (14, 15, 16))
     args = flow_args(sym, 3.0, 0.8)
     M = 17.0
@@ -115,13 +119,19 @@ def test_generated_class_symmetric_reduction_matches_vectorised():
     for zd, zc, h in ((0.3, -0.2, 0.05), (1.0, -0.7, 0.4)):
         Z = np.zeros((17, 17))
         for n in range(3):
-            Z[14 + n, 2 + 4 * n: 6 + 4 * n] = zd
+            Z[14 + n, 2 + 4 * n : 6 + 4 * n] = zd
             Z[14 + n, :2] = zc
         red = np.asarray(red_field(0.0, {"Z": Z, "h": np.asarray(h), "B": np.zeros(3)}, args)["Z"])
         gamma = (M - 1) ** 2 * h * np.exp(-M * h) / ((M - 1) * np.exp(-M * h) + 1)
-        gargs = {"p_d": jnp.asarray(0.5 / 4), "p_c": jnp.asarray(1 / 4), "D": jnp.asarray(4.0),
-                 "C": jnp.asarray(2.0), "K": jnp.asarray(3.0), "eta_Z": jnp.asarray(0.8),
-                 "gamma": jnp.asarray(gamma)}
+        gargs = {
+            "p_d": jnp.asarray(0.5 / 4),
+            "p_c": jnp.asarray(1 / 4),
+            "D": jnp.asarray(4.0),
+            "C": jnp.asarray(2.0),
+            "K": jnp.asarray(3.0),
+            "eta_Z": jnp.asarray(0.8),
+            "gamma": jnp.asarray(gamma),
+        }
         out = np.asarray(gen_field(0.0, np.asarray([zd, zc]), gargs))
         np.testing.assert_allclose(np.asarray(out), [float(red[15, 6]), float(red[15, 0])], rtol=1e-11)
         assert float(out[0]) > 0 > float(out[1])

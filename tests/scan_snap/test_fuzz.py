@@ -48,11 +48,17 @@ def class_fields(draw):
     cond = weights / weights.sum(axis=1, keepdims=True)
     query = draw(st.lists(st.integers(0, M - 1), min_size=K, max_size=K))
     nxt = draw(st.permutations(range(M)))[:K]
-    probs = draw(st.one_of(st.none(), hnp.arrays(np.float64, K, elements=st.floats(1e-3, 1.0)).map(
-        lambda p: p / p.sum())))
+    probs = draw(
+        st.one_of(st.none(), hnp.arrays(np.float64, K, elements=st.floats(1e-3, 1.0)).map(lambda p: p / p.sum()))
+    )
     query = draw(st.sampled_from([tuple(query), np.asarray(query), list(map(float, query))]))
-    return dict(cond_probs=cond, query=query,
-                next_token=tuple(nxt), class_probs=probs, name=draw(st.text(min_size=1, max_size=5)))
+    return dict(
+        cond_probs=cond,
+        query=query,
+        next_token=tuple(nxt),
+        class_probs=probs,
+        name=draw(st.text(min_size=1, max_size=5)),
+    )
 
 
 def _bad_class_value(field, fields, data):
@@ -69,16 +75,41 @@ def _bad_class_value(field, fields, data):
         elif choice == "shape":
             bad = bad[0]
         else:
-            bad = data.draw(st.one_of(st.text(max_size=2), st.just([[1.0], [0.5, 0.5]]), st.just(np.ones((K, M)) + 1j),
-                                      st.none(), st.just({"a": 1})))
+            bad = data.draw(
+                st.one_of(
+                    st.text(max_size=2),
+                    st.just([[1.0], [0.5, 0.5]]),
+                    st.just(np.ones((K, M)) + 1j),
+                    st.none(),
+                    st.just({"a": 1}),
+                )
+            )
         return bad
     if field in ("query", "next_token"):
-        return data.draw(st.one_of(st.just([M] * K), st.just([-1] * K), st.just([0.5] * K), st.just([0] * (K + 1)),
-                                   st.just([math.nan] * K), st.just(["a"] * K), st.none(), st.just([1j] * K),
-                                   st.just([0] * K) if field == "next_token" and K > 1 else st.nothing()))
+        return data.draw(
+            st.one_of(
+                st.just([M] * K),
+                st.just([-1] * K),
+                st.just([0.5] * K),
+                st.just([0] * (K + 1)),
+                st.just([math.nan] * K),
+                st.just(["a"] * K),
+                st.none(),
+                st.just([1j] * K),
+                st.just([0] * K) if field == "next_token" and K > 1 else st.nothing(),
+            )
+        )
     if field == "class_probs":
-        return data.draw(st.one_of(st.just(np.full(K, 2.0 / K)), st.just(np.zeros(K)), st.just(np.full(K + 1, 1.0)),
-                                   st.just([math.nan] * K), st.just("uniform"), st.just([1j] * K)))
+        return data.draw(
+            st.one_of(
+                st.just(np.full(K, 2.0 / K)),
+                st.just(np.zeros(K)),
+                st.just(np.full(K + 1, 1.0)),
+                st.just([math.nan] * K),
+                st.just("uniform"),
+                st.just([1j] * K),
+            )
+        )
     return data.draw(st.one_of(st.just(""), st.integers(), st.none()))
 
 
@@ -109,17 +140,22 @@ def test_class_generators_valid_and_invalid(which, data):
         with raises_naming("num_queries"):
             ss.syn_medium(bad)
         return
-    kw = dict(num_queries=data.draw(st.integers(1, 3)), next_per_query=data.draw(st.integers(1, 3)),
-              num_distinct=data.draw(st.integers(1, 6)), num_common=data.draw(st.integers(0, 6)),
-              exponent=data.draw(good_reals(0.0, 20.0)))
+    kw = dict(
+        num_queries=data.draw(st.integers(1, 3)),
+        next_per_query=data.draw(st.integers(1, 3)),
+        num_distinct=data.draw(st.integers(1, 6)),
+        num_common=data.draw(st.integers(0, 6)),
+        exponent=data.draw(good_reals(0.0, 20.0)),
+    )
     classes = ss.zipfian(**kw)
     K = kw["num_queries"] * kw["next_per_query"]
     assert classes.num_classes == K
     assert classes.vocab_size == kw["num_common"] + K * kw["num_distinct"] + kw["num_queries"] + K
     field = data.draw(st.sampled_from(sorted(kw)))
     low = 0 if field == "num_common" else 1
-    kw[field] = data.draw(bad_reals(0.0) if field == "exponent" else st.one_of(
-        bad_ints(low, integral_float=True), st.just(10**9)))  # 10**9: a (K, M) table past 2**28 entries
+    kw[field] = data.draw(
+        bad_reals(0.0) if field == "exponent" else st.one_of(bad_ints(low, integral_float=True), st.just(10**9))
+    )  # 10**9: a (K, M) table past 2**28 entries
     with raises_naming(field):
         ss.zipfian(**kw)
 
@@ -135,22 +171,47 @@ CLASSES = ss.syn_small()
 M = CLASSES.vocab_size
 _rate = good_reals(1e-6, 1e6)
 _not_array = lambda v: not isinstance(v, (list, np.ndarray))  # noqa: E731 - arrays of rates are sweeps
-_bad_rate = st.one_of(bad_reals(0.0, strict=True).filter(_not_array),
-                      st.just(np.array([1.0, -1.0])), st.just(np.ones((2, 2))), st.just([]), st.just(["a"]))
+_bad_rate = st.one_of(
+    bad_reals(0.0, strict=True).filter(_not_array),
+    st.just(np.array([1.0, -1.0])),
+    st.just(np.ones((2, 2))),
+    st.just([]),
+    st.just(["a"]),
+)
 _ts = st.lists(st.floats(0.0, 1e6), min_size=1, max_size=4).map(sorted).filter(lambda t: t[-1] > 0)
-_bad_ts = st.sampled_from([[], [0.0], [-1.0, 1.0], [2.0, 1.0], [0.0, math.nan], [0.0, math.inf], [[1.0]], ["a"],
-                           "1.0", [1j]])
+_bad_ts = st.sampled_from(
+    [[], [0.0], [-1.0, 1.0], [2.0, 1.0], [0.0, math.nan], [0.0, math.inf], [[1.0]], ["a"], "1.0", [1j]]
+)
 
 
 @ENTRY_FEW
-@given(st.one_of(_rate, st.lists(_rate, min_size=2, max_size=2).map(np.asarray)), _rate, _ts, st.booleans(),
-       st.booleans(), st.booleans(), st.one_of(st.none(), good_reals(1.0, 1e6, strict=True)),
-       st.one_of(st.none(), hnp.arrays(np.float64, (M, M), elements=st.floats(-10, 10))))
-def test_solve_flow_valid_calls_reach_the_solver(eta_Y, eta_Z, ts, reduced, paper_time, exact_slaving,
-                                                 decoder_size, Z0):
+@given(
+    st.one_of(_rate, st.lists(_rate, min_size=2, max_size=2).map(np.asarray)),
+    _rate,
+    _ts,
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+    st.one_of(st.none(), good_reals(1.0, 1e6, strict=True)),
+    st.one_of(st.none(), hnp.arrays(np.float64, (M, M), elements=st.floats(-10, 10))),
+)
+def test_solve_flow_valid_calls_reach_the_solver(
+    eta_Y, eta_Z, ts, reduced, paper_time, exact_slaving, decoder_size, Z0
+):
     with stop_at_solvers(), pytest.raises(Reached) as info:
-        ss.solve_flow(CLASSES, eta_Y, eta_Z, ts, reduced, Z0=Z0, paper_time=paper_time, exact_slaving=exact_slaving,
-                      decoder_size=decoder_size, rtol=1e-6, atol=1e-8)
+        ss.solve_flow(
+            CLASSES,
+            eta_Y,
+            eta_Z,
+            ts,
+            reduced,
+            Z0=Z0,
+            paper_time=paper_time,
+            exact_slaving=exact_slaving,
+            decoder_size=decoder_size,
+            rtol=1e-6,
+            atol=1e-8,
+        )
     inputs = info.value.inputs
     assert sorted(inputs["y0"]) == (["B", "Z", "h"] if reduced else ["Y", "Z"])
     if decoder_size is not None:
@@ -159,15 +220,28 @@ def test_solve_flow_valid_calls_reach_the_solver(eta_Y, eta_Z, ts, reduced, pape
     assert (inputs["in_axes"] is not None) == (np.ndim(eta_Y) > 0)
 
 
-BAD_FLOW = {"eta_Y": _bad_rate, "eta_Z": _bad_rate, "ts": _bad_ts, "reduced": bad_bools(),
-            "paper_time": bad_bools(), "exact_slaving": bad_bools(),
-            "decoder_size": st.one_of(bad_reals(1.0, strict=True).filter(lambda v: v is not None),
-                                      st.just(np.array([10.0, 20.0]))),
-            "Z0": st.one_of(st.just(np.full((M, M), math.nan)), st.just(np.ones((M, M - 1))), st.just("zeros"),
-                            st.just(np.ones((M, M)) * 1j)),
-            "Y0": st.one_of(st.just(np.full((M, M), math.inf)), st.just(np.ones(M))),
-            "solver": bad_choices(["tsit5"]), "rtol": bad_reals(0.0, strict=True), "max_steps": bad_ints(1),
-            "throw": bad_bools()}
+BAD_FLOW = {
+    "eta_Y": _bad_rate,
+    "eta_Z": _bad_rate,
+    "ts": _bad_ts,
+    "reduced": bad_bools(),
+    "paper_time": bad_bools(),
+    "exact_slaving": bad_bools(),
+    "decoder_size": st.one_of(
+        bad_reals(1.0, strict=True).filter(lambda v: v is not None), st.just(np.array([10.0, 20.0]))
+    ),
+    "Z0": st.one_of(
+        st.just(np.full((M, M), math.nan)),
+        st.just(np.ones((M, M - 1))),
+        st.just("zeros"),
+        st.just(np.ones((M, M)) * 1j),
+    ),
+    "Y0": st.one_of(st.just(np.full((M, M), math.inf)), st.just(np.ones(M))),
+    "solver": bad_choices(["tsit5"]),
+    "rtol": bad_reals(0.0, strict=True),
+    "max_steps": bad_ints(1),
+    "throw": bad_bools(),
+}
 
 
 @pytest.mark.parametrize("field", sorted(BAD_FLOW))
@@ -183,9 +257,14 @@ def test_solve_flow_invalid_values_raise_naming_the_field(field, data):
 @settings(ENTRY, max_examples=20)
 @given(st.data())
 def test_single_common_token_and_decoder(data):
-    kw = dict(M=data.draw(good_reals(1.0, 1e6, strict=True)), K=data.draw(good_reals(0.0, 1e3, strict=True)),
-              eta_Y=data.draw(_rate), eta_Z=data.draw(_rate), C0=data.draw(good_reals(0.0, 1e3, strict=True)),
-              ts=data.draw(_ts))
+    kw = dict(
+        M=data.draw(good_reals(1.0, 1e6, strict=True)),
+        K=data.draw(good_reals(0.0, 1e3, strict=True)),
+        eta_Y=data.draw(_rate),
+        eta_Z=data.draw(_rate),
+        C0=data.draw(good_reals(0.0, 1e3, strict=True)),
+        ts=data.draw(_ts),
+    )
     with stop_at_solvers(), pytest.raises(Reached):
         ss.solve_single_common_token(**kw)
     field = data.draw(st.sampled_from(sorted(kw)))
@@ -193,17 +272,25 @@ def test_single_common_token_and_decoder(data):
     with stop_at_solvers(), raises_naming(field):
         ss.solve_single_common_token(**kw)
     # the decoder h-flow: M > 1 and eta_Y > 0, scalars or 1-D sweeps
-    dkw = dict(M=data.draw(st.one_of(good_reals(1.0, 1e6, strict=True), st.just(np.array([2.0, 30.0])))),
-               eta_Y=data.draw(_rate), ts=data.draw(_ts), dtype=data.draw(st.sampled_from([None, np.float64])))
+    dkw = dict(
+        M=data.draw(st.one_of(good_reals(1.0, 1e6, strict=True), st.just(np.array([2.0, 30.0])))),
+        eta_Y=data.draw(_rate),
+        ts=data.draw(_ts),
+        dtype=data.draw(st.sampled_from([None, np.float64])),
+    )
     with stop_at_solvers(), pytest.raises(Reached):
         ss.solve_decoder(**dkw)
     field = data.draw(st.sampled_from(["M", "eta_Y", "ts", "dtype", "rtol", "solver"]))
-    dkw[field] = data.draw({"M": st.one_of(bad_reals(1.0, strict=True).filter(_not_array),
-                                           st.just(np.ones((2, 2)) * 5)),
-                            "eta_Y": bad_reals(0.0, strict=True).filter(_not_array),
-                            "ts": _bad_ts.filter(lambda t: t != [0.0]),
-                            "dtype": st.sampled_from([np.int32, "complex64", "nope", 3]),
-                            "rtol": bad_reals(0.0, strict=True), "solver": bad_choices(["dopri8"])}[field])
+    dkw[field] = data.draw(
+        {
+            "M": st.one_of(bad_reals(1.0, strict=True).filter(_not_array), st.just(np.ones((2, 2)) * 5)),
+            "eta_Y": bad_reals(0.0, strict=True).filter(_not_array),
+            "ts": _bad_ts.filter(lambda t: t != [0.0]),
+            "dtype": st.sampled_from([np.int32, "complex64", "nope", 3]),
+            "rtol": bad_reals(0.0, strict=True),
+            "solver": bad_choices(["dopri8"]),
+        }[field]
+    )
     with stop_at_solvers(), raises_naming(field):
         ss.solve_decoder(**dkw)
 
@@ -236,18 +323,31 @@ def _reached(info):
 @st.composite
 def train_calls(draw):
     optimizer = draw(st.sampled_from(["sgd", "adam"]))
-    return dict(optimizer=optimizer, eta_Y=draw(_rate), eta_Z=draw(_rate), T=draw(good_ints(2, 10**4)),
-                batch_size=draw(good_ints(1, 10**4)), steps=draw(st.one_of(good_ints(1, 10**6), st.just(5.0))),
-                momentum=0.0 if optimizer == "adam" else draw(good_reals(0.0, 1.0, high_strict=True)),
-                seed=draw(good_ints(0, 2**32 - 1)))
+    return dict(
+        optimizer=optimizer,
+        eta_Y=draw(_rate),
+        eta_Z=draw(_rate),
+        T=draw(good_ints(2, 10**4)),
+        batch_size=draw(good_ints(1, 10**4)),
+        steps=draw(st.one_of(good_ints(1, 10**6), st.just(5.0))),
+        momentum=0.0 if optimizer == "adam" else draw(good_reals(0.0, 1.0, high_strict=True)),
+        seed=draw(good_ints(0, 2**32 - 1)),
+    )
 
 
-BAD_TRAIN = {"optimizer": bad_choices(["sgd", "adam"]), "eta_Y": _bad_rate, "eta_Z": _bad_rate,
-             "T": bad_ints(2, integral_float=True), "batch_size": bad_ints(1, integral_float=True),
-             "steps": bad_ints(1, integral_float=True),
-             "momentum": bad_reals(0.0, 1.0, high_strict=True), "seed": bad_ints(0, 2**32 - 1, integral_float=True),
-             "init": bad_choices(["zero", "random"]), "form": bad_choices(["counts", "tokens"]),
-             "history": bad_bools()}
+BAD_TRAIN = {
+    "optimizer": bad_choices(["sgd", "adam"]),
+    "eta_Y": _bad_rate,
+    "eta_Z": _bad_rate,
+    "T": bad_ints(2, integral_float=True),
+    "batch_size": bad_ints(1, integral_float=True),
+    "steps": bad_ints(1, integral_float=True),
+    "momentum": bad_reals(0.0, 1.0, high_strict=True),
+    "seed": bad_ints(0, 2**32 - 1, integral_float=True),
+    "init": bad_choices(["zero", "random"]),
+    "form": bad_choices(["counts", "tokens"]),
+    "history": bad_bools(),
+}
 
 
 @pytest.mark.parametrize("field", sorted(BAD_TRAIN))
@@ -255,8 +355,13 @@ BAD_TRAIN = {"optimizer": bad_choices(["sgd", "adam"]), "eta_Y": _bad_rate, "eta
 @given(kw=train_calls(), data=st.data())
 def test_train_valid_and_invalid(stop_at_jit, field, kw, data):
     with stop_at_jit, pytest.raises(Reached) as info:
-        ss.train(CLASSES, **kw, init=data.draw(st.sampled_from(["zero", "random"])),
-                 form=data.draw(st.sampled_from(["counts", "tokens"])), history=data.draw(st.booleans()))
+        ss.train(
+            CLASSES,
+            **kw,
+            init=data.draw(st.sampled_from(["zero", "random"])),
+            form=data.draw(st.sampled_from(["counts", "tokens"])),
+            history=data.draw(st.booleans()),
+        )
     params, keys, static = _reached(info)
     assert static["T"] == int(kw["T"]) and keys.shape[0] == int(kw["steps"]) and params["Y"].shape == (M, M)
     kw[field] = data.draw(BAD_TRAIN[field], label=field)
@@ -268,25 +373,43 @@ def test_train_valid_and_invalid(stop_at_jit, field, kw, data):
 
 @pytest.mark.parametrize("field", ["d", "eta_U", "init_scale", "history", "seeds"])
 @settings(ENTRY, max_examples=8)
-@given(kw=train_calls(), d=st.integers(1, 64), eta_U=st.one_of(st.none(), good_reals(0.0, 1e3)),
-       init_scale=good_reals(0.0, 1e3, strict=True), data=st.data())
+@given(
+    kw=train_calls(),
+    d=st.integers(1, 64),
+    eta_U=st.one_of(st.none(), good_reals(0.0, 1e3)),
+    init_scale=good_reals(0.0, 1e3, strict=True),
+    data=st.data(),
+)
 def test_train_embedding_and_sweep_valid_and_invalid(stop_at_jit, field, kw, d, eta_U, init_scale, data):
     with stop_at_jit, pytest.raises(Reached) as info:
         ss.train_embedding(CLASSES, **kw, d=d, eta_U=eta_U, init_scale=init_scale)
     assert _reached(info)[0]["U"].shape == (M, d)
     R = data.draw(st.integers(1, 3))
-    sweep = dict(eta_Y=np.full(R, float(kw["eta_Y"])), eta_Z=np.full(R, float(kw["eta_Z"])), seeds=np.arange(R),
-                 T=kw["T"], batch_size=kw["batch_size"], steps=kw["steps"])
+    sweep = dict(
+        eta_Y=np.full(R, float(kw["eta_Y"])),
+        eta_Z=np.full(R, float(kw["eta_Z"])),
+        seeds=np.arange(R),
+        T=kw["T"],
+        batch_size=kw["batch_size"],
+        steps=kw["steps"],
+    )
     with stop_at_jit, pytest.raises(Reached):
         ss.train_sweep(CLASSES, kw["optimizer"], momentum=kw["momentum"], **sweep)
     if field == "seeds":
-        sweep["seeds"] = data.draw(st.sampled_from([np.full(R, -1), np.full(R, 0.5), np.full(R, 2**40),
-                                                    np.array(["a"] * R), np.full(R, math.nan)]))
+        sweep["seeds"] = data.draw(
+            st.sampled_from(
+                [np.full(R, -1), np.full(R, 0.5), np.full(R, 2**40), np.array(["a"] * R), np.full(R, math.nan)]
+            )
+        )
         with stop_at_jit, raises_naming("seeds"):
             ss.train_sweep(CLASSES, kw["optimizer"], momentum=kw["momentum"], **sweep)
         return
-    bad = {"d": bad_ints(1, integral_float=True), "eta_U": bad_reals(0.0).filter(lambda v: v is not None),
-           "init_scale": bad_reals(0.0, strict=True), "history": bad_bools()}[field]
+    bad = {
+        "d": bad_ints(1, integral_float=True),
+        "eta_U": bad_reals(0.0).filter(lambda v: v is not None),
+        "init_scale": bad_reals(0.0, strict=True),
+        "history": bad_bools(),
+    }[field]
     extra = dict(d=d, eta_U=eta_U, init_scale=init_scale)
     extra[field] = data.draw(bad, label=field)
     with stop_at_jit, raises_naming(field):
@@ -309,9 +432,13 @@ def test_theory_valid_values(t, M, eta_Y, K, data):
     x = M * h
     residual = math.expm1(x) + (M - 1) * x - M * eta_Y * t
     assert abs(residual) <= 1e-12 * (M * eta_Y * t + 1.0)
-    values = [theory.scan_time(M, K, eta_Y), theory.snap_time(M, K, eta_Y), theory.gamma_early(t, K, eta_Y),
-              theory.chi_bounds(data.draw(st.floats(-10, 10)), data.draw(st.floats(0.0, 1.0))),
-              theory.pair_invariant_rhs(data.draw(st.floats(-10, 10)), data.draw(st.floats(-1.0, 10)))]
+    values = [
+        theory.scan_time(M, K, eta_Y),
+        theory.snap_time(M, K, eta_Y),
+        theory.gamma_early(t, K, eta_Y),
+        theory.chi_bounds(data.draw(st.floats(-10, 10)), data.draw(st.floats(0.0, 1.0))),
+        theory.pair_invariant_rhs(data.draw(st.floats(-10, 10)), data.draw(st.floats(-1.0, 10))),
+    ]
     if t > 0:
         values.append(theory.gamma_late(t, M, K, eta_Y))
     if M > math.e:
@@ -335,9 +462,19 @@ _THEORY = {
     "pair_invariant_rhs": (("dz_lp", "r0"), (0.5, 1.0)),
 }
 #: the lower bound of each argument (None: any finite real) and whether it is strict
-_LOWER = {"t": (0.0, False), "M": (1.0, True), "K": (0.0, True), "eta_Y": (0.0, True), "eta_Z": (0.0, True),
-          "C0": (0.0, True), "s": (0.0, False), "f0_sq": (0.0, False), "B_n": (None, False), "dz_lp": (None, False),
-          "r0": (None, False)}
+_LOWER = {
+    "t": (0.0, False),
+    "M": (1.0, True),
+    "K": (0.0, True),
+    "eta_Y": (0.0, True),
+    "eta_Z": (0.0, True),
+    "C0": (0.0, True),
+    "s": (0.0, False),
+    "f0_sq": (0.0, False),
+    "B_n": (None, False),
+    "dz_lp": (None, False),
+    "r0": (None, False),
+}
 
 
 @pytest.mark.parametrize("name", sorted(_THEORY))
@@ -352,8 +489,10 @@ def test_theory_invalid_values_raise_naming_the_field(name, data):
         low, strict = 0.0, True
     if name == "regime_times" and field == "M":
         low, strict = math.e, True
-    bad = data.draw(st.one_of(bad_reals(low, strict=strict).filter(_not_array),
-                              st.just(np.array([1.0, math.nan])), st.just([1j])), label=field)
+    bad = data.draw(
+        st.one_of(bad_reals(low, strict=strict).filter(_not_array), st.just(np.array([1.0, math.nan])), st.just([1j])),
+        label=field,
+    )
     if field == "s":
         bad = data.draw(st.sampled_from([[-1], [0.5], [math.nan], ["a"], [True]]))
     args = list(values)
@@ -367,29 +506,56 @@ def test_theory_invalid_values_raise_naming_the_field(name, data):
 _pos = [x for x in real_edges(0.0, strict=True) if x is not None]
 EDGES = {
     "syn_medium": {"num_queries": int_edges(1) + [10**5]},
-    "zipfian": {"num_queries": int_edges(1) + [10**9], "next_per_query": int_edges(1), "num_distinct": int_edges(1),
-                "num_common": int_edges(0) + [10**9], "exponent": [x for x in real_edges(0.0) if x is not None]},
-    "solve_flow": {"eta_Y": _pos, "eta_Z": _pos, "decoder_size": [x for x in real_edges(1.0, strict=True)
-                                                                   if x is not None],
-                   "rtol": real_edges(0.0, strict=True), "max_steps": int_edges(1)},
+    "zipfian": {
+        "num_queries": int_edges(1) + [10**9],
+        "next_per_query": int_edges(1),
+        "num_distinct": int_edges(1),
+        "num_common": int_edges(0) + [10**9],
+        "exponent": [x for x in real_edges(0.0) if x is not None],
+    },
+    "solve_flow": {
+        "eta_Y": _pos,
+        "eta_Z": _pos,
+        "decoder_size": [x for x in real_edges(1.0, strict=True) if x is not None],
+        "rtol": real_edges(0.0, strict=True),
+        "max_steps": int_edges(1),
+    },
     "solve_decoder": {"M": real_edges(1.0, strict=True), "eta_Y": real_edges(0.0, strict=True)},
-    "solve_single_common_token": {"M": real_edges(1.0, strict=True), "K": _pos, "eta_Y": _pos, "eta_Z": _pos,
-                                  "C0": _pos},
-    "train": {"T": int_edges(2), "batch_size": int_edges(1), "steps": int_edges(1), "seed": int_edges(0, 2**32 - 1),
-              "momentum": [x for x in real_edges(0.0, 1.0, high_strict=True) if x is not None], "eta_Y": _pos},
-    "train_embedding": {"d": int_edges(1), "eta_U": [x for x in real_edges(0.0) if x is not None],
-                        "init_scale": real_edges(0.0, strict=True)},
+    "solve_single_common_token": {
+        "M": real_edges(1.0, strict=True),
+        "K": _pos,
+        "eta_Y": _pos,
+        "eta_Z": _pos,
+        "C0": _pos,
+    },
+    "train": {
+        "T": int_edges(2),
+        "batch_size": int_edges(1),
+        "steps": int_edges(1),
+        "seed": int_edges(0, 2**32 - 1),
+        "momentum": [x for x in real_edges(0.0, 1.0, high_strict=True) if x is not None],
+        "eta_Y": _pos,
+    },
+    "train_embedding": {
+        "d": int_edges(1),
+        "eta_U": [x for x in real_edges(0.0) if x is not None],
+        "init_scale": real_edges(0.0, strict=True),
+    },
 }
 _EDGE_CALLS = {
-    "syn_medium": lambda kw: ss.syn_medium(**kw), "zipfian": lambda kw: ss.zipfian(**kw),
+    "syn_medium": lambda kw: ss.syn_medium(**kw),
+    "zipfian": lambda kw: ss.zipfian(**kw),
     "solve_flow": lambda kw: ss.solve_flow(CLASSES, **{"eta_Y": 1.0, "eta_Z": 1.0, "ts": [0.0, 1.0], **kw}),
     "solve_decoder": lambda kw: ss.solve_decoder(**{"M": 10, "eta_Y": 1.0, "ts": [0.0, 1.0], **kw}),
     "solve_single_common_token": lambda kw: ss.solve_single_common_token(
-        **{"M": 10, "K": 2, "eta_Y": 1.0, "eta_Z": 1.0, "ts": [0.0, 1.0], **kw}),
-    "train": lambda kw: ss.train(CLASSES, **{"optimizer": "sgd", "eta_Y": 1.0, "eta_Z": 1.0, "T": 4, "batch_size": 2,
-                                             "steps": 3, **kw}),
-    "train_embedding": lambda kw: ss.train_embedding(CLASSES, **{"optimizer": "sgd", "eta_Y": 1.0, "eta_Z": 1.0,
-                                                                 "T": 4, "batch_size": 2, "steps": 3, "d": 4, **kw}),
+        **{"M": 10, "K": 2, "eta_Y": 1.0, "eta_Z": 1.0, "ts": [0.0, 1.0], **kw}
+    ),
+    "train": lambda kw: ss.train(
+        CLASSES, **{"optimizer": "sgd", "eta_Y": 1.0, "eta_Z": 1.0, "T": 4, "batch_size": 2, "steps": 3, **kw}
+    ),
+    "train_embedding": lambda kw: ss.train_embedding(
+        CLASSES, **{"optimizer": "sgd", "eta_Y": 1.0, "eta_Z": 1.0, "T": 4, "batch_size": 2, "steps": 3, "d": 4, **kw}
+    ),
 }
 
 

@@ -23,9 +23,14 @@ from tests.scan_snap.population_flow import numpy_flow
 RUN = dict(T=24, batch_size=8, steps=15)
 
 
-@pytest.mark.parametrize("opt,mom,init", [("sgd", 0.9, "random"),
-                                          pytest.param("adam", 0.0, "random", marks=pytest.mark.slow),
-                                          pytest.param("sgd", 0.0, "zero", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "opt,mom,init",
+    [
+        ("sgd", 0.9, "random"),
+        pytest.param("adam", 0.0, "random", marks=pytest.mark.slow),
+        pytest.param("sgd", 0.0, "zero", marks=pytest.mark.slow),
+    ],
+)
 def test_counts_equal_tokens(opt, mom, init):
     c = syn_small()
     kw = dict(RUN, momentum=mom, init=init, seed=5)
@@ -64,10 +69,15 @@ def test_losses_and_embedding_form_agree():
     c = syn_small()
     a = c.arrays()
     from flows.scan_snap import sample_counts, sample_tokens
+
     M, d = c.vocab_size, 7
     rng = np.random.default_rng(1)
-    emb = {"U": rng.normal(size=(M, d)), "W_Q": rng.normal(size=(d, d)), "W_K": rng.normal(size=(d, d)),
-           "W_V": rng.normal(size=(d, d))}
+    emb = {
+        "U": rng.normal(size=(M, d)),
+        "W_Q": rng.normal(size=(d, d)),
+        "W_K": rng.normal(size=(d, d)),
+        "W_V": rng.normal(size=(d, d)),
+    }
 
     @jax.jit  # one program (sampling included), not one per eager op (suite time)
     def check(emb, key):
@@ -75,8 +85,11 @@ def test_losses_and_embedding_form_agree():
         _, tok = sample_tokens(a, key, 6, 20)
         Z = emb["U"] @ emb["W_Q"] @ emb["W_K"].T @ emb["U"].T / math.sqrt(d)
         Y = emb["U"] @ emb["W_V"].T @ emb["U"].T
-        losses = (embedding_loss(emb, a, cls, N), count_loss({"Y": Y, "Z": Z}, a, cls, N),
-                  token_loss({"Y": Y, "Z": Z}, a, cls, tok))
+        losses = (
+            embedding_loss(emb, a, cls, N),
+            count_loss({"Y": Y, "Z": Z}, a, cls, N),
+            token_loss({"Y": Y, "Z": Z}, a, cls, tok),
+        )
         # chain rule: dL/dW_V through Y equals the embedding gradient
         gY = jax.grad(count_loss)({"Y": Y, "Z": Z}, a, cls, N)["Y"]
         gV = jax.grad(embedding_loss)(emb, a, cls, N)["W_V"]
@@ -151,16 +164,20 @@ def test_embedding_form_one_sgd_step_is_the_chain_rule_through_Y_Z():
             Y, Z = U @ W_V.T @ U.T, U @ Bm @ U.T
             g = jax.grad(count_loss)({"Y": Y, "Z": Z}, a, cls, N)
             GY, GZ = g["Y"], g["Z"]
-            chain = {"W_V": U.T @ GY.T @ U, "W_Q": U.T @ GZ @ U @ e["W_K"] / math.sqrt(d),
-                     "W_K": U.T @ GZ.T @ U @ e["W_Q"] / math.sqrt(d),
-                     "U": GY @ U @ W_V + GY.T @ U @ W_V.T + GZ @ U @ Bm.T + GZ.T @ U @ Bm}
+            chain = {
+                "W_V": U.T @ GY.T @ U,
+                "W_Q": U.T @ GZ @ U @ e["W_K"] / math.sqrt(d),
+                "W_K": U.T @ GZ.T @ U @ e["W_Q"] / math.sqrt(d),
+                "U": GY @ U @ W_V + GY.T @ U @ W_V.T + GZ @ U @ Bm.T + GZ.T @ U @ Bm,
+            }
             return e, chain, jax.grad(embedding_loss)(e, a, cls, N), Z
 
         # the record starts from W_V = 0; check the chain rule at a generic point, then the step at the init
         return jax.vmap(at)(jnp.stack([W_V_generic, emb["W_V"]]))
 
-    e, chain, auto, Z = jax.tree_util.tree_map(np.asarray, chain_and_autodiff(jax.random.PRNGKey(seed),
-                                                                               0.3 * np.ones((d, d))))
+    e, chain, auto, Z = jax.tree_util.tree_map(
+        np.asarray, chain_and_autodiff(jax.random.PRNGKey(seed), 0.3 * np.ones((d, d)))
+    )
     for k in chain:
         assert float(np.max(np.abs(auto[k] - chain[k]))) <= 1e-10, k  # at both points
     e, chain = ({k: v[1] for k, v in x.items()} for x in (e, chain))
@@ -230,8 +247,9 @@ def test_save_every_batch_loss_history_and_flow_observables():
     args = flow_args(c, 1.0, 1.0)
     for i, s in enumerate(sparse.steps):
         y = {"Y": full.Y[s], "Z": full.Z[s]}
-        np.testing.assert_allclose(sparse["attention"][i], obs.attention(y["Z"], args["cond"], args["Q"]),
-                                   rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            sparse["attention"][i], obs.attention(y["Z"], args["cond"], args["Q"]), rtol=1e-12, atol=1e-14
+        )
         np.testing.assert_allclose(sparse["loss"][i], population_loss(y, args), rtol=1e-12)
     assert sparse.attention is sparse.observables["attention"]
     assert sparse["loss"][-1] < sparse["loss"][0]
@@ -257,9 +275,14 @@ def test_lr_keyword_equals_eta_and_is_validated():
     for lr in (1.0, {"Y": 1.0, "Z": 1.0}):
         rec = train(c, "sgd", lr=lr, **VOCAB_RUN)
         assert np.array_equal(rec.Z, base.Z) and np.array_equal(rec.Y, base.Y)
-    for kw, field in ((dict(lr={"Y": 1.0}), "lr"), (dict(lr=1.0, eta_Y=1.0), "lr"), (dict(eta_Y=1.0), "lr"),
-                      (dict(lr=-1.0), "lr"), (dict(lr={"Y": 1.0, "Z": 0.0}), r"lr\['Z'\]"),
-                      (dict(eta_Y=-1.0, eta_Z=1.0), "eta_Y")):  # a bad rate is named as it was passed
+    for kw, field in (
+        (dict(lr={"Y": 1.0}), "lr"),
+        (dict(lr=1.0, eta_Y=1.0), "lr"),
+        (dict(eta_Y=1.0), "lr"),
+        (dict(lr=-1.0), "lr"),
+        (dict(lr={"Y": 1.0, "Z": 0.0}), r"lr\['Z'\]"),
+        (dict(eta_Y=-1.0, eta_Z=1.0), "eta_Y"),
+    ):  # a bad rate is named as it was passed
         with pytest.raises(ValueError, match=field):
             train(c, "sgd", **kw, **VOCAB_RUN)
 
@@ -285,8 +308,13 @@ def test_lr_keyword_of_solve_flow_and_train_sweep():
     base = solve_flow(c, 2.0, 1.0, ts, rtol=1e-9, atol=1e-11)
     same = solve_flow(c, ts=ts, lr={"Y": 2.0, "Z": 1.0}, rtol=1e-9, atol=1e-11)  # the same program
     np.testing.assert_array_equal(np.asarray(same.ys["Z"]), np.asarray(base.ys["Z"]))
-    for kw, field in ((dict(lr={"Y": 1.0, "Z": -1.0}), r"lr\['Z'\]"), (dict(lr=1.0, eta_Y=1.0), "lr"),
-                      (dict(lr=float("nan")), "lr"), (dict(), "lr"), (dict(lr=1.0, ts=None), "ts")):
+    for kw, field in (
+        (dict(lr={"Y": 1.0, "Z": -1.0}), r"lr\['Z'\]"),
+        (dict(lr=1.0, eta_Y=1.0), "lr"),
+        (dict(lr=float("nan")), "lr"),
+        (dict(), "lr"),
+        (dict(lr=1.0, ts=None), "ts"),
+    ):
         kw = {"ts": ts, **kw}
         with pytest.raises(ValueError, match=field):
             solve_flow(c, **kw)

@@ -52,8 +52,11 @@ def test_population_is_the_sampler_law():
             return count_loss(p, arrays, c[None], x[None])
 
         c2, n2 = ss.sample_counts(arrays, keys[2], 50_000, T_CTX)
-        return (jax.vmap(one)(cls, data["counts"]), jax.vmap(lambda s: ssn.per_sample_loss(p, s))(data),
-                jax.vmap(one)(c2, n2))
+        return (
+            jax.vmap(one)(cls, data["counts"]),
+            jax.vmap(lambda s: ssn.per_sample_loss(p, s))(data),
+            jax.vmap(one)(c2, n2),
+        )
 
     rows, mine, per = losses(jax.random.key(0), data, jnp.asarray(cls))
     assert np.max(np.abs(np.asarray(rows) - np.asarray(mine))) <= 1e-14
@@ -93,9 +96,18 @@ def _euler_flow(dt, steps, save_steps):
     data, w = ssn.population(CLASSES, T_CTX)
     zero = {"Y": jnp.zeros((9, 9)), "Z": jnp.zeros((9, 9))}
     args = _FLOW.make_args({"data": data, "w": jnp.asarray(w)}, rates=dt)
-    return flows.solve(_FLOW.vector_field, zero, t1=float(steps), ts=np.asarray(save_steps, float), args=args,
-                       dt0=1.0, constant_step=True, solver="euler", max_steps=MAX_STEPS,
-                       observables=_flow_observables)
+    return flows.solve(
+        _FLOW.vector_field,
+        zero,
+        t1=float(steps),
+        ts=np.asarray(save_steps, float),
+        args=args,
+        dt0=1.0,
+        constant_step=True,
+        solver="euler",
+        max_steps=MAX_STEPS,
+        observables=_flow_observables,
+    )
 
 
 ZERO_STEPS = 16  # the zero-noise check: 32 SDE steps of the default comparison's program (its horizon is traced)
@@ -121,11 +133,20 @@ def _compare(lr, steps, **opts):
     with default_level():  # the SDE paths' cost is running; the vmapped SGD runs compile at level 0
         tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps // 2, steps), PATHS, seed=1, **opts)
     sgd = ssn.sgd_runs(CLASSES, T_CTX, B, lr, steps, np.arange(PATHS))
-    sde = {"loss": np.asarray(tr.observables["loss"])[:, -1],
-           "att": np.asarray(tr.observables["attention"])[:, -1, LOGIT[0], LOGIT[1]]}
+    sde = {
+        "loss": np.asarray(tr.observables["loss"])[:, -1],
+        "att": np.asarray(tr.observables["attention"])[:, -1, LOGIT[0], LOGIT[1]],
+    }
     run = {"loss": sgd["loss"], "att": sgd["attention"][:, LOGIT[0], LOGIT[1]]}
-    return {name: (round(z_mean(sde[name], run[name]), 2), round(z_var(sde[name], run[name]), 2),
-                   sde[name].mean() - run[name].mean(), sde[name].var() / run[name].var() - 1) for name in sde}
+    return {
+        name: (
+            round(z_mean(sde[name], run[name]), 2),
+            round(z_var(sde[name], run[name]), 2),
+            sde[name].mean() - run[name].mean(),
+            sde[name].var() / run[name].var() - 1,
+        )
+        for name in sde
+    }
 
 
 def test_sde_paths_and_sgd_runs_agree_at_flow_time_2_5():
@@ -162,7 +183,6 @@ LADDER_CALLS = (8, 4, 2)  # calls of PATHS SDE paths per rung (2048, 1024, 512; 
 # SDE program of the default comparison (PATHS, SDE_OPTS), run time ~ calls / lr, the same at every rung
 
 
-
 def _ladder_rung(i):
     """{name: `mismatch` + (the noise-free bias,)} of the loss and the attention c_0[2] at s = 5 for rung i
     (new Brownian and batch seeds per rung and call: the rungs are independent). The noise-free bias: Euler
@@ -171,15 +191,17 @@ def _ladder_rung(i):
     steps = int(round(5.0 / lr))
     sde = {"loss": [], "att": []}
     for c in range(calls):
-        tr = ssn.solve_sgd_sde(CLASSES, T_CTX, B, lr, (0, steps // 2, steps), PATHS, seed=1000 + 100 * i + c,
-                               **SDE_OPTS)
+        tr = ssn.solve_sgd_sde(
+            CLASSES, T_CTX, B, lr, (0, steps // 2, steps), PATHS, seed=1000 + 100 * i + c, **SDE_OPTS
+        )
         assert all(s == "ok" for s in tr.status)
         sde["loss"].append(np.asarray(tr.observables["loss"])[:, -1])
         sde["att"].append(np.asarray(tr.observables["attention"])[:, -1, LOGIT[0], LOGIT[1]])
     sgd = ssn.sgd_runs(CLASSES, T_CTX, B, lr, steps, 10_000 * (i + 1) + np.arange(calls * PATHS))
     run = {"loss": sgd["loss"], "att": sgd["attention"][:, LOGIT[0], LOGIT[1]]}
-    fine, gd = (_euler_flow(lr * h, round(steps / h), (0, round(steps / h))).observables
-                for h in (SDE_OPTS["dt_steps"], 1.0))
+    fine, gd = (
+        _euler_flow(lr * h, round(steps / h), (0, round(steps / h))).observables for h in (SDE_OPTS["dt_steps"], 1.0)
+    )
     bias = {k: float(np.asarray(fine[k])[-1] - np.asarray(gd[k])[-1]) for k in run}
     return {k: mismatch(np.concatenate(sde[k]), run[k]) + (bias[k],) for k in run}
 
@@ -204,10 +226,14 @@ def test_sde_mismatch_is_first_order_in_lr():
                0.03125: -1.64, -0.020 +- 0.012, -0.56  (not resolved at any rung)."""
     table = {lr: _ladder_rung(i) for i, lr in enumerate(LADDER)}
     measured = summary(table)
-    print(measured, "fall per 4x lr of the loss mismatch:", check_weak_order(LADDER, table, "loss"),
-          "noise-free bias / lr:", {(lr, k): f"{v[4] / lr:.3g}" for lr, row in table.items() for k, v in row.items()})
+    print(
+        measured,
+        "fall per 4x lr of the loss mismatch:",
+        check_weak_order(LADDER, table, "loss"),
+        "noise-free bias / lr:",
+        {(lr, k): f"{v[4] / lr:.3g}" for lr, row in table.items() for k, v in row.items()},
+    )
     # the O(lr) mean mismatch is the deterministic bias of GD against the flow: the noise's share is unresolved
     assert all(abs(v[0] - v[4]) <= 3 * v[1] for row in table.values() for v in row.values()), measured
     # at the two smaller rates SDE and SGD match: means and variances of both observables within 3 SE
-    assert all(abs(v[0]) < 3 * v[1] and abs(v[2]) < 3 * v[3] for lr in LADDER[1:] for v in table[lr].values()), \
-        measured
+    assert all(abs(v[0]) < 3 * v[1] and abs(v[2]) < 3 * v[3] for lr in LADDER[1:] for v in table[lr].values()), measured

@@ -41,7 +41,7 @@ def test_slowdown_time_validation():
     with pytest.raises(ValueError, match="fraction"):
         obs.slowdown_time(t, -np.log(t), 1.5)
     with pytest.raises(ValueError, match="never falls"):
-        obs.slowdown_time(t, -np.log(t) ** 2)  # slope grows to the end of the grid
+        obs.slowdown_time(t, -(np.log(t) ** 2))  # slope grows to the end of the grid
     with pytest.raises(ValueError, match="constant"):
         obs.slowdown_time(t, np.zeros_like(t))
     with pytest.raises(ValueError, match="1-D of one length"):

@@ -57,8 +57,9 @@ def test_adam_limit_field_at_t0_is_the_first_adam_step():
     eta = {"Y": 0.3, "Z": 0.7}
     limit, args = limit_problem(CLASSES, eta["Y"], eta["Z"], "adam", {"c1": C1, "c2": C2, "eps": EPS})
     sign, sargs = limit_problem(CLASSES, eta["Y"], eta["Z"], "sign", {"eps": 0.1})
-    opt = optax.multi_transform({g: optax.adam(eta[g], b1=1.0 - C1 * eta[g], b2=1.0 - C2 * eta[g], eps=EPS)
-                                 for g in eta}, {"Y": "Y", "Z": "Z"})
+    opt = optax.multi_transform(
+        {g: optax.adam(eta[g], b1=1.0 - C1 * eta[g], b2=1.0 - C2 * eta[g], eps=EPS) for g in eta}, {"Y": "Y", "Z": "Z"}
+    )
     smoothed = optax.multi_transform({g: _smoothed_sign(eta[g], 0.1) for g in eta}, {"Y": "Y", "Z": "Z"})
     batch = flow_args(CLASSES, 1.0, 1.0, query_rows=True)
 
@@ -125,10 +126,20 @@ def _adam_gap(lr):
     steps = round(HORIZON / lr)
     eta = {g: lr * r for g, r in RATIO.items()}
     ts = np.linspace(0.0, steps, 11)
-    flow = solve_flow(CLASSES, eta["Y"], eta["Z"], ts, optimizer="adam",
-                      optim_args={"c1": C1, "c2": C2, "eps": EPS}, rtol=1e-10, atol=1e-12)
-    opt = optax.multi_transform({g: optax.adam(eta[g], b1=1.0 - C1 * eta[g], b2=1.0 - C2 * eta[g], eps=EPS)
-                                 for g in RATIO}, {"Y": "Y", "Z": "Z"})
+    flow = solve_flow(
+        CLASSES,
+        eta["Y"],
+        eta["Z"],
+        ts,
+        optimizer="adam",
+        optim_args={"c1": C1, "c2": C2, "eps": EPS},
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    opt = optax.multi_transform(
+        {g: optax.adam(eta[g], b1=1.0 - C1 * eta[g], b2=1.0 - C2 * eta[g], eps=EPS) for g in RATIO},
+        {"Y": "Y", "Z": "Z"},
+    )
     qt = list(CLASSES.query_tokens)
     M = CLASSES.vocab_size
     batch = flow_args(CLASSES, 1.0, 1.0, query_rows=True)
@@ -138,8 +149,10 @@ def _adam_gap(lr):
     assert flow.ys["Y"].shape == M2 and flow.ys["Z"].shape == M2 and set(flow.ys) >= {"m", "v", "m_weight"}
     assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(flow.ys))
     assert flow.observables["loss"][-1] < flow.observables["loss"][0]
-    gap = max(np.max(np.abs(flow.ys["Y"] - np.asarray(disc["params"]["Y"]))),
-              np.max(np.abs(flow.ys["Z"][:, qt] - np.asarray(disc["params"]["Z"]))))
+    gap = max(
+        np.max(np.abs(flow.ys["Y"] - np.asarray(disc["params"]["Y"]))),
+        np.max(np.abs(flow.ys["Z"][:, qt] - np.asarray(disc["params"]["Z"]))),
+    )
     return float(gap), float(np.max(np.abs(flow.ys["Z"][-1])))
 
 
@@ -151,16 +164,19 @@ def test_adam_limit_against_optax_adam_first_order():
     assert 5.0 <= big / small <= 20.0, (big, small)
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(optimizer="rmsprop"), "optimizer"),
-    (dict(optimizer="adam", reduced=True), "reduced"),
-    (dict(optimizer="momentum"), "beta"),
-    (dict(optimizer="momentum", optim_args={"beta": 1.0}), "beta"),
-    (dict(optimizer="adam", optim_args={"c1": 1.0}), "c2"),
-    (dict(optimizer="adam", optim_args={"lr": 1.0}), "unknown"),
-    (dict(optimizer="sign", optim_args={"eps": 0.0}), "eps"),
-    (dict(optim_args={"eps": 1.0}), "optimizer"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(optimizer="rmsprop"), "optimizer"),
+        (dict(optimizer="adam", reduced=True), "reduced"),
+        (dict(optimizer="momentum"), "beta"),
+        (dict(optimizer="momentum", optim_args={"beta": 1.0}), "beta"),
+        (dict(optimizer="adam", optim_args={"c1": 1.0}), "c2"),
+        (dict(optimizer="adam", optim_args={"lr": 1.0}), "unknown"),
+        (dict(optimizer="sign", optim_args={"eps": 0.0}), "eps"),
+        (dict(optim_args={"eps": 1.0}), "optimizer"),
+    ],
+)
 def test_bad_optimizer_arguments(kwargs, field):
     with pytest.raises(ValueError, match=field):
         solve_flow(CLASSES, 1.0, 1.0, [0.0, 1.0], **kwargs)
@@ -180,8 +196,9 @@ BETA_SLOW, EPS_SIGN = 0.5, 0.1
 
 def _smoothed_sign(lr, eps):
     """theta <- theta - lr sign_eps(g) (the sqrt form of the sign limit): Euler of the smoothed sign flow."""
-    return optax.chain(optax.stateless(lambda g, p: jax.tree_util.tree_map(lambda a: ol.sign_eps(a, eps), g)),
-                       optax.scale(-lr))
+    return optax.chain(
+        optax.stateless(lambda g, p: jax.tree_util.tree_map(lambda a: ol.sign_eps(a, eps), g)), optax.scale(-lr)
+    )
 
 
 def _momentum_or_sign_gap(optimizer, lr):
@@ -191,20 +208,34 @@ def _momentum_or_sign_gap(optimizer, lr):
     steps = round(HORIZON / (lr * per_step))
     eta = {g: lr * r for g, r in RATIO.items()}
     options = {"beta": BETA_SLOW} if optimizer == "momentum" else {"eps": EPS_SIGN}
-    flow = solve_flow(CLASSES, eta["Y"], eta["Z"], np.linspace(0.0, steps * per_step, 11), optimizer=optimizer,
-                      optim_args=options, rtol=1e-10, atol=1e-12)
+    flow = solve_flow(
+        CLASSES,
+        eta["Y"],
+        eta["Z"],
+        np.linspace(0.0, steps * per_step, 11),
+        optimizer=optimizer,
+        optim_args=options,
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
     def make(h):
-        one = ((lambda r: optax.sgd(h * r, momentum=BETA_SLOW)) if optimizer == "momentum"
-               else (lambda r: _smoothed_sign(h * r, EPS_SIGN)))
+        one = (
+            (lambda r: optax.sgd(h * r, momentum=BETA_SLOW))
+            if optimizer == "momentum"
+            else (lambda r: _smoothed_sign(h * r, EPS_SIGN))
+        )
         return optax.multi_transform({g: one(r) for g, r in RATIO.items()}, {"Y": "Y", "Z": "Z"})
 
     qt, M = list(CLASSES.query_tokens), CLASSES.vocab_size
     theta0 = {"Y": np.zeros((M, M)), "Z": np.zeros((len(qt), M))}
-    disc = ol.run_optax(population_loss, theta0, flow_args(CLASSES, 1.0, 1.0, query_rows=True), make, steps,
-                        steps // 10, hyper=lr)
-    gap = max(np.max(np.abs(flow.ys["Y"] - np.asarray(disc["params"]["Y"]))),
-              np.max(np.abs(flow.ys["Z"][:, qt] - np.asarray(disc["params"]["Z"]))))
+    disc = ol.run_optax(
+        population_loss, theta0, flow_args(CLASSES, 1.0, 1.0, query_rows=True), make, steps, steps // 10, hyper=lr
+    )
+    gap = max(
+        np.max(np.abs(flow.ys["Y"] - np.asarray(disc["params"]["Y"]))),
+        np.max(np.abs(flow.ys["Z"][:, qt] - np.asarray(disc["params"]["Z"]))),
+    )
     return float(gap), float(max(np.max(np.abs(flow.ys["Y"][-1])), np.max(np.abs(flow.ys["Z"][-1]))))
 
 
@@ -236,15 +267,24 @@ def _true_sign_gap(lr):
     solve_flow(optimizer="sign", eps = SIGN_KAPPA lr) (tsit5; ts = step), and how far the flow moved."""
     steps = round(SIGN_HORIZON / lr)
     eta = {g: lr * r for g, r in RATIO.items()}
-    flow = solve_flow(CLASSES, eta["Y"], eta["Z"], np.linspace(0.0, steps, 11), optimizer="sign",
-                      optim_args={"eps": SIGN_KAPPA * lr}, rtol=1e-8, atol=1e-10)
+    flow = solve_flow(
+        CLASSES,
+        eta["Y"],
+        eta["Z"],
+        np.linspace(0.0, steps, 11),
+        optimizer="sign",
+        optim_args={"eps": SIGN_KAPPA * lr},
+        rtol=1e-8,
+        atol=1e-10,
+    )
     opt = optax.multi_transform({g: optax.sign_sgd(eta[g]) for g in RATIO}, {"Y": "Y", "Z": "Z"})
     qt, M = list(CLASSES.query_tokens), CLASSES.vocab_size
     theta0 = {"Y": np.zeros((M, M)), "Z": np.zeros((len(qt), M))}
-    disc = ol.run_optax(population_loss, theta0, flow_args(CLASSES, 1.0, 1.0, query_rows=True), opt, steps,
-                        steps // 10)
-    gap = max(np.max(np.abs(flow.ys["Y"] - np.asarray(disc["params"]["Y"]))),
-              np.max(np.abs(flow.ys["Z"][:, qt] - np.asarray(disc["params"]["Z"]))))
+    disc = ol.run_optax(population_loss, theta0, flow_args(CLASSES, 1.0, 1.0, query_rows=True), opt, steps, steps // 10)
+    gap = max(
+        np.max(np.abs(flow.ys["Y"] - np.asarray(disc["params"]["Y"]))),
+        np.max(np.abs(flow.ys["Z"][:, qt] - np.asarray(disc["params"]["Z"]))),
+    )
     return float(gap), float(max(np.max(np.abs(flow.ys["Y"][-1])), np.max(np.abs(flow.ys["Z"][-1]))))
 
 

@@ -48,15 +48,14 @@ def _closed_forms(t, M, K, eta_Y, eta_Z):
 
 
 def closed_forms(t, M, K, eta_Y, eta_Z=1.0):
-    return tuple(np.asarray(x) for x in _closed_forms(*(jnp.asarray(v, jnp.float64) for v in (t, M, K, eta_Y,
-                                                                                                 eta_Z))))
+    return tuple(np.asarray(x) for x in _closed_forms(*(jnp.asarray(v, jnp.float64) for v in (t, M, K, eta_Y, eta_Z))))
 
 
 def symmetric_classes():
     w = np.zeros((K, M))
     w[:, :C] = 1.0
     for n in range(K):
-        w[n, C + D * n: C + D * (n + 1)] = 0.5
+        w[n, C + D * n : C + D * (n + 1)] = 0.5
     return SequenceClasses.from_weights(w, QUERIES, tuple(C + K * D + K + n for n in range(K)), name="sym")
 
 
@@ -115,15 +114,17 @@ def test_grad_of_Gamma_is_eta_Z_gamma(M_, K_, eta_Y):
 
 
 def _symmetric_args(eta_Y=ETA_Y, eta_Z=ETA_Z):
-    return {k: jnp.asarray(float(v), jnp.float64) for k, v in
-            dict(M=M, K=K, eta_Y=eta_Y, eta_Z=eta_Z, p_d=P_D, p_c=P_C, D=D, C=C).items()}
+    return {
+        k: jnp.asarray(float(v), jnp.float64)
+        for k, v in dict(M=M, K=K, eta_Y=eta_Y, eta_Z=eta_Z, p_d=P_D, p_c=P_C, D=D, C=C).items()
+    }
 
 
 def _symmetric_Z(zd, zc):
     Z = np.zeros((M, M))
     for n, q in enumerate(QUERIES):
         Z[q, :C] = zc
-        Z[q, C + D * n: C + D * (n + 1)] = zd
+        Z[q, C + D * n : C + D * (n + 1)] = zd
     return Z
 
 
@@ -151,8 +152,15 @@ def _integrate_symmetric(ts):
     rhs = jax.jit(lambda t, y: symmetric_vector_field(t, y, _symmetric_args()))
     # t as a Python float on every call (scipy's first call passes a float, the later ones numpy floats: two
     # jit signatures, one program compiled twice)
-    sol = solve_ivp(lambda t, y: np.asarray(rhs(float(t), jnp.asarray(y))), (0.0, ts[-1]), np.zeros(3), t_eval=ts,
-                    method="DOP853", rtol=1e-11, atol=1e-13)
+    sol = solve_ivp(
+        lambda t, y: np.asarray(rhs(float(t), jnp.asarray(y))),
+        (0.0, ts[-1]),
+        np.zeros(3),
+        t_eval=ts,
+        method="DOP853",
+        rtol=1e-11,
+        atol=1e-13,
+    )
     assert sol.success
     return sol.y.T
 
@@ -187,8 +195,7 @@ def test_reduced_flow_h_gamma_time_conventions_and_the_symmetric_sweep():
 @pytest.mark.slow
 def test_symmetric_flow_through_flows_solve_matches_the_reduced_trajectory():
     """The same, integrated by `flows.solve` as the snap-time sweep does (one more compile)."""
-    sol = solve(symmetric_vector_field, jnp.zeros(3), t1=float(TS[-1]), ts=TS, args=_symmetric_args(),
-                **SOLVE_TOL)
+    sol = solve(symmetric_vector_field, jnp.zeros(3), t1=float(TS[-1]), ts=TS, args=_symmetric_args(), **SOLVE_TOL)
     paper = solve_flow(symmetric_classes(), ETA_Y, ETA_Z, TS, reduced=True, paper_time=True, **SOLVE_TOL)
     _check_symmetric_trajectory(np.asarray(sol.ys), paper)
 
@@ -199,11 +206,17 @@ def test_symmetric_flow_through_flows_solve_matches_the_reduced_trajectory():
 @jax.jit
 def _observables(Z, Z0, cond, Q, distinct, common, uniform):
     att = obs.attention(Z, cond, Q)
-    return {"att": att, "f": obs.normalized_attention(att), "entropy": obs.entropy(att),
-            "entropy_dt": obs.entropy_distinct(att, distinct), "mass": obs.common_mass(att, common),
-            "gains": jnp.stack([obs.relative_gain(att, j, jp) for j, jp in GAIN_PAIRS]),
-            "chi": obs.growth_factor(Z, Z0, Q), "uniform_entropy": obs.entropy(uniform),
-            "uniform_entropy_dt": obs.entropy_distinct(uniform, distinct)}
+    return {
+        "att": att,
+        "f": obs.normalized_attention(att),
+        "entropy": obs.entropy(att),
+        "entropy_dt": obs.entropy_distinct(att, distinct),
+        "mass": obs.common_mass(att, common),
+        "gains": jnp.stack([obs.relative_gain(att, j, jp) for j, jp in GAIN_PAIRS]),
+        "chi": obs.growth_factor(Z, Z0, Q),
+        "uniform_entropy": obs.entropy(uniform),
+        "uniform_entropy_dt": obs.entropy_distinct(uniform, distinct),
+    }
 
 
 GAIN_PAIRS = ((19, 12), (21, 28), (3, 15))  # (DT, DT) of class 0, of class 1, (CT, DT)
@@ -227,8 +240,7 @@ def state():
     uniform = np.zeros((c.num_classes, c.vocab_size))  # 1/20 on the CTs and the DTs of each class
     uniform[:, :10] = 0.05
     uniform[0, 10:20] = uniform[1, 20:30] = 0.05
-    got = _observables(*(jnp.asarray(a) for a in (Z, Z0, c.cond_probs, Q, c.distinct_mask, c.common_mask,
-                                                     uniform)))
+    got = _observables(*(jnp.asarray(a) for a in (Z, Z0, c.cond_probs, Q, c.distinct_mask, c.common_mask, uniform)))
     return c, Z, Z0, att, {k: np.asarray(v) for k, v in got.items()}
 
 
@@ -289,7 +301,7 @@ def test_knee_time_is_the_refined_steepest_point():
     # a bump that is not a parabola: the vertex of the top three points, computed independently
     rate = np.concatenate([[0.0], np.exp(-((x - 1.1) ** 2) / 0.8) * (1 + 0.3 * x)])
     i = int(np.argmax(rate[1:]))
-    expected = math.exp(_vertex(x[i - 1: i + 2], rate[1:][i - 1: i + 2]))
+    expected = math.exp(_vertex(x[i - 1 : i + 2], rate[1:][i - 1 : i + 2]))
     got = obs.knee_time(t, rate)
     assert abs(got / expected - 1) <= 1e-10 and got != t[1:][i]
     tp = t[1:]

@@ -32,7 +32,7 @@ def classes():
     w = np.zeros((K, M))
     w[:, :C] = 1.0
     for n in range(K):
-        w[n, C + D * n: C + D * (n + 1)] = np.linspace(0.3, 0.7, D)
+        w[n, C + D * n : C + D * (n + 1)] = np.linspace(0.3, 0.7, D)
     return SequenceClasses.from_weights(w, [C + K * D + n for n in range(K)], [C + K * D + K + n for n in range(K)])
 
 

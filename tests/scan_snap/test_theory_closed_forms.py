@@ -6,8 +6,9 @@ import pytest
 from flows.scan_snap import solve_single_common_token, theory
 
 
-@pytest.mark.parametrize("M,K,eta_Y,eta_Z,C0", [(100, 2, 5.0, 0.5, 1.0), (1000, 10, 1.0, 0.5, 0.3),
-                                              (50, 4, 0.5, 2.0, 2.0)])
+@pytest.mark.parametrize(
+    "M,K,eta_Y,eta_Z,C0", [(100, 2, 5.0, 0.5, 1.0), (1000, 10, 1.0, 0.5, 0.3), (50, 4, 0.5, 2.0, 2.0)]
+)
 def test_B_matches_single_common_token_flow(M, K, eta_Y, eta_Z, C0):
     t0 = float(theory.snap_time(M, K, eta_Y))
     ts = np.concatenate([[0.0], np.geomspace(1e-3 * t0, 30 * t0, 50)])
