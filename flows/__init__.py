@@ -1,4 +1,5 @@
-"""transformer-flows: continuous-time limits of transformer training, solved and held against networks.
+"""Continuous-time limits of transformer training, solved and held against networks (distribution
+transformer-gradient-flows).
 
 The public surface (names re-exported from the submodules, each imported on first use):
 

@@ -2,7 +2,7 @@
 
 A function that needs a package the core install may lack imports it through :func:`require` at call time,
 so that ``import flows`` never needs it and a missing package is reported as
-``pip install 'transformer-flows[EXTRA]'`` instead of a bare ``ModuleNotFoundError``.
+``pip install 'transformer-gradient-flows[EXTRA]'`` instead of a bare ``ModuleNotFoundError``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def require(module: str, extra: str, *, purpose: str | None = None) -> ModuleTyp
     **Arguments:**
 
     - `module`: the dotted import name, e.g. ``"ot"`` or ``"ott.tools.sinkhorn_divergence"``.
-    - `extra`: the extra of ``transformer-flows`` that installs it, e.g. ``"ot"`` or ``"bench"``.
+    - `extra`: the extra of ``transformer-gradient-flows`` that installs it, e.g. ``"ot"`` or ``"bench"``.
     - `purpose`: what needs it, for the message (e.g. ``"w2_per_slice(method='exact')"``).
 
     **Returns:** the imported module.
@@ -48,7 +48,7 @@ def require(module: str, extra: str, *, purpose: str | None = None) -> ModuleTyp
         what = f"{purpose} needs" if purpose else "this needs"
         raise ImportError(
             f"{what} the package {dist!r} (import {top!r}), which is not installed; install it with "
-            f"pip install 'transformer-flows[{extra}]'",
+            f"pip install 'transformer-gradient-flows[{extra}]'",
             name=top,
         ) from err
 

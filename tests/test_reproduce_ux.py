@@ -38,7 +38,7 @@ def test_require_names_the_extra_when_missing(monkeypatch, module, top, dist):
     err = info.value
     assert not isinstance(err, ModuleNotFoundError)  # the named error, not the bare one it replaces
     assert err.name == top
-    assert "pip install 'transformer-flows[bench]'" in str(err)
+    assert "pip install 'transformer-gradient-flows[bench]'" in str(err)
     assert f"the thing needs the package {dist!r}" in str(err)
 
 
@@ -74,7 +74,7 @@ def test_w2_per_slice_without_its_package_names_the_extra(monkeypatch, method, t
     # cloud sizes no other test uses, so the Sinkhorn program is traced (and imports) afresh here
     a, b = _clouds(1, 7, 5, 2, 0), _clouds(1, 6, 5, 2, 1)
     _hide(monkeypatch, top)
-    with pytest.raises(ImportError, match=r"pip install 'transformer-flows\[ot\]'") as info:
+    with pytest.raises(ImportError, match=r"pip install 'transformer-gradient-flows\[ot\]'") as info:
         obs.w2_per_slice(a, b, method=method)
     assert not isinstance(info.value, ModuleNotFoundError)
     assert f"w2_per_slice(method='{method}')" in str(info.value)

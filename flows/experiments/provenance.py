@@ -44,7 +44,7 @@ def versions() -> dict:
     info = {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "flows": getattr(flows_mod, "__version__", None) or _dist_version("transformer-flows"),
+        "flows": getattr(flows_mod, "__version__", None) or _dist_version("transformer-gradient-flows"),
     }
     for name in _PACKAGES:
         info[name] = _dist_version(name)
