@@ -40,9 +40,17 @@ from .model import (
     mlp_update,
     objective_value,
     traced_constants,
+    weighted,
 )
 
-__all__ = ["adjoint_states", "particle_gradients", "velocity", "velocity_adjoint", "velocity_autodiff"]
+__all__ = [
+    "adjoint_states",
+    "particle_gradients",
+    "probe_velocity",
+    "velocity",
+    "velocity_adjoint",
+    "velocity_autodiff",
+]
 
 
 def particle_gradients(Z_att, P_att, Z_mlp, P_mlp, particles_l, threshold):
@@ -61,10 +69,12 @@ def particle_gradients(Z_att, P_att, Z_mlp, P_mlp, particles_l, threshold):
     return gV, gW, gW1, gW2
 
 
-def adjoint_states(particles, Z0, y, threshold, d):
+def adjoint_states(particles, Z0, y, threshold, d, weights=None):
     """(Z_att, Z_mlp, P_att, P_mlp), each (L, n, D, K): the input of every sublayer (Z_{2l}, Z_{2l+1}) and
     the adjoint P = dR/dZ of its output (P_att of Z_{2l+1}, P_mlp of Z_{2l+2}), by a backward scan of
-    vector-Jacobian products of the layer maps in Z (P_{2L} = (yhat - y)/n e_d e_N^T)."""
+    vector-Jacobian products of the layer maps in Z (P_{2L} = (yhat - y)/n e_d e_N^T). `weights`: relative
+    atom weights (`model.weighted`)."""
+    particles = weighted(particles, weights)
     sa, sm = layer_scales(particles)
     Z_final, Z_att, Z_mlp = forward_states(particles, Z0, threshold)
     err = (Z_final[:, d, -1] - y) / Z0.shape[0]
@@ -89,6 +99,22 @@ def velocity_adjoint(particles, Z0, y, lam, threshold, d):
     layers = tuple(particles[k] for k in GROUPS)
     grads = jax.vmap(particle_gradients, in_axes=(0, 0, 0, 0, 0, None))(Z_att, P_att, Z_mlp, P_mlp, layers, threshold)
     return {k: -g - lam * particles[k] for k, g in zip(GROUPS, grads, strict=True)}
+
+
+def probe_velocity(particles, Z0, y, lam, threshold, d, probes, weights=None):
+    """-grad delta Q/delta rho at probe particles: the velocity field of the Wasserstein gradient flow of the
+    law given by `particles` (with `weights`), evaluated anywhere.
+
+    `probes` is a particle dict `{"V": (L, P, D, D), "W": (L, P, D, D), "W1": (L, Pm, D), "W2": (L, Pm, D)}`
+    (probe j of layer l sits at depth slice l; P and Pm may be 0). Returns the dict of
+    -grad_theta g(theta, t_l) - lam theta with g the data part of the first variation
+    (`observables.first_variation`): at the particles themselves (`probes = particles`, no weights) it is
+    `velocity_adjoint`.
+    """
+    Z_att, Z_mlp, P_att, P_mlp = adjoint_states(particles, Z0, y, threshold, d, weights)
+    layers = tuple(probes[k] for k in GROUPS)
+    grads = jax.vmap(particle_gradients, in_axes=(0, 0, 0, 0, 0, None))(Z_att, P_att, Z_mlp, P_mlp, layers, threshold)
+    return {k: -g - lam * probes[k] for k, g in zip(GROUPS, grads, strict=True)}
 
 
 def velocity_autodiff(particles, Z0, y, lam, threshold, d, rev=True):

@@ -15,6 +15,13 @@ risk R = mean over prompts of (yhat - y)^2 / 2, and the objective (2.3)
 the widths and the depth are read from these shapes, so one compiled function serves every config of a shape.
 The array-level functions (`predict`, `risk_value`, `objective_value`) take lam, the threshold and d as
 traced arrays (`traced_constants`); `forward`, `risk`, `objective` validate against a `Config` first.
+
+**A law as weighted atoms.** Every function of the forward pass also takes `weights`, relative weights
+`{"attention": (L, M), "mlp": (L, M_mlp)}` of the atoms: the law of depth slice l is
+(1/M) sum_j m_{l,j} delta_{theta_{l,j}} (a probability law when the weights of a slice average 1), so the
+sublayer sums and the weight decay of (2.1)-(2.3) become sum_j m_{l,j} f(Z, theta_{l,j}) / (M L) and
+lam/(2 M L) sum_{l,j} m_{l,j} |theta_{l,j}|^2. Particles are the weights 1 (`weights=None`, the same numbers
+bit for bit); a density on a grid is its cell masses times the number of cells, at the cell centres.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ __all__ = [
     "attention_vjp",
     "check_data",
     "check_particles",
+    "check_weights",
     "decay",
     "forward",
     "forward_states",
@@ -50,6 +58,7 @@ __all__ = [
     "risk",
     "risk_value",
     "traced_constants",
+    "weighted",
 ]
 
 #: The particle groups, in the order of the depth scan; the attention and the MLP groups.
@@ -217,9 +226,25 @@ def group_weighted(values, scales, reduce=lambda x: jnp.sum(x * x)):
     return scales[0] * att + scales[1] * mlp
 
 
-def forward_states(particles, Z0, threshold, rev=False):
+def weighted(particles, weights):
+    """The particles whose unweighted sublayer sums are the weighted ones: every f and h is linear in V and in
+    W2 (partial 1-homogeneity), so m f(Z, (V, W)) = f(Z, (m V, W)) and m h(Z, (W1, W2)) = h(Z, (W1, m W2)).
+    `weights=None` returns the particles themselves."""
+    if weights is None:
+        return particles
+    att, mlp = weights["attention"], weights["mlp"]
+    return {
+        "V": particles["V"] * att[:, :, None, None],
+        "W": particles["W"],
+        "W1": particles["W1"],
+        "W2": particles["W2"] * mlp[:, :, None],
+    }
+
+
+def forward_states(particles, Z0, threshold, rev=False, weights=None):
     """(Z_{2L}, Z_in_attention (L, n, D, K), Z_in_mlp (L, n, D, K)) of eqs. (2.1)-(2.2). `rev=True` uses
-    `attention_update_rev` (faster gradients; no forward-mode AD)."""
+    `attention_update_rev` (faster gradients; no forward-mode AD); `weights` as in the module docstring."""
+    particles = weighted(particles, weights)
     sa, sm = layer_scales(particles)
     attention = attention_update_rev if rev else attention_update
 
@@ -233,25 +258,32 @@ def forward_states(particles, Z0, threshold, rev=False):
     return Z_final, Z_att, Z_mlp
 
 
-def predict(particles, Z0, threshold, d, rev=False):
+def predict(particles, Z0, threshold, d, rev=False, weights=None):
     """yhat = Z_{2L}[d, N] of every prompt."""
-    return forward_states(particles, Z0, threshold, rev)[0][:, d, -1]
+    return forward_states(particles, Z0, threshold, rev, weights)[0][:, d, -1]
 
 
-def decay(particles, lam):
-    """lam/(2 M L) sum (|V|^2 + |W|^2) + lam/(2 M_mlp L) sum (|W1|^2 + |W2|^2)."""
-    return 0.5 * lam * group_weighted(particles, layer_scales(particles))
+def decay(particles, lam, weights=None):
+    """lam/(2 M L) sum (|V|^2 + |W|^2) + lam/(2 M_mlp L) sum (|W1|^2 + |W2|^2) (with `weights`, every term
+    times its atom's weight)."""
+    if weights is None:
+        return 0.5 * lam * group_weighted(particles, layer_scales(particles))
+    m = {"V": weights["attention"], "W": weights["attention"], "W1": weights["mlp"], "W2": weights["mlp"]}
+    terms = {
+        k: m[k].reshape(m[k].shape + (1,) * (particles[k].ndim - 2)) * (particles[k] * particles[k]) for k in GROUPS
+    }
+    return 0.5 * lam * group_weighted(terms, layer_scales(particles), jnp.sum)
 
 
-def risk_value(particles, Z0, y, threshold, d, rev=False):
+def risk_value(particles, Z0, y, threshold, d, rev=False, weights=None):
     """R = mean (yhat - y)^2 / 2."""
-    err = predict(particles, Z0, threshold, d, rev) - y
+    err = predict(particles, Z0, threshold, d, rev, weights) - y
     return 0.5 * jnp.mean(err * err)
 
 
-def objective_value(particles, Z0, y, lam, threshold, d, rev=False):
+def objective_value(particles, Z0, y, lam, threshold, d, rev=False, weights=None):
     """Q = R + the weight decay (2.3)."""
-    return risk_value(particles, Z0, y, threshold, d, rev) + decay(particles, lam)
+    return risk_value(particles, Z0, y, threshold, d, rev, weights) + decay(particles, lam, weights)
 
 
 def traced_constants(config: Config, dtype):
@@ -265,22 +297,53 @@ _risk_jit = xla_jit(risk_value, static_argnames=("rev",))
 _objective_jit = xla_jit(objective_value, static_argnames=("rev",))
 
 
-def forward(config: Config, particles, Z0) -> jax.Array:
-    """yhat = Z_{2L}[d, N] for prompts `Z0 (n, D, N + 1)` -> `(n,)`."""
-    particles = check_particles(config, particles)
+def check_weights(config: Config, weights) -> dict | None:
+    """Validate relative atom weights against `config` (module docstring): `None`, or a dict with keys
+    "attention" (L, M) and "mlp" (L, M_mlp) of finite non-negative floats; returns them as arrays."""
+    if weights is None:
+        return None
+    if not isinstance(weights, dict) or set(weights) != {"attention", "mlp"}:
+        raise ValueError("weights must be None or a dict with keys 'attention' and 'mlp'")
+    want = {"attention": (config.L, config.M), "mlp": (config.L, config.M_mlp)}
+    out = {}
+    for name, shape in want.items():
+        arr = as_array(f"weights[{name!r}]", weights[name])
+        if arr.shape != shape:
+            raise ValueError(f"weights[{name!r}] must have shape {shape}, got {arr.shape}")
+        if not jnp.issubdtype(arr.dtype, jnp.floating):
+            raise ValueError(f"weights[{name!r}] must be floating point, got {arr.dtype}")
+        check_finite_tree(f"weights[{name!r}]", arr)
+        if bool(jnp.any(arr < 0)):
+            raise ValueError(f"weights[{name!r}] must be >= 0")
+        out[name] = arr
+    return out
+
+
+def forward(config: Config, particles, Z0, weights=None) -> jax.Array:
+    """yhat = Z_{2L}[d, N] for prompts `Z0 (n, D, N + 1)` -> `(n,)` (`weights`: module docstring)."""
+    particles, weights = check_particles(config, particles), check_weights(config, weights)
     Z0 = check_data(config, Prompts(Z0, jnp.zeros(jnp.shape(Z0)[:1], jnp.result_type(Z0)))).Z0
     _, threshold, d = traced_constants(config, Z0.dtype)
+    if weights is not None:
+        return _predict_jit(particles, Z0, threshold, d, weights=weights)
     return _predict_jit(particles, Z0, threshold, d)
 
 
-def risk(config: Config, particles, data: Prompts) -> jax.Array:
-    """R = mean over prompts of (yhat - y)^2 / 2 (a scalar)."""
+def risk(config: Config, particles, data: Prompts, weights=None) -> jax.Array:
+    """R = mean over prompts of (yhat - y)^2 / 2 (a scalar; `weights`: module docstring)."""
     particles, data = check_particles(config, particles), check_data(config, data)
+    weights = check_weights(config, weights)
     _, threshold, d = traced_constants(config, data.Z0.dtype)
+    if weights is not None:
+        return _risk_jit(particles, data.Z0, data.y, threshold, d, weights=weights)
     return _risk_jit(particles, data.Z0, data.y, threshold, d)
 
 
-def objective(config: Config, particles, data: Prompts) -> jax.Array:
-    """Q = R + lam/(2 M L) sum(|V|^2 + |W|^2) + lam/(2 M_mlp L) sum(|W1|^2 + |W2|^2) (eq. 2.3)."""
+def objective(config: Config, particles, data: Prompts, weights=None) -> jax.Array:
+    """Q = R + lam/(2 M L) sum(|V|^2 + |W|^2) + lam/(2 M_mlp L) sum(|W1|^2 + |W2|^2) (eq. 2.3; `weights`:
+    module docstring)."""
     particles, data = check_particles(config, particles), check_data(config, data)
+    weights = check_weights(config, weights)
+    if weights is not None:
+        return _objective_jit(particles, data.Z0, data.y, *traced_constants(config, data.Z0.dtype), weights=weights)
     return _objective_jit(particles, data.Z0, data.y, *traced_constants(config, data.Z0.dtype))
