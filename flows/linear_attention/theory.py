@@ -19,7 +19,9 @@ decreasing order, gamma_i = (1 + 1/N) lambda_i + tr(Lambda)/N), with 2 L_k = tr(
 gamma_i: the saddles of the separate-heads model (ZSLS eqs 18-19) and its plateaus.
 
 Functions take eigenvalues (a 1-D sequence, positive) and an optional orthogonal `rotation` R (Lambda =
-R diag(eigenvalues) R^T, None: diagonal); they return jax arrays (float64 where x64 is enabled).
+R diag(eigenvalues) R^T, None: diagonal). The closed forms of the data alone (Gamma, G*, the plateaus, ...) are
+float64 numpy arrays (constants, usable inside traced code); the functions of a matrix G or of time return jax
+arrays (differentiable; float64 where x64 is enabled).
 """
 
 from __future__ import annotations
@@ -91,19 +93,19 @@ def _covariance(eigenvalues, rotation) -> np.ndarray:
     return np.diag(lam) if R is None else (R * lam) @ R.T
 
 
-def covariance_matrix(eigenvalues, rotation=None) -> jax.Array:
+def covariance_matrix(eigenvalues, rotation=None) -> np.ndarray:
     """Lambda = R diag(eigenvalues) R^T `(d, d)` (R = I when `rotation` is None)."""
-    return jnp.asarray(_covariance(eigenvalues, rotation))
+    return _covariance(eigenvalues, rotation)
 
 
-def gamma_values(eigenvalues, N) -> jax.Array:
+def gamma_values(eigenvalues, N) -> np.ndarray:
     """gamma_i = (1 + 1/N) lambda_i + tr(Lambda) / N `(d,)`: the eigenvalues of Gamma (same order as given)."""
     lam = _eigenvalues(eigenvalues)
     n = _prompt_length("N", N)
-    return jnp.asarray((1.0 + 1.0 / n) * lam + lam.sum() / n)
+    return (1.0 + 1.0 / n) * lam + lam.sum() / n
 
 
-def gamma_matrix(eigenvalues, N, rotation=None) -> jax.Array:
+def gamma_matrix(eigenvalues, N, rotation=None) -> np.ndarray:
     """Gamma = (1 + 1/N) Lambda + (tr(Lambda) / N) I_d `(d, d)` (ZFB, Theorem 4.1).
 
     **Arguments:**
@@ -116,16 +118,16 @@ def gamma_matrix(eigenvalues, N, rotation=None) -> jax.Array:
     """
     lam = _eigenvalues(eigenvalues)
     n = _prompt_length("N", N)
-    return (1.0 + 1.0 / n) * covariance_matrix(lam, rotation) + (lam.sum() / n) * jnp.eye(lam.size)
+    return (1.0 + 1.0 / n) * _covariance(lam, rotation) + (lam.sum() / n) * np.eye(lam.size)
 
 
-def optimal_G(eigenvalues, N, rotation=None) -> jax.Array:
+def optimal_G(eigenvalues, N, rotation=None) -> np.ndarray:
     """G* = Gamma^{-1} `(d, d)`: the global minimiser of `loss_of_G`, the limit of ZFB's gradient flow
     (Theorem 4.1, eq 4.1: the product of the trained value and key-query blocks)."""
     lam = _eigenvalues(eigenvalues)
     R = _rotation(rotation, lam.size)
-    inv = 1.0 / np.asarray(gamma_values(lam, N))
-    return jnp.asarray(np.diag(inv) if R is None else (R * inv) @ R.T)
+    inv = 1.0 / gamma_values(lam, N)
+    return np.diag(inv) if R is None else (R * inv) @ R.T
 
 
 def shift_loss(G, N, context_cov, *, query_cov=None, task_cov=None) -> jax.Array:
@@ -189,23 +191,23 @@ def plateau_losses(eigenvalues, N) -> np.ndarray:
     eq 19, times 1/2 for ZFB's convention): L_0 = tr(Lambda)/2 at G = 0, L_d = `min_loss`. These are the
     plateaus of the separate-heads model, visited in this order (ZSLS section 4)."""
     lam = _eigenvalues(eigenvalues)
-    gam = np.asarray(gamma_values(lam, N))
+    gam = gamma_values(lam, N)
     order = np.argsort(-lam, kind="stable")
     gains = np.concatenate([[0.0], np.cumsum(lam[order] ** 2 / gam[order])])
     return 0.5 * (lam.sum() - gains)
 
 
-def pcr_G(eigenvalues, N, k: int, rotation=None) -> jax.Array:
+def pcr_G(eigenvalues, N, k: int, rotation=None) -> np.ndarray:
     """G_k = sum_{i<=k} gamma_i^{-1} r_i r_i^T `(d, d)`: the minimiser of `loss_of_G` among matrices acting on the
     top k eigen-directions (ZSLS eq 18); `loss_of_G(pcr_G(..., k))` is `plateau_losses(...)[k]`."""
     lam = _eigenvalues(eigenvalues)
     k = check_int("k", k, 0, lam.size)
     R = _rotation(rotation, lam.size)
-    gam = np.asarray(gamma_values(lam, N))
+    gam = gamma_values(lam, N)
     keep = np.zeros(lam.size)
     keep[np.argsort(-lam, kind="stable")[:k]] = 1.0
     diag = keep / gam
-    return jnp.asarray(np.diag(diag) if R is None else (R * diag) @ R.T)
+    return np.diag(diag) if R is None else (R * diag) @ R.T
 
 
 # -- distribution shift (ZFB section 4.2, Theorem 4.2) ----------------------------------------------------------
@@ -244,17 +246,17 @@ def covariate_shift_loss(eigenvalues, N, test_cov, *, M=None, rotation=None) -> 
     return shift_loss(G, M, test_cov)
 
 
-def covariate_shift_map(eigenvalues, N, test_cov, rotation=None) -> jax.Array:
+def covariate_shift_map(eigenvalues, N, test_cov, rotation=None) -> np.ndarray:
     """Gamma^{-1} Lambda' `(d, d)`: the long-test-prompt prediction of the trained model under covariate shift,
     y_hat -> x_q^T Gamma^{-1} Lambda' w (ZFB section 4.2); Lambda' = c^2 Lambda gives about c^2 x_q^T w."""
     lam = _eigenvalues(eigenvalues)
-    return optimal_G(lam, N, rotation) @ _sym("test_cov", test_cov, lam.size)
+    return optimal_G(lam, N, rotation) @ np.asarray(_sym("test_cov", test_cov, lam.size))
 
 
 # -- multi-head models (ZSLS) ------------------------------------------------------------------------------------
 
 
-def separate_fixed_points(eigenvalues, N) -> jax.Array:
+def separate_fixed_points(eigenvalues, N) -> np.ndarray:
     """v_i* = gamma_i^{-1/3} `(d,)`: the nonzero fixed point of the separate-heads scalar ODE (ZSLS eq 21) of each
     eigen-direction (same order as `eigenvalues`); a head on direction i ends with k = q = v = v_i*."""
     return gamma_values(eigenvalues, N) ** (-1.0 / 3.0)
