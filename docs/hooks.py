@@ -1,0 +1,236 @@
+"""mkdocs hooks of the documentation site (``hooks:`` in mkdocs.yml).
+
+- The API reference: one page per public module of ``flows`` and ``derivations``, found by walking the
+  packages' folders (modules and packages whose name starts with ``_``, ``__main__`` and the deprecated
+  forwarders are skipped), each page a mkdocstrings ``::: module`` block, listed in the navigation under
+  "API reference". A new module appears without an edit here.
+- MathJax: the site renders its LaTeX with the copy of MathJax 3 (``tex-svg.js``, fonts included as paths)
+  that the ``django-static-mathjax`` package installs, copied into the built site: nothing is fetched at
+  view time.
+- Generated tables, replacing a marker line in a page's Markdown at build time:
+  ``<!-- generated: benchmarks -->`` (``benchmarks.summary.table`` of ``benchmarks/results/*.json``),
+  ``<!-- generated: findings -->`` (``flows.experiments.findings.markdown()``) and
+  ``<!-- generated: predictions STEM ... -->`` (the predictions and verdicts of those examples in the
+  committed ``--quick`` record ``benchmarks/results/reproduce_quick.json``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+
+from mkdocs.structure.files import File, Files
+
+log = logging.getLogger("mkdocs.hooks.docs")
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("flows", "derivations")
+API_DIR = "api"
+MATHJAX_URI = "javascripts/mathjax/tex-svg.js"
+_MARKER = re.compile(r"^<!-- generated: (\w+)(.*?)-->$", re.MULTILINE)
+
+
+def _docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+
+
+def public_modules() -> list[tuple[str, Path, bool]]:
+    """(dotted name, source file, is a package) of every public module of `PACKAGES`, in walking order.
+
+    **Returns:** the packages first in each folder, then their modules by name.
+    """
+    found: list[tuple[str, Path, bool]] = []
+
+    def walk(folder: Path, dotted: str) -> None:
+        found.append((dotted, folder / "__init__.py", True))
+        for child in sorted(folder.iterdir()):
+            if child.name.startswith("_"):
+                continue
+            if child.is_dir() and (child / "__init__.py").is_file():
+                walk(child, f"{dotted}.{child.name}")
+            elif child.suffix == ".py":
+                if _docstring(child).startswith("Deprecated"):
+                    continue
+                found.append((f"{dotted}.{child.stem}", child, False))
+
+    for pkg in PACKAGES:
+        walk(ROOT / pkg, pkg)
+    return found
+
+
+def _summary(path: Path) -> str:
+    first = _docstring(path).split("\n\n", 1)[0]
+    return " ".join(first.split())
+
+
+def _api_page(name: str, is_package: bool, children: list[str]) -> str:
+    lines = [f"::: {name}"]
+    if is_package:
+        lines += ["    options:", "      members: false", ""]
+        if children:
+            lines += ["**Modules:**", ""]
+            lines += [f"- [`{c}`]({c}.md)" for c in children]
+    return "\n".join(lines) + "\n"
+
+
+def _children(name: str, modules: list[tuple[str, Path, bool]]) -> list[str]:
+    depth = name.count(".") + 1
+    return [m for m, _, _ in modules if m.startswith(name + ".") and m.count(".") == depth]
+
+
+def _api_index(modules: list[tuple[str, Path, bool]]) -> str:
+    lines = [
+        "# API reference",
+        "",
+        "One page per public module of `flows` and `derivations`, generated from the docstrings when the site "
+        "is built (the list of modules is found by walking the packages). Each module's public names are those "
+        "of its `__all__`; the packages re-export the names a user needs (`flows.solve`, "
+        "`flows.cooccurrence.train`, ...), documented in the module that defines them.",
+        "",
+        "| module | what it is |",
+        "|---|---|",
+    ]
+    for name, path, _ in modules:
+        lines.append(f"| [`{name}`]({name}.md) | {_summary(path).replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def _api_nav(modules: list[tuple[str, Path, bool]]) -> list:
+    """Navigation of the API reference: the index, then one section per package with its modules."""
+    nav: list = [f"{API_DIR}/index.md"]
+    for name, _, is_package in modules:
+        if not is_package:
+            continue
+        entries: list = [{name: f"{API_DIR}/{name}.md"}]
+        for child, _, child_is_package in modules:
+            if child.startswith(name + ".") and child.count(".") == name.count(".") + 1 and not child_is_package:
+                entries.append({child: f"{API_DIR}/{child}.md"})
+        nav.append({name: entries})
+    return nav
+
+
+def on_config(config):
+    if str(ROOT) not in sys.path:  # the hooks import the checkout's benchmarks and flows
+        sys.path.insert(0, str(ROOT))
+    modules = public_modules()
+    docs = Path(config["docs_dir"])
+    nav = config.get("nav") or []
+    for i, item in enumerate(nav):
+        if isinstance(item, dict) and "API reference" in item:
+            nav[i] = {"API reference": _api_nav(modules)}
+        elif isinstance(item, dict) and "Systems" in item:
+            # a system's page is written with its package; until then the site builds without it
+            present = [e for e in item["Systems"] if (docs / next(iter(e.values()))).is_file()]
+            for e in item["Systems"]:
+                if e not in present:
+                    log.info("docs: no page %s yet; left out of the navigation", next(iter(e.values())))
+            nav[i] = {"Systems": present}
+    return config
+
+
+def _mathjax_file(config) -> File:
+    try:
+        import mathjax  # django-static-mathjax: MathJax 3's distribution as package data
+    except ImportError as err:
+        raise RuntimeError("the docs need the `docs` extra: pip install -e '.[docs]' (django-static-mathjax)") from err
+    src = Path(mathjax.__file__).resolve().parent / "static" / "mathjax" / "es5" / "tex-svg.js"
+    if not src.is_file():
+        raise RuntimeError(f"django-static-mathjax has no {src.name}: reinstall the `docs` extra")
+    return File.generated(config, MATHJAX_URI, abs_src_path=str(src))
+
+
+def on_files(files: Files, config) -> Files:
+    modules = public_modules()
+    for name, _, is_package in modules:
+        files.append(
+            File.generated(
+                config, f"{API_DIR}/{name}.md", content=_api_page(name, is_package, _children(name, modules))
+            )
+        )
+    files.append(File.generated(config, f"{API_DIR}/index.md", content=_api_index(modules)))
+    files.append(_mathjax_file(config))
+    return files
+
+
+# ------------------------------------------------------------------------------------------ generated tables
+
+
+def _benchmarks() -> str:
+    from benchmarks import summary
+
+    return summary.table(summary.read_rows(summary.result_paths()))
+
+
+def _findings() -> str:
+    """One heading per known finding (its id is the anchor that records and reports link to), with the
+    predictions it covers, the paper's claim, the full run's measurement and the reason."""
+    from flows.experiments import findings
+
+    groups: dict[str, tuple] = {}
+    for (stem, name), f in findings.KNOWN_FINDINGS.items():
+        groups.setdefault(f.anchor, (f, []))[1].append((stem, name))
+    parts = []
+    for anchor, (f, keys) in groups.items():
+        where = "; ".join(f"`{stem}`: `{name}`" for stem, name in keys)
+        quick = "" if f.at_quick else " Not decided at `--quick` size (the quick run records it as not tested)."
+        parts.append(
+            f"### {f.title} {{#{anchor}}}\n\n*Predictions:* {where}.\n\n*Paper:* {f.claim}.\n\n"
+            f"*Measured (full run):* {f.measured}.\n\n*Why:* {f.reason}.{quick}\n"
+        )
+    return "\n".join(parts)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        text = f"{value:.3g}"
+    elif isinstance(value, list | tuple):
+        text = "[" + ", ".join(_cell(v) for v in value) + "]"
+    else:
+        text = str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _predictions(stems: list[str]) -> str:
+    from benchmarks.reproduce_times import RESULTS
+
+    data = json.loads(RESULTS.read_text(encoding="utf-8"))
+    preds = data.get("predictions") or {}
+    lines = [
+        f"From the committed `--quick` record (`{data.get('command')}`, {data.get('date')}): ",
+        "",
+        "| example | prediction | measured | expected | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    count = 0
+    for stem in stems:
+        for name, p in (preds.get(stem) or {}).items():
+            verdict = p.get("verdict", "")
+            if p.get("known_finding"):
+                verdict = f"[{verdict}](../findings.md#{p['known_finding']})"
+            elif verdict == "not tested at this size" and p.get("tested_at"):
+                verdict = f"{verdict} (decided by {p['tested_at']})"
+            lines.append(
+                f"| `{stem}` | `{name}` | {_cell(p.get('measured'))} | {_cell(p.get('expected', ''))} | "
+                f"{_cell(verdict) if not p.get('known_finding') else verdict} |"
+            )
+            count += 1
+    if not count:
+        raise RuntimeError(f"no recorded predictions for {stems} in {RESULTS.name}: rerun benchmarks.reproduce_times")
+    return "\n".join(lines)
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    def replace(match: re.Match) -> str:
+        kind, rest = match.group(1), match.group(2).split()
+        if kind == "benchmarks":
+            return _benchmarks()
+        if kind == "findings":
+            return _findings()
+        if kind == "predictions":
+            return _predictions(rest)
+        raise RuntimeError(f"{page.file.src_uri}: unknown generated block {kind!r}")
+
+    return _MARKER.sub(replace, markdown)
