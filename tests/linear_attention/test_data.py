@@ -80,7 +80,7 @@ def test_sample_shapes_labels_and_seeding():
     np.testing.assert_allclose(p.y, np.einsum("bnd,bd->bn", p.X, p.w), rtol=1e-14)
     np.testing.assert_allclose(p.yq, np.einsum("bd,bd->b", p.xq, p.w), rtol=1e-14)
     again = data.sample(cfg, jax.random.PRNGKey(1), 5)
-    for a, b in zip(p, again):
+    for a, b in zip(p, again, strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(data.sample(cfg, 1, 5).X, p.X)  # an integer seed is PRNGKey(seed)
     assert not np.allclose(data.sample(cfg, 2, 5).X, p.X)
