@@ -1,6 +1,7 @@
 """`python -m benchmarks.reproduce_times OUT [--jobs N] [--total-s S] [--output FILE]`: the measured wall time
 of each example of a finished `python -m flows reproduce --quick --out OUT`, written to
-`benchmarks/results/reproduce_quick.json`, from which `reproduce` estimates its duration at the start.
+`benchmarks/results/reproduce_quick.json`, from which `reproduce` estimates its duration at the start, with
+each example's predictions and their verdicts (the tables of the documentation's system pages).
 
 Each example's time is the footer `[reproduce] exit code 0 after X s` of `OUT/<stem>/run.log`. The whole run's
 wall time is `--total-s` (the `N example(s) in S s` line that `reproduce` prints at the end) or else is read
@@ -22,6 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from flows.experiments.examples import verdict
 from flows.experiments.report import logged_wall_s
 from flows.experiments.reproduce import default_jobs
 
@@ -83,6 +85,31 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+_PREDICTION_KEYS = ("measured", "expected", "tested_at", "known_finding")
+
+
+def recorded_predictions(out: Path) -> dict[str, dict[str, dict]]:
+    """The predictions of each example of the run in `out`, with their verdicts.
+
+    **Arguments:**
+
+    - `out`: the run's ``--out`` folder.
+
+    **Returns:** ``{stem: {name: {"verdict", "measured", "expected", ...}}}`` for every example whose
+    ``metrics.json`` holds predictions (entries with a ``"holds"`` field), in the order the record keeps them.
+    """
+    preds: dict[str, dict[str, dict]] = {}
+    for path in sorted(Path(out).glob("*/metrics.json")):
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+        mine = {}
+        for name, p in metrics.items():
+            if isinstance(p, dict) and "holds" in p:
+                mine[name] = {"verdict": verdict(p), **{k: p[k] for k in _PREDICTION_KEYS if k in p}}
+        if mine:
+            preds[path.parent.name] = mine
+    return preds
+
+
 def measured_times(out: Path, *, jobs: int | None = None, total_s: float | None = None) -> dict:
     """The contents of `reproduce_quick.json` from the finished ``--quick`` run in `out`.
 
@@ -122,6 +149,7 @@ def measured_times(out: Path, *, jobs: int | None = None, total_s: float | None 
         "total_wall_s": round(total_s, 1),
         "date": _dt.date.today().isoformat(),
         "examples": walls,
+        "predictions": recorded_predictions(out),
     }
 
 
