@@ -196,7 +196,7 @@ def reduced_params(config: Config, reduced: str, y: jax.Array) -> dict[str, jax.
     s = y[:, 0]
     H = config.heads
     W_PV = jnp.zeros((H, d + 1, d + 1)).at[jnp.arange(d), d, d].set(s)
-    kq = jnp.zeros((H, d + 1, 1)).at[:d, :d, 0].set((R * s).T)
+    kq = jnp.zeros((H, d + 1, 1)).at[:d, :d, 0].set((R * s[None, :]).T)
     return {"W_PV": W_PV, "W_K": kq, "W_Q": kq}
 
 
