@@ -104,7 +104,10 @@ def test_separate_heads_plateau_at_the_pcr_losses_in_decreasing_eigenvalue_order
     lam = np.asarray(config.eigenvalues)
     gam = theory.gamma_values(lam, config.N)
     t_half = np.array(
-        [float(theory.separate_time((2 * g) ** (-1 / 3), 0.01, li, config.N, lam.sum())) for li, g in zip(lam, gam)]
+        [
+            float(theory.separate_time((2 * g) ** (-1 / 3), 0.01, li, config.N, lam.sum()))
+            for li, g in zip(lam, gam, strict=True)
+        ]
     )
     order = np.argsort(t_half)
     np.testing.assert_array_equal(order, np.argsort(-lam))
