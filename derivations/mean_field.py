@@ -1,39 +1,19 @@
-"""First variation and particle velocity of the mean-field transformer (Gao et al., NeurIPS 2024).
+"""First variation and particle velocity of the mean-field transformer (Gao et al., NeurIPS 2024, eqs. 2.1-2.3
+and the particle ODE of its Wasserstein gradient flow), on explicit small symbolic matrices (sizes D, K = N + 1).
 
-Gao et al. 2024, eqs. (2.1)-(2.3) (the two encoders), the first variation and the particle ODE of its
-Wasserstein gradient flow; the hand-written array code is `flows.mean_field.gradients.particle_gradients`.
-For one prompt Z in
-R^{D x K} (K = N + 1 columns) and its adjoint P in R^{D x K}, the first variation of Q at a particle is
-
-    attention  g(theta) = <P, f(Z, theta)>_F + lam/2 (|V|^2 + |W|^2),   f(Z, theta) = V Z S,
-               S[k, i] = exp(z_k^T W z_i) / sum_k' exp(z_k'^T W z_i)      (softmax over the key axis k),
-    MLP        g(w)     = <P, h(Z, w)>_F + lam/2 (|W1|^2 + |W2|^2),       h(Z, w) = W2 sigma(W1 Z),
-
-(W1 a 1 x D row, W2 a D x 1 column, sigma the HuberizedReLU with threshold h0), and the particle velocity in
-training time tau is d theta/d tau = -grad_theta g (`gradient_flow` with learning rate 1). This module states
-g on explicit small symbolic matrices (sizes D, K are parameters), lets sympy differentiate it entry by
-entry, and shows that the derived gradients equal the closed matrix forms used by the network code:
-
-    grad_V  <P, V Z S>          = P (Z S)^T
-    grad_W  <P, V Z S>          = Z G Z^T,   G = S o (B - 1 1^T (S o B)),   B = Z^T V^T P   (o entrywise)
-    grad_W2 <P, W2 sigma(W1 Z)> = P sigma(W1 Z)^T
-    grad_W1 <P, W2 sigma(W1 Z)> = ((W2^T P) o sigma'(W1 Z)) Z^T,   sigma' = 0, z/h0, 1 piecewise.
-
-The attention identity is made algebraic by writing E[k, i] = exp(z_k^T W z_i) after differentiating (the
-derivative of exp is taken by sympy, then each exp(c a_ki) becomes E_ki^c); the MLP identity is checked on
-every combination of HuberizedReLU pieces of the K columns (3^K cases), and the Piecewise derivative of sigma
-is shown to be sigma'. Partial 1-homogeneity f(Z, (cV, W)) = c f, h(Z, (W1, cW2)) = c h (and its Euler
-identity <theta_V, grad_V g> = <P, f>) is shown too.
-
-These systems are printed (`python -m flows derive mean_field-attention|mean_field-mlp [--latex]`) and
-checked, but not emitted as generated modules (`module = None`): the full-size network is written by hand
-with array operations.
+sympy differentiates the first variation g(theta) = <P, f(Z, theta)>_F + lam/2 |theta|^2 entry by entry, and the
+derived gradients are shown equal to the closed matrix forms of `flows.mean_field.gradients.particle_gradients`:
+for attention f = V Z S (S the key-axis softmax of Z^T W Z) exactly, with E_ki = exp(z_k^T W z_i) made a symbol;
+for the MLP h = W2 sigma(W1 Z) on every combination of HuberizedReLU pieces of the K columns. Partial
+1-homogeneity and its Euler identity are shown too. Printed by `python -m flows derive mean_field-attention`
+(or `mean_field-mlp`, `--latex`); no generated module. See docs/systems/mean_field.md.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+from typing import Any, NamedTuple
 
 import sympy as sp
 
@@ -91,26 +71,28 @@ HUBER_PIECES = (
 )
 
 
-def huberized_relu(x, h0) -> sp.Piecewise:
+def _huber(x, h0, fns) -> sp.Piecewise:
+    return sp.Piecewise(*((f(x, h0), c) for f, c in zip(fns, (x <= 0, x <= h0, True), strict=True)))
+
+
+def huberized_relu(x: Any, h0: Any) -> sp.Piecewise:
     """sigma(x) = 0 (x <= 0), x^2/(2 h0) (0 < x <= h0), x - h0/2 (x > h0), as a sympy Piecewise."""
-    (_, s0, _), (_, s1, _), (_, s2, _) = HUBER_PIECES
-    return sp.Piecewise((s0(x, h0), x <= 0), (s1(x, h0), x <= h0), (s2(x, h0), True))
+    return _huber(x, h0, [s for _, s, _ in HUBER_PIECES])
 
 
-def huberized_relu_grad(x, h0) -> sp.Piecewise:
+def huberized_relu_grad(x: Any, h0: Any) -> sp.Piecewise:
     """sigma'(x) = 0, x/h0, 1 on the three pieces (same conditions as `huberized_relu`)."""
-    (_, _, d0), (_, _, d1), (_, _, d2) = HUBER_PIECES
-    return sp.Piecewise((d0(x, h0), x <= 0), (d1(x, h0), x <= h0), (d2(x, h0), True))
+    return _huber(x, h0, [d for _, _, d in HUBER_PIECES])
 
 
 # --------------------------------------------------------------------------- printing
 
 
-class _Raw:
+class _Raw(NamedTuple):
     """A formula given as text and LaTeX (matrix identities sympy prints poorly)."""
 
-    def __init__(self, text: str, latex: str):
-        self.text, self.latex = text, latex
+    text: str
+    latex: str
 
 
 def _text_line(lhs, expr) -> str:
@@ -244,7 +226,7 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         G = _hadamard(S, B - sp.ones(self.K, self.K) * _hadamard(S, B))
         return self.P * (self.Z * S).T, self.Z * G * self.Z.T
 
-    def algebraic(self, expr):
+    def algebraic(self, expr: Any) -> Any:
         """`expr` with every exp(c * a_ki) replaced by E_ki**c (a_ki = z_k^T W z_i)."""
         if isinstance(expr, sp.MatrixBase):
             return expr.applyfunc(self.algebraic)
@@ -264,7 +246,7 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
                 return e**ratio
         raise ValueError(f"exp({arg}) is not a multiple of a logit z_k^T W z_i")
 
-    def softmax_form(self, expr) -> sp.Expr:
+    def softmax_form(self, expr: Any) -> sp.Expr:
         """An expression in E_ki written as a polynomial in the softmax entries: E_ki = C_i S_ki, the column
         scales C_i must cancel (softmax invariance), then S_Ki = 1 - sum_{k<K} S_ki."""
         K = self.K
@@ -461,7 +443,7 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
             raise ValueError(f"cannot tell which column the Piecewise {pw} belongs to")
         return cols[0]
 
-    def select(self, expr, combo) -> sp.Expr:
+    def select(self, expr: Any, combo: tuple[int, ...]) -> sp.Expr:
         """`expr` with the HuberizedReLU Piecewise of column i replaced by its piece `combo[i]`
         (0: z <= 0, 1: 0 < z <= h0, 2: z > h0)."""
 

@@ -1,6 +1,6 @@
 """Mean-field transformer, P3: training curves collapse under the M L time scale, and do not with one raw step.
 
-Gao et al., NeurIPS 2024 (theory digest §3, §4 P3): GD with learning rate eta = eta_tau M L on the raw
+Gao et al., NeurIPS 2024 (Thm 3.1; docs/systems/mean_field.md, P3): GD with learning rate eta = eta_tau M L on the raw
 gradients of Q moves every particle by eta_tau times its mean-field velocity, so the risk curves R(tau) of
 networks of any depth L and width M, read at tau = k eta_tau, follow one limit curve as L, M grow. With one
 raw learning rate for every (L, M), a network's flow time per step is eta / (M L): the curves, read at the

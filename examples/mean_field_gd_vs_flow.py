@@ -1,7 +1,7 @@
 """Mean-field transformer: GD on the finite network at three step sizes against the particle Wasserstein flow.
 
-Gao et al., "Global convergence in training large-scale transformers", NeurIPS 2024 (theory digest §2.4,
-§3): GD with learning rate eta = eta_tau M L (attention) and eta_tau M_mlp L (MLP) on the raw gradients of
+Gao et al., "Global convergence in training large-scale transformers", NeurIPS 2024 (eqs. 2.1-2.4,
+Thm 3.1): GD with learning rate eta = eta_tau M L (attention) and eta_tau M_mlp L (MLP) on the raw gradients of
 Q is explicit Euler of the particle flow d theta/d tau = -M L dQ/d theta with step eta_tau, so its curves,
 read at tau = k eta_tau, approach the adaptive solve of the flow at first order in eta_tau. In-context
 linear regression (d = 3, D = 4, N = 8, HuberizedReLU threshold 1, weight decay lam = 1e-3, i.i.d.

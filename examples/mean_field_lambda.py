@@ -1,6 +1,6 @@
 """Mean-field transformer, P5-P7: weight decay lambda -> 0, stationarity, and a first-variation certificate.
 
-Gao et al., NeurIPS 2024, arXiv:2410.23610 (theory digest §2.3, §4 P5-P7): the particle flow
+Gao et al., NeurIPS 2024, arXiv:2410.23610 (Thm 4.1, Cor 4.1; docs/systems/mean_field.md, P5-P7): the particle flow
 d theta/d tau = -grad dQ/drho of
 
     Q(rho) = R(rho) + (lam/2) int (|theta|^2 + |w|^2) drho,   dQ/drho (theta, t_l) = g_l(theta) + (lam/2) |theta|^2,
@@ -27,7 +27,7 @@ floors are 0, and the network can interpolate, inf R = 0), lam in {1e-1, 1e-2, 1
 (initial particles only differ), full-batch GD at eta_tau = 1 (explicit Euler of the flow; its fixed points are
 the flow's stationary points) to a horizon tau_end(lam), longest at lam = 1e-2 where stationarity is within reach
 (the weight-decay time is 1/lam); one compiled program serves every lam and restart. The full run adds a wide
-network (M_T = 4 M, the theory digest's large-M "teacher"): its global minimum is <= the narrow one's (duplicate
+network (M_T = 4 M, a large-M "teacher"): its global minimum is <= the narrow one's (duplicate
 each particle 4 times), so if GD finds global minima its final Q is not above the narrow one's.
 
 Predictions: (P6) the restart-mean final R decreases at every step lam -> lam/10 and R(lam = 1e-4) <= 1e-3 R(0);

@@ -1,8 +1,8 @@
 """Mean-field transformer, noisy (Fokker-Planck) flow: risk, entropy and free energy against the temperature T,
 and the weak order of the SDE solver.
 
-Theory digest §7 (the diffusion term the reviewers of Gao et al., NeurIPS 2024, asked for; Mei-Montanari-Nguyen
-2018, Thm 5): every coordinate of every particle (attention theta = (V, W), MLP w = (W1, W2)) follows
+The diffusion term the reviewers of Gao et al., NeurIPS 2024, asked for (Mei-Montanari-Nguyen 2018, Thm 5;
+docs/systems/mean_field.md): every coordinate of every particle (attention theta = (V, W), MLP w = (W1, W2)) follows
 
     d theta_{l,j} = v(theta)_{l,j} d tau + sqrt(2 T) dB_{l,j},      v = -grad_theta dQ/drho (the particle ODE),
 

@@ -1,8 +1,8 @@
 """Mean-field transformer: the depth and width rates of Gao et al.'s Theorem 3.1, measured (P1, P2, P2b).
 
-Gao et al., NeurIPS 2024 (arXiv:2410.23610), Thm 3.1 (theory digest §3, §4): GD on the L-deep, M-wide
-residual transformer tracks the Wasserstein gradient flow with error about 1/L + sqrt(log L / M). Protocol
-(digest §4): >= 5 seeds, coupled initialisations (the finite network's particles taken from the reference
+Gao et al., NeurIPS 2024 (arXiv:2410.23610), Thm 3.1 (docs/systems/mean_field.md): GD on the L-deep, M-wide
+residual transformer tracks the Wasserstein gradient flow with error about 1/L + sqrt(log L / M). Protocol:
+>= 5 seeds, coupled initialisations (the finite network's particles taken from the reference
 cloud), log-log least squares with cluster-bootstrap intervals over seeds (`flows.fitting`), float64, the
 iterated limit (tau fixed first, then L, M grow). Both sides follow the particle flow (adaptive Tsit5,
 rtol 1e-9), so no GD step error enters; the networks of one shape run as one vmapped batch
@@ -36,7 +36,7 @@ tau* = 2: the objective gap |Q - Q_ref| and the output gap, the mean over prompt
    them (`per_layer=True`). Fit of the mean output gap err ~ M^a L^b, and a comparison of the shapes
    1/L + sqrt(log(1+L)/M) (the theorem), (M L)^{-1/2}, M^{-1/2} and 1/L (`fitting.compare_models`).
 
-Verdicts: P1 holds when the output-gap slope lies in [-1.2, -0.8] (the digest's band); P2 when the width
+Verdicts: P1 holds when the output-gap slope lies in [-1.2, -0.8] (the accepted band); P2 when the width
 slope lies in [-0.65, -0.35]; P2b (a hypothesis beyond the theorem: per-layer Monte-Carlo errors average
 over depth, so the gap falls with L at fixed M, which sqrt(log L / M) does not describe) when the
 L-exponent b has its whole interval below 0. Runs whose solve fails are counted and reported, never dropped

@@ -1,6 +1,6 @@
 """Mean-field transformer: per-depth-slice W2 between a finite network's particle cloud and a reference cloud.
 
-Gao et al., NeurIPS 2024 (theory digest §3 (iii)-(iv), §6.6): the finite network of width M and depth L is the
+Gao et al., NeurIPS 2024 (Thm 3.1; docs/systems/mean_field.md): the finite network of width M and depth L is the
 particle discretisation of a Wasserstein gradient flow whose law rho(., t) lives on R^{2 D^2} (attention
 particles theta = (V, W)) and R^{2 D} (MLP particles w = (W1, W2)) at every depth t. Here the reference is a
 network of the same depth L and width M_ref >> M, and the finite networks are coupled to it: their initial
@@ -26,7 +26,7 @@ ones; on the overlap both are plotted and compared against the known bias of the
 |S_eps - W2^2| <= eps (log M + log M_ref) / 2 (`observables.sinkhorn_bias_bound`), i.e. a relative tolerance
 eps (log M + log M_ref) / (2 W2^2) on W2.
 
-Expected (theory digest §3, §4): the empirical measure of M i.i.d. points converges in W2 at the
+Expected (Thm 3.1; docs/systems/mean_field.md): the empirical measure of M i.i.d. points converges in W2 at the
 Fournier-Guillin rate M^{-1/dim} for dim > 4 (dim = 2 D^2 = 32 for attention, 2 D = 8 for the MLP at D = 4):
 W2 between the clouds is dominated by this sampling error, transported by the flow, and falls with M far more
 slowly than the Monte-Carlo rate. The dynamics adds the coupled distance c, driven by the fluctuation of the

@@ -1,31 +1,19 @@
-"""Coupled initialisations for finite-vs-reference comparisons (common random numbers).
-
-A finite network (depth L, widths M, M_mlp) is compared with a reference (the continuous-depth reference on
-K depth nodes of `reference`, or a large network of width M_ref). Drawing the network's initial particles
-*from the reference's own initial cloud* removes the sampling noise of two independent draws from the
-comparison, in both directions:
-
-- **width**: `subsample_particles` picks M of the reference's M_ref attention particles (and M_mlp of its
-  MLP particles) without replacement;
-- **depth**: `sample_depth` evaluates the reference's depth curves (node values on s_k = k/(K-1),
-  linearly interpolated as in `reference`) at the network's layer depths t_l = l / L.
-
-Composed, `sample_depth(subsample_particles(nodes, M, key=key), L)` is a network of depth L and width M
-whose initial particles lie on M of the reference's curves. For `Config.init = "smooth"` the curves are
-linear in t, so the interpolation is exact and this equals `initial.init_curves` of the subsampled draws at
-l / L (tests).
-
-Particle dicts have the layout of `network` / `reference`: `{"V": (K, M, D, D), "W": (K, M, D, D),
-"W1": (K, M_mlp, D), "W2": (K, M_mlp, D)}`, K the leading depth axis (layers or nodes).
+"""Coupled initialisations for finite-vs-reference comparisons (common random numbers): the network's initial
+particles drawn from the reference's own initial cloud, in width (`subsample_particles`: M of the reference's
+M_ref particles) and in depth (`sample_depth`: the reference's depth curves at the layer depths t_l = l / L).
+Particle dicts have a leading depth axis (layers or nodes). See docs/systems/mean_field.md.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_int
+from .._checks import check_bool, check_choice, check_int
+from .data import Particles
 from .model import GROUPS
 
 __all__ = ["LAYOUTS", "depth_weights", "sample_depth", "subsample_particles"]
@@ -62,20 +50,17 @@ def _generator(key):
     """A numpy Generator seeded by the bits of a jax PRNG key (raw uint32 or typed) or by an integer seed
     (through `jax.random.PRNGKey(seed)`): the same key gives the same subsample, and no jax program is
     compiled per shape."""
-    if isinstance(key, bool):
-        raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}")
+    bad = ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}")
+    if isinstance(key, (bool, np.bool_)) or (isinstance(key, (int, np.integer)) and key < 0):
+        raise bad
     if isinstance(key, (int, np.integer)):
-        if key < 0:
-            raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}")
         key = jax.random.PRNGKey(int(key))
     try:
-        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-            key = jax.random.key_data(key)
-        bits = np.asarray(key)
+        bits = np.asarray(jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key)
     except (AttributeError, TypeError) as exc:
-        raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}") from exc
+        raise bad from exc
     if not np.issubdtype(bits.dtype, np.unsignedinteger) or bits.size == 0:
-        raise ValueError(f"key must be a jax PRNG key or an integer seed >= 0, got {key!r}")
+        raise bad
     return np.random.default_rng([int(v) for v in bits.ravel()])
 
 
@@ -97,15 +82,15 @@ def _take(x, idx):
 
 
 def subsample_particles(
-    particles: dict,
+    particles: Particles,
     M: int,
     M_mlp: int | None = None,
     *,
-    key,
+    key: Any,
     per_layer: bool = False,
     replace: bool = False,
     return_indices: bool = False,
-):
+) -> Particles | tuple[Particles, dict]:
     """M attention and M_mlp MLP particles chosen from a reference cloud (without replacement by default).
 
     **Arguments:**
@@ -134,24 +119,22 @@ def subsample_particles(
     arrays, depth, M_ref, Mm_ref = _check_dict("particles", particles)
     M = check_int("M", M, 1)
     M_mlp = M if M_mlp is None else check_int("M_mlp", M_mlp, 1)
-    if not isinstance(replace, (bool, np.bool_)):
-        raise ValueError(f"replace must be a bool, got {replace!r}")
+    replace = check_bool("replace", replace)
     if M > M_ref and not replace:
         raise ValueError(f"M must be <= the reference's M_ref = {M_ref} (sampling without replacement), got {M}")
     if M_mlp > Mm_ref and not replace:
         raise ValueError(
             f"M_mlp must be <= the reference's M_mlp = {Mm_ref} (sampling without replacement), got {M_mlp}"
         )
-    if not isinstance(per_layer, (bool, np.bool_)):
-        raise ValueError(f"per_layer must be a bool, got {per_layer!r}")
+    per_layer = check_bool("per_layer", per_layer)
     rng = _generator(key)
-    idx = {"attention": _indices(rng, depth, M_ref, M, bool(per_layer), bool(replace))}
-    idx["mlp"] = _indices(rng, depth, Mm_ref, M_mlp, bool(per_layer), bool(replace))
+    idx = {"attention": _indices(rng, depth, M_ref, M, per_layer, replace)}
+    idx["mlp"] = _indices(rng, depth, Mm_ref, M_mlp, per_layer, replace)
     out = {k: jnp.asarray(_take(arrays[k], idx["attention" if k in ("V", "W") else "mlp"])) for k in GROUPS}
     return (out, idx) if return_indices else out
 
 
-def depth_weights(K: int, L: int, layout: str = "nodes"):
+def depth_weights(K: int, L: int, layout: str = "nodes") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(k, k_hi, u), each (L,): layer l of a depth-L network sits at t_l = l / L, between grid points k_l and
     k_hi_l = min(k_l + 1, K - 1) with weight u_l in [0, 1) (value (1 - u_l) x_{k_l} + u_l x_{k_hi_l}), computed
     in exact integer arithmetic (u = 0 exactly on a grid point).
@@ -159,8 +142,7 @@ def depth_weights(K: int, L: int, layout: str = "nodes"):
     "nodes": grid s_k = k / (K - 1), position t_l (K - 1) = l (K - 1) / L; "layers": grid l / K (K = L_ref),
     position l K / L, which needs L <= K (no extrapolation past the last layer (K - 1)/K).
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    check_choice("layout", layout, LAYOUTS)
     K = check_int("K", K, 2 if layout == "nodes" else 1)
     L = check_int("L", L, 1)
     if layout == "layers" and L > K:
@@ -176,7 +158,7 @@ def depth_weights(K: int, L: int, layout: str = "nodes"):
     return k, k_hi, rem / L
 
 
-def sample_depth(nodes: dict, L: int, *, layout: str = "nodes") -> dict:
+def sample_depth(nodes: Particles, L: int, *, layout: str = "nodes") -> Particles:
     """The particles of a depth-L network on the input's depth curves: slice l is the curve at t_l = l / L.
 
     **Arguments:**

@@ -1,18 +1,7 @@
-"""Data and configuration of the mean-field transformer (Gao et al., NeurIPS 2024).
-
-In-context linear regression with bounded support (the setting the paper's global result is stated in):
-each prompt holds N context pairs (x_i, y_i) and a query x_q,
-
-    x_1, ..., x_N, x_q ~ uniform on the unit sphere S^{d-1},   beta ~ uniform on S^{d-1} (one per prompt),
-    y_i = beta^T x_i + e_i,   target y = beta^T x_q + e_q,   e ~ uniform[-label_noise, label_noise],
-
-so |x| = 1 and |y| <= 1 + label_noise (Assumption 1, bounded support). The embedding is
-Z0 in R^{D x (N+1)}: column i < N is (x_i; y_i; 0 ... 0), the query column N is (x_q; 0; 0 ... 0); the
-label row is row d (0-based), and the prediction is read from Z_{2L}[d, N].
-
-`Config` holds every choice the paper leaves open (sizes, weight decay, HuberizedReLU threshold, the
-initial law rho0), validated at construction. Randomness comes from `seed` only, split into independent
-streams for the training set, the initial particles and fresh test prompts (`Config.keys`).
+"""Data and configuration of the mean-field transformer (Gao et al., NeurIPS 2024): in-context linear regression
+with bounded support (x, beta uniform on the unit sphere, uniform label noise; Assumption 1), embedded as
+Z0 (n, D, N + 1) with the labels in row d and the query in column N. `Config` holds every choice the paper
+leaves open; randomness comes from its `seed` only. See docs/systems/mean_field.md.
 """
 
 from __future__ import annotations
@@ -20,16 +9,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from .._checks import INT_MAX, SEED_MAX, check_choice, check_int, check_real
 from .._xla import device_array
 from .._xla import jit as xla_jit
 
 __all__ = ["INITS", "Config", "Prompts", "held_out_set", "sample_prompts", "training_set"]
+
+#: A particle dict `{"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, M_mlp, D), "W2": (L, M_mlp, D)}` (or a
+#: velocity of that shape, or the reference's node values with K in place of L).
+Particles = dict[str, jax.Array]
 
 #: Initial laws rho0(., t) of the particles, see `Config`.
 INITS = ("iid", "tied", "smooth")
@@ -110,9 +104,9 @@ class Config:
     @property
     def num_particles(self) -> int:
         """L (M + M_mlp): attention heads and MLP neurons of the whole network."""
-        return self.L * (self.M + self.M_mlp)
+        return self.L * (self.M + self.M_mlp)  # type: ignore[operator]  # M_mlp is an int after __post_init__
 
-    def replace(self, **changes) -> Config:
+    def replace(self, **changes: Any) -> Config:
         """A copy with `changes` applied (validated again).
 
         A field that defaulted from another is derived again from the new values: an `M_mlp` left to its
@@ -124,9 +118,9 @@ class Config:
             changes = {**changes, "M_mlp": None}
         return dataclasses.replace(self, **changes)
 
-    def keys(self):
+    def keys(self) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(data key, init key, test key): independent streams split off `seed`."""
-        if jax.config.jax_enable_x64:  # (seeds up to 2**63 - 1 fit an int64)
+        if jax.config.jax_enable_x64:  # type: ignore[attr-defined]  # a flag; seeds up to 2**63 - 1 fit an int64
             return _split_seed(device_array(self.seed, jnp.int64))
         return tuple(jax.random.split(jax.random.PRNGKey(self.seed), 3))
 
@@ -147,7 +141,7 @@ class Prompts(NamedTuple):
 
 def _flat(draw, key, shape, dtype, *args):
     """`draw(key, shape, dtype, *args)` drawn flat and reshaped: the same values (threefry's bits depend on the
-    flat index only), and a rank-1 draw compiles about 3x faster than a rank-3 one."""
+    flat index only), and a rank-1 draw compiles faster than a rank-3 one."""
     return draw(key, (math.prod(shape),), dtype, *args).reshape(shape)
 
 
@@ -168,11 +162,11 @@ def _sample(key, n, d, D, N, noise, dtype):
     return Z0, labels[:, N]
 
 
-# one draw per data set, microseconds long: compiled for compile time (`one_shot`, 0.85 s -> 0.43 s)
+# one short draw per data set: compiled for compile time (`one_shot`)
 _sample_jit = xla_jit(_sample, one_shot=True, static_argnums=(1, 2, 3, 4, 6))
 
 
-def sample_prompts(config: Config, key, n: int, dtype=None) -> Prompts:
+def sample_prompts(config: Config, key: jax.Array, n: int, dtype: DTypeLike | None = None) -> Prompts:
     """`n` fresh prompts of the law in the module docstring (one jitted, vectorised draw)."""
     check_int("n", n, 1)
     dtype = jnp.dtype(dtype or jnp.result_type(float))
@@ -180,11 +174,11 @@ def sample_prompts(config: Config, key, n: int, dtype=None) -> Prompts:
     return Prompts(Z0=Z0, y=y)
 
 
-def training_set(config: Config, dtype=None) -> Prompts:
+def training_set(config: Config, dtype: DTypeLike | None = None) -> Prompts:
     """The fixed training set: `config.n_train` prompts from the data key of `config.keys()`."""
     return sample_prompts(config, config.keys()[0], config.n_train, dtype)
 
 
-def held_out_set(config: Config, dtype=None) -> Prompts:
+def held_out_set(config: Config, dtype: DTypeLike | None = None) -> Prompts:
     """`config.n_test` fresh prompts from the test key (independent of the training set)."""
     return sample_prompts(config, config.keys()[2], config.n_test, dtype)

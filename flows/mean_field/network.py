@@ -1,25 +1,25 @@
 """Full-batch GD on the finite mean-field transformer (Gao et al., NeurIPS 2024, eqs. 2.1-2.3), on the shared
-training layer `flows.training`.
-
-Explicit Euler in training time tau with step eta_tau is full-batch GD with learning rate eta_tau M L on the
-attention particles (V, W) and eta_tau M_mlp L on the MLP particles (W1, W2): `train(config, "gd",
-lr=eta_tau, ...)` (= `train_gd(config, eta_tau, ...)`); `train(config, "sgd", lr, momentum=beta)` is its
-heavy-ball variant on the clock tau = lr k / (1 - beta). The model is in `model.py`, the velocity in
-`gradients.py`, the initial particles in `initial.py`.
+training layer `flows.training`: learning rate eta_tau M L on the attention particles (V, W) and eta_tau M_mlp L
+on the MLP particles (W1, W2), so step k sits at flow time tau = k eta_tau (heavy ball: k eta_tau / (1 - beta)).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import optax
+from jax.sharding import Mesh
 
 from .. import training
 from .._checks import check_choice, check_int, check_real
 from ..training import NetworkRecord
 from . import observables as obs
-from .data import Config, Prompts, held_out_set, training_set
+from .data import Config, Particles, Prompts, held_out_set, training_set
 from .initial import init_particles
 from .model import check_data, check_particles, objective_value
 from .sharding import shard_particles
@@ -32,6 +32,7 @@ __all__ = [
     "gd_optimizer",
     "gd_program",
     "optimizer_state",
+    "particles_and_args",
     "train",
     "train_gd",
     "with_seed_init",
@@ -43,17 +44,17 @@ _LABELS = {"V": "attention", "W": "attention", "W1": "mlp", "W2": "mlp"}
 _OPTIMIZERS = ("gd", "sgd")
 
 
-def with_seed_init(config: Config, seed=None, init=None) -> Config:
+def with_seed_init(config: Config, seed: int | None = None, init: str | None = None) -> Config:
     """`config` with `seed` and/or `init` replaced (`None` keeps the config's): the `seed=`, `init=` keywords
     of `train` and `solve_flow`, as in every system (ValueError naming a bad value)."""
     return training.with_seed_init(config, Config, seed, init)
 
 
 def _rate_scale(config: Config) -> dict:
-    return {"attention": config.M * config.L, "mlp": config.M_mlp * config.L}
+    return {"attention": config.M * config.L, "mlp": config.M_mlp * config.L}  # type: ignore[operator]  # an int
 
 
-def gd_optimizer(config: Config, eta_tau, momentum: float | None = None):
+def gd_optimizer(config: Config, eta_tau: float | dict, momentum: float | None = None) -> optax.GradientTransformation:
     """`optax.sgd` with learning rate eta_tau M L on (V, W) and eta_tau M_mlp L on (W1, W2).
 
     **Arguments:**
@@ -68,7 +69,7 @@ def gd_optimizer(config: Config, eta_tau, momentum: float | None = None):
     return training.make_optimizer("sgd", eta_tau, momentum, labels=_LABELS, scale=_rate_scale(config))
 
 
-def optimizer_state(config: Config, particles, eta_tau, momentum: float | None = None):
+def optimizer_state(config: Config, particles: Particles, eta_tau: float | dict, momentum: float | None = None) -> Any:
     """The initial state of `gd_optimizer`, its floating leaves (the injected rates) in the particles' dtype."""
     dtype = particles["V"].dtype
     state = gd_optimizer(config, eta_tau, momentum).init(particles)
@@ -77,7 +78,18 @@ def optimizer_state(config: Config, particles, eta_tau, momentum: float | None =
     )
 
 
-def gd_program(basic: bool, heavy: bool = False):
+def particles_and_args(
+    config: Config, particles: Particles | None = None, data: Prompts | None = None, test: Prompts | None = None
+) -> tuple[Particles, dict]:
+    """The initial particles (`init_particles(config)` by default) and `observables.make_args` of the training
+    set and the test prompts (`training_set`, `held_out_set` by default), each checked against `config`."""
+    particles = check_particles(config, init_particles(config) if particles is None else particles)
+    data = check_data(config, training_set(config) if data is None else data)
+    test = check_data(config, held_out_set(config) if test is None else test, "test")
+    return particles, obs.make_args(config, data, test)
+
+
+def gd_program(basic: bool, heavy: bool = False) -> Callable:
     """The GD loop of `flows.training.training_program` on Q, recording `observables.summary` (`basic=False`)
     or only Q and R (`basic=True`) at the saved steps; `heavy`: heavy ball. Its `data` are the args of
     `observables.make_args`."""
@@ -104,10 +116,10 @@ def train(
     momentum: float = 0.0,
     seed: int | None = None,
     init: str | None = None,
-    particles=None,
+    particles: Particles | None = None,
     data: Prompts | None = None,
     test: Prompts | None = None,
-    mesh=None,
+    mesh: Mesh | None = None,
     observables: str = "all",
 ) -> NetworkRecord:
     """Full-batch GD (or heavy-ball GD) with optax on the finite network from `init_particles(config)`.
@@ -153,22 +165,14 @@ def train(
     steps = check_int("steps", steps, 1)  # int32 step counts in the compiled loop
     save = training.save_steps(steps, save_every)
     check_choice("observables", observables, ("all", "basic"))
-    particles = check_particles(config, init_particles(config) if particles is None else particles)
-    data = check_data(config, training_set(config) if data is None else data)
-    test = check_data(config, held_out_set(config) if test is None else test, "test")
+    particles, args = particles_and_args(config, particles, data, test)
     if mesh is not None:
         particles = shard_particles(particles, mesh)
     heavy = beta != 0.0
     opt_state = optimizer_state(config, particles, lr, beta if heavy else None)
+    build = functools.partial(gd_program, observables == "basic", heavy)
     final, series, _, _, bad, compile_s, run_s = training.run_training(
-        "mean_field.train",
-        (observables, heavy),
-        lambda: gd_program(observables == "basic", heavy),
-        particles,
-        opt_state,
-        None,
-        save,
-        obs.make_args(config, data, test),
+        "mean_field.train", (observables, heavy), build, particles, opt_state, None, save, args
     )
     logger.info(
         "train %s lr=%s momentum=%g steps=%d: compile %.2f s, run %.2f s", optimizer, lr, beta, steps, compile_s, run_s
@@ -176,27 +180,13 @@ def train(
     clock = training.clock_rate(lr)
     att, mlp = (lr["attention"], lr["mlp"]) if isinstance(lr, dict) else (lr, lr)
     scale = _rate_scale(config)
-    extras = {
-        "particles": final,
-        "eta_tau": clock,
-        "lr_attention": att * scale["attention"],
-        "lr_mlp": mlp * scale["mlp"],
-    }
+    lr_att, lr_mlp = att * scale["attention"], mlp * scale["mlp"]
+    extras = {"particles": final, "eta_tau": clock, "lr_attention": lr_att, "lr_mlp": lr_mlp}
+    fields: dict[str, Any] = dict(optimizer=optimizer, lr=dict(lr) if isinstance(lr, dict) else lr, config=config)
+    fields.update(params=final, clock=clock, momentum=beta, compile_s=compile_s, run_s=run_s, extras=extras)
     try:
         record = training.finish(
-            save,
-            series,
-            bad,
-            params=final,
-            clock=clock,
-            momentum=beta,
-            hint=f"lower lr (the learning rate is lr M L = {extras['lr_attention']:.4g})",
-            optimizer=optimizer,
-            lr=dict(lr) if isinstance(lr, dict) else lr,
-            config=config,
-            compile_s=compile_s,
-            run_s=run_s,
-            extras=extras,
+            save, series, bad, hint=f"lower lr (the learning rate is lr M L = {lr_att:.4g})", **fields
         )
     except training.TrainingError as error:
         error.record.extras["tau"] = error.record.ts
@@ -211,10 +201,10 @@ def train_gd(
     steps: int,
     save_every: int = 1,
     *,
-    particles=None,
+    particles: Particles | None = None,
     data: Prompts | None = None,
     test: Prompts | None = None,
-    mesh=None,
+    mesh: Mesh | None = None,
     observables: str = "all",
 ) -> NetworkRecord:
     """Full-batch GD at flow-time step `eta_tau`: `train(config, "gd", lr=eta_tau, steps=steps, ...)`.
@@ -224,15 +214,5 @@ def train_gd(
     `eta_tau` (> 0) and the other arguments as in `train`. **Returns:** a `flows.training.NetworkRecord`.
     """
     eta_tau = check_real("eta_tau", eta_tau, low=0.0, strict=True)
-    return train(
-        config,
-        "gd",
-        eta_tau,
-        steps,
-        save_every,
-        particles=particles,
-        data=data,
-        test=test,
-        mesh=mesh,
-        observables=observables,
-    )
+    options: dict[str, Any] = dict(particles=particles, data=data, test=test, mesh=mesh, observables=observables)
+    return train(config, "gd", eta_tau, steps, save_every, **options)

@@ -1,54 +1,28 @@
 """The noisy (Fokker-Planck) mean-field transformer: particle Langevin dynamics and entropy estimates.
 
-**The particle SDE.** Every coordinate of every particle (attention theta_{l,j} = (V, W), MLP w_{l,j} =
-(W1, W2)) gets its own standard Brownian motion B:
-
-    d theta_{l,j} = v(theta)_{l,j} d tau + sqrt(2 T) dB_{l,j},     v = `flow.vector_field`,
-
-in training time tau, with v = -grad_theta delta Q/delta rho (theta_{l,j}, t_l) = -M L dQ_{L,M}/d theta_{l,j}
-(M_mlp L for MLP particles). `solve_particles_sde` integrates it with `flows.solve_sde` (diffrax, additive
-noise, a `VirtualBrownianTree`, constant steps).
-
-**Scaling.** In the finite network's own time s = M L tau this is d Theta = -grad Q_{L,M} ds +
-sqrt(2 T / (M L)) dB_s: Langevin dynamics of the potential M L Q_{L,M} at temperature T (its Gibbs measure
-is prop. to exp(-M L Q_{L,M} / T)). Euler-Maruyama with step eta_tau is noisy full-batch GD at learning
-rate eta = eta_tau M L with Gaussian noise sqrt(2 T eta_tau) per coordinate. The temperature is thus per
-particle and does not depend on M: as M -> infinity the empirical law of every depth slice follows the
-Fokker-Planck equation (Mei-Montanari-Nguyen 2018, Thm 5, with T = 1/beta)
-
-    d rho / d tau = div_theta( rho grad_theta delta Q/delta rho[rho] ) + T Laplacian_theta rho,
-
-the Wasserstein gradient flow of the entropy-regularised objective
-
-    F(rho) = Q(rho) + T int_0^1 int rho log rho d theta dt = Q(rho) - T int_0^1 H(rho(., t)) dt,
-
-where H(p) = -int p log p is the differential entropy (nats; Lebesgue reference measure). Each depth slice's
-stationary law satisfies rho_t prop. to exp(-delta Q/delta rho (., t) / T). At T = 0 the SDE is the
-particle ODE of `solve_particles`.
-
-**Entropy of a particle cloud.** `entropy_knn` is the Kozachenko-Leonenko k-nearest-neighbour estimator;
-`entropy_per_slice` applies it per depth slice to the attention cloud (dimension 2 D^2) and the MLP cloud
-(dimension 2 D) separately. The attention and MLP particles are not paired (M != M_mlp in general), so the
-law of a slice is taken as the product of its two marginals: H(rho_l) = H_att,l + H_mlp,l. The depth
-integral is the mean over the L slices (rho is piecewise constant in t), and `entropic_objective` reports
-F = Q - T (1/L) sum_l H(rho_l). The estimator is consistent but biased at small M in high dimension (the
-attention clouds live in R^{2 D^2}): compare F across temperatures at one (L, M), not against a closed form.
+`solve_particles_sde` integrates d theta = v(theta) d tau + sqrt(2 T) dB (v = `flow.vector_field`, one Brownian
+motion per coordinate) with `flows.solve_sde`; as M -> infinity every depth slice follows the Fokker-Planck
+equation, the Wasserstein gradient flow of F = Q - T int_0^1 H(rho(., t)) dt (Mei-Montanari-Nguyen 2018, Thm 5).
+`entropy_knn` is the Kozachenko-Leonenko estimator of H, `entropy_per_slice` applies it per depth slice (the law
+of a slice taken as the product of its attention and MLP marginals), `entropic_objective` reports F.
+See docs/systems/mean_field.md.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 from scipy.spatial import cKDTree
 from scipy.special import digamma, gammaln
 
-from .._checks import check_choice, check_real
+from .._checks import check_choice, check_int, check_real
 from .._solve import Trajectory
 from ..sde import SDE_SOLVERS, solve_sde
 from . import observables as obs
-from .data import Config, Prompts, training_set
+from .data import Config, Particles, Prompts, training_set
 from .flow import field_for, particle_problem
 from .model import check_data, check_particles, objective, risk
 
@@ -61,14 +35,14 @@ def _check_temperature(temperature) -> float:
 
 def solve_particles_sde(
     config: Config,
-    ts,
+    ts: Any,
     temperature: float,
     *,
     dt: float,
-    key=None,
+    key: Any = None,
     seed: int | None = None,
     solver: str = "euler",
-    particles=None,
+    particles: Particles | None = None,
     data: Prompts | None = None,
     test: Prompts | None = None,
     observables: str | dict = "basic",
@@ -85,7 +59,8 @@ def solve_particles_sde(
 
     - `ts`: non-decreasing save times in flow time tau, starting at 0 (>= 2 entries); the horizon is `ts[-1]`.
     - `temperature`: T >= 0 (T = 0: the particle ODE of `solve_particles` with the same constant-step solver).
-    - `dt`: the constant step (Euler-Maruyama with `dt = eta_tau` is noisy GD, module docstring).
+    - `dt`: the constant step (Euler-Maruyama with `dt = eta_tau` is full-batch GD at learning rate eta_tau M L
+      with Gaussian noise sqrt(2 T eta_tau) per coordinate).
     - `key` or `seed`: the Brownian motions (exactly one); the same seed gives the same result.
     - `solver`: a name of `flows.sde.SDE_SOLVERS` (`"euler"`, `"heun"`, `"sea"`, `"sra1"`, `"shark"`; all of
       strong order >= 1 here, the noise being additive).
@@ -110,27 +85,12 @@ def solve_particles_sde(
     ts, particles, args, observables = particle_problem(config, ts, particles, data, test, observables)
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
-    return solve_sde(
-        field_for(solver),
-        particles,
-        sigma=sigma,
-        t1=float(ts[-1]),
-        dt=float(dt),
-        ts=ts,
-        args=args,
-        solver=solver,
-        key=key,
-        seed=seed,
-        num_paths=num_paths,
-        tol=tol,
-        max_steps=max_steps,
-        observables=observables,
-        save_states=save_states,
-        throw=throw,
-    )
+    options: dict[str, Any] = dict(key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps, throw=throw)
+    options.update(observables=observables, save_states=save_states)
+    return solve_sde(field_for(solver), particles, sigma=sigma, t1=float(ts[-1]), dt=dt, ts=ts, args=args, **options)
 
 
-def entropy_knn(points, k: int = 3) -> float | np.ndarray:
+def entropy_knn(points: Any, k: int = 3) -> float | np.ndarray:
     """Kozachenko-Leonenko k-nearest-neighbour estimate of the differential entropy H = -int p log p (nats).
 
     For n samples x_i in R^d with eps_i the Euclidean distance from x_i to its k-th nearest neighbour among
@@ -145,8 +105,7 @@ def entropy_knn(points, k: int = 3) -> float | np.ndarray:
     array of shape `(...)`. Distances by `scipy.spatial.cKDTree`. Raises `ValueError` for non-finite
     points, `n <= k`, or duplicated points (a zero distance, log 0).
     """
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    k = check_int("k", k, 1)
     x = np.asarray(points, dtype=float)
     if x.ndim < 2:
         raise ValueError(f"points must have shape (n, d) or (..., n, d), got {x.shape}")
@@ -169,7 +128,7 @@ def entropy_knn(points, k: int = 3) -> float | np.ndarray:
     return float(digamma(n) - digamma(k) + log_vd + d * np.mean(np.log(eps)))
 
 
-def entropy_per_slice(particles, k: int = 3) -> dict:
+def entropy_per_slice(particles: Particles, k: int = 3) -> dict:
     """`entropy_knn` per depth slice: `{"attention": (L,), "mlp": (L,)}` in nats, for the attention cloud
     (V, W flattened, R^{2 D^2}) and the MLP cloud (W1, W2, R^{2 D}) of every slice."""
     att, mlp = obs.clouds({key: jnp.asarray(particles[key]) for key in ("V", "W", "W1", "W2")})
@@ -180,7 +139,7 @@ def entropy_per_slice(particles, k: int = 3) -> dict:
 
 
 def entropic_objective(
-    config: Config, particles, temperature: float, *, data: Prompts | None = None, k: int = 3
+    config: Config, particles: Particles, temperature: float, *, data: Prompts | None = None, k: int = 3
 ) -> dict:
     """The entropy-regularised objective of the noisy flow at a particle configuration (module docstring):
 

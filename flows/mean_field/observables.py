@@ -1,38 +1,26 @@
 """Observables of the mean-field transformer, shared by the GD record and the particle-flow trajectory.
 
-Functions `f(t, particles, args)` (the `flows.solve` observable signature) with `args = make_args(...)`:
-
-- `Q`, `R`: objective and risk (eq. 2.3);
-- `dissipation`: (1/(M L)) sum |v_att|^2 + (1/(M_mlp L)) sum |v_mlp|^2, so that the energy identity of the
-  Wasserstein gradient flow reads dQ/dtau = -dissipation;
-- `max_speed`, `mean_speed`: max and mean particle speed |v| over all particles (P5, stationarity);
-- `train_rmse`, `test_rmse`: sqrt(mean (yhat - y)^2) on the training prompts and on fresh prompts.
-
-Beyond these, on particle clouds:
-
-- `w2_per_slice`: the Wasserstein-2 distance between two clouds, per depth slice and per group (attention
-  particles in R^{2 D^2}, MLP particles in R^{2 D}); exact with POT (`method="exact"`, the oracle) or
-  entropic (`method="sinkhorn"`, the debiased Sinkhorn divergence of ott-jax, jit-able), whose bias is
-  bounded by `sinkhorn_bias_bound`;
-- `coupled_rms`: the coupled-particle RMS distance sqrt((1/(L M)) sum |theta_{l,j} - theta'_{l,j}|^2), an
-  upper bound of W2 per slice when the two clouds are coupled particle by particle;
-- `first_variation`: g(theta, t_l) = sum_prompts <P_{2l+1}, f(Z_{2l}, theta)> (attention) and
-  sum_prompts <P_{2l+2}, h(Z_{2l+1}, w)> (MLP) at arbitrary probe particles: the data part of
-  delta Q / delta rho (the full first variation adds lam/2 |theta|^2). A negative value of g(c u)/c along
-  homogeneous rays flags a descent direction off the support (P7).
+`OBSERVABLES` are functions `f(t, particles, args)` (the `flows.solve` observable signature) of
+`args = make_args(...)`: Q and R (eq. 2.3), the dissipation of the energy identity dQ/dtau = -dissipation,
+particle speeds, train and test RMSE. On particle clouds: `w2_per_slice` (exact with POT or debiased Sinkhorn
+with ott-jax, bias bounded by `sinkhorn_bias_bound`), `coupled_rms` and `first_variation` (the data part of
+delta Q / delta rho at probe particles). See docs/systems/mean_field.md.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from .._checks import check_choice, check_int, check_real
 from .._optional import require
 from .._xla import device_array
 from .._xla import jit as xla_jit
-from .data import Config, Prompts
+from .data import Config, Particles, Prompts
 from .gradients import adjoint_states, velocity_autodiff
 from .model import (
     GROUPS,
@@ -57,6 +45,7 @@ __all__ = [
     "max_speed",
     "mean_speed",
     "objective_Q",
+    "particle_speeds",
     "risk_R",
     "sinkhorn_bias_bound",
     "summary",
@@ -66,7 +55,7 @@ __all__ = [
 ]
 
 
-def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype=None) -> dict:
+def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype: Any = None) -> dict:
     """The args dict of the particle vector field and of the observables (arrays only, so that new values
     of lam or the threshold do not recompile): Z0, y, Z0_test, y_test, lam, threshold, d."""
     data = check_data(config, data)
@@ -87,44 +76,46 @@ def _v(particles, args):
     return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
 
 
-def objective_Q(t, particles, args):
+def objective_Q(t: float, particles: Particles, args: dict) -> jax.Array:
     """Q (eq. 2.3)."""
     return objective_value(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
 
 
-def risk_R(t, particles, args):
+def risk_R(t: float, particles: Particles, args: dict) -> jax.Array:
     """R = mean (yhat - y)^2 / 2 on the training prompts."""
     return risk_value(particles, args["Z0"], args["y"], args["threshold"], args["d"])
 
 
-def dissipation(t, particles, args):
+def dissipation(t: float, particles: Particles, args: dict) -> jax.Array:
     """(1/(M L)) sum |v_att|^2 + (1/(M_mlp L)) sum |v_mlp|^2 = -dQ/dtau along the flow (P4)."""
     return group_weighted(_v(particles, args), layer_scales(particles))
 
 
-def _speeds(v):
+def particle_speeds(v: Particles) -> jax.Array:
+    """|v| of every attention particle (V, W) then every MLP particle (W1, W2), flattened, for a velocity dict
+    with a leading depth axis (layers or nodes)."""
     att = jnp.sqrt(jnp.sum(v["V"] ** 2, axis=(2, 3)) + jnp.sum(v["W"] ** 2, axis=(2, 3))).ravel()
     mlp = jnp.sqrt(jnp.sum(v["W1"] ** 2, axis=2) + jnp.sum(v["W2"] ** 2, axis=2)).ravel()
     return jnp.concatenate([att, mlp])
 
 
-def max_speed(t, particles, args):
+def max_speed(t: float, particles: Particles, args: dict) -> jax.Array:
     """max over attention particles (V, W) and MLP particles (W1, W2) of |v|."""
-    return jnp.max(_speeds(_v(particles, args)))
+    return jnp.max(particle_speeds(_v(particles, args)))
 
 
-def mean_speed(t, particles, args):
+def mean_speed(t: float, particles: Particles, args: dict) -> jax.Array:
     """mean over all particles of |v|."""
-    return jnp.mean(_speeds(_v(particles, args)))
+    return jnp.mean(particle_speeds(_v(particles, args)))
 
 
-def train_rmse(t, particles, args):
+def train_rmse(t: float, particles: Particles, args: dict) -> jax.Array:
     """sqrt(mean (yhat - y)^2) on the training prompts."""
     err = predict(particles, args["Z0"], args["threshold"], args["d"]) - args["y"]
     return jnp.sqrt(jnp.mean(err * err))
 
 
-def test_rmse(t, particles, args):
+def test_rmse(t: float, particles: Particles, args: dict) -> jax.Array:
     """sqrt(mean (yhat - y)^2) on fresh prompts."""
     err = predict(particles, args["Z0_test"], args["threshold"], args["d"]) - args["y_test"]
     return jnp.sqrt(jnp.mean(err * err))
@@ -142,11 +133,11 @@ OBSERVABLES = {
 }
 
 
-def summary(t, particles, args) -> dict:
+def summary(t: float, particles: Particles, args: dict) -> dict:
     """Every entry of `OBSERVABLES` from one velocity evaluation (what `train_gd` records and
     `solve_particles(observables="all")` saves; the names and values are those of `OBSERVABLES`)."""
     v = _v(particles, args)
-    speeds = _speeds(v)
+    speeds = particle_speeds(v)
     return {
         "Q": objective_Q(t, particles, args),
         "R": risk_R(t, particles, args),
@@ -165,7 +156,7 @@ BASIC_OBSERVABLES = {"Q": objective_Q, "R": risk_R}
 # --------------------------------------------------------------------------- clouds
 
 
-def clouds(particles):
+def clouds(particles: Particles) -> tuple[jax.Array, jax.Array]:
     """(attention cloud (L, M, 2 D^2), MLP cloud (L, M_mlp, 2 D)) of a particle dict: every particle as one
     point, (V, W) flattened and joined for attention, (W1, W2) for the MLP."""
     L, M = particles["V"].shape[:2]
@@ -226,7 +217,7 @@ def _sinkhorn_groups(pairs: dict, epsilon: float) -> dict:
     return out
 
 
-def w2_per_slice(a: dict, b: dict, method: str = "exact", epsilon: float = 1e-2) -> dict:
+def w2_per_slice(a: Particles, b: Particles, method: str = "exact", epsilon: float = 1e-2) -> dict:
     """W2 between the particle clouds `a` and `b` (particle dicts of equal depth L) at every depth slice.
 
     Returns `{"attention": (L,), "mlp": (L,)}`. `method="exact"`: POT's `ot.emd2` on the squared Euclidean
@@ -234,17 +225,11 @@ def w2_per_slice(a: dict, b: dict, method: str = "exact", epsilon: float = 1e-2)
     divergence at regularisation `epsilon` (squared-distance units; jit-able; equals the exact W2 of a
     translated cloud and converges to W2 as epsilon -> 0). The clouds may have different widths. Sinkhorn
     runs every slice of both groups in one jitted, vmapped ott-jax program per pair of cloud sizes (one
-    compilation when the attention and MLP widths agree; epsilon does not recompile).
-
-    Sinkhorn bias: ott-jax's entropic cost is OT_eps = <C, P> + eps KL(P | a b^T), and for uniform weights on
-    n and m points 0 <= KL <= log min(n, m), so the debiased divergence S_eps = OT_eps(a, b)
-    - (OT_eps(a, a) + OT_eps(b, b)) / 2 obeys |S_eps - W2^2| <= eps (log n + log m) / 2 (`sinkhorn_bias_bound`),
-    at convergence of the Sinkhorn iterations.
+    compilation when the attention and MLP widths agree; epsilon does not recompile). Its bias is bounded by
+    `sinkhorn_bias_bound`.
     """
-    if method not in ("exact", "sinkhorn"):
-        raise ValueError(f"method must be 'exact' or 'sinkhorn', got {method!r}")
-    if not (isinstance(epsilon, (int, float)) and np.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    check_choice("method", method, ("exact", "sinkhorn"))
+    epsilon = check_real("epsilon", epsilon, low=0.0, strict=True)
     for name, p in (("a", a), ("b", b)):
         if not isinstance(p, dict) or set(p) != set(GROUPS):
             raise ValueError(f"{name} must be a particle dict with keys {GROUPS}")
@@ -255,7 +240,7 @@ def w2_per_slice(a: dict, b: dict, method: str = "exact", epsilon: float = 1e-2)
     ca, cb = clouds(a), clouds(b)
     pairs = {"attention": (ca[0], cb[0]), "mlp": (ca[1], cb[1])}
     if method == "sinkhorn":
-        return _sinkhorn_groups(pairs, float(epsilon))
+        return _sinkhorn_groups(pairs, epsilon)
     return {group: np.array([_w2_exact(x[k], y[k]) for k in range(x.shape[0])]) for group, (x, y) in pairs.items()}
 
 
@@ -268,15 +253,12 @@ def sinkhorn_bias_bound(epsilon: float, n: int, m: int) -> float:
     and OT_eps(a, a), OT_eps(b, b) in [0, eps log n], [0, eps log m]; so S_eps - W2^2 lies in
     [-eps (log n + log m) / 2, eps log min(n, m)]. For the square roots, |sqrt(S_eps) - W2| <= bound / W2.
     """
-    if not (isinstance(epsilon, (int, float)) and np.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    for name, k in (("n", n), ("m", m)):
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {k!r}")
-    return float(epsilon) * (np.log(n) + np.log(m)) / 2.0
+    epsilon = check_real("epsilon", epsilon, low=0.0, strict=True)
+    n, m = check_int("n", n, 1), check_int("m", m, 1)
+    return epsilon * (np.log(n) + np.log(m)) / 2.0
 
 
-def coupled_rms(a: dict, b: dict) -> float:
+def coupled_rms(a: Particles, b: Particles) -> float:
     """sqrt((1/(L M)) sum_{l,j} |theta^a_{l,j} - theta^b_{l,j}|^2 + the same over MLP particles): the RMS
     distance of two coupled clouds of equal shape (>= the mean W2 per slice)."""
     for k in GROUPS:
@@ -288,7 +270,7 @@ def coupled_rms(a: dict, b: dict) -> float:
     return float(jnp.sqrt(group_weighted(diff, layer_scales(diff))))
 
 
-def first_variation(config: Config, particles, data: Prompts, probes: dict) -> dict:
+def first_variation(config: Config, particles: Particles, data: Prompts, probes: dict) -> dict:
     """The data part of delta Q/delta rho at probe particles, per depth slice (module docstring).
 
     `probes`: `{"V": (P, D, D), "W": (P, D, D)}` and/or `{"W1": (Pm, D), "W2": (Pm, D)}`. Returns

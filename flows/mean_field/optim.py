@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
+from .._solve import Trajectory
 from ..optim_limits.problem import OPTIMIZERS as OPTIMIZERS
+from .data import Config
 from .flow import limit_loss as limit_loss
 from .flow import limit_problem as limit_problem
 from .flow import solve_flow
@@ -13,7 +16,15 @@ from .flow import solve_flow
 __all__ = ["OPTIMIZERS", "limit_loss", "limit_problem", "solve_optim"]
 
 
-def solve_optim(config, ts, optimizer: str, optim_args: dict | None = None, *, observables: str = "basic", **kwargs):
+def solve_optim(
+    config: Config,
+    ts: Any,
+    optimizer: str,
+    optim_args: dict | None = None,
+    *,
+    observables: str = "basic",
+    **kwargs: Any,
+) -> Trajectory:
     """Deprecated: `mean_field.solve_flow(config, ts, optimizer=optimizer, optim_args=optim_args,
     observables="basic", ...)`, whose momentum takes `"lr"` where this took `"eta_tau"`."""
     warnings.warn(

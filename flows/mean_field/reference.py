@@ -1,77 +1,29 @@
-"""The continuous-depth ("tied") reference of the mean-field transformer (Gao et al., NeurIPS 2024: the
-limit L, M -> infinity of eqs. 2.1-2.3).
+"""The continuous-depth ("tied") reference of the mean-field transformer (Gao et al., NeurIPS 2024: the limit
+L, M -> infinity of eqs. 2.1-2.3).
 
-Particles are **curves in depth**: particle j is t -> theta_j(t) = (V_j(t), W_j(t)) for attention and
-t -> w_j(t) = (W1_j(t), W2_j(t)) for the MLP, stored by their values on K depth nodes
-
-    s_k = k / (K - 1),   k = 0..K-1,   Delta = 1 / (K - 1),
-
-and linearly interpolated in between: theta_j(t) = (1 - u) theta_j(s_k) + u theta_j(s_{k+1}) for
-t = s_k + u Delta. The node values are a particle dict with a leading node axis,
-`{"V": (K, M, D, D), "W": (K, M, D, D), "W1": (K, M_mlp, D), "W2": (K, M_mlp, D)}` (the network's layout
-with L replaced by K).
-
-**Forward pass**: the depth ODE, both sublayers acting at once,
-
-    dZ/dt = F(Z, t) = (1/M) sum_j f(Z, theta_j(t)) + (1/M_mlp) sum_j h(Z, w_j(t)),   Z(0) = Z0,  t in [0, 1],
-
-f(Z, theta) = V Z softmax(Z^T W Z), h(Z, w) = W2 sigma(W1 Z) (`model.attention_update`, `mlp_update`).
-It is integrated with a high-order diffrax solver (`DEPTH_SOLVERS`, Tsit5 by default) segment by segment,
-a `jax.lax.scan` over the K - 1 node intervals [s_k, s_{k+1}] with `substeps` equal steps each; inside a
-segment the interpolant is smooth, so the solver keeps its order. Per segment the diffrax solver's own steps
-run in a `lax.scan`: the arithmetic of `diffrax.diffeqsolve` with `StepTo` on the same grid (tests: equal to
-1e-13), compiled about twice as fast inside a tau-solve. yhat = Z(1)[d, N],
-R = mean over prompts of (yhat - y)^2 / 2.
-
-**Objective** (eq. 2.3 in the mean-field form):
-
-    Q_ref = R + (lam/2) int_0^1 [ (1/M) sum_j |theta_j(t)|^2 + (1/M_mlp) sum_j |w_j(t)|^2 ] dt,
-
-where the integral of the squared piecewise-linear interpolant is exact per segment:
-int_0^1 |a (1 - u) + b u|^2 du Delta = Delta (|a|^2 + a.b + |b|^2) / 3.
-
-**Velocity** (the Wasserstein gradient flow acts pointwise in depth, t is a label): at every node
-
-    v_j(s_k) = -sum_prompts grad_theta <P(s_k), f(Z(s_k), theta_j(s_k))> - lam theta_j(s_k)
-
-(h and w_j for MLP particles), where P(t) = dR/dZ(t) is the adjoint of the depth ODE (P(1) =
-(yhat - y)/n e_d e_N^T per prompt). This is the network's convention v = -M L dQ/dtheta of
-`gradients.velocity` in the limit, *not* the gradient of Q_ref with respect to the node values. P(s_k) at
-all nodes comes from one reverse pass through the diffrax solves: zero perturbations eps_k are added to
-Z(s_k) at every node (Z(s_k) -> Z(s_k) + eps_k before the next segment, and to Z(1) at the last node),
-and P(s_k) = dR/d eps_k at eps = 0 (reverse-mode through the solver steps). The per-particle
-gradients are then closed-form (`gradients.particle_gradients` with Z_att = Z_mlp = Z(s_k),
-P_att = P_mlp = P(s_k)), vmapped over the nodes.
-
-**Flow in training time tau**: the node values move with v (`reference_vector_field`), integrated by
-`flows.solve` in `solve_reference`; the interpolated curves then follow the interpolated velocity, a
-depth discretisation of the mean-field PDE with error O(1/K^2) for smooth curves. Q_ref decreases
-along it at the rate `reference_dissipation` up to that O(1/K^2) error (measured relative mismatch
-1.2e-3 at K = 9, 3.0e-4 at K = 17 in the tests' setting).
-
-The finite network of `network` is the Euler-with-splitting discretisation of the same depth ODE at
-t_l = l / L: with the same curves (`Config.init = "smooth"`, nodes from `init_reference`, network
-particles from `init_particles`) its output, velocity and trained Q approach the reference at rate 1/L
-(tests).
-
-All internal functions take lam, the threshold and d as arrays, so new values do not recompile; the
-depth step grid (`substeps + 1` points of [0, 1]) is an array whose length fixes the number of steps.
+Particles are curves in depth, stored by their values on K nodes s_k = k / (K - 1) (a particle dict with a
+leading node axis) and linearly interpolated in between. The depth ODE dZ/dt = F(Z, t) is integrated by a
+diffrax solver node interval by node interval; the velocity at every node comes from one reverse pass (the
+adjoint P = dR/dZ); the nodes move in training time tau with `flows.solve`. Every internal function takes lam,
+the threshold and d as arrays, so new values do not recompile. See docs/systems/mean_field.md.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_choice, check_finite_tree, check_int, check_real, real_array
-from .._solve import Trajectory, solve
+from .._checks import check_choice, check_finite_tree, check_int
+from .._solve import Trajectory
 from .._xla import jit as xla_jit
 from . import observables as obs
-from .data import Config, Prompts, held_out_set, training_set
+from .data import Config, Particles, Prompts, held_out_set, training_set
+from .flow import save_times, solve_from
 from .gradients import particle_gradients
 from .initial import init_curves
 from .model import GROUPS, as_array, attention_update, check_data, group_weighted, mlp_update
@@ -119,14 +71,14 @@ def reference_nodes(config: Config, K: int) -> np.ndarray:
     return np.linspace(0.0, 1.0, K)
 
 
-def depth_grid(substeps: int, dtype=None) -> jax.Array:
+def depth_grid(substeps: int, dtype: Any = None) -> jax.Array:
     """The step grid u_i = i / substeps (i = 0..substeps) of one node interval in its local variable u."""
     substeps = _check_substeps(substeps)
     dtype = jnp.dtype(dtype or jnp.result_type(float))
     return jnp.linspace(0.0, 1.0, substeps + 1, dtype=dtype)
 
 
-def check_nodes(config: Config, nodes) -> dict:
+def check_nodes(config: Config, nodes: Any) -> Particles:
     """Validate node values against `config`: keys V, W, W1, W2; shapes (K, M, D, D), (K, M, D, D),
     (K, M_mlp, D), (K, M_mlp, D) with one K >= 2; floating point. Returns them as arrays.
 
@@ -156,7 +108,7 @@ def check_nodes(config: Config, nodes) -> dict:
     return arrays
 
 
-def init_reference(config: Config, K: int = _DEFAULT_K, key=None, dtype=None) -> dict:
+def init_reference(config: Config, K: int = _DEFAULT_K, key: Any = None, dtype: Any = None) -> Particles:
     """Initial node values: `initial.init_curves(config, s_k)` at the K nodes (the same base draws as the
     network with `config.init`, whose layer l samples the curves at l / L: the two are coupled).
 
@@ -193,8 +145,8 @@ def _segment_field(u, Z, args):
 
 
 def _segment_scan(Z, args, grid, depth_solver):
-    """Z(s_{k+1}) from Z(s_k) by the diffrax solver's own steps u_i -> u_{i+1} in a `jax.lax.scan` (first
-    same-as-last stages carried over); reverse-mode AD goes through the scan."""
+    """Z(s_{k+1}) from Z(s_k) by the diffrax solver's own steps u_i -> u_{i+1} in a `jax.lax.scan`: the arithmetic
+    of `diffrax.diffeqsolve` with `StepTo` on the same grid (tests), which compiles faster inside a tau-solve."""
     term, solver = diffrax.ODETerm(_segment_field), DEPTH_SOLVERS[depth_solver]()
     state = solver.init(term, grid[0], grid[1], Z, args)
 
@@ -315,7 +267,7 @@ def _prepare(config, nodes, data, substeps, depth_solver):
 
 
 def reference_states(
-    config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+    config: Config, nodes: Particles, Z0: Any, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
 ) -> jax.Array:
     """Z(s_k) at every depth node for prompts `Z0 (n, D, N + 1)` -> `(K, n, D, N + 1)` (Z(s_0) = Z0).
 
@@ -328,7 +280,7 @@ def reference_states(
 
 
 def reference_forward(
-    config: Config, nodes, Z0, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+    config: Config, nodes: Particles, Z0: Any, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
 ) -> jax.Array:
     """yhat = Z(1)[d, N] of the depth ODE for prompts `Z0 (n, D, N + 1)` -> `(n,)` (options as in
     `reference_states`)."""
@@ -336,7 +288,7 @@ def reference_forward(
 
 
 def reference_risk(
-    config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+    config: Config, nodes: Particles, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
 ) -> jax.Array:
     """R = mean over prompts of (yhat - y)^2 / 2 of the continuous-depth model (a scalar)."""
     nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
@@ -344,7 +296,7 @@ def reference_risk(
 
 
 def reference_objective(
-    config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+    config: Config, nodes: Particles, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
 ) -> jax.Array:
     """Q_ref = R + (lam/2) int_0^1 [(1/M) sum |theta_j(t)|^2 + (1/M_mlp) sum |w_j(t)|^2] dt (module docstring)."""
     nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
@@ -352,7 +304,7 @@ def reference_objective(
 
 
 def reference_adjoint(
-    config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+    config: Config, nodes: Particles, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
 ) -> tuple[jax.Array, jax.Array]:
     """(Z(s_k), P(s_k)), each `(K, n, D, N + 1)`: the states and the adjoint P = dR/dZ at every node, from
     one reverse pass through the depth solves (zero perturbations eps_k added at the nodes)."""
@@ -361,8 +313,8 @@ def reference_adjoint(
 
 
 def reference_velocity(
-    config: Config, nodes, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
-) -> dict:
+    config: Config, nodes: Particles, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
+) -> Particles:
     """The Wasserstein-gradient-flow velocity at every node (a dict shaped like `nodes`):
 
     v_j(s_k) = -sum_prompts grad_theta <P(s_k), f(Z(s_k), theta_j(s_k))> - lam theta_j(s_k)
@@ -373,7 +325,7 @@ def reference_velocity(
     return _velocity_jit(nodes, data.Z0, data.y, c["lam"], c["grid"], c["threshold"], c["d"], scheme=scheme)
 
 
-def reference_dissipation(nodes, velocity) -> jax.Array:
+def reference_dissipation(nodes: Particles, velocity: Particles) -> jax.Array:
     """int_0^1 [(1/M) sum_j |v_j(t)|^2 + (1/M_mlp) sum_j |v_j(t)|^2] dt of the interpolated node velocities
     (the exact per-segment rule of the decay term): -dQ_ref/dtau along the flow up to the O(1/K^2)
     interpolation error of the velocity (the energy identity)."""
@@ -384,7 +336,7 @@ def reference_dissipation(nodes, velocity) -> jax.Array:
 
 
 def make_reference_args(
-    config: Config, data: Prompts, test: Prompts | None = None, substeps: int = _DEFAULT_SUBSTEPS, dtype=None
+    config: Config, data: Prompts, test: Prompts | None = None, substeps: int = _DEFAULT_SUBSTEPS, dtype: Any = None
 ) -> dict:
     """`observables.make_args(config, data, test)` plus `"depth_grid"` = `depth_grid(substeps)`, the step
     grid of one node interval (its length fixes the number of steps). Arrays only: new values of lam, the
@@ -400,7 +352,7 @@ def _vf(t, nodes, args, scheme):
     )
 
 
-def reference_vector_field(t, nodes, args):
+def reference_vector_field(t: float, nodes: Particles, args: dict) -> Particles:
     """d nodes / d tau = `reference_velocity` (Tsit5 steps in depth) for `args = make_reference_args(...)`."""
     return _vf(t, nodes, args, "tsit5")
 
@@ -415,37 +367,19 @@ def _obs_R(t, nodes, args, scheme):
     return _risk_jit(nodes, args["Z0"], args["y"], args["depth_grid"], args["threshold"], args["d"], scheme=scheme)
 
 
-def _obs_dissipation(t, nodes, args, scheme):
-    return reference_dissipation(nodes, _vf(t, nodes, args, scheme))
-
-
-def _obs_max_speed(t, nodes, args, scheme):
-    v = _vf(t, nodes, args, scheme)
-    att = jnp.sqrt(jnp.sum(v["V"] ** 2, axis=(2, 3)) + jnp.sum(v["W"] ** 2, axis=(2, 3)))
-    mlp = jnp.sqrt(jnp.sum(v["W1"] ** 2, axis=2) + jnp.sum(v["W2"] ** 2, axis=2))
-    return jnp.maximum(jnp.max(att), jnp.max(mlp))
-
-
-def _rmse(nodes, Z0, y, args, scheme):
+def _obs_rmse(t, nodes, args, scheme, suffix=""):
+    Z0, y = args["Z0" + suffix], args["y" + suffix]
     err = _forward_jit(nodes, Z0, args["depth_grid"], args["threshold"], args["d"], scheme=scheme) - y
     return jnp.sqrt(jnp.mean(err * err))
-
-
-def _obs_train_rmse(t, nodes, args, scheme):
-    return _rmse(nodes, args["Z0"], args["y"], args, scheme)
-
-
-def _obs_test_rmse(t, nodes, args, scheme):
-    return _rmse(nodes, args["Z0_test"], args["y_test"], args, scheme)
 
 
 _OBS_FNS = {
     "Q": _obs_Q,
     "R": _obs_R,
-    "dissipation": _obs_dissipation,
-    "max_speed": _obs_max_speed,
-    "train_rmse": _obs_train_rmse,
-    "test_rmse": _obs_test_rmse,
+    "dissipation": lambda t, nodes, args, scheme: reference_dissipation(nodes, _vf(t, nodes, args, scheme)),
+    "max_speed": lambda t, nodes, args, scheme: jnp.max(obs.particle_speeds(_vf(t, nodes, args, scheme))),
+    "train_rmse": _obs_rmse,
+    "test_rmse": functools.partial(_obs_rmse, suffix="_test"),
 }
 
 
@@ -467,10 +401,10 @@ REFERENCE_OBSERVABLES = _bundle("tsit5")[1]
 
 def solve_reference(
     config: Config,
-    ts,
+    ts: Any,
     *,
     K: int | None = None,
-    nodes=None,
+    nodes: Particles | None = None,
     data: Prompts | None = None,
     test: Prompts | None = None,
     substeps: int = _DEFAULT_SUBSTEPS,
@@ -505,37 +439,17 @@ def solve_reference(
     **Raises:** `ValueError` for bad arguments, naming the field (`init` for `config.init == "iid"`, `K`,
     `substeps`, `nodes[...]`); `flows.FlowError` for a failed solve (unless `throw=False`).
     """
-    ts = real_array("ts", ts, finite=False)
-    if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
-        raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
+    ts = save_times(ts)
     substeps = _check_substeps(substeps)
     scheme = _check_scheme(depth_solver)
-    if nodes is None:
-        nodes = init_reference(config, _DEFAULT_K if K is None else K)
-    nodes = check_nodes(config, nodes)
+    nodes = check_nodes(config, init_reference(config, _DEFAULT_K if K is None else K) if nodes is None else nodes)
     if K is not None and _check_K(K) != _num_nodes(nodes):
         raise ValueError(f"K = {K} does not match the {_num_nodes(nodes)} nodes given")
     vf, every, basic = _bundle(scheme)
     if isinstance(observables, str):
-        if observables not in ("all", "basic"):
-            raise ValueError(f"observables must be 'all', 'basic' or a dict, got {observables!r}")
-        observables = every if observables == "all" else basic
+        observables = {"all": every, "basic": basic}[check_choice("observables", observables, ("all", "basic"))]
     data = check_data(config, training_set(config) if data is None else data)
     test = check_data(config, held_out_set(config) if test is None else test, "test")
     args = make_reference_args(config, data, test, substeps)
-    options = dict(
-        t1=float(ts[-1]),
-        ts=ts,
-        args=args,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        observables=observables,
-        save_states=save_states,
-        progress=progress,
-        throw=throw,
-    )
-    if dt is not None:
-        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
-    return solve(vf, nodes, **options)
+    options = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, progress=progress, throw=throw)
+    return solve_from(vf, nodes, ts, args, dt, observables=observables, save_states=save_states, **options)

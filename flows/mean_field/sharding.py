@@ -1,13 +1,7 @@
-"""Sharding the particle axis of the mean-field transformer over devices (`jax.sharding`).
-
-The particle axis (M heads, M_mlp neurons: axis 1 of every particle array) is split over the devices of a
-one-axis mesh named `"particles"`; everything else (prompts, adjoints) is replicated. The forward pass sums
-over particles, so XLA inserts one all-reduce per sublayer; the GD step and the particle flow's vector field
-then run unchanged under `jax.jit` (the mesh uses `AxisType.Auto`: the compiler propagates the sharding).
-
-One host: `particle_mesh()` uses every local device. Several hosts: call `jax.distributed.initialize(...)`
-first (arguments detected on Slurm, Open MPI and TPU pods), then `particle_mesh()` spans the global devices;
-every process runs the same program (see `examples/distributed/mean_field_multihost.py`).
+"""Sharding the particle axis of the mean-field transformer over devices (`jax.sharding`): axis 1 of every
+particle array is split over a one-axis mesh named `"particles"`, everything else is replicated, and XLA
+inserts the all-reduces of the sums over particles. Several hosts: call `jax.distributed.initialize(...)`
+first (see `examples/distributed/mean_field_multihost.py`).
 """
 
 from __future__ import annotations
@@ -50,5 +44,5 @@ def shard_particles(particles: dict, mesh: jax.sharding.Mesh) -> dict:
             )
         spec = P(None, AXIS, *([None] * (arr.ndim - 2)))
         host = np.asarray(arr)  # every process holds the same (seeded) particles; each places its shards
-        out[name] = jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), lambda idx, h=host: h[idx])
+        out[name] = jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), host.__getitem__)
     return out

@@ -9,6 +9,8 @@ under `jax.vmap`: one compilation per shape, no Python loop over seeds. The seed
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +20,7 @@ from .. import training
 from .._checks import SEED_MAX, check_int, check_real, real_array
 from ..training import NetworkRecord
 from . import observables as obs
-from .data import Config, Prompts, held_out_set, training_set
+from .data import Config, Particles, Prompts, held_out_set, training_set
 from .initial import init_particles
 from .model import check_data, check_particles
 from .network import gd_program, optimizer_state
@@ -26,7 +28,7 @@ from .network import gd_program, optimizer_state
 __all__ = ["train_gd_batch", "train_gd_seeds"]
 
 
-def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every: int = 1) -> NetworkRecord:
+def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds: Any, save_every: int = 1) -> NetworkRecord:
     """Full-batch GD (learning rate eta_tau M L, as `train_gd`) for every seed in `seeds` at once.
 
     Each seed draws its own training set, test prompts and initial particles (`config.replace(seed=s)`).
@@ -34,12 +36,11 @@ def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every
     when a run goes non-finite (naming the seed).
     """
     raw = np.atleast_1d(real_array("seeds", seeds))
-    if raw.ndim != 1 or np.any(raw != np.round(raw)) or np.any(raw < 0) or np.any(raw > SEED_MAX):
+    ints = tuple(int(s) for s in np.atleast_1d(np.asarray(seeds)).ravel())
+    bad = raw.ndim != 1 or np.any((raw != np.round(raw)) | (raw < 0) | (raw > SEED_MAX))
+    if bad or not ints or len(set(ints)) != len(ints):
         raise ValueError(f"seeds must be distinct integers in [0, 2**63 - 1], got {seeds!r}")
-    seeds = tuple(int(s) for s in np.atleast_1d(np.asarray(seeds)).ravel())
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise ValueError(f"seeds must be distinct non-negative integers, got {seeds!r}")
-    cfgs = [config.replace(seed=s) for s in seeds]
+    cfgs = [config.replace(seed=s) for s in ints]
     return train_gd_batch(
         config,
         eta_tau,
@@ -48,7 +49,7 @@ def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds, save_every
         [training_set(c) for c in cfgs],
         [held_out_set(c) for c in cfgs],
         save_every,
-        labels=seeds,
+        labels=ints,
         label_name="seed",
     )
 
@@ -69,12 +70,12 @@ def train_gd_batch(
     config: Config,
     eta_tau: float,
     steps: int,
-    particles,
-    data,
-    test=None,
+    particles: Sequence[Particles],
+    data: Prompts | Sequence[Prompts],
+    test: Prompts | Sequence[Prompts] | None = None,
     save_every: int = 1,
     *,
-    labels=None,
+    labels: Sequence | None = None,
     label_name: str = "run",
 ) -> NetworkRecord:
     """Full-batch GD (learning rate eta_tau M L, as `train_gd`) for a batch of runs of one shape at once.
@@ -103,20 +104,20 @@ def train_gd_batch(
     size = len(particles)
     particles = [check_particles(config, p) for p in particles]
 
-    def as_list(name, value):
+    def as_list(name: str, value: Any) -> list[Prompts]:
         value = [value] * size if isinstance(value, Prompts) else value
         if not isinstance(value, (list, tuple)) or len(value) != size:
             raise ValueError(f"{name} must be one Prompts or a list of {size} Prompts (one per run)")
         return [check_data(config, v, name) for v in value]
 
-    data = as_list("data", data)
-    test = data if test is None else as_list("test", test)
+    datas = as_list("data", data)
+    tests = datas if test is None else as_list("test", test)
     labels = tuple(range(size)) if labels is None else tuple(labels)
     if len(labels) != size:
         raise ValueError(f"labels must have one entry per run ({size}), got {len(labels)}")
     save = training.save_steps(steps, save_every)
     stack = lambda trees: jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
-    args = stack([obs.make_args(config, d, t) for d, t in zip(data, test, strict=True)])
+    args = stack([obs.make_args(config, d, t) for d, t in zip(datas, tests, strict=True)])
     states = stack([optimizer_state(config, p, eta_tau) for p in particles])
     final, series, _, _, bad, compile_s, run_s = training.run_training(
         "mean_field.train_gd_batch", "all", lambda: _batched(False), stack(particles), states, None, save, args
