@@ -32,7 +32,9 @@ from .._generated import linear_attention_zfb as _zfb
 from .._solve import Trajectory, solve
 from ..optim_limits.problem import limit_problem as optimizer_limit
 from . import model, theory
+from . import observables as obs
 from .data import Config
+from .network import with_seed_init
 
 __all__ = [
     "REDUCED",
@@ -40,7 +42,6 @@ __all__ = [
     "initial_reduced_state",
     "limit_loss",
     "limit_problem",
-    "observe_G",
     "reduced_G",
     "reduced_params",
     "solve_flow",
@@ -58,46 +59,23 @@ def _eig_frame(config: Config) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(config.eigenvalues, dtype=float), R
 
 
-def observe_G(G: jax.Array, config: Config) -> dict[str, jax.Array]:
-    """The observables of an effective matrix G `(d, d)`: "loss" (`theory.loss_of_G`, exact), "G",
-    "alignment" `(d,)` = gamma_i r_i^T G r_i per eigen-direction r_i (0 unlearned, 1 at Gamma^{-1}; the order of
-    `config.eigenvalues`) and "n_learned" = the number of directions with alignment > 1/2."""
-    lam, R = _eig_frame(config)
-    gam = theory.gamma_values(lam, config.N)
-    align = jnp.einsum("ij,ik,kj->j", R, G, R) * gam
-    loss = theory.loss_of_G(G, lam, config.N, config.rotation)
-    return {"loss": loss, "G": G, "alignment": align, "n_learned": jnp.sum(jnp.where(align > 0.5, 1.0, 0.0))}
-
-
 # -- full-parameter flow ----------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=32)
-def limit_loss(config: Config):
-    """`loss(params, batch)` = `model.population_loss(params, config)` (the batch is unused: the loss is
-    exact), one function object per config, so that every solve of one config compiles once."""
-
-    def loss(params, batch):
-        del batch
-        return model.population_loss(params, config)
-
-    return loss
+def limit_loss(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> jax.Array:
+    """The exact population loss `observables.loss` of `params` as `loss(theta, batch)` for
+    `flows.optim_limits`; `batch = observables.data_args(config)` (arrays: one compile per shape)."""
+    return obs.loss(0.0, params, batch)
 
 
-@functools.lru_cache(maxsize=32)
-def _full_observables(config: Config):
-    def observe(t, y, args):
-        params = y["theta"] if "theta" in y else y
-        out = observe_G(model.effective_G(params, config), config)
-        out["loss"] = model.population_loss(params, config)  # the model's own loss (all blocks)
-        return out
-
-    return observe
+def _observe_limit(t, y, args):
+    return obs.observe(t, y["theta"] if "theta" in y else y, args["batch"])
 
 
 def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None, *, y0=None):
     """(limit, limit_args, params0) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` of `optimizer`
-    on `limit_loss(config)`, its args and the initial parameters (`model.init_params(config)`, or `y0`).
+    on `limit_loss`, its args (`{"batch": observables.data_args(config)}` and the rates) and the initial
+    parameters (`model.init_params(config)`, or `y0`).
 
     **Arguments:** `config`; `optimizer`, `optim_args` as in `flows.optim_limits.limit_problem` ("lr" of
     `network.train`, "beta", "eps" (sign: default 1e-3), "b1", "b2" or "c1", "c2"); `y0`: a parameter dict of
@@ -108,7 +86,7 @@ def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None
     if not isinstance(config, Config):
         raise ValueError(f"config must be a linear_attention.Config, got {type(config).__name__}")
     params = model.init_params(config)
-    limit, args = optimizer_limit(limit_loss(config), optimizer, optim_args, {})
+    limit, args = optimizer_limit(limit_loss, optimizer, optim_args, obs.data_args(config))
     if y0 is not None:
         if not isinstance(y0, dict) or set(y0) != set(params):
             got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
@@ -202,8 +180,12 @@ def reduced_params(config: Config, reduced: str, y: jax.Array) -> dict[str, jax.
 
 @functools.lru_cache(maxsize=32)
 def _reduced_observables(config: Config, reduced: str):
+    """The observables of `observables.observe` at `reduced_params` of the state (the generated fields' args hold
+    only their own parameters, so the data arrays are constants of this closure, one per config)."""
+    data = obs.data_args(config)
+
     def observe(t, y, args):
-        return observe_G(reduced_G(config, reduced, y), config)
+        return obs.observe(t, reduced_params(config, reduced, y), data)
 
     return observe
 
@@ -238,15 +220,12 @@ def solve_flow(
     - `seed`, `init`: override `config.seed`, `config.init` (`None`: the config's), as in `network.train`.
     - `solver`, `rtol`, `atol`, `max_steps`, `save_states`, `throw`: as in `flows.solve`.
 
-    **Returns:** a `Trajectory` with observables "loss" (exact population loss), "G" `(k, d, d)`,
-    "alignment" `(k, d)` and "n_learned" (see `observe_G`).
+    **Returns:** a `Trajectory` with the observables of `observables.OBSERVABLES` (as `network.train`'s record):
+    "loss" (the exact population loss), "G" `(k, d, d)`, "alignment" `(k, d)` and "n_learned".
     """
     if not isinstance(config, Config):
         raise ValueError(f"config must be a linear_attention.Config, got {type(config).__name__}")
-    if seed is not None:
-        config = config.replace(seed=seed)
-    if init is not None:
-        config = config.replace(init=init)
+    config = with_seed_init(config, seed, init)
     ts = real_array("ts", ts)
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
@@ -266,7 +245,7 @@ def solve_flow(
         state0, observe = initial_reduced_state(config, reduced, y0), _reduced_observables(config, reduced)
     else:
         limit, args, params = limit_problem(config, "gd" if optimizer is None else optimizer, optim_args, y0=y0)
-        field, state0, observe = limit.vector_field, limit.initial_state(params), _full_observables(config)
+        field, state0, observe = limit.vector_field, limit.initial_state(params), _observe_limit
     return solve(
         field,
         state0,
