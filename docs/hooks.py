@@ -183,14 +183,22 @@ def _findings() -> str:
     return "\n".join(parts)
 
 
-def _cell(value) -> str:
+def _text(value) -> str:
     if isinstance(value, float):
-        text = f"{value:.3g}"
-    elif isinstance(value, list | tuple):
-        text = "[" + ", ".join(_cell(v) for v in value) + "]"
-    else:
-        text = str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+        return f"{value:.3g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_text(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _cell(value) -> str:
+    """`value` as the literal text of a Markdown table cell: no emphasis, code, links or HTML."""
+    text = _text(value)
+    for char in "\\|*_`[]":
+        text = text.replace(char, "\\" + char)
+    return text.replace("<", "&lt;").replace("\n", " ")
 
 
 def _predictions(stems: list[str]) -> str:
