@@ -121,10 +121,11 @@ def effective_G(params: dict[str, jax.Array], config: Config) -> jax.Array:
     return jnp.einsum("h,hji->ij", bl["v"], bl["A"]) + jnp.einsum("hi,hj->ij", bl["b"], bl["u"])
 
 
-def predict(params: dict[str, jax.Array], config: Config, prompts: Prompts) -> jax.Array:
+def predict(params: dict[str, jax.Array], config: Config | None, prompts: Prompts) -> jax.Array:
     """The prediction y_hat = f(E)_{d+1, N+1} of each prompt, summed over the heads (module docstring).
 
-    **Arguments:** `params` of `config.form`, `config`, `prompts` (`data.Prompts`, N context examples each).
+    **Arguments:** `params` of `config.form`, `config` (the form is read from `params`; `None` is accepted),
+    `prompts` (`data.Prompts`, N context examples each).
 
     **Returns:** y_hat, shape `(B,)`.
     """
@@ -137,7 +138,7 @@ def predict(params: dict[str, jax.Array], config: Config, prompts: Prompts) -> j
     return jnp.einsum("hi,bij,hjk,bk->b", p, gram, K, eq)
 
 
-def sample_loss(params: dict[str, jax.Array], config: Config, prompts: Prompts) -> jax.Array:
+def sample_loss(params: dict[str, jax.Array], config: Config | None, prompts: Prompts) -> jax.Array:
     """The empirical loss (1/2) mean_b (y_hat_b - y_q,b)^2 (ZFB eq. 3.7) of a batch of prompts (scalar)."""
     return 0.5 * jnp.mean((predict(params, config, prompts) - prompts.yq) ** 2)
 
