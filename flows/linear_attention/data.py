@@ -12,7 +12,7 @@ one object describes one experiment, as in every system of the package.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -79,7 +79,7 @@ class Config:
         object.__setattr__(self, "init_scale", check_real("init_scale", self.init_scale, low=0.0, strict=True))
         check_int("seed", self.seed, 0, SEED_MAX)
 
-    def replace(self, **changes) -> Config:
+    def replace(self, **changes: Any) -> Config:
         """A copy with `changes` applied (validated again)."""
         return dataclasses.replace(self, **changes)
 
