@@ -107,12 +107,12 @@ def blocks(params: dict[str, jax.Array]) -> dict[str, jax.Array]:
     return {"u": p[:, :-1], "v": p[:, -1], "A": K[:, :-1, :-1], "b": K[:, -1, :-1]}
 
 
-def effective_G(params: dict[str, jax.Array], config: Config) -> jax.Array:
+def effective_G(params: dict[str, jax.Array], config: Config | None = None) -> jax.Array:
     """The effective matrix G of the part of the prediction bilinear in (x_q, h): x_q^T G h, with
     G = sum_h (v_h A_h^T + b_h u_h^T) (`blocks`). On ZFB's reduced parameters (u = 0, b = 0) this is the whole
     prediction, y_hat = x_q^T G h with G = w_22 (W_11)^T (ZFB Lemma 5.3), and G -> Gamma^{-1} is its limit.
 
-    **Arguments:** `params` of any form, `config` its `Config` (for the form; unused otherwise).
+    **Arguments:** `params` of any form, `config` its `Config` (unused: the form is read from `params`).
 
     **Returns:** G, shape `(d, d)`.
     """

@@ -74,8 +74,7 @@ def loss(t: Any, params: Params, args: Args) -> jax.Array:
 
 def effective_G(t: Any, params: Params, args: Args) -> jax.Array:
     """G with y_hat = x_q^T G h on ZFB's reduced parameters (`model.effective_G`), `(d, d)`."""
-    bl = model.blocks(params)
-    return jnp.einsum("h,hji->ij", bl["v"], bl["A"]) + jnp.einsum("hi,hj->ij", bl["b"], bl["u"])
+    return model.effective_G(params, None)
 
 
 def alignment(t: Any, params: Params, args: Args) -> jax.Array:
