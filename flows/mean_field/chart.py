@@ -210,9 +210,15 @@ def _args(config: Config, data: Prompts) -> dict:
     }
 
 
+def _complete(c: dict, args: dict) -> dict:
+    """The charted particles with an empty group (q = 0: `flows.solve` takes no zero-size leaves) restored
+    from its shape, carried in `args["empty"]`."""
+    return {**{g: jnp.zeros(args["empty"][g].shape) for g in args["empty"]}, **c}
+
+
 def _observables(chart: Chart):
     def observe(t, c, args):
-        full = expand(chart, c)
+        full = expand(chart, _complete(c, args))
         Q = objective_value(full, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
         R = risk_value(full, args["Z0"], args["y"], args["threshold"], args["d"])
         return {"Q": Q, "R": R}
@@ -222,7 +228,10 @@ def _observables(chart: Chart):
 
 def _field(chart: Chart, rev: bool):
     def field(t, c, args):
-        return charted_velocity(chart, c, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], rev)
+        v = charted_velocity(
+            chart, _complete(c, args), args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], rev
+        )
+        return {g: v[g] for g in c}
 
     return field
 
@@ -270,6 +279,8 @@ def solve_charted(
     temperature = check_real("temperature", temperature, low=0.0)
     ts = np.asarray(ts, float)
     args = _args(config, data)
+    args["empty"] = {g: np.zeros(c.shape) for g, c in cparticles.items() if c.size == 0}
+    cparticles = {g: c for g, c in cparticles.items() if c.size}
     if temperature > 0.0:
         if dt is None:
             raise ValueError("dt (the SDE step) must be given when temperature > 0")
