@@ -1,20 +1,10 @@
 """The symbolic layer: sympy models -> gradient-flow equations -> LaTeX and generated JAX code.
 
-- `gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`: the engine
-  (`derivations.gradient_flow`).
-- `codegen`: vectorised JAX emission with CSE: `codegen.write(system, out_dir=...)` + `codegen.load(path)`, or
-  `codegen.compile_system(system)` in memory (no file); the package's own modules live in `flows/_generated/`.
-- `verify`: derived right-hand sides against `jax.grad` of the explicit loss.
-- `readable(expr)`: the equal, most readable form in which `to_text()` / `to_latex()` print an expression.
-- `Derivation` (`derivations.base`): the contract of a registered derivation.
-- `available()`, `derive(name)`: the registry behind `python -m flows derive NAME [--latex]`;
-  `register(cls)` adds a user's `Derivation` subclass (in this process) without editing the package,
-  `unregister(name)` removes it again.
-- `write_all()`, `check_generated()`: regenerate / check the committed generated modules of the package's own
-  derivations (user-registered ones write where they choose, with `codegen.write`). Derivations with
-  `module = None` (e.g. `mean_field-attention`, `mean_field-mlp`: printed and checked, while the full-size
-  system is hand-written with array operations) have no generated module and are skipped.
-"""
+The engine (`gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`), `codegen` (JAX
+emission), `verify` (checks against `jax.grad`), `readable` (printing), `Derivation` (the contract of a
+registered derivation), the registry behind ``python -m flows derive NAME`` (`available`, `derive`,
+`register`, `unregister`) and `write_all` / `check_generated` for the modules in `flows/_generated/`
+(derivations with `module = None` are printed and checked only)."""
 
 from __future__ import annotations
 
@@ -35,7 +25,7 @@ from .system import FlowSystem as FlowSystem
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
 # (.module is None: printed and checked only, no generated module); see `Derivation`
-_REGISTRY = {
+_REGISTRY: dict[str, type[Derivation]] = {
     cls.name: cls
     for cls in (
         DecoderDerivation,

@@ -1,15 +1,7 @@
-"""Readable forms of derived expressions, for printing only (`to_text`, `to_latex`, generated headers).
-
-`readable(expr)` returns an expression equal to `expr` that reads better: the shortest (as printed) of
-`expr` itself, `factor_terms(expr)` (common factors pulled out of sums: `S*(...)/6`), `factor(expr)` for a
-fraction with a sum in its denominator (polynomial factoring, which finds e.g. a product of two
-denominators) and `factor_terms` after the logistic rewrite e^a/(1 + e^a) -> 1/(1 + e^-a) (the form in which
-cross-entropy flows are written on paper). Equal lengths keep the earlier candidate, so an expression that
-is already compact is printed as it is.
-
-Expressions above `MAX_NODES` nodes are printed as they are: factoring them would cost seconds, and their
-printed form is long either way. Solving and code generation never use these forms.
-"""
+"""Readable forms of derived expressions, for printing only (`to_text`, `to_latex`, generated headers):
+`readable(expr)` is the shortest printed of `expr`, `factor_terms(expr)`, `factor(expr)` (a fraction with a
+sum in its denominator) and `factor_terms` after e^a/(1 + e^a) -> 1/(1 + e^-a). Expressions above `MAX_NODES`
+nodes are printed as they are."""
 
 from __future__ import annotations
 

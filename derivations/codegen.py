@@ -1,28 +1,10 @@
-"""Emit a derived `FlowSystem` as vectorised JAX source, write it anywhere, load it, or compile it in memory.
+"""Emit a derived `FlowSystem` as vectorised JAX source (sympy's `JaxPrinter` after `sympy.cse`), write it
+anywhere, load it, or compile it in memory.
 
-The right-hand sides are printed with sympy's `JaxPrinter` after common-subexpression elimination
-(`sympy.cse`). The state is one array whose last axis holds the coordinates (`y[..., i]`), and every
-parameter is read from `args[name]` (`name` the sympy symbol's own name), so the emitted function
-broadcasts and vmaps without recompiling. `args` must have exactly the keys in `PARAMS`: a missing or an
-unknown key (a misspelt parameter name) is a `ValueError` naming it, raised when the function is traced.
-The module is self-contained (it imports only `jax.numpy` and the standard library).
-
-- `emit(system)`: the source text (deterministic).
-- `write(system, out_dir=..., module=..., source=...)`: write `<out_dir>/<module>.py` (atomically);
-  `out_dir` defaults to the package's `flows/_generated/`, which only the registered derivations use.
-- `load(path)`: import a written file; the module has `vector_field(t, y, args)`, `STATE`, `PARAMS`, `SYSTEM`,
-  `pack_state({name: value}) -> y` and `unpack_state(ys) -> {name: ys[..., i]}`.
-- `compile_system(system)`: the same module built in memory, without a file.
-- `diff(...)`: the committed file against a fresh emission; `derivations.check_generated()` runs it for every
-  registered derivation, and a test turns any difference into a failure.
-
-No symbol name can break the emitted code. A local variable is named after its symbol when that name is a
-safe Python identifier; otherwise it is renamed (a `_` suffix, repeated until unique): Python keywords
-(`lambda`, `class`), builtins (`abs`, `sum`: the emitted code calls `abs`), the emitted function's own names
-(`t`, `y`, `args`), the modules and helpers it uses (`jnp`, `jax`, `functools`, `_check_args`), the CSE
-temporaries (`_x0`, `_x1`, ...), names that are not identifiers (`eta.1` -> `eta_1`, `1x` -> `s_1x`) and names
-that clash after that (`a.b` vs `a_b`). `STATE`, `PARAMS` and the `args` keys keep the original names.
-"""
+The state is one array whose last axis holds the coordinates (`y[..., i]`); each parameter is read from
+`args[name]`, and `args` must have exactly the keys in `PARAMS` (else a `ValueError` at trace time). The
+module imports only `jax.numpy` and the standard library. A symbol whose name is not a safe, unique Python
+identifier gets a renamed local (`local_names`); `STATE`, `PARAMS` and the `args` keys keep the names."""
 
 from __future__ import annotations
 
@@ -47,6 +29,7 @@ from .gradient_flow import FlowSystem
 __all__ = ["GENERATED_DIR", "compile_system", "diff", "emit", "generated_path", "load", "local_names", "write"]
 
 _MAX_HEADER_EQUATIONS = 3000
+PathLike = str | os.PathLike
 
 GENERATED_DIR = pathlib.Path(__file__).resolve().parent.parent / "flows" / "_generated"
 
@@ -170,7 +153,7 @@ class _Printer(JaxPrinter):
     """JaxPrinter that prints `jnp.X` for `jax.numpy.X`, fully qualified names for the few other modules the
     emitted code may import (recorded in `imports`), and refuses anything JAX cannot trace."""
 
-    def __init__(self, settings=None):
+    def __init__(self, settings: dict | None = None) -> None:
         super().__init__(settings)
         self.imports: set[str] = set()
 
@@ -208,9 +191,10 @@ def _reserved(name: str) -> bool:
 def local_names(system: FlowSystem) -> dict:
     """{symbol: the local variable name the emitted code uses for it}, state first, then params.
 
-    A symbol keeps its own name when that is a safe, unique identifier; see the module docstring for the
-    renaming. Two different symbols with the same name (e.g. different assumptions) are a `ValueError`:
-    their `STATE` / `args` keys would be ambiguous.
+    A symbol keeps its own name when that is a safe, unique identifier; otherwise it is sanitised (`eta.1` ->
+    `eta_1`, `1x` -> `s_1x`) and suffixed with `_` until it is no keyword, builtin, name of the emitted code
+    (`t`, `y`, `args`, `jnp`, `_check_args`, the CSE temporaries `_x0`, ...) or other local. Two different
+    symbols with the same name (e.g. different assumptions) are a `ValueError`: their keys would be ambiguous.
     """
     symbols = tuple(system.state) + tuple(system.params)
     by_name: dict = {}
@@ -270,12 +254,6 @@ def _check_module(module) -> str:
     return module
 
 
-def _check_source(source) -> str:
-    if not isinstance(source, str):
-        raise ValueError(f"source must be a string (where the derivation lives), got {type(source).__name__}")
-    return source
-
-
 def emit(system: FlowSystem, *, module: str | None = None, source: str = "") -> str:
     """The source text of the generated module for `system` (deterministic), as written into the package.
 
@@ -289,7 +267,8 @@ def _emit(system, *, module, source, footer) -> str:
     _check_system(system)
     if module is not None:
         _check_module(module)
-    _check_source(source)
+    if not isinstance(source, str):
+        raise ValueError(f"source must be a string (where the derivation lives), got {type(source).__name__}")
     local = local_names(system)
     for sym, e in zip(system.state, system.rhs, strict=True):
         bad = [c for c in (sp.zoo, sp.nan, sp.oo, -sp.oo) if sp.sympify(e).has(c)]
@@ -327,47 +306,34 @@ def _emit(system, *, module, source, footer) -> str:
             footer=_doc_text(footer),
         )
     ]
-    body.append(
-        "\n".join(
-            [
-                "import difflib",
-                "from collections.abc import Mapping",
-                "",
-                "import jax.numpy as jnp",
-                *sorted(printer.imports),
-            ]
-        )
-        + "\n"
-    )
-    body.append(f"STATE = {ascii(tuple(s.name for s in system.state))}")
-    body.append(f"PARAMS = {ascii(tuple(p.name for p in system.params))}")
-    body.append(f"SYSTEM = {ascii(system.name)}\n\n")
-    body.append("def vector_field(t, y, args):")
-    body.append(
-        f'    """d({_doc_text(", ".join(s.name for s in system.state))})/dt for state `y[..., i]` in STATE order and'
-    )
-    body.append(
-        "    `args` a mapping with exactly the keys in PARAMS (others are a ValueError); broadcasts over leading"
-    )
-    body.append('    axes."""')
-    body.append("    _check_args(args)")
+    imports = ["import difflib", "from collections.abc import Mapping", "", "import jax.numpy as jnp"]
+    body += [
+        "\n".join([*imports, *sorted(printer.imports)]) + "\n",
+        f"STATE = {ascii(tuple(s.name for s in system.state))}",
+        f"PARAMS = {ascii(tuple(p.name for p in system.params))}",
+        f"SYSTEM = {ascii(system.name)}\n\n",
+        "def vector_field(t, y, args):",
+        f'    """d({_doc_text(", ".join(s.name for s in system.state))})/dt for state `y[..., i]` in STATE order and',
+        "    `args` a mapping with exactly the keys in PARAMS (others are a ValueError); broadcasts over leading",
+        '    axes."""',
+        "    _check_args(args)",
+    ]
     # every local is read before any is written, so a state named like a parameter key cannot interfere
-    for i, s in enumerate(system.state):
-        body.append(f"    {local[s]} = y[..., {i}]")
-    for p in system.params:
-        body.append(f"    {local[p]} = args[{ascii(p.name)}]")
-    for sym, text in assigned:
-        body.append(f"    {sym} = {text}")
+    body += [f"    {local[s]} = y[..., {i}]" for i, s in enumerate(system.state)]
+    body += [f"    {local[p]} = args[{ascii(p.name)}]" for p in system.params]
+    body += [f"    {sym} = {text}" for sym, text in assigned]
+    stacked = [f"jnp.broadcast_to({o}, y[..., 0].shape)" for o in outs]
     if len(outs) == 1:
-        body.append(f"    return jnp.stack([jnp.broadcast_to({outs[0]}, y[..., 0].shape)], axis=-1)")
+        body.append(f"    return jnp.stack([{stacked[0]}], axis=-1)")
     else:
-        body.append("    return jnp.stack(")
-        body.append("        [")
-        for o in outs:
-            body.append(f"            jnp.broadcast_to({o}, y[..., 0].shape),")
-        body.append("        ],")
-        body.append("        axis=-1,")
-        body.append("    )")
+        body += [
+            "    return jnp.stack(",
+            "        [",
+            *(f"            {s}," for s in stacked),
+            "        ],",
+            "        axis=-1,",
+            "    )",
+        ]
     text = "\n".join(body) + "\n" + _HELPERS
     try:
         ast.parse(text)
@@ -384,7 +350,7 @@ def _out_dir(out_dir) -> pathlib.Path:
     return pathlib.Path(out_dir)
 
 
-def generated_path(module: str, out_dir=None) -> pathlib.Path:
+def generated_path(module: str, out_dir: PathLike | None = None) -> pathlib.Path:
     """`<out_dir>/<module>.py`; `out_dir` defaults to the package's `flows/_generated/`."""
     return _out_dir(out_dir) / f"{_check_module(module)}.py"
 
@@ -394,7 +360,9 @@ def _footer(out_dir) -> str:
     return _PACKAGE_FOOTER if package else _USER_FOOTER
 
 
-def write(system: FlowSystem, *, out_dir=None, module: str | None = None, source: str = "") -> pathlib.Path:
+def write(
+    system: FlowSystem, *, out_dir: PathLike | None = None, module: str | None = None, source: str = ""
+) -> pathlib.Path:
     """Write the emitted module to `<out_dir>/<module>.py` (atomically, creating `out_dir`) and return its path.
 
     - `out_dir`: any folder (e.g. your project's); default: the package's `flows/_generated/`, which is for
@@ -422,7 +390,7 @@ def _check_flow_module(mod, where: str) -> types.ModuleType:
     return mod
 
 
-def load(path) -> types.ModuleType:
+def load(path: PathLike) -> types.ModuleType:
     """Import a module written by `write` (or any file defining `vector_field`, `STATE`, `PARAMS`).
 
     The module is not added to `sys.modules`, so files of the same name in different folders do not clash.
@@ -438,6 +406,7 @@ def load(path) -> types.ModuleType:
     if not path.is_file():
         raise ValueError(f"path {str(path)!r} does not exist (write it first with codegen.write)")
     spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None  # a .py file always has a spec with a loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return _check_flow_module(mod, f"path {str(path)!r}")
@@ -460,11 +429,11 @@ def compile_system(system: FlowSystem, *, source: str = "") -> types.ModuleType:
     mod = types.ModuleType(_identifier(system.name), f"generated in memory from FlowSystem {system.name!r}")
     mod.__file__ = filename
     exec(compile(text, filename, "exec"), mod.__dict__)  # noqa: S102 - our own emitted source
-    mod.SOURCE = text
+    mod.SOURCE = text  # type: ignore[attr-defined]
     return _check_flow_module(mod, f"the module compiled from {system.name!r}")
 
 
-def diff(system: FlowSystem, *, module: str, source: str = "", out_dir=None) -> str:
+def diff(system: FlowSystem, *, module: str, source: str = "", out_dir: PathLike | None = None) -> str:
     """Unified diff between the file `<out_dir>/<module>.py` and a fresh emission ('' when identical)."""
     path = generated_path(module, out_dir)
     fresh = _emit(system, module=module, source=source, footer=_footer(out_dir))

@@ -1,35 +1,10 @@
-"""Symbolic reduced systems of word co-occurrence (Yang, Kailkhura, Wang, Liang, NeurIPS 2024).
+"""Symbolic reduced systems of word co-occurrence (Yang et al. 2024, Sec. 3, App. C, Lemma F.6, Thm F.8).
 
-The exact flow (the Gram reformulation of the dynamics of Sec. 3 and App. C, `flows.cooccurrence.flow`)
-lives on the Gram state (G, S, M_V, M_K, M_Q, A). For any loss that depends on the parameters only through
-G = W_V^T W^T a and A = W_K^T W_Q, the parameter gradient flow pushes forward to (a fixed, +-1, a^T a = m1)
-
-    z = -dL/dG,  B = -sqrt(m) dL/dA,
-    dG = (S I + m1 M_V) z,  dS = 2 m1 G^T z,  dM_V = G z^T + z G^T,
-    dA = (M_K B + B M_Q)/sqrt(m),  dM_K = (A B^T + B A^T)/sqrt(m),  dM_Q = (A^T B + B^T A)/sqrt(m).
-
-This module states the **reduced losses** and lets sympy differentiate them (z and B are derived, not
-typed in); the pushforward above then gives the reduced right-hand sides, emitted by `codegen`.
-
-1. `cooccurrence-3token` (mean-field reduction of the Gram flow): random tokens have G = 0, zero scores
-   as keys and uniform rows as queries, and do not learn (their O(1/n) learning, Lemmas E.6/F.14, is
-   dropped). Each group I_k is one representative sequence (its special tokens plus L - #special random
-   tokens) with weight q = (1/2, 1/6, 1/6, 1/6). With A_ij the score of key mu_i for query mu_j,
-
-       F_k = sum_{mu in sp_k} [sum_{nu in sp_k} e^{A_nu,mu/sqrt m} G_nu] / [sum_{nu in sp_k} e^{A_nu,mu/sqrt m}
-             + L - |sp_k|] + (L - |sp_k|)/L sum_{nu in sp_k} G_nu,
-       L̂ = sum_k q_k log(1 + e^{-y_k F_k}).
-
-   State: G1, G2, G3, S and the 3x3 blocks of A, M_V, M_K, M_Q (40 coordinates; params m, m1, L).
-2. `cooccurrence-phase2` (4-ODE skeleton of the Gram flow): the 3-token system at uniform attention (A = 0,
-   attention frozen) without the m1 M_V term (O(sigma0^2/sigma1^2) relative to S): state (G1, G2, G3, S),
-
-       dG1 = S (q1 g1 - q2 g2),  dG2 = S (q1 g1 - q3 g3),  dG3 = S (q1 g1 - q2 g2 - q3 g3 - q4 g4),
-       dS = 2 m1 sum_k q_k g_k rho_k,   g_k = 1/(1 + e^{rho_k}),   rho = (G1+G2+G3, -(G1+G3), -(G2+G3), -G3).
-
-   These are the relations of the proofs of Lemma F.6 and Thm F.8; they are derived here by restricting
-   system 1, not typed in.
-"""
+The reduced losses are stated here and sympy differentiates them (z = -dL/dG and B = -sqrt(m) dL/dA are
+derived, not typed in); the Gram pushforward of `flows.cooccurrence.flow` gives the right-hand sides.
+`cooccurrence-3token`: random tokens inert, each group one representative sequence weighted (1/2, 1/6, 1/6,
+1/6); `cooccurrence-phase2`: its restriction to uniform attention without the m1 M_V term. See
+docs/systems/cooccurrence.md."""
 
 from __future__ import annotations
 
@@ -46,7 +21,7 @@ GROUP_LABELS = (1, -1, -1, -1)
 GROUP_WEIGHTS = (sp.Rational(1, 2), sp.Rational(1, 6), sp.Rational(1, 6), sp.Rational(1, 6))
 
 
-def three_token_symbols():
+def three_token_symbols() -> tuple:
     """(G (3,), S, A, MV, MK, MQ (3x3 sympy matrices), m, m1, L); A[i, j] = score of key mu_i+1 for query
     mu_j+1. The state order is G1..G3, S, then A, M_V, M_K, M_Q row-major."""
     G = sp.Matrix(sp.symbols("G1:4", real=True))
@@ -60,7 +35,7 @@ def three_token_symbols():
 
 
 def three_token_loss(G, A, m, L):
-    """(L̂, [F_1..F_4]) of the mean-field reduction (module docstring, item 1)."""
+    """(L̂, [F_1..F_4]) of the mean-field reduction (Yang et al. 2024, Sec. 3, random tokens inert)."""
     outputs = []
     for sp_tokens in GROUP_SPECIALS:
         idx = [t - 1 for t in sp_tokens]
@@ -86,6 +61,11 @@ def _gram_pushforward(G, S, A, MV, MK, MQ, z, B, m, m1):
     return dG, dS, dA, dMV, dMK, dMQ
 
 
+def _flat(G, S, A, MV, MK, MQ) -> list:
+    """The state order: G1..G3, S, then A, M_V, M_K, M_Q row-major."""
+    return [*G, S, *A, *MV, *MK, *MQ]
+
+
 class Cooccurrence3TokenDerivation(Derivation):
     result_title = "result (z and B as derived above)"
     """The 3-token mean-field system, for `python -m flows derive cooccurrence-3token`."""
@@ -108,14 +88,12 @@ class Cooccurrence3TokenDerivation(Derivation):
 
         self.z = sp.Matrix([-grad(g) for g in G])
         self.B = sp.Matrix(3, 3, lambda i, j: -sp.sqrt(m) * grad(A[i, j]))
-        dG, dS, dA, dMV, dMK, dMQ = _gram_pushforward(G, S, A, MV, MK, MQ, self.z, self.B, m, m1)
-        state = [*G, S, *A, *MV, *MK, *MQ]
-        rhs = [*dG, dS, *dA, *dMV, *dMK, *dMQ]
+        state = _flat(G, S, A, MV, MK, MQ)
+        rhs = _flat(*_gram_pushforward(G, S, A, MV, MK, MQ, self.z, self.B, m, m1))
         # the same right-hand sides with z and B kept as symbols (for printing)
         z_sym = sp.Matrix(sp.symbols("z_1:4", real=True))
         B_sym = sp.Matrix(3, 3, lambda i, j: sp.Symbol(f"B_{i + 1}{j + 1}", real=True))
-        compact = _gram_pushforward(G, S, A, MV, MK, MQ, z_sym, B_sym, m, m1)
-        self.compact_rhs = [*compact[0], compact[1], *compact[2], *compact[3], *compact[4], *compact[5]]
+        self.compact_rhs = _flat(*_gram_pushforward(G, S, A, MV, MK, MQ, z_sym, B_sym, m, m1))
         self.system = FlowSystem(
             name=self.name,
             state=tuple(state),
@@ -130,11 +108,10 @@ class Cooccurrence3TokenDerivation(Derivation):
             ),
         )
 
-    def result_rhs(self):
+    def result_rhs(self) -> tuple:
         return tuple(self.compact_rhs)
 
     def _steps(self):
-        G, S, A, MV, MK, MQ, m, m1, L = three_token_symbols()
         return [
             (
                 "group outputs F_k (I_1..I_4; random tokens inert)",

@@ -1,20 +1,8 @@
 """Symbolic gradient flows: loss + parameter groups + learning rates -> ODE right-hand sides.
 
-Three operations every system in this library needs:
-
-1. `gradient_flow`: d theta_i / dt = - eta_g / m_i * dL/d theta_i for each parameter symbol theta_i of group g
-   with learning rate eta_g. The multiplicity m_i says how many entries of the real parameter the symbol
-   stands for (a class-reduced coordinate: "the logit shared by the M - 1 other tokens" has m = M - 1). On an
-   invariant symmetric subspace this is exactly the full gradient flow, because the gradient of L with
-   respect to each of the m_i equal entries is (1/m_i) dL/d theta_i. The metric of the reduced coordinates is
-   G = diag(m).
-2. `push_forward`: d obs/dt = (d obs/d theta) . theta_dot for observables obs(theta) (attention scores,
-   alignments, ...).
-3. `project`: the flow restricted to an ansatz theta = phi(h): h_dot = (J^T G J)^{-1} J^T G theta_dot(phi(h)),
-   J = d phi / d h, with the invariance residual theta_dot(phi(h)) - J h_dot, which is zero exactly when the
-   ansatz manifold is invariant under the flow. Taking the gradient of L(phi(h)) in h instead would give
-   -eta J^T G^{-1}... = the wrong time scale: it misses the metric J^T G J.
-"""
+`gradient_flow` (d theta_i/dt = -eta_g / m_i dL/d theta_i, m_i the multiplicity of a class-reduced
+coordinate), `push_forward` (d obs/dt = (d obs/d theta) . theta_dot) and `project` (the flow restricted to an
+ansatz theta = phi(h) with the metric J^T G J, and its invariance residual)."""
 
 from __future__ import annotations
 
@@ -25,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import sympy as sp
 
-from .system import FlowSystem, check_same_symbols, ordered_params, simplified, sympy_value
+from .system import FlowSystem, check_same_symbols, check_symbols, ordered_params, simplified, sympy_value
 
 __all__ = ["ParameterGroup", "Projection", "gradient_flow", "naive_reduced_gradient", "project", "push_forward"]
 
@@ -33,12 +21,6 @@ __all__ = ["ParameterGroup", "Projection", "gradient_flow", "naive_reduced_gradi
 def _multiplicity(field: str, value) -> sp.Expr:
     """A multiplicity: a positive integer, or a symbolic count not known to be non-positive or non-integer."""
     m = sympy_value(field, value, what="the multiplicity")
-    if m.is_Integer:
-        if m < 1:
-            raise ValueError(
-                f"{field} must be a positive integer (how many entries the symbol stands for), got {value!r}"
-            )
-        return m
     if m.is_number:
         v = complex(m)
         if not (v.imag == 0 and math.isfinite(v.real) and v.real == round(v.real) and v.real >= 1):
@@ -73,35 +55,22 @@ class ParameterGroup:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"ParameterGroup.name must be a non-empty string, got {self.name!r}")
-        if isinstance(self.symbols, sp.Basic | str):
-            raise ValueError(
-                f"ParameterGroup.symbols of {self.name!r} must be a sequence of sympy Symbols; "
-                f"wrap a single symbol as ({self.symbols},)"
-            )
-        syms = tuple(self.symbols)
-        if not syms or not all(isinstance(s, sp.Symbol) for s in syms):
-            raise ValueError("ParameterGroup.symbols must be a non-empty sequence of sympy Symbols")
-        if len(set(syms)) != len(syms):
-            raise ValueError(f"ParameterGroup.symbols of {self.name!r} lists a symbol twice: {syms}")
+        syms = check_symbols(f"ParameterGroup.symbols of {self.name!r}", self.symbols)
         object.__setattr__(self, "symbols", syms)
-        mult = self.multiplicities
-        if mult is None:
-            mult = tuple(sp.Integer(1) for _ in syms)
-        else:
-            if isinstance(mult, sp.Basic | str | numbers.Number):
-                raise ValueError(
-                    f"ParameterGroup.multiplicities of {self.name!r} must be a sequence with one "
-                    f"entry per symbol, got {mult!r}"
-                )
-            mult = tuple(mult)
-            if len(mult) != len(syms):
-                raise ValueError(
-                    f"ParameterGroup.multiplicities must have one entry per symbol ({len(syms)}), got {len(mult)}"
-                )
-            mult = tuple(
-                _multiplicity(f"ParameterGroup.multiplicities[{i}] (of {s} in group {self.name!r})", m)
-                for i, (s, m) in enumerate(zip(syms, mult, strict=True))
+        mult = (1,) * len(syms) if self.multiplicities is None else self.multiplicities
+        if isinstance(mult, sp.Basic | str | numbers.Number):
+            raise ValueError(
+                f"ParameterGroup.multiplicities of {self.name!r} must be a sequence with one entry per symbol, "
+                f"got {mult!r}"
             )
+        if len(mult := tuple(mult)) != len(syms):
+            raise ValueError(
+                f"ParameterGroup.multiplicities must have one entry per symbol ({len(syms)}), got {len(mult)}"
+            )
+        mult = tuple(
+            _multiplicity(f"ParameterGroup.multiplicities[{i}] (of {s} in group {self.name!r})", m)
+            for i, (s, m) in enumerate(zip(syms, mult, strict=True))
+        )
         object.__setattr__(self, "multiplicities", mult)
         lr = sympy_value(f"ParameterGroup.learning_rate of {self.name!r}", self.learning_rate, what="the learning rate")
         if lr.is_positive is False:
@@ -130,19 +99,15 @@ def gradient_flow(
 ) -> FlowSystem:
     """The gradient flow d theta/dt = -eta_g / m_i * dL/d theta_i of `loss` over the symbols of `groups`.
 
+    **Arguments:**
+
     - `loss`: a sympy expression (not a string) in the group symbols and any parameters.
-    - `groups`: a sequence of `ParameterGroup`; every symbol must appear in `loss`, in one group only, and be
-      the same sympy symbol as the loss's (same name and assumptions).
+    - `groups`: a sequence of `ParameterGroup`; every symbol appears in `loss`, in one group only.
     - `name`: the system's name; `description`: one paragraph on where it comes from.
-    - `params`: the order of the parameters (`system.params`, the generated `PARAMS`): a sequence with
-      exactly the symbols the right-hand sides use besides the state. Default: as declared, group by group
-      (each group's learning rate, then its multiplicities), then the loss's other symbols by name.
+    - `params`: the order of the parameters (`system.params`, the generated `PARAMS`); default: as declared,
+      group by group (learning rate, then multiplicities), then the loss's other symbols by name.
 
-    The state follows the groups in order (their symbols in order).
-
-    Raises `ValueError` naming the argument for a non-sympy loss, a symbol absent from the loss, a symbol in
-    two groups, or two different symbols with the same name (multiplicities and learning rates are checked
-    by `ParameterGroup`).
+    **Returns:** the `FlowSystem`, its state the groups' symbols in order; a `ValueError` names a bad argument.
     """
     loss = _check_loss(loss)
     groups = _check_groups(groups)
@@ -289,13 +254,7 @@ def project(
     _check_name(name)
     if not isinstance(ansatz, Mapping):
         raise ValueError(f"ansatz must be a mapping {{state symbol: expression}}, got {type(ansatz).__name__}")
-    if isinstance(coords, sp.Basic | str):
-        raise ValueError(f"coords must be a sequence of sympy Symbols; wrap a single one as ({coords},)")
-    coords = tuple(coords)
-    if not coords or not all(isinstance(c, sp.Symbol) for c in coords):
-        raise ValueError(f"coords must be a non-empty sequence of sympy Symbols, got {coords!r}")
-    if len(set(coords)) != len(coords):
-        raise ValueError(f"coords lists a symbol twice: {coords}")
+    coords = check_symbols("coords", coords)
     values = {}
     for key, value in ansatz.items():
         if not isinstance(key, sp.Symbol):

@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import sympy as sp
+from numpy.typing import DTypeLike
 
 from ._printing import readable
 
-__all__ = ["FlowSystem", "check_names", "check_same_symbols", "ordered_params", "simplified", "sympy_value"]
+__all__ = [
+    "FlowSystem",
+    "check_names",
+    "check_same_symbols",
+    "check_symbols",
+    "ordered_params",
+    "simplified",
+    "sympy_value",
+]
 
 
 def simplified(expr: sp.Expr) -> sp.Expr:
@@ -20,7 +30,7 @@ def simplified(expr: sp.Expr) -> sp.Expr:
     return sp.simplify(sp.together(expr))
 
 
-def sympy_value(field: str, value, *, what: str) -> sp.Expr:
+def sympy_value(field: str, value: object, *, what: str) -> sp.Expr:
     """`value` as a sympy expression; strings (which sympify would parse into fresh symbols without the
     assumptions of the user's own) and bools are refused."""
     if isinstance(value, str):
@@ -38,6 +48,18 @@ def sympy_value(field: str, value, *, what: str) -> sp.Expr:
     return expr
 
 
+def check_symbols(field: str, value: Any, *, empty: bool = False) -> tuple:
+    """`value` as a tuple of distinct sympy Symbols (non-empty unless `empty`), else a ValueError naming `field`."""
+    if isinstance(value, sp.Basic | str):
+        raise ValueError(f"{field} must be a sequence of sympy Symbols; wrap a single one as ({value},)")
+    syms = tuple(value)
+    if (not syms and not empty) or not all(isinstance(s, sp.Symbol) for s in syms):
+        raise ValueError(f"{field} must be a {'' if empty else 'non-empty '}sequence of sympy Symbols, got {syms!r}")
+    if len(set(syms)) != len(syms):
+        raise ValueError(f"{field} lists a symbol twice: {syms}")
+    return syms
+
+
 def _assumptions(s: sp.Symbol) -> str:
     """The assumptions the symbol was created with (`real=True`, ...), or "none"."""
     given = getattr(s, "_assumptions_orig", None)
@@ -46,7 +68,7 @@ def _assumptions(s: sp.Symbol) -> str:
     return ", ".join(f"{k}={v}" for k, v in given.items()) if given else "none"
 
 
-def check_same_symbols(named_exprs) -> None:
+def check_same_symbols(named_exprs: Iterable[tuple[str, sp.Basic]]) -> None:
     """Two different symbols with one name (e.g. `Symbol("x", real=True)` in the loss and `Symbol("x")` in a
     group) are different variables to sympy: d/dx of the loss would silently be 0. Refuse them, naming the
     arguments that hold each."""
@@ -119,19 +141,15 @@ class FlowSystem:
         """The names of the state symbols, in order: the generated module's `STATE`."""
         return tuple(s.name for s in self.state)
 
-    def pack_state(self, values: Mapping, dtype=float) -> np.ndarray:
+    def pack_state(self, values: Mapping, dtype: DTypeLike = float) -> np.ndarray:
         """The state array whose last axis holds `values[name]` for every state symbol, in `state` order (the
-        `y0` of `flows.solve` and of the generated `vector_field`; the generated module's `pack_state` does
-        the same with JAX arrays).
+        `y0` of `flows.solve`; the generated module's `pack_state` with JAX arrays).
 
         **Arguments:**
 
-        - `values`: a mapping with exactly one entry per state symbol, keyed by its name (or by the symbol);
-          each value a real number or array. The arrays broadcast against each other: values of shape `s`
-          give states of shape `s + (len(state),)`.
+        - `values`: exactly one real number or array per state symbol, keyed by its name (or by the symbol);
+          they broadcast against each other (shape `s` gives states of shape `s + (len(state),)`).
         - `dtype`: the array's dtype (default float64).
-
-        A missing or unknown name is a `ValueError` naming it.
         """
         if not isinstance(values, Mapping):
             raise ValueError(
@@ -156,13 +174,12 @@ class FlowSystem:
                 raise ValueError(f"values[{name!r}] must be real numbers, got {value!r} (dtype {arr.dtype})")
             arrays.append(arr)
         try:
-            arrays = np.broadcast_arrays(*arrays)
+            return np.stack(np.broadcast_arrays(*arrays), axis=-1).astype(dtype)
         except ValueError as err:
             shapes = {n: a.shape for n, a in zip(self.state_names(), arrays, strict=True)}
             raise ValueError(f"values: the shapes {shapes} do not broadcast against each other") from err
-        return np.stack(arrays, axis=-1).astype(dtype)
 
-    def unpack_state(self, ys) -> dict:
+    def unpack_state(self, ys: Any) -> dict:
         """`{name: ys[..., i]}` for every state symbol (the inverse of `pack_state`).
 
         `ys`: one state `(n,)`, the saved states of a solve `(T, n)`, of a batch `(B, T, n)` (numpy or JAX
@@ -186,12 +203,12 @@ class FlowSystem:
             )
         return {name: ys[..., i] for i, name in enumerate(self.state_names())}
 
-    def lambdify(self):
+    def lambdify(self) -> Callable:
         """A plain numpy function `f(y, **params) -> list of rhs values` (for checks, not for solving)."""
         return sp.lambdify([list(self.state), *self.params], list(self.rhs), modules="numpy")
 
 
-def check_names(field: str, given, expected, what: str) -> None:
+def check_names(field: str, given: Iterable[str], expected: Sequence[str], what: str) -> None:
     """`given` (names) must be exactly `expected`; a `ValueError` names the missing and the unknown ones."""
     missing = [n for n in expected if n not in given]
     unknown = [n for n in given if n not in expected]
@@ -206,7 +223,12 @@ def _free_params(exprs, state) -> set:
     return set().union(*(sp.sympify(e).free_symbols for e in exprs)) - set(state)
 
 
-def ordered_params(exprs, state, declared, params=None) -> tuple:
+def ordered_params(
+    exprs: Iterable,
+    state: Iterable[sp.Symbol],
+    declared: Iterable[sp.Symbol],
+    params: Iterable[sp.Symbol] | None = None,
+) -> tuple:
     """The parameters of `exprs` (their free symbols that are not `state`).
 
     Default order: the symbols of `declared` first, in its order (the order the user declared them in: the
@@ -216,14 +238,7 @@ def ordered_params(exprs, state, declared, params=None) -> tuple:
     """
     free = _free_params(exprs, state)
     if params is not None:
-        if isinstance(params, sp.Basic | str):
-            raise ValueError(f"params must be a sequence of sympy Symbols; wrap a single one as ({params},)")
-        params = tuple(params)
-        bad = [p for p in params if not isinstance(p, sp.Symbol)]
-        if bad:
-            raise ValueError(f"params must hold sympy Symbols, got {bad!r}")
-        if len(set(params)) != len(params):
-            raise ValueError(f"params lists a symbol twice: {params}")
+        params = check_symbols("params", params, empty=True)
         given = {p.name: p for p in params}
         expected = {p.name: p for p in sorted(free, key=lambda x: x.name)}
         check_names("params", given, tuple(expected), "the right-hand sides' parameters")

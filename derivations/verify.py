@@ -1,17 +1,10 @@
-"""Check derived right-hand sides against `jax.grad` of the same loss written directly in JAX.
-
-The derivations work in reduced symbolic coordinates. A check maps a random reduced point to the full
-parameter with a map the test writes itself (the ansatz phi, a flat vector of the full coordinates), takes
-`-eta * jax.grad(loss)` there (`autodiff_flow`), and compares it with the derived rate mapped the same way
-(`compare`); for a projected flow, `projected_rate` solves the least-squares problem J h_dot = theta_dot
-numerically (J = d phi/d h by `jax.jacfwd`) with the metric of the full coordinates, which is the Euclidean
-one.
-"""
+"""Check derived right-hand sides against `-eta * jax.grad` of the same loss written directly in JAX, at
+points mapped to the full parameter by the test's own ansatz phi (`projected_rate` for a projected flow)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import jax
 import jax.numpy as jnp
@@ -42,13 +35,13 @@ class VerifyReport:
         )
 
 
-def autodiff_flow(loss: Callable, learning_rate) -> Callable:
+def autodiff_flow(loss: Callable, learning_rate: float | jax.Array) -> Callable:
     """theta -> -learning_rate * grad(loss)(theta) for a loss written in JAX (a pytree of parameters)."""
     grad = jax.grad(loss)
     return lambda theta: jax.tree_util.tree_map(lambda g: -learning_rate * g, grad(theta))
 
 
-def projected_rate(theta_dot: Callable, phi: Callable, h) -> jax.Array:
+def projected_rate(theta_dot: Callable, phi: Callable, h: jax.typing.ArrayLike) -> jax.Array:
     """h_dot = argmin || J h_dot - theta_dot(phi(h)) || = (J^T J)^{-1} J^T theta_dot, J = d phi/d h.
 
     `phi` maps the ansatz coordinates (1-D array) to the flat full parameter vector (Euclidean metric).
@@ -61,15 +54,15 @@ def projected_rate(theta_dot: Callable, phi: Callable, h) -> jax.Array:
     return jnp.linalg.solve(J.T @ J, J.T @ rate)
 
 
-def compare(derived: Callable, reference: Callable, points, *, rtol: float = 1e-12, atol: float = 0.0) -> VerifyReport:
+def compare(
+    derived: Callable, reference: Callable, points: Iterable, *, rtol: float = 1e-12, atol: float = 0.0
+) -> VerifyReport:
     """Evaluate `derived(p)` and `reference(p)` at each point and report the largest differences.
 
     Relative error is measured against max(|reference|) at each point (norm-wise), so near-zero
     components do not produce spurious relative errors.
     """
-    max_abs = 0.0
-    max_rel = 0.0
-    n = 0
+    max_abs, max_rel, n = 0.0, 0.0, 0
     for p in points:
         d = np.ravel(np.asarray(derived(p), dtype=float))
         r = np.ravel(np.asarray(reference(p), dtype=float))

@@ -4,7 +4,8 @@ Yang, Kailkhura, Wang, Liang, "Word co-occurrence via gradient flow", NeurIPS 20
 a 1-layer softmax-attention transformer with a linear MLP (eq. 1) trained by full-batch GD (lr 0.01,
 30000 steps, so t = lr * step runs to 300) on n = 60 sequences (L = 5, d = 64, m = 128, m1 = 256), random
 tokens drawn with replacement (the paper-faithful data variant). Beside it, the exact closed Gram ODE
-(theory digest §3.2) is integrated with `flows.solve` from the Grams of the same initialisation.
+(Sec. 3, App. C; docs/systems/cooccurrence.md) is integrated with `flows.solve` from the Grams of the same
+initialisation.
 
 - Fig. 1(a): score changes A[key, query](t) - A(0) for the pairs (mu2<-mu1), (mu1<-mu2), (mu3<-mu1),
   (mu3<-mu2), (mu1<-mu3), (mu1<-mu1), with the phase boundary T1 (first zero training error, located by an

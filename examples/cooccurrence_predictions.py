@@ -1,7 +1,7 @@
-"""Word co-occurrence: predictions P1-P5 of the theory digest §4, checked on the exact Gram flow across m.
+"""Word co-occurrence: predictions P1-P5 (docs/systems/cooccurrence.md), checked on the exact Gram flow across m.
 
 Yang, Kailkhura, Wang, Liang, NeurIPS 2024 (Thm 3.1, 3.2, F.8, Lemmas 4.4, 4.7, F.6, Def. F.1). For each
-width m of a sweep the exact closed Gram ODE (theory digest §3.2; it reproduces GD to O(lr), see
+width m of a sweep the exact closed Gram ODE (Sec. 3, App. C; it reproduces GD to O(lr), see
 tests/cooccurrence) is integrated from the Grams of a random theory-scaled initialisation, and T1 (first zero
 training error) is located by an event. Recorded, each with its measured value:
 

@@ -1,38 +1,23 @@
-"""Data model of word co-occurrence (Yang, Kailkhura, Wang, Liang, NeurIPS 2024, Def. 2.1, Assumption 2.3).
+"""Data model of word co-occurrence (Yang et al. 2024, Def. 2.1, Assumption 2.3), tokens as indices.
 
-Tokens are orthonormal (one-hot) and represented by their **indices**: 0 = mu_1, 1 = mu_2 (the targets),
-2 = mu_3 (the common token, once per sequence), 3..d-1 = the random tokens R. A sample is a row of `L`
-token indices and a label y = +1 iff mu_1 and mu_2 co-occur:
-
-| group | probability | y  | special tokens      | random slots |
-|-------|-------------|----|---------------------|--------------|
-| I_1   | 1/2         | +1 | mu_1, mu_2, mu_3    | L - 3        |
-| I_2   | 1/6         | -1 | mu_1, mu_3          | L - 2        |
-| I_3   | 1/6         | -1 | mu_2, mu_3          | L - 2        |
-| I_4   | 1/6         | -1 | mu_3                | L - 1        |
-
-The training set has the exact proportions of Assumption 2.3(i) (so n is a multiple of 6). Two variants:
-
-- `variant="theory"`: Assumption 2.3(ii), every random-token occurrence in the training set is a distinct
-  token, so d >= 3 + (number of random slots) = 3 + n/2 (L-3) + n/3 (L-2) + n/6 (L-1).
-- `variant="paper"`: the paper's experiment (App. A, d = 64): random tokens drawn uniformly with
-  replacement from R.
-
-Test sets are fresh draws from the distribution D (groups by their probabilities, random tokens i.i.d.
-uniform over R) with an independent key.
-"""
+0 = mu_1, 1 = mu_2 (the targets), 2 = mu_3 (the common token), 3..d-1 = the random tokens; groups I_1..I_4 with
+probabilities (1/2, 1/6, 1/6, 1/6), y = +1 on I_1 only. `variant="theory"`: every random-token occurrence of the
+training set distinct (Assumption 2.3(ii)); `variant="paper"`: drawn with replacement (App. A). See
+docs/systems/cooccurrence.md."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import INT_MAX, SEED_MAX, check_choice, check_real
+from .._checks import SEED_MAX, check_choice, check_int, check_real
 from .._xla import device_array
 from .._xla import jit as xla_jit
 
@@ -62,15 +47,6 @@ _INITS = ("theory", "kaiming")
 def num_random_slots(n: int, L: int) -> int:
     """Random-token slots of a training set with exact proportions: n/2 (L-3) + n/3 (L-2) + n/6 (L-1)."""
     return n // 2 * (L - 3) + n // 3 * (L - 2) + n // 6 * (L - 1)
-
-
-def _check_int(name, value, low, high=INT_MAX):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
-
-
-def _check_pos(name, value):
-    check_real(name, value, low=0.0, strict=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,35 +82,25 @@ class Config:
     init: str = "theory"
 
     def __post_init__(self):
-        _check_int("n", self.n, 6)
+        check_int("n", self.n, 6)
         if self.n % 6:
-            raise ValueError(
-                f"n must be a multiple of 6 to hold the exact proportions 1/2, 1/6, 1/6, "
-                f"1/6 (Assumption 2.3(i)), got {self.n}"
-            )
-        _check_int("L", self.L, 3)
-        _check_int("m", self.m, 1)
-        _check_int("m1", self.m1, 1)
-        _check_int("seed", self.seed, 0, SEED_MAX)
+            raise ValueError(f"n must be a multiple of 6 (exact proportions, Assumption 2.3(i)), got {self.n}")
+        for name, low in (("L", 3), ("m", 1), ("m1", 1), ("d", 1)):
+            check_int(name, getattr(self, name), low)
+        check_int("seed", self.seed, 0, SEED_MAX)
         check_choice("variant", self.variant, _VARIANTS)
         check_choice("init", self.init, _INITS)
-        need = 3 + num_random_slots(self.n, self.L) if self.variant == "theory" else 4
-        _check_int("d", self.d, 1)
+        theory = self.variant == "theory"
+        need = 3 + num_random_slots(self.n, self.L) if theory else 4
         if self.d < need:
+            why = "one unique token per random slot, Assumption 2.3(ii)" if theory else "at least one random token"
             raise ValueError(
-                f"d must be >= {need} for variant={self.variant!r} with n={self.n}, L={self.L}"
-                + (
-                    " (3 special tokens + one unique token per random slot, Assumption 2.3(ii))"
-                    if self.variant == "theory"
-                    else " (3 special tokens + at least one random token)"
-                )
-                + f", got {self.d}"
+                f"d must be >= {need} for variant={self.variant!r} with n={self.n}, L={self.L} (3 special tokens + "
+                f"{why}), got {self.d}"
             )
         for name in ("sigma0", "sigma1"):
-            value = getattr(self, name)
-            if value is not None:
-                _check_pos(name, value)
-                object.__setattr__(self, name, float(value))
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_real(name, getattr(self, name), low=0.0, strict=True))
         # which init stds were left to their defaults, so that `replace` derives them again from new sizes
         object.__setattr__(self, "_defaulted", tuple(n for n in ("sigma0", "sigma1") if getattr(self, n) is None))
         if self.sigma0 is None:
@@ -142,14 +108,9 @@ class Config:
         if self.sigma1 is None:
             object.__setattr__(self, "sigma1", 1.0 / math.sqrt(self.m1))
 
-    def replace(self, **changes) -> Config:
-        """A copy with `changes` applied (validated again).
-
-        A field that defaulted from others is derived again from the new values: a `sigma0` left to its default
-        follows `L` and `m` (`Config(m=16).replace(m=64)` equals `Config(m=64)`), a defaulted `sigma1` follows
-        `m1`; one given at construction or in an earlier `replace` is kept. `dataclasses.replace` copies the
-        resolved values instead; use this method.
-        """
+    def replace(self, **changes: Any) -> Config:
+        """A copy with `changes` applied (validated again); a `sigma0`, `sigma1` left to its default is derived
+        again from the new sizes (`Config(m=16).replace(m=64) == Config(m=64)`), unlike `dataclasses.replace`."""
         changes = {**{n: None for n in getattr(self, "_defaulted", ()) if n not in changes}, **changes}
         return dataclasses.replace(self, **changes)
 
@@ -158,25 +119,20 @@ class Config:
         """(std of W_V/W_K/W_Q, std of W) actually used by the initialisation."""
         if self.init == "kaiming":
             return math.sqrt(2.0 / self.d), math.sqrt(2.0 / self.m)
-        return self.sigma0, self.sigma1
+        return self.sigma0, self.sigma1  # type: ignore[return-value]  # set in __post_init__
 
     @property
     def group_sizes(self) -> tuple[int, int, int, int]:
         """|I_1|, ..., |I_4| = n/2, n/6, n/6, n/6."""
         return (self.n // 2, self.n // 6, self.n // 6, self.n // 6)
 
-    def keys(self):
-        """(data key, init key, test key) as `jax.random` keys split off `seed` (the SGD minibatch order
-        is drawn from the init key; the samplers and the initialisation use `rng`)."""
+    def keys(self) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(data key, init key, test key) as `jax.random` keys split off `seed` (the SGD minibatch key)."""
         return tuple(_split_seed(self.seed))
 
     def rng(self, stream: str) -> np.random.Generator:
-        """The numpy generator of one random stream of `seed`: `"data"`, `"init"` or `"test"`.
-
-        Samplers and initial states are drawn with numpy (PCG64, vectorised, no Python loop over samples):
-        a `jax.random` program costs 0.3-1 s to compile on the first call of a process, more than the
-        whole flow it feeds. The streams are independent and fixed by `seed`.
-        """
+        """The numpy generator of one random stream of `seed`: `"data"`, `"init"` or `"test"` (independent).
+        Samplers and initial states are drawn with numpy: a `jax.random` program costs a compile."""
         return np.random.default_rng([self.seed, _STREAMS.index(stream)])
 
 
@@ -188,7 +144,7 @@ def _split_seed(seed):
     return jax.random.split(jax.random.PRNGKey(seed), 3)
 
 
-def generator(config: Config, stream: str, key=None) -> np.random.Generator:
+def generator(config: Config, stream: str, key: Any = None) -> np.random.Generator:
     """`config.rng(stream)`, or a generator seeded by the bits of an explicit `key` (a `jax.random` key,
     typed or raw uint32, or a non-negative int)."""
     if key is None:
@@ -225,14 +181,14 @@ class Dataset:
     def n(self) -> int:
         return int(self.tokens.shape[0])
 
-    def group_onehot(self, dtype=None) -> jax.Array:
+    def group_onehot(self, dtype: Any = None) -> jax.Array:
         """`(n, 4)` indicator of the group of each sample."""
         dtype = dtype or jnp.result_type(float)
         return device_array(np.eye(NUM_GROUPS, dtype=dtype)[np.asarray(self.groups)])
 
 
-def _assemble(rng: np.random.Generator, groups: np.ndarray, L: int, random_tokens) -> np.ndarray:
-    """Place the specials of each group at uniformly random positions and fill the rest with
+def _assemble(rng: np.random.Generator, groups: np.ndarray, L: int, random_tokens: Callable) -> Dataset:
+    """The samples of `groups`: the specials of each group at uniformly random positions, the rest filled with
     `random_tokens(is_random)` (vectorised over samples)."""
     n = groups.shape[0]
     special = _SPECIAL[groups]  # (n, 3)
@@ -243,10 +199,11 @@ def _assemble(rng: np.random.Generator, groups: np.ndarray, L: int, random_token
     perm = np.argsort(rng.random((n, L)), axis=1)
     tokens = np.zeros((n, L), np.int32)
     tokens[np.arange(n)[:, None], perm] = slot_tokens
-    return tokens
+    labels = np.asarray(GROUP_LABELS)[groups].astype(jnp.result_type(float))
+    return Dataset(tokens=device_array(tokens), labels=device_array(labels), groups=device_array(groups))
 
 
-def training_set(config: Config, key=None) -> Dataset:
+def training_set(config: Config, key: Any = None) -> Dataset:
     """The training set of Assumption 2.3: exact proportions, samples ordered I_1, I_2, I_3, I_4.
 
     Drawn from `config.rng("data")`, or from `key` (see `generator`). Shapes: tokens `(n, L)`.
@@ -263,18 +220,15 @@ def training_set(config: Config, key=None) -> Dataset:
             return pool[np.clip(order, 0, d - 4)]
         return rng.integers(3, d, is_random.shape, dtype=np.int32)
 
-    tokens = _assemble(rng, groups, config.L, random_tokens)
-    labels = np.asarray(GROUP_LABELS)[groups].astype(jnp.result_type(float))
-    return Dataset(tokens=device_array(tokens), labels=device_array(labels), groups=device_array(groups))
+    return _assemble(rng, groups, config.L, random_tokens)
 
 
-def sample_test(config: Config, num: int, key=None) -> Dataset:
+def sample_test(config: Config, num: int, key: Any = None) -> Dataset:
     """`num` fresh samples from D: groups drawn with probabilities (1/2, 1/6, 1/6, 1/6), random tokens
     i.i.d. uniform over R (both variants). Drawn from `config.rng("test")`, or from `key`."""
-    _check_int("num", num, 1)
+    check_int("num", num, 1)
     rng = generator(config, "test", key)
     groups = rng.choice(NUM_GROUPS, size=int(num), p=np.asarray(GROUP_PROBS)).astype(np.int32)
-    d = config.d
-    tokens = _assemble(rng, groups, config.L, lambda is_random: rng.integers(3, d, is_random.shape, dtype=np.int32))
-    labels = np.asarray(GROUP_LABELS)[groups].astype(jnp.result_type(float))
-    return Dataset(tokens=device_array(tokens), labels=device_array(labels), groups=device_array(groups))
+    return _assemble(
+        rng, groups, config.L, lambda is_random: rng.integers(3, config.d, is_random.shape, dtype=np.int32)
+    )

@@ -1,32 +1,21 @@
-"""The exact closed gradient-flow ODE of the co-occurrence transformer (Yang et al. 2024, Sec. 3, App. C).
+"""The exact closed gradient-flow ODE of the co-occurrence transformer on its Gram state (Yang et al. 2024,
+Sec. 3, App. C), and the optimiser limits on the parameters. See docs/systems/cooccurrence.md.
 
-Yang et al. 2024 (Sec. 3, App. C) track neuron-value alignments, scores and Gram matrices. Because a is
-fixed, eq. (1) depends on W only through u = W^T a, and the gradient flow of L̂ in (W, W_V, W_K, W_Q) closes
-on the Gram state (G, S, M_V, M_K, M_Q, A) (see `observables`). For each sample i with attention
-p[i, h, l] = softmax_h(A[x_h, x_l] / sqrt m), G at the tokens Gx, output F_i, g_i = 1/(1 + e^{y_i F_i})
-and c_i = g_i y_i / n:
+For attention p[i, h, l] = softmax_h(A[x_h, x_l] / sqrt m), outputs F_i and c_i = y_i / (n (1 + e^{y_i F_i})):
 
-    z = sum_i c_i sum_l X_i p_l                       (d,)     attention-weighted token counts = -dL̂/dG
-    B[x_h, x_l] += c_i p[h,l] (Gx[h] - Gx^T p_l)      (d, d)   = -sqrt(m) dL̂/dA
-    dG/dt   = (S I + m1 M_V) z
-    dS/dt   = 2 m1 G^T z
-    dM_V/dt = G z^T + z G^T
-    dA/dt   = (M_K B + B M_Q) / sqrt(m)
-    dM_K/dt = (A B^T + B A^T) / sqrt(m)
-    dM_Q/dt = (A^T B + B^T A) / sqrt(m)
-
-The RHS is vectorised (gathers and scatter-adds over the (n, L, L) attention tensor, d x d matmuls); it is
-checked against `jax.grad` of the explicit loss pushed to the Grams, and, integrated from the Grams of the
-same initialisation, against the GD-trained network (tests/cooccurrence).
-"""
+    z = sum_i c_i sum_l X_i p_l = -dL̂/dG,    B[x_h, x_l] += c_i p[h,l] (Gx[h] - Gx^T p_l) = -sqrt(m) dL̂/dA
+    dG/dt = (S I + m1 M_V) z,   dS/dt = 2 m1 G^T z,   dM_V/dt = G z^T + z G^T,
+    dA/dt = (M_K B + B M_Q) / sqrt(m),   dM_K/dt = (A B^T + B A^T) / sqrt(m),   dM_Q/dt = (A^T B + B^T A) / sqrt(m)"""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 
 from .._checks import check_bool, check_dtype, real_array
 from .._solve import Event, Trajectory, solve
@@ -34,12 +23,13 @@ from .._xla import device_array
 from ..optim_limits.problem import limit_problem as optimizer_limit
 from . import observables as obs
 from .data import Config
-from .network import check_args, data_args, init_params, network_loss, with_seed_init
+from .network import check_args, check_keys, data_args, init_params, network_loss, with_seed_init
+from .observables import Args, Gram
 
 __all__ = ["flow_gradients", "initial_state", "limit_loss", "limit_problem", "solve_flow", "vector_field"]
 
 
-def flow_gradients(state, args):
+def flow_gradients(state: Gram, args: Args) -> tuple[Array, Array, Array]:
     """(z, B, F): z `(d,)`, B `(d, d)` of the module docstring and the outputs F `(n,)`."""
     tokens, labels = args["tokens"], args["labels"]
     n = tokens.shape[0]
@@ -56,7 +46,7 @@ def flow_gradients(state, args):
 _STATE_KEYS = ("G", "S", "M_V", "M_K", "M_Q", "A")
 
 
-def vector_field(t, state, args):
+def vector_field(t: Any, state: Gram, args: Args) -> Gram:
     """d(Gram state)/dt of the module docstring; `state` a dict of G `(d,)`, S `()`, M_V, M_K, M_Q, A
     `(d, d)`; `args` from `network.data_args`."""
     z, B, _ = flow_gradients(state, args)
@@ -75,7 +65,7 @@ def vector_field(t, state, args):
     }
 
 
-def initial_state(config: Config, dtype=None):
+def initial_state(config: Config, dtype: Any = None) -> Gram:
     """The Grams of `network.init_params(config)`: the flow starts where `network.train` starts."""
     params, a = init_params(config, dtype=check_dtype("dtype", dtype))
     # on the host: the Grams of the initial parameters are a few small matmuls, not worth a compile
@@ -89,20 +79,16 @@ def initial_state(config: Config, dtype=None):
     return {k: device_array(v) for k, v in host.items()}
 
 
-def _t1_condition(t, state, args):
-    return obs.min_margin(t, state, args)
-
-
 # Located without stopping: the solve continues past T1 (one compiled program, see flows.solve).
-_T1_EVENT = Event(_t1_condition, direction=True, stop=False, name="T1 (zero training error)")
+_T1_EVENT = Event(obs.min_margin, direction=True, stop=False, name="T1 (zero training error)")
 
 
 def solve_flow(
     config: Config,
-    ts,
+    ts: Any,
     *,
     args: dict | None = None,
-    y0=None,
+    y0: dict | None = None,
     solver: str = "tsit5",
     rtol: float = 1e-8,
     atol: float = 1e-10,
@@ -130,15 +116,10 @@ def solve_flow(
     - other arguments as in `flows.solve`.
 
     - `optimizer`, `optim_args`: None (default) integrates the Gram ODE; `"gd"`, `"momentum"`, `"sign"`,
-      `"adam"` integrate the optimiser's limit on the PARAMETERS (W, W_V, W_K, W_Q) with
-      `network.network_loss` over the full training set, from `init_params(config)`. The Gram reduction is
-      gradient flow's: heavy ball is rotation equivariant too but its reduction would need the cross-Grams
-      of the parameters and the velocity (not built: it runs on the parameters), and Adam and sign descent
-      act coordinatewise, so they are not rotation invariant and do not close on any Grams. Clock
-      t = lr * step (t = lr * step / (1 - beta) for momentum). `optim_args` as in every system
-      (`flows.optim_limits.limit_problem`: "lr" of `train`, "beta", "eps" (sign: default 1e-3), "b1", "b2"
-      or "c1", "c2"). `y0` is then the parameter dict; `save_states=True` saves the limit's state
-      (`traj.ys["theta"]` the parameters, or `traj.ys` itself for gd and sign).
+      `"adam"` integrate the optimiser's limit on the parameters (W, W_V, W_K, W_Q) with `network.network_loss`
+      over the training set (`flows.optim_limits.limit_problem`; only gradient flow closes on the Grams).
+      `y0` is then the parameter dict; `save_states=True` saves the limit's state (`traj.ys["theta"]`, or
+      `traj.ys` itself for gd and sign).
 
     **Returns:** a `Trajectory` with `observables` named as in `observables.OBSERVABLES` (`loss`,
     `group_loss (k, 4)`, `train_error`, `test_loss`, `G (k, 3)`, `S`, `A (k, 3, 3)`, `M_V (k, 3, 3)`, `p12`,
@@ -156,11 +137,8 @@ def solve_flow(
     else:
         if optim_args is not None:
             raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
-        if y0 is not None and (not isinstance(y0, dict) or set(y0) != set(_STATE_KEYS)):
-            got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
-            raise ValueError(f"y0 must be a dict with the keys {_STATE_KEYS} (see initial_state), got {got}")
         field, observe, event = vector_field, obs.observe, _T1_EVENT
-        y0 = initial_state(config) if y0 is None else y0
+        y0 = initial_state(config) if y0 is None else check_keys("y0", y0, _STATE_KEYS, "see initial_state")
     traj = solve(
         field,
         y0,
@@ -187,7 +165,7 @@ def solve_flow(
 _PARAM_KEYS = ("W", "W_V", "W_K", "W_Q")
 
 
-def limit_loss(params, batch):
+def limit_loss(params: dict[str, Array], batch: Args) -> Array:
     """`network_loss` over the full training set, as `loss(theta, batch)` for `flows.optim_limits`; `batch`
     is `data_args(config)` plus the fixed output signs `"a"`."""
     return network_loss(params, batch["a"], batch["tokens"], batch["labels"])
@@ -214,9 +192,9 @@ def limit_problem(
     optim_args: dict | None = None,
     *,
     args: dict | None = None,
-    y0=None,
+    y0: dict | None = None,
     num_test: int = 600,
-):
+) -> tuple[Any, Args, dict[str, Array]]:
     """(limit, limit_args, params0) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` on
     `limit_loss`, its args (`args` or `data_args(config)`, plus the output signs "a") and the initial
     parameters (`init_params(config)`, or `y0`)."""
@@ -226,8 +204,6 @@ def limit_problem(
     params, a = init_params(config)
     limit, limit_args = optimizer_limit(limit_loss, optimizer, optim_args, dict(args, a=a))
     if y0 is not None:
-        if not isinstance(y0, dict) or set(y0) != set(_PARAM_KEYS):
-            got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
-            raise ValueError(f"y0 must be a parameter dict with the keys {_PARAM_KEYS} with an optimizer, got {got}")
+        check_keys("y0", y0, _PARAM_KEYS, "the parameters, with an optimizer")
         params = {k: jnp.asarray(real_array(f"y0[{k!r}]", y0[k]).astype(params[k].dtype)) for k in _PARAM_KEYS}
     return limit, limit_args, params

@@ -1,25 +1,19 @@
-"""The finite network of Yang et al. 2024, eq. (1), and its training with optax.
+"""The finite network of Yang et al. 2024, eq. (1), and its training with optax (`flows.training`).
 
-    F(X) = sum_{l=1}^{L} sum_{j=1}^{m1} a_j w_j^T W_V X softmax(X^T W_K^T W_Q x_l / sqrt(m))        (1)
-
-Every position l is a query and the L outputs are summed; the MLP is linear; a_j = +-1 is fixed; W (m1, m),
-W_V, W_K, W_Q (m, d) are trained on the logistic loss L̂ = (1/n) sum_i log(1 + exp(-y_i F(X_i))).
-Tokens are one-hot, so W_V X is the gather `W_V[:, tokens]`.
-
-`train` runs full-batch GD (`optax.sgd`, continuous time t = lr * step, the discretisation of the gradient
-flow of Sec. 2.2), minibatch SGD (optionally with momentum beta: t = lr * step / (1 - beta), the clock of
-every system, see `flows.training.flow_time`) or Adam (t = lr * step), all inside one compiled loop,
-and records the observables of `observables.OBSERVABLES` on the Grams of the parameters.
-"""
+`train` runs full-batch GD, minibatch SGD (optionally with momentum) or Adam in one compiled loop and records
+`observables.OBSERVABLES` on the Grams of the parameters. See docs/systems/cooccurrence.md."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 
 from .. import training
 from .._checks import check_choice, check_dtype, check_int
@@ -33,7 +27,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["NetworkRecord", "TrainRecord", "data_args", "forward", "init_params", "network_loss", "train"]
 
 
-def init_params(config: Config, key=None, dtype=None):
+def init_params(config: Config, key: Any = None, dtype: Any = None) -> tuple[dict[str, Array], Array]:
     """(params, a): params = {W (m1, m), W_V, W_K, W_Q (m, d)} and the fixed signs a (m1,) in {+-1}.
 
     `config.init="theory"`: W ~ N(0, sigma1^2), W_V/K/Q ~ N(0, sigma0^2) (Sec. 2.2); `"kaiming"`: kaiming
@@ -54,7 +48,7 @@ def init_params(config: Config, key=None, dtype=None):
     return {k: device_array(v, dtype) for k, v in params.items()}, device_array(a, dtype)
 
 
-def forward(params, a, tokens):
+def forward(params: dict[str, Array], a: Array, tokens: Array) -> Array:
     """Eq. (1) for a batch of token-index sequences `tokens (n, L)` -> F `(n,)`."""
     m = params["W_V"].shape[0]
     V = params["W_V"].T[tokens]  # (n, L, m): v(x_h)
@@ -67,13 +61,13 @@ def forward(params, a, tokens):
     return jnp.sum(per_query, axis=1)
 
 
-def network_loss(params, a, tokens, labels):
+def network_loss(params: dict[str, Array], a: Array, tokens: Array, labels: Array) -> Array:
     """Logistic loss (1/n) sum_i log(1 + exp(-y_i F_i))."""
     return jnp.mean(jax.nn.softplus(-labels * forward(params, a, tokens)))
 
 
 def data_args(
-    config: Config, train: Dataset | None = None, test: Dataset | None = None, num_test: int = 600, dtype=None
+    config: Config, train: Dataset | None = None, test: Dataset | None = None, num_test: int = 600, dtype: Any = None
 ) -> dict:
     """The data dict the observables (and the flow) read: tokens, labels, group indicator, test draws,
     sqrt(m) and m1 as arrays (traced, so new values do not recompile)."""
@@ -105,15 +99,21 @@ TrainRecord = NetworkRecord
 ARGS_KEYS = ("tokens", "labels", "group_onehot", "test_tokens", "test_labels", "sqrt_m", "m1")
 
 
-def check_args(args) -> dict:
+def check_keys(name: str, value: Any, keys: tuple, what: str, *, exact: bool = True) -> dict:
+    """`value` if it is a dict with exactly the `keys` (`exact=False`: at least them), else a ValueError naming
+    `name` and saying `what` the dict is."""
+    if not isinstance(value, dict) or not (set(value) == set(keys) if exact else set(keys) <= set(value)):
+        got = sorted(value) if isinstance(value, dict) else type(value).__name__
+        raise ValueError(f"{name} must be a dict with the keys {keys} ({what}), got {got}")
+    return value
+
+
+def check_args(args: Any) -> dict:
     """`args` if it is a dict with the keys of `data_args` (ValueError naming `args` otherwise)."""
-    if not isinstance(args, dict) or not set(ARGS_KEYS) <= set(args):
-        got = sorted(args) if isinstance(args, dict) else type(args).__name__
-        raise ValueError(f"args must be a dict with the keys {ARGS_KEYS} of data_args, got {got}")
-    return args
+    return check_keys("args", args, ARGS_KEYS, "of data_args", exact=False)
 
 
-def with_seed_init(config: Config, seed=None, init=None) -> Config:
+def with_seed_init(config: Config, seed: int | None = None, init: str | None = None) -> Config:
     """`config` with `seed` and/or `init` replaced (`None` keeps the config's): the `seed=`, `init=` keywords
     of `train` and `solve_flow`, the same place as in every system (ValueError naming a bad value)."""
     return training.with_seed_init(config, Config, seed, init)
@@ -150,7 +150,7 @@ def train(
     batch_size: int | None = None,
     save_every: int = 10,
     *,
-    save_steps=None,
+    save_steps: Any = None,
     momentum: float | None = None,
     num_test: int = 600,
     args: dict | None = None,
@@ -176,22 +176,16 @@ def train(
       log-spaced; step 0 is always recorded).
     - `args`: the data dict of `data_args` (default: built from `config`).
 
-    **Returns:** a `flows.training.NetworkRecord` (`extras`: `batch_size`, `a` the fixed signs). Observables
-    are evaluated on the full training set at every saved step.
+    **Returns:** a `flows.training.NetworkRecord` (`extras`: `batch_size`, `a` the fixed signs), observables
+    on the full training set at every saved step.
 
-    **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` (a
-    `flows.FlowError`) if the parameters go non-finite (e.g. too large an `lr`): it names the first
-    non-finite step (the parameters are checked at every step, the observables at the saved steps) and
-    carries the record of the saved steps before it as `error.record`.
+    **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` at the first non-finite step.
     """
     config = with_seed_init(config, seed, init)
     check_choice("optimizer", optimizer, training.OPTIMIZERS)
     lr = training.check_lr(lr, _GROUPS)
     steps = check_int("steps", steps, 1)
-    if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= config.n
-    ):
-        raise ValueError(f"batch_size must be None or an integer in [1, n={config.n}], got {batch_size!r}")
+    batch_size = None if batch_size is None else check_int("batch_size", batch_size, 1, config.n)
     if optimizer == "sgd" and batch_size is None:
         raise ValueError("batch_size must be given for optimizer='sgd' (use 'gd' for full batch)")
     if optimizer == "gd" and batch_size is not None:
@@ -212,15 +206,9 @@ def train(
         optimizer, dict.fromkeys(_GROUPS, 1.0) if labels else 1.0, None if heavy is None else 0.5, labels=labels
     )
     structure = (optimizer, batch_size, heavy is not None, labels is not None)
+    build = functools.partial(_training_program, batch_size, template)
     final, series, _, _, bad, compile_s, run_s = training.run_training(
-        "cooccurrence.train",
-        structure,
-        lambda: _training_program(batch_size, template),
-        params,
-        opt_state,
-        key,
-        save,
-        data,
+        "cooccurrence.train", structure, build, params, opt_state, key, save, data
     )
     logger.info("train %s lr=%s steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
     return training.finish(

@@ -1,29 +1,17 @@
-"""The SGD SDE of the co-occurrence network: minibatch SGD's diffusion limit on the parameters.
-
-`network.train(config, "sgd", lr, batch_size=B)` draws each step's batch as B distinct training samples
-(`jax.random.permutation(key, n)[:B]`), independently across steps, and its clock is t = lr * step. Its
-diffusion limit (`flows.optim_limits.noise`, Li, Tai & E 2017) on the parameters theta = (W, W_V, W_K, W_Q)
-is the Itô SDE
-
-    d theta = -grad L(theta) dt + sqrt(lr c / B) G(theta) dW,   c = (n - B) / (n - 1),   W in R^n,
-
-with L = (1/n) sum_i l_i the logistic loss of eq. (1) (`network.network_loss`), l_i the loss of sample i, and
-the low-rank factor G = [g_1 - gbar, ..., g_n - gbar] / sqrt(n) of the per-sample gradients (G G^T = Sigma,
-the per-sample gradient covariance; never a dense P x P matrix). It runs on the parameters, not on the Gram
-state: the noise G dW is not a function of the Grams alone (the Gram ODE of `flow.py` closes for the
-deterministic flow only). Zero noise (`noise=False`) is gradient flow on the parameters, the limit
-`solve_flow(..., optimizer="gd")` integrates.
-
-`solve_sgd_sde` returns the flow's observables (`observables.OBSERVABLES`, the names of `solve_flow` and
-`train`) per path; `train_sgd_runs` runs many SGD trainings at once (one vmapped program) with the batches
-drawn exactly as `network.train` draws them (a test: one run with `train`'s batch key is `train`'s record).
-"""
+"""The SGD SDE of the co-occurrence network: minibatch SGD's diffusion limit on the parameters
+(`flows.optim_limits.noise`; Li, Tai & E 2017), d theta = -grad L dt + sqrt(lr c / B) G(theta) dW with
+c = (n - B) / (n - 1). It runs on the parameters: the noise is not a function of the Grams. See
+docs/systems/cooccurrence.md."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax.numpy as jnp
+from jax import Array
 
 from .._checks import check_bool, check_int, check_real
+from .._solve import Trajectory
 from ..optim_limits import noise as _noise
 from . import observables as obs
 from .data import Config
@@ -32,12 +20,12 @@ from .network import check_args, data_args, init_params, network_loss, with_seed
 __all__ = ["per_sample_data", "per_sample_loss", "sgd_sde", "solve_sgd_sde", "train_sgd_runs"]
 
 
-def per_sample_loss(params, sample):
+def per_sample_loss(params: dict[str, Array], sample: dict[str, Array]) -> Array:
     """The logistic loss of one sample {"tokens" (L,), "labels" (), "a" (m1,)} (`network.network_loss`)."""
     return network_loss(params, sample["a"], sample["tokens"][None], sample["labels"][None])
 
 
-def per_sample_data(args, a) -> dict:
+def per_sample_data(args: dict, a: Array) -> dict:
     """The training set of `args` (`network.data_args`) as per-sample data: tokens, labels and the fixed
     signs a (repeated per sample, so that the loss is one module-level function)."""
     n = args["tokens"].shape[0]
@@ -50,15 +38,15 @@ def _observe(t, theta, args):
 
 def sgd_sde(
     config: Config,
-    batch_size,
-    lr,
+    batch_size: int,
+    lr: float,
     *,
     args: dict | None = None,
     num_test: int = 600,
     noise: bool = True,
     seed: int | None = None,
     init: str | None = None,
-):
+) -> tuple[Any, dict[str, Array]]:
     """(`optim_limits.noise.SGDSDE` of the co-occurrence network, theta0): the SDE of
     `train(config, "sgd", lr, batch_size=batch_size)` (without replacement) and `init_params(config)`.
     Its `args` also hold the fixed signs `a` and the observables' data dict (`"obs"`)."""
@@ -71,9 +59,9 @@ def sgd_sde(
 
 def solve_sgd_sde(
     config: Config,
-    ts,
-    batch_size,
-    lr,
+    ts: Any,
+    batch_size: int,
+    lr: float,
     num_paths: int,
     seed: int = 0,
     *,
@@ -86,7 +74,7 @@ def solve_sgd_sde(
     init: str | None = None,
     save_states: bool = False,
     max_steps: int | None = None,
-):
+) -> Trajectory:
     """`num_paths` Euler-Maruyama paths of the SGD SDE from `init_params(config)`; the observables of
     `observables.OBSERVABLES` at the times `ts` per path.
 
@@ -124,11 +112,11 @@ def train_sgd_runs(
     config: Config,
     steps: int,
     batch_size: int,
-    lr,
+    lr: float,
     num_runs: int | None = None,
     seed: int = 0,
     *,
-    keys=None,
+    keys: Any = None,
     save_every: int | None = None,
     args: dict | None = None,
     num_test: int = 600,

@@ -1,18 +1,14 @@
-"""Reduced systems of word co-occurrence, derived with sympy (`derivations.cooccurrence`) and generated.
-
-- 3-token mean-field system (`flows/_generated/cooccurrence_3token.py`): state `(40,)` = G1..G3, S, then
-  the 3x3 blocks of A (key row, query column), M_V, M_K, M_Q row-major; params m, m1, L. Random tokens are
-  inert and each group is one representative sequence weighted (1/2, 1/6, 1/6, 1/6).
-- 4-ODE phase-2 skeleton (`flows/_generated/cooccurrence_phase2.py`): state `(4,)` = G1, G2, G3, S; param m1
-  (uniform attention, m1 M_V term dropped; proofs of Lemma F.6 and Thm F.8 in Yang et al. 2024).
-
-Both are integrated with `flows.solve`.
-"""
+"""Reduced systems of word co-occurrence, derived with sympy (`derivations.cooccurrence`) and generated: the
+3-token mean-field system (state `(40,)`, `THREE_TOKEN_STATE`) and the 4-ODE phase-2 skeleton (state `(4,)`,
+proofs of Lemma F.6 and Thm F.8 in Yang et al. 2024). See docs/systems/cooccurrence.md."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 
 from .._generated import cooccurrence_3token as _gen3
 from .._generated import cooccurrence_phase2 as _gen2
@@ -35,29 +31,29 @@ THREE_TOKEN_STATE = _gen3.STATE
 PHASE2_STATE = _gen2.STATE
 
 
-def three_token_vector_field(t, y, args):
+def three_token_vector_field(t: Any, y: Array, args: dict[str, Array]) -> Array:
     """The generated 3-token RHS; `y (..., 40)`, `args` with exactly the keys `{"m", "m1", "L"}`."""
     return _gen3.vector_field(t, y, args)
 
 
-def phase2_vector_field(t, y, args):
+def phase2_vector_field(t: Any, y: Array, args: dict[str, Array]) -> Array:
     """The generated 4-ODE RHS; `y (..., 4)`, `args` with exactly the key `{"m1"}`."""
     return _gen2.vector_field(t, y, args)
 
 
-def three_token_state(state):
+def three_token_state(state: dict[str, Array]) -> Array:
     """Restrict a full Gram state (dict, see `observables`) to the 3-token coordinates `(40,)`."""
     blocks = [state[k][:3, :3].reshape(-1) for k in ("A", "M_V", "M_K", "M_Q")]
     return jnp.concatenate([state["G"][:3], state["S"][None], *blocks])
 
 
-def three_token_args(config: Config, dtype=None) -> dict:
+def three_token_args(config: Config, dtype: Any = None) -> dict:
     """`{"m", "m1", "L"}` of `config` as float arrays (the generated module's PARAMS)."""
     dtype = dtype or jnp.result_type(float)
     return {k: jnp.asarray(float(getattr(config, k)), dtype) for k in _gen3.PARAMS}
 
 
-def idealized_three_token_state(config: Config, dtype=None):
+def idealized_three_token_state(config: Config, dtype: Any = None) -> Array:
     """The large-m initial state (the m -> infinity limit of the Grams of `network.init_params`): G = 0,
     A = 0, M_V = M_K = M_Q = sigma0^2 m I, S = sigma1^2 m m1, with the (sigma0, sigma1) of `config.init_stds`."""
     dtype = dtype or jnp.result_type(float)
@@ -86,7 +82,7 @@ def _phase2_loss(t, y, args):
     return jnp.sum(weights * jnp.logaddexp(0.0, -margins), axis=-1)
 
 
-def solve_three_token(config: Config, ts, y0=None, **solve_kw) -> Trajectory:
+def solve_three_token(config: Config, ts: Any, y0: Array | None = None, **solve_kw: Any) -> Trajectory:
     """Integrate the 3-token system from `y0` (default `idealized_three_token_state(config)`) and save
     `G (k, 3)`, `S`, `A (k, 3, 3)` at `ts` (starting at 0)."""
     ts = np.asarray(ts, dtype=float)
@@ -102,7 +98,7 @@ def solve_three_token(config: Config, ts, y0=None, **solve_kw) -> Trajectory:
     )
 
 
-def solve_phase2(y0, m1: float, ts, **solve_kw) -> Trajectory:
+def solve_phase2(y0: Any, m1: float, ts: Any, **solve_kw: Any) -> Trajectory:
     """Integrate the 4-ODE skeleton from `y0 = (G1, G2, G3, S)`; saves the state and its `loss`
     (sum_k q_k log(1 + e^{-rho_k}))."""
     ts = np.asarray(ts, dtype=float)

@@ -1,11 +1,6 @@
-"""Atomic files and strict JSON for run records and benchmark results (`flows.experiments.records` re-exports
-the writers).
-
-Every file is written to a temporary file in the same directory and moved into place with
-:func:`os.replace`, so an interrupted run never leaves a half-written file. JSON: numpy and jax scalars and
-arrays become Python numbers and (nested) lists, tuples and sets lists, paths strings; non-finite floats
-become the strings ``"nan"``, ``"inf"`` and ``"-inf"`` (strict JSON that any parser reads).
-"""
+"""Atomic files (a temporary file in the same folder, then :func:`os.replace`) and strict JSON for run
+records and benchmark results: numpy/jax values become Python numbers and lists, non-finite floats the strings
+``"nan"``, ``"inf"``, ``"-inf"``."""
 
 from __future__ import annotations
 
@@ -16,8 +11,9 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
@@ -31,6 +27,7 @@ __all__ = [
     "to_builtin",
 ]
 
+PathLike = str | os.PathLike
 NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -42,7 +39,7 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write(path, write, *, suffix: str = ".tmp") -> None:
+def atomic_write(path: PathLike, write: Callable[[IO[bytes]], object], *, suffix: str = ".tmp") -> None:
     """Call ``write(binary_file)`` on a temporary file next to ``path``, then move it into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,7 +59,7 @@ def atomic_write(path, write, *, suffix: str = ".tmp") -> None:
         raise
 
 
-def atomic_write_text(path, text: str) -> None:
+def atomic_write_text(path: PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
@@ -74,7 +71,7 @@ def _float(x: float):
     return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
 
 
-def to_builtin(obj):
+def to_builtin(obj: Any) -> Any:
     """Convert ``obj`` to plain JSON types (see the module docstring); TypeError if impossible."""
     if obj is None or isinstance(obj, (bool, str)):
         return obj
@@ -111,11 +108,11 @@ def to_builtin(obj):
     raise TypeError(f"cannot convert {type(obj).__name__} to JSON")
 
 
-def dumps(obj) -> str:
+def dumps(obj: Any) -> str:
     return json.dumps(to_builtin(obj), indent=2, sort_keys=True, allow_nan=False, default=to_builtin) + "\n"
 
 
-def atomic_write_json(path, obj) -> None:
+def atomic_write_json(path: PathLike, obj: Any) -> None:
     """Write ``obj`` as indented, key-sorted, strict JSON to ``path`` atomically.
 
     numpy/jax scalars and arrays are converted; NaN and infinities become the strings
@@ -125,9 +122,9 @@ def atomic_write_json(path, obj) -> None:
     atomic_write_text(path, text)
 
 
-def atomic_savez(path, **arrays) -> None:
+def atomic_savez(path: PathLike, **arrays: Any) -> None:
     """``np.savez_compressed(path, **arrays)`` into a temporary file, then move it into place."""
-    converted = {}
+    converted: dict[str, Any] = {}  # Any: numpy's stub types savez's **kwds like its flag
     for key, value in arrays.items():
         arr = np.asarray(value)
         if arr.dtype == object:
@@ -136,7 +133,7 @@ def atomic_savez(path, **arrays) -> None:
     atomic_write(path, lambda f: np.savez_compressed(f, **converted))
 
 
-def decode_nonfinite(obj):
+def decode_nonfinite(obj: Any) -> Any:
     """The strings ``"nan"``, ``"inf"``, ``"-inf"`` (anywhere in nested dicts and lists) back to floats."""
     if isinstance(obj, str):
         return NONFINITE.get(obj, obj)

@@ -1,32 +1,19 @@
-"""The persistent compilation cache of the entry points (examples, ``python -m flows``, benchmarks).
+"""The persistent compilation cache of the entry points (examples, ``python -m flows``, benchmarks); the
+library itself never turns it on.
 
-Most of a small run's time is XLA compilation. JAX can keep compiled executables on disk, keyed on the program,
-its shapes and dtypes, the compile options, the backend and the jax/jaxlib versions, so that a second process
-compiles (almost) nothing. The entry points turn it on with :func:`enable`; the library itself never does
-(importing ``flows`` changes no global JAX setting). The settings are read when :func:`enable` is called:
-
-- Folder: ``$FLOWS_CACHE_DIR`` if set, else ``<user cache dir>/transformer-flows/jax`` (``$XDG_CACHE_HOME``
-  or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows).
-- Opt out: ``--no-compile-cache`` on every entry point, or ``FLOWS_NO_COMPILE_CACHE=1`` in the environment
-  (the test suite sets it, so that its timings and files are those of a cold start).
-- Programs that compile in under ``FLOWS_CACHE_MIN_COMPILE_S`` seconds (default 0.2) are not stored: they
-  cost less to compile than to read.
-
-diffrax checks its save times with ``eqx.error_if``, a host callback at equinox's default
-``EQX_ON_ERROR=raise``, and JAX does not store a program with host callbacks, so no ``flows.solve`` program is
-cached there. With ``EQX_ON_ERROR=nan`` a failed check yields NaN instead of raising; in a ``flows.solve``
-program those save-time checks cannot fail (``flows.solve`` checks its save times on the host first). equinox
-reads the variable once, at its import, so :func:`enable` sets it only when equinox is not imported yet, and
-``reproduce`` sets it in its examples' environment (:func:`child_environment`); a value the user set is kept.
-
-Stale entries are harmless (a new jax version or a changed program has another key); delete the folder to
-reclaim the space.
-"""
+Settings, read when :func:`enable` is called: ``$FLOWS_CACHE_DIR`` (the folder, default
+``<user cache dir>/transformer-flows/jax``), ``--no-compile-cache`` or ``FLOWS_NO_COMPILE_CACHE=1`` (opt out),
+``FLOWS_CACHE_MIN_COMPILE_S`` (programs that compile faster are not stored, default 0.2). JAX does not store a
+program with host callbacks, and diffrax's save-time checks are one at ``EQX_ON_ERROR=raise``; ``flows.solve``
+checks its save times on the host first, so :func:`enable` (before equinox is imported) and
+:func:`child_environment` set ``EQX_ON_ERROR=nan``, keeping a value the user set."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["cache_dir", "child_environment", "disabled", "enable", "enabled_dir"]
@@ -50,27 +37,24 @@ def cache_dir() -> Path:
     return Path(explicit).expanduser() if explicit else _user_cache_root() / "transformer-flows" / "jax"
 
 
-def disabled(env=None) -> bool:
+def disabled(env: Mapping[str, str] | None = None) -> bool:
     """True when ``FLOWS_NO_COMPILE_CACHE`` of `env` (default this process's environment) is set to anything but
     "", "0", "false" or "no"."""
-    env = os.environ if env is None else env
-    return env.get(ENV_OFF, "").strip().lower() not in ("", "0", "false", "no")
+    return (os.environ if env is None else env).get(ENV_OFF, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def _min_compile_s() -> float:
-    raw = os.environ.get(ENV_MIN)
-    if raw is None:
-        return DEFAULT_MIN_COMPILE_S
+    raw = os.environ.get(ENV_MIN, str(DEFAULT_MIN_COMPILE_S))
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"{ENV_MIN} must be a number of seconds >= 0, got {raw!r}") from None
+        value = math.nan
     if not value >= 0:
         raise ValueError(f"{ENV_MIN} must be a number of seconds >= 0, got {raw!r}")
     return value
 
 
-def enable(path=None, *, opt_out: bool = False) -> Path | None:
+def enable(path: str | os.PathLike | None = None, *, opt_out: bool = False) -> Path | None:
     """Turn on JAX's persistent compilation cache in ``path`` (default :func:`cache_dir`) for this process.
 
     Returns the folder, or ``None`` when ``opt_out`` (an entry point's ``--no-compile-cache``) or

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 __all__ = [
     "FAILS",
     "HOLDS",
@@ -15,7 +17,7 @@ __all__ = [
 ]
 
 
-def check_name(value, arg: str = "name") -> str:
+def check_name(value: object, arg: str = "name") -> str:
     """`value` if it is a non-empty string, else a ValueError naming `arg`."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{arg} must be a non-empty string, got {value!r}")
@@ -24,7 +26,7 @@ def check_name(value, arg: str = "name") -> str:
 
 def example_parser(
     name: str, description: str, *, seed: int = 0, seed_help: str = "random seed (the same seed gives the same record)"
-):
+) -> argparse.ArgumentParser:
     """The argument parser every example shares: `--quick`, `--out` (default `out/<name>`), `--seed`,
     `--no-compile-cache`.
 
@@ -32,8 +34,6 @@ def example_parser(
     unless `--no-compile-cache` or `FLOWS_NO_COMPILE_CACHE` says not to. Extra arguments can be added to the
     returned `argparse.ArgumentParser`.
     """
-    import argparse
-
     from . import compile_cache
 
     class _ExampleParser(argparse.ArgumentParser):

@@ -1,27 +1,15 @@
-"""The known findings: predictions of the papers that the library measures to fail, each with its reason.
+"""The known findings: predictions of the papers that the full runs measure to fail, each with its reason.
 
-A prediction recorded by an example has one of four verdicts (`flows.experiments.records.verdict`): holds, not tested at
-this size, known finding, or fails. A failure is a finding about the paper, never an artefact of a small run,
-and every finding is listed here, in this one place:
-
-* the examples pass ``known_finding=findings.known(example, prediction)`` to
-  `flows.experiments.records.RunRecord.add_prediction`, which appends the reason to the prediction's ``expected`` text
-  (:attr:`Finding.note`) and stores the finding's :attr:`Finding.anchor` as the prediction's
-  ``known_finding`` marker, so that its failure is a known finding and not a failure;
-* ``REPORT.md`` of ``python -m flows reproduce`` links each known finding to its entry in the report's own
-  "Known findings" section (:func:`report_markdown`);
-* the README section "Where the papers and the solver disagree" is :func:`markdown` verbatim;
-* ``tests/test_examples.py`` runs every example at ``--quick`` and fails when a prediction fails there without
-  the marker, when a prediction listed here lacks it, and when an entry here that applies at quick size
-  (``at_quick``) stops failing -- so the README section stays true.
-
-The numbers in ``measured`` are those of the full runs (``python -m flows reproduce``).
-"""
+Examples pass ``known_finding=findings.known(example, prediction)`` to `RunRecord.add_prediction`, ``REPORT.md``
+links each to its entry (:func:`report_markdown`), the README section "Where the papers and the solver
+disagree" is :func:`markdown`, and ``tests/test_examples.py`` holds the list true at ``--quick`` size. The
+numbers in ``measured`` are those of the full runs (``python -m flows reproduce``)."""
 
 from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = ["KNOWN_FINDINGS", "Finding", "by_anchor", "known", "markdown", "report_markdown"]
@@ -156,10 +144,12 @@ def known(example: str, prediction: str) -> Finding | None:
 def by_anchor(anchor: str) -> Finding | None:
     """The finding whose :attr:`Finding.anchor` is `anchor` (a prediction's ``known_finding`` marker), or None
     (a record written before the finding was renamed or dropped)."""
-    for f in KNOWN_FINDINGS.values():
-        if f.anchor == anchor:
-            return f
-    return None
+    return next((f for f in KNOWN_FINDINGS.values() if f.anchor == anchor), None)
+
+
+_WRAP = textwrap.TextWrapper(
+    width=115, initial_indent="- ", subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+)
 
 
 def markdown() -> str:
@@ -173,28 +163,16 @@ def markdown() -> str:
         stems = ", ".join(dict.fromkeys(f"`{stem}`" for stem, _ in keys))
         quick = "" if f.at_quick else " Not decided at `--quick` size."
         text = f"**{f.title}** ({stems}: {names}). Paper: {f.claim}. Measured: {f.measured}; {f.reason}." + quick
-        lines.append(
-            textwrap.fill(
-                text,
-                width=115,
-                initial_indent="- ",
-                subsequent_indent="  ",
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
-        )
+        lines.append(_WRAP.fill(text))
     return "\n".join(lines) + "\n"
 
 
-def report_markdown(anchors) -> str:
+def report_markdown(anchors: Iterable[str]) -> str:
     """One ``### <title>`` entry per finding of `anchors` (in the order of `KNOWN_FINDINGS`), with its claim,
     measurement and reason: the section that ``REPORT.md`` links its known findings to. Anchors that name no
     current finding are skipped."""
     wanted = set(anchors)
-    seen: dict[str, Finding] = {}
-    for f in KNOWN_FINDINGS.values():
-        if f.anchor in wanted:
-            seen.setdefault(f.anchor, f)
+    seen = {f.anchor: f for f in KNOWN_FINDINGS.values() if f.anchor in wanted}  # one Finding per anchor
     parts = []
     for f in seen.values():
         quick = "" if f.at_quick else " Not decided at `--quick` size."

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 __all__ = ["PANEL_SIZE", "annotate_vline", "colors", "figure", "log_time_axis"]
 
@@ -15,7 +20,9 @@ __all__ = ["PANEL_SIZE", "annotate_vline", "colors", "figure", "log_time_axis"]
 PANEL_SIZE = (4.0, 3.0)
 
 
-def figure(nrows: int = 1, ncols: int = 1, *, width: float | None = None, height: float | None = None, **kw):
+def figure(
+    nrows: int = 1, ncols: int = 1, *, width: float | None = None, height: float | None = None, **kw: Any
+) -> tuple[Figure, Any]:
     """Create ``(fig, axes)`` with constrained layout and ``PANEL_SIZE`` per panel.
 
     ``width``/``height`` (inches) override the total size; other keywords go to
@@ -36,7 +43,7 @@ def figure(nrows: int = 1, ncols: int = 1, *, width: float | None = None, height
     return fig, axes
 
 
-def log_time_axis(ax, label: str = "t"):
+def log_time_axis(ax: Axes, label: str = "t") -> Axes:
     """Put the x axis on a log scale and label it; returns ``ax``."""
     ax.set_xscale("log")
     ax.set_xlabel(label)
@@ -53,7 +60,7 @@ def colors(n: int, cmap: str | None = None) -> list:
     return [cm(x) for x in np.linspace(0.0, 0.9, n)]
 
 
-def annotate_vline(ax, x: float, label: str, **kw):
+def annotate_vline(ax: Axes, x: float, label: str, **kw: Any) -> Line2D:
     """Dashed vertical line at ``x`` with a small rotated ``label`` at the top; returns the line."""
     kw = {"color": "0.35", "linestyle": "--", "linewidth": 1.0, **kw}
     line = ax.axvline(x, **kw)

@@ -1,25 +1,6 @@
-"""Run records: one folder per example run, written so that it is either complete or visibly not.
-
-A record folder holds
-
-* ``metrics.json`` -- scalar metrics and every checked prediction, the latter as
-  ``{"name": {"measured": x, "expected": "...", "holds": true, ...}}`` (a prediction that is a known finding
-  of `flows.experiments.findings` also has ``"known_finding": "<the finding's anchor>"``);
-* ``series.npz`` -- named arrays (only if any were added);
-* one or more PNG figures;
-* ``meta.json`` -- config, seed, versions, solver stats, timings, figure list and
-  ``"complete": true``.
-
-``meta.json`` is written last, and its ``complete`` flag is the only thing that marks a record
-as finished (:func:`is_complete`).  Opening a :class:`RunRecord` on an existing folder removes
-the old ``meta.json`` first, so a rerun that is interrupted is never taken as complete.  Every
-file is written atomically (temporary file in the same directory, then :func:`os.replace`).
-
-JSON conventions: numpy and jax scalars and arrays become Python numbers and (nested) lists,
-tuples and sets become lists, paths become strings.  Non-finite floats are stored as the JSON
-*strings* ``"nan"``, ``"inf"`` and ``"-inf"`` so that every file is strict JSON that any
-parser reads; :func:`load_record` turns those strings in ``metrics.json`` back into floats.
-"""
+"""Run records: one folder per example run (``metrics.json``, ``series.npz``, PNG figures, ``meta.json``),
+written atomically; ``meta.json`` is written last and its ``"complete": true`` alone marks a finished record
+(:func:`is_complete`). Non-finite floats are stored as the strings ``"nan"``, ``"inf"``, ``"-inf"``."""
 
 from __future__ import annotations
 
@@ -30,11 +11,13 @@ import logging
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
 from .._checks import check_real
 from .atomic import (
+    PathLike,
     atomic_savez,
     atomic_write,
     atomic_write_json,
@@ -81,7 +64,7 @@ def _read_json(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def is_complete(out_dir) -> bool:
+def is_complete(out_dir: PathLike) -> bool:
     """True when ``out_dir/meta.json`` exists, parses, and has ``"complete": true``."""
     try:
         meta = _read_json(Path(out_dir) / META_FILE)
@@ -90,7 +73,7 @@ def is_complete(out_dir) -> bool:
     return isinstance(meta, dict) and meta.get("complete") is True
 
 
-def load_record(out_dir) -> dict:
+def load_record(out_dir: PathLike) -> dict:
     """Read a record folder: ``{"metrics", "meta", "series", "figures"}``.
 
     Missing files give empty values (``{}``, ``[]``); use :func:`is_complete` to know whether
@@ -133,7 +116,7 @@ class RunRecord:
             rec.save_figure(fig, "loss.png")
     """
 
-    def __init__(self, out_dir, *, name: str, config: dict, seed: int | None = None, quick: bool = False):
+    def __init__(self, out_dir: PathLike, *, name: str, config: dict, seed: int | None = None, quick: bool = False):
         self.name = check_name(name)
         if not isinstance(config, Mapping):
             raise ValueError(f"config must be a dict, got {type(config).__name__}")
@@ -185,7 +168,7 @@ class RunRecord:
             self._prediction_names.add(name)
         self._finished = False
 
-    def add_metric(self, name: str, value) -> None:
+    def add_metric(self, name: str, value: Any) -> None:
         """Record a scalar metric (float, int, bool, str or None; numpy/jax 0-d values ok), or a short flat
         list of numbers (at most 8: an interval, a pair of exponents); longer arrays go to `add_series`."""
         try:
@@ -204,25 +187,18 @@ class RunRecord:
     def add_prediction(
         self,
         name: str,
-        measured,
+        measured: Any,
         expected: str,
         holds: bool | None,
         *,
         tested_at: str | None = None,
         known_finding: Finding | None = None,
-        **extra,
+        **extra: Any,
     ) -> None:
-        """Record a checked prediction: what was measured, what was expected, its verdict.
-
-        Four verdicts (:func:`verdict`): ``holds=True`` (holds), ``holds=False`` (fails: a real
-        disagreement, explained in ``expected``; a known finding when ``known_finding`` is given) and
-        ``holds=None`` (not tested at this size: the run is too small to decide; ``tested_at`` must then say at
-        which size it is tested, e.g. "the full run").
-        ``measured`` may be a scalar or array; ``extra`` (e.g. a tolerance) is stored alongside.
-        ``known_finding`` is the `flows.experiments.findings.Finding` this prediction is
-        (``findings.known(example, name)``) or None: its note is appended to ``expected`` and its anchor is stored
-        as the prediction's ``known_finding`` marker, which makes a failure a known finding.
-        """
+        """Record a checked prediction: what was measured (scalar or array), what was expected, its verdict
+        (:func:`verdict`): ``holds`` True, False (fails; a known finding with ``known_finding``, the
+        `findings.Finding` whose note is appended to ``expected``) or None (not tested at this size, ``tested_at``
+        says where it is). ``extra`` (e.g. a tolerance) is stored alongside."""
         if not isinstance(expected, str):
             raise ValueError(f"expected must be a str describing the prediction, got {expected!r}")
         if known_finding is not None and not isinstance(known_finding, Finding):
@@ -256,7 +232,7 @@ class RunRecord:
             entry["known_finding"] = known_finding.anchor
         self._set(name, entry, prediction=True)
 
-    def add_series(self, **arrays) -> None:
+    def add_series(self, **arrays: Any) -> None:
         """Record named arrays, saved to ``series.npz`` by :meth:`finish`."""
         for key, value in arrays.items():
             arr = np.array(value)
@@ -265,7 +241,7 @@ class RunRecord:
             self._series[key] = arr
         self._finished = False
 
-    def add_solver_stats(self, name: str, traj) -> None:
+    def add_solver_stats(self, name: str, traj: Any) -> None:
         """Store ``status, message, num_steps, compile_s, run_s`` of a solve under ``name``."""
         check_name(name)
         fields = ("status", "message", "num_steps", "compile_s", "run_s")
@@ -287,7 +263,7 @@ class RunRecord:
         self._timings[name] = seconds
         self._finished = False
 
-    def save_figure(self, fig, filename: str, dpi: int = 150) -> str:
+    def save_figure(self, fig: Any, filename: str, dpi: int = 150) -> str:
         """Save ``fig`` as PNG ``out_dir/filename`` atomically, close it, return the path."""
         check_name(filename, "filename")
         if Path(filename).name != filename or not filename.lower().endswith(".png"):
@@ -346,7 +322,7 @@ class RunRecord:
     def __enter__(self) -> RunRecord:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is None:
             self.finish()
         else:

@@ -189,22 +189,13 @@ def _section(o: Outcome, out: Path) -> list[str]:
             cause = failure_cause(rec_dir / "run.log", o.returncode, o.note)
             lines += ["", f"Cause: {cause}"]
         if o.status != "not run":
-            lines += [
-                "",
-                f"Last {_LOG_TAIL} lines of `{o.stem}/run.log`:",
-                "",
-                "```",
-                _log_tail(rec_dir / "run.log"),
-                "```",
-            ]
+            log = _log_tail(rec_dir / "run.log")
+            lines += ["", f"Last {_LOG_TAIL} lines of `{o.stem}/run.log`:", "", "```", log, "```"]
         return lines + [""]
     rec = records.load_record(rec_dir)
     meta, metrics = rec["meta"], rec["metrics"]
-    lines.append(
-        f"Status: {_STATUS[o.status]}; finished {meta.get('finished', '?')}, "
-        f"seed {meta.get('seed')}, quick={meta.get('quick')}."
-    )
-    lines.append("")
+    status = f"Status: {_STATUS[o.status]}; finished {meta.get('finished', '?')}, seed {meta.get('seed')}, "
+    lines += [status + f"quick={meta.get('quick')}.", ""]
     for fname in meta.get("figures") or rec["figures"]:
         lines += [f"![{Path(fname).stem}]({_link(o.stem, fname)})", ""]
     scalars = {k: v for k, v in metrics.items() if not isinstance(v, dict)}
@@ -216,10 +207,8 @@ def _section(o: Outcome, out: Path) -> list[str]:
     if preds:
         lines += ["Predictions:", ""]
         for name, p in preds.items():
-            extra = {
-                k: v for k, v in p.items() if k not in ("measured", "expected", "holds", "verdict", "known_finding")
-            }
-            more = ", ".join(f"{k} = {_fmt(v)}" for k, v in sorted(extra.items()))
+            shown = ("measured", "expected", "holds", "verdict", "known_finding")
+            more = ", ".join(f"{k} = {_fmt(v)}" for k, v in sorted(p.items()) if k not in shown)
             lines.append(
                 f"- {records.verdict_tag(p)} {name}: measured = "
                 f"{_fmt(p.get('measured'))}, expected {p.get('expected', '?')}"
@@ -230,11 +219,9 @@ def _section(o: Outcome, out: Path) -> list[str]:
     if meta.get("solver"):
         lines += ["| Solve | Status | Steps | Compile (s) | Run (s) |", "|---|---|---|---|---|"]
         for name, s in sorted(meta["solver"].items()):
-            lines.append(
-                f"| {_cell(name)} | {_cell(_fmt(s.get('status')))} | "
-                f"{_fmt(s.get('num_steps'))} | {_fmt(s.get('compile_s'))} | "
-                f"{_fmt(s.get('run_s'))} |"
-            )
+            numbers = [_fmt(s.get(k)) for k in ("num_steps", "compile_s", "run_s")]
+            cells = [_cell(name), _cell(_fmt(s.get("status"))), *numbers]
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines
 

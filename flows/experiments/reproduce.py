@@ -1,14 +1,7 @@
-"""``python -m flows reproduce``: run the example scripts, resume, and write ``REPORT.md``.
-
-Part of the command line (it prints progress to stdout); the library never imports it. REPORT.md is
-rendered by :mod:`flows.experiments.report`.
-Each example ``examples/<stem>.py`` is run as ``python <script> --out OUT/<stem> [--quick]``
-and writes a run record there (:mod:`flows.experiments.records`).  An example whose record is already
-complete is skipped unless ``--force``, so an interrupted ``reproduce`` resumes where it stopped.
-At its start it says how many examples will run and, for ``--quick``, about how long they take, from the
-measured times in ``benchmarks/results/reproduce_quick.json`` of the checkout (written from a finished run's
-logs by ``python -m benchmarks.reproduce_times OUT``).
-"""
+"""``python -m flows reproduce``: run the example scripts (each writes a run record under ``OUT/<stem>``),
+skip those whose record is complete unless ``--force`` (so an interrupted run resumes), and write ``REPORT.md``
+(:mod:`flows.experiments.report`). For ``--quick`` the banner estimates the time from
+``benchmarks/results/reproduce_quick.json``."""
 
 from __future__ import annotations
 
@@ -68,13 +61,8 @@ QUICK_TIMES = Path("benchmarks") / "results" / "reproduce_quick.json"
 
 
 def load_quick_times(root: Path) -> dict | None:
-    """The measured ``--quick`` times under `root` (:data:`QUICK_TIMES`), or None where there are none.
-
-    The file holds ``examples`` (stem -> wall time in s of that example in one ``--quick`` run, from its
-    run.log footer), ``jobs`` (examples at once in that run), ``cpus`` and optionally ``total_wall_s`` (the
-    whole run). A file that does not hold these is ignored with a warning on stderr: the banner is a hint,
-    never a reason to stop.
-    """
+    """The measured ``--quick`` times under `root` (:data:`QUICK_TIMES`: ``examples`` stem -> wall s, ``jobs``,
+    ``cpus``, optionally ``total_wall_s``), or None where there are none or the file is malformed (warned)."""
     path = root / QUICK_TIMES
     if not path.is_file():
         return None
@@ -106,12 +94,8 @@ def _positive_number(value) -> bool:
 
 
 def estimate_s(stems: list[str], times: dict) -> float | None:
-    """About how long the examples `stems` take in one ``--quick`` run, from the measured `times`.
-
-    Each example's measured wall time already includes its share of the CPUs with the others that ran
-    beside it, so the sum over `stems` is scaled by the measured run's total over its sum (``1 / jobs``
-    where the total was not recorded). None where an example has no measured time.
-    """
+    """About how long the examples `stems` take in one ``--quick`` run: the sum of their measured times scaled
+    by the measured run's total over its sum (``1 / jobs`` without a total); None where one is missing."""
     walls = times["examples"]
     if not stems or any(s not in walls for s in stems):
         return None
@@ -121,9 +105,7 @@ def estimate_s(stems: list[str], times: dict) -> float | None:
 
 
 def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    return f"{round(seconds / 60)} min"
+    return f"{max(1, round(seconds))} s" if seconds < 90 else f"{round(seconds / 60)} min"
 
 
 def banner(n: int, pending: list[str], *, quick: bool, times: dict | None) -> str:
@@ -135,7 +117,7 @@ def banner(n: int, pending: list[str], *, quick: bool, times: dict | None) -> st
     if not pending:
         return text
     eta = estimate_s(pending, times) if (quick and times) else None
-    if eta is not None:
+    if eta is not None and times:
         text += f", about {_duration(eta)} (measured on {times['cpus']} CPU cores, {times['jobs']} at once)"
     return text
 
@@ -284,8 +266,7 @@ def reproduce(args, argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cwd = examples_dir.resolve().parent
 
-    jobs = getattr(args, "jobs", None)
-    jobs = default_jobs() if jobs is None else jobs
+    jobs = default_jobs() if getattr(args, "jobs", None) is None else args.jobs
     if jobs < 1:
         print(f"error: --jobs must be >= 1, got {jobs}", file=sys.stderr)
         return 2
