@@ -16,7 +16,7 @@ from benchmarks.plot_scaling import read_rows
 # the folder of the committed rows (benchmarks._harness.RESULTS_DIR, without importing the harness and jax)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
-__all__ = ["RESULTS_DIR", "main", "read_rows", "result_paths", "table"]
+__all__ = ["RESULTS_DIR", "main", "result_paths", "table"]
 
 
 def result_paths(results_dir: Path | str = RESULTS_DIR) -> list[str]:
