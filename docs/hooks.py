@@ -167,8 +167,10 @@ def _benchmarks() -> str:
 def _findings() -> str:
     """One heading per known finding (its id is the anchor that records and reports link to), with the
     predictions it covers, the paper's claim, the full run's measurement and the reason."""
+    from benchmarks.reproduce_times import RESULTS
     from flows.experiments import findings
 
+    recorded = json.loads(RESULTS.read_text(encoding="utf-8")).get("predictions") or {}
     groups: dict[str, tuple] = {}
     for (stem, name), f in findings.KNOWN_FINDINGS.items():
         groups.setdefault(f.anchor, (f, []))[1].append((stem, name))
@@ -176,9 +178,15 @@ def _findings() -> str:
     for anchor, (f, keys) in groups.items():
         where = "; ".join(f"`{stem}`: `{name}`" for stem, name in keys)
         quick = "" if f.at_quick else " Not decided at `--quick` size (the quick run records it as not tested)."
+        record = [
+            f"`{name}` = {_cell(p.get('measured'))} ({p.get('verdict')})"
+            for stem, name in keys
+            if (p := (recorded.get(stem) or {}).get(name))
+        ]
+        quick_line = f"*In the committed `--quick` record:* {'; '.join(record)}.\n\n" if record else ""
         parts.append(
             f"### {f.title} {{#{anchor}}}\n\n*Predictions:* {where}.\n\n*Paper:* {f.claim}.\n\n"
-            f"*Measured (full run):* {f.measured}.\n\n*Why:* {f.reason}.{quick}\n"
+            f"*Measured (full run):* {f.measured}.\n\n{quick_line}*Why:* {f.reason}.{quick}\n"
         )
     return "\n".join(parts)
 
