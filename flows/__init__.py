@@ -30,35 +30,13 @@ __version__ = "0.1.0"
 
 # Each name is imported on first use: a script that needs one system does not pay for the others, nor for
 # scipy.stats (flows.fitting), and a records-only script (the CLI's main job) does not import diffrax.
-_SUBMODULES = (
-    "cooccurrence",
-    "experiments",
-    "fitting",
-    "mean_field",
-    "optim_limits",
-    "scan_snap",
-    "sde",
-    "training",
-    "compile_cache",
-    "network_records",
-    "plotting",
-    "records",
+_SUBMODULES = tuple(
+    "cooccurrence experiments fitting mean_field optim_limits scan_snap sde training "
+    "compile_cache network_records plotting records".split()
 )
+_SOLVE_NAMES = "SOLVERS Event FlowError Trajectory batch_mesh linear_grid log_grid solve solve_batch".split()
 _LAZY_NAMES = {
-    **dict.fromkeys(
-        (
-            "SOLVERS",
-            "Event",
-            "FlowError",
-            "Trajectory",
-            "batch_mesh",
-            "linear_grid",
-            "log_grid",
-            "solve",
-            "solve_batch",
-        ),
-        "_solve",
-    ),
+    **dict.fromkeys(_SOLVE_NAMES, "_solve"),
     "solve_sde": "sde",
     "event_time": "training",
     "TrainingError": "training",

@@ -5,22 +5,25 @@ where a solve got stuck, and decoding the result into a `Trajectory`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _program
 from ._inputs import check_field
-from ._program import all_finite, build, compiled, is_compiled, signature
+from ._program import all_finite, build, is_compiled, signature
 from ._xla import jit as xla_jit
 from .events import continue_after_event
 from .trajectory import MAX_STEPS, OK, STUCK, decode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SAVE_CHUNK", "execute"]
+__all__ = ["SAVE_CHUNK", "execute", "program"]
 
 #: Save points per call of the compiled program. A grid of n save times runs as ceil(n / SAVE_CHUNK) calls of
 #: one program (each from where the last stopped, the last one to t1; a shorter piece is padded with NaN
@@ -63,10 +66,6 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     example = chunk_call(y0, np.asarray(t0), pieces[0], None, event_on)
     key = ("batch" if batched else "single", in_axes, key_opts, signature(example))
 
-    def make():
-        run = build(vector_field, **options)
-        return jax.vmap(run, in_axes=in_axes) if batched else run
-
     if not is_compiled(key):  # a new program: check the vector field's output before tracing the solve
         member = (
             (lambda tree, ax: jax.tree_util.tree_map(lambda a: a[0], tree) if ax == 0 else tree)
@@ -74,7 +73,8 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
             else (lambda tree, ax: tree)
         )
         check_field(vector_field, member(example[2], 0), member(y0, 0), member(args, in_axes[1] if batched else None))
-    fn, compile_s = compiled(key, make, example)
+    # the one compile hook of every solve (a test stops solves there)
+    fn, compile_s = _program.compiled(key, functools.partial(program, vector_field, options, in_axes), example)
     start_clock = time.perf_counter()
     y, start, on = y0, np.asarray(t0), np.asarray(event_on)
     active = np.ones(size if batched else (), bool)
@@ -109,6 +109,12 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     return traj
 
 
+def program(vector_field, options: dict, in_axes: tuple | None) -> Callable:
+    """The function compiled for a solve: `flows._program.build`'s, vmapped over `in_axes` for a batch."""
+    run = build(vector_field, **options)
+    return run if in_axes is None else jax.vmap(run, in_axes=in_axes)
+
+
 def _unreached(a):
     return np.full_like(a, np.inf) if np.issubdtype(a.dtype, np.floating) else a
 
@@ -127,20 +133,15 @@ def _merge_chunk(out, raw, active, count):
     if raw is None:  # nobody reached this chunk: copy the shapes of the last one
         ts = np.full(out["ts"].shape[:axis] + (count,), np.inf, out["ts"].dtype)
         saved = jax.tree_util.tree_map(lambda a: _unreached(np.take(a, np.zeros(count, int), axis=axis)), out["saved"])
-        return dict(
-            out,
-            ts=np.concatenate([out["ts"], ts], axis=axis),
-            saved=jax.tree_util.tree_map(lambda a, b: np.concatenate([a, b], axis=axis), out["saved"], saved),
-        )
-    ts = np.where(mask(cut(raw["ts"])), cut(raw["ts"]), np.inf)
-    saved = jax.tree_util.tree_map(lambda a: np.where(mask(cut(a)), cut(a), _unreached(cut(a))), raw["saved"])
+    else:
+        ts = np.where(mask(cut(raw["ts"])), cut(raw["ts"]), np.inf)
+        saved = jax.tree_util.tree_map(lambda a: np.where(mask(cut(a)), cut(a), _unreached(cut(a))), raw["saved"])
     if out is None:
         return dict(raw, ts=ts, saved=saved)
-    merged = dict(
-        out,
-        ts=np.concatenate([out["ts"], ts], axis=axis),
-        saved=jax.tree_util.tree_map(lambda a, b: np.concatenate([a, b], axis=axis), out["saved"], saved),
-    )
+    join = lambda a, b: np.concatenate([a, b], axis=axis)  # noqa: E731
+    merged = dict(out, ts=join(out["ts"], ts), saved=jax.tree_util.tree_map(join, out["saved"], saved))
+    if raw is None:
+        return merged
     for k in ("code", "t_final", "y_end_max"):
         merged[k] = np.where(active, raw[k], out[k])
     merged["y_end"] = jax.tree_util.tree_map(lambda a, b: np.where(mask(a), b, a), out["y_end"], raw["y_end"])

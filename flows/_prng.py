@@ -1,17 +1,13 @@
 """JAX's threefry2x32 PRNG with the hash written out (unrolled), for fast CPU programs with the same draws.
 
-On the CPU backend JAX lowers the threefry2x32 hash as a rolled `fori_loop` (5 iterations of 4 rounds): each
-round becomes its own pass over the whole array of counters, and every draw brings its own while loop to
-compile. Measured on 2 CPU cores (float64, 160 x 128 x 127 uniforms, the per-step draw of the Scan-and-Snap
-Fig. 6 sweep): rolled 2.96 s compile / 122 ms run, the unrolled hash 0.31 s / 29 ms.
-
-`fused(key)` rewraps a threefry key (raw uint32 `(..., 2)` data or a typed threefry key) as a typed key of
-`THREEFRY_FUSED`, a `jax.extend.random.define_prng_impl` whose split, random_bits and fold_in are those of JAX's
-threefry2x32 in its default partitionable mode (`jax_threefry_partitionable=True`), computed by the unrolled
-hash (the same uint32 arithmetic; JAX itself lowers the unrolled form on GPU and TPU). Every `jax.random`
-sampler on the rewrapped key therefore draws bit for bit what it draws on the original key
-(tests/test_prng.py pins split, fold_in, bits, uniform, normal and categorical). With the partitionable flag
-off, or a key of another implementation, `fused` returns the key unchanged.
+On the CPU backend JAX lowers the threefry2x32 hash as a rolled `fori_loop` (5 iterations of 4 rounds), each
+round a pass of its own over the counters, and every draw brings its own while loop to compile; the unrolled
+hash compiles and runs several times faster. `fused(key)` rewraps a threefry key (raw uint32
+`(..., 2)` data or a typed threefry key) as a typed key of `THREEFRY_FUSED`, a
+`jax.extend.random.define_prng_impl` whose split, random_bits and fold_in are JAX's threefry2x32 in its default
+partitionable mode, computed by the unrolled hash: every `jax.random` sampler on the rewrapped key draws bit for
+bit what it draws on the original key (tests/test_prng.py). With the partitionable flag off, or a key of
+another implementation, `fused` returns the key unchanged.
 """
 
 from __future__ import annotations

@@ -45,41 +45,27 @@ __all__ = [
 ]
 
 
-def _prepare(
-    vector_field,
-    y0,
-    t0,
-    t1,
-    ts,
-    args,
-    solver,
-    rtol,
-    atol,
-    dt0,
-    max_steps,
-    observables,
-    save_states,
-    event,
-    blowup,
-    progress,
-    constant_step=False,
-):
+#: The solver options of `solve` and `solve_batch`, in the order of their part of a compiled program's key.
+OPTIONS = tuple("solver rtol atol dt0 max_steps observables save_states event blowup progress constant_step".split())
+
+
+def _prepare(vector_field, y0, t0, t1, ts, args, options: dict):
+    """Validate a call: returns (ts, t0, t1 as host arrays of y0's dtype, the checked `options`, the part of the
+    compiled program's key that they decide)."""
     if not callable(vector_field):
         raise ValueError("vector_field must be callable f(t, y, args)")
-    constant_step = check_bool("constant_step", constant_step)
-    save_states = check_bool("save_states", save_states)
-    progress = check_bool("progress", progress)
-    check_choice("solver", solver, sorted(SOLVERS))
-    rtol = check_real("rtol", rtol, low=0.0, strict=True)
-    atol = check_real("atol", atol, low=0.0, strict=True)
+    for name in ("constant_step", "save_states", "progress"):
+        options[name] = check_bool(name, options[name])
+    check_choice("solver", options["solver"], sorted(SOLVERS))
+    for name in ("rtol", "atol"):
+        options[name] = check_real(name, options[name], low=0.0, strict=True)
     check_horizon(t0, t1)
-    max_steps = check_int("max_steps", max_steps, 1)
-    if blowup is not None:  # inf is allowed (never diverges), NaN is not
-        blowup = check_real("blowup", blowup, low=0.0, strict=True, finite=False)
-    if dt0 is not None:
-        dt0 = check_real("dt0", dt0, low=0.0, strict=True)
+    options["max_steps"] = max_steps = check_int("max_steps", options["max_steps"], 1)
+    if options["blowup"] is not None:  # inf is allowed (never diverges), NaN is not
+        options["blowup"] = check_real("blowup", options["blowup"], low=0.0, strict=True, finite=False)
+    dt0 = options["dt0"] = None if options["dt0"] is None else check_real("dt0", options["dt0"], low=0.0, strict=True)
     ts = check_save_times(ts, t0, t1)
-    if constant_step:
+    if options["constant_step"]:
         if dt0 is None:
             raise ValueError("dt0 (the step size) must be given with constant_step=True")
         needed = math.ceil((float(t1) - float(t0)) / dt0 - 1e-9)
@@ -88,45 +74,16 @@ def _prepare(
                 f"max_steps = {max_steps} is too small for constant steps dt0 = {dt0} over "
                 f"[{t0}, {t1}] ({needed} steps needed)"
             )
-    elif solver in FIXED_STEP_ONLY:
-        raise ValueError(f"solver {solver!r} has no error estimate: pass constant_step=True and dt0")
-    obs_key = check_observables(observables, save_states)
-    if event is not None and not isinstance(event, Event):
+    elif options["solver"] in FIXED_STEP_ONLY:
+        raise ValueError(f"solver {options['solver']!r} has no error estimate: pass constant_step=True and dt0")
+    obs_key = check_observables(options["observables"], options["save_states"])
+    if options["event"] is not None and not isinstance(options["event"], Event):
         raise ValueError("event must be a flows.Event")
     dtype = check_state(y0)
     check_finite_tree("args", args)
+    key_opts = (vector_field, *(obs_key if k == "observables" else options[k] for k in OPTIONS))
     # host arrays: the compiled program takes them as they are (a jnp.asarray is a dispatch each)
-    ts_arr = np.asarray(ts, dtype=dtype)
-    t0_arr = np.asarray(t0, dtype=dtype)
-    t1_arr = np.asarray(t1, dtype=dtype)
-    options = dict(
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        max_steps=max_steps,
-        observables=observables,
-        save_states=save_states,
-        event=event,
-        blowup=blowup,
-        progress=progress,
-        constant_step=constant_step,
-    )
-    key_opts = (
-        vector_field,
-        solver,
-        rtol,
-        atol,
-        dt0,
-        max_steps,
-        obs_key,
-        save_states,
-        event,
-        blowup,
-        progress,
-        constant_step,
-    )
-    return ts_arr, t0_arr, t1_arr, options, key_opts
+    return np.asarray(ts, dtype=dtype), np.asarray(t0, dtype=dtype), np.asarray(t1, dtype=dtype), options, key_opts
 
 
 def solve(
@@ -179,25 +136,8 @@ def solve(
     """
     throw = check_bool("throw", throw)
     y0 = as_state(y0)
-    ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(
-        vector_field,
-        y0,
-        t0,
-        t1,
-        ts,
-        args,
-        solver,
-        rtol,
-        atol,
-        dt0,
-        max_steps,
-        observables,
-        save_states,
-        event,
-        blowup,
-        progress,
-        constant_step,
-    )
+    options = {k: v for k, v in locals().items() if k in OPTIONS}
+    ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(vector_field, y0, t0, t1, ts, args, options)
     call_args = (y0, args, t0_arr, t1_arr, ts_arr, np.asarray(True))
     traj = execute(vector_field, options, key_opts, call_args, in_axes=None)
     if throw and not traj.ok:
@@ -299,7 +239,7 @@ def solve_batch(
     y0 = as_state(y0)
     check_state(y0)
     check_finite_tree("args", args)
-    sizes = set()
+    sizes: set = set()  # the leading sizes (None: a scalar leaf)
     if batch_args:
         leaves = jax.tree_util.tree_leaves(args)
         if not leaves:
@@ -310,24 +250,8 @@ def solve_batch(
     if None in sizes or len(sizes) != 1:
         raise ValueError(f"batched leaves of args/y0 must share one leading axis size, got {sizes}")
     example_y0 = jax.tree_util.tree_map(lambda a: a[0], y0) if batch_y0 else y0
-    ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(
-        vector_field,
-        example_y0,
-        t0,
-        t1,
-        ts,
-        None,
-        solver,
-        rtol,
-        atol,
-        dt0,
-        max_steps,
-        observables,
-        save_states,
-        event,
-        blowup,
-        False,
-    )
+    options = {"progress": False, "constant_step": False, **{k: v for k, v in locals().items() if k in OPTIONS}}
+    ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(vector_field, example_y0, t0, t1, ts, None, options)
     # Everything but args (if unbatched) and t1 carries the batch axis, so that a continuation after an
     # event (other start times, other states) reuses the same compiled program.
     (size,) = sizes

@@ -1,24 +1,13 @@
-"""Compile options of the library's own programs.
+"""Compile options of the library's own programs, passed per program (no global JAX or XLA setting changes).
 
-Compile time dominates a first call: a `flows.solve` of a scalar ODE with an event spends
-seconds in XLA and microseconds running. On the CPU backend most of that time is XLA's MLIR fusion
-emitters; with `xla_cpu_use_fusion_emitters=False` XLA uses its classic elemental emitters, which compile
-the same fused kernels in about half the time and run them as fast (measured in `benchmarks/`, and in the
-README's Performance section). The option is passed per program (`jax.jit(..., compiler_options=...)`,
-`Lowered.compile(compiler_options=...)`), only to the programs this library compiles: no global JAX or XLA
-setting changes. It is a `DebugOptions` field of every backend, and backends other than the CPU ignore it.
-
-`jit(..., one_shot=True)` is for small programs that run once per call and microseconds long (the random
-draws of a data set): they also get `xla_backend_optimization_level=0`, which halves their compile (the
-mean-field prompt sampler: 0.85 s -> 0.43 s) and may change a value in its last bit (no fused multiply-adds).
-
-`device_array(x, dtype)` moves host data (numpy arrays, Python scalars with a dtype) to the device without a
-compiled program: `jnp.asarray` of a numpy array runs a small jitted identity (`lax.stage`), and a dtype
-conversion a jitted `convert_element_type`, each about 20 ms of compile per new shape on a first call here.
-
-`config` is the one switch: `flows._xla.config.xla_defaults = True` compiles every program compiled after it
-with XLA's defaults instead (read when a program is compiled; the caches of compiled programs key on it through
-`options_key`).
+- `xla_cpu_use_fusion_emitters=False`: XLA's classic CPU emitters compile the same fused kernels in about half
+  the time and run them as fast; other backends ignore the option.
+- `jit(..., one_shot=True)`: small programs that run once per call (random draws of a data set) also get
+  `xla_backend_optimization_level=0`, which halves their compile (a value may change in its last bit).
+- `device_array(x, dtype)`: host data to the device by `jax.device_put`, without the small compiled program
+  that `jnp.asarray` of a numpy array (or a dtype conversion) costs on a first call.
+- `config.xla_defaults = True`: XLA's defaults for every program compiled after it (the caches of compiled
+  programs key on it through `options_key`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Events: stop a solve at a condition, or locate it without stopping (`Event(stop=False)`).
 
-A stopping event is a `diffrax.Event` inside the compiled solve; its crossing is located on the solver's
-dense interpolant of the step where it triggered, by bisection on that step (`BracketBisection`, an
-`optimistix.Bisection` that also works under vmap). Bisection, not Newton: the root is bracketed by the
-step by construction; Newton could not converge below one float32 ulp (a float32 `co.solve_flow` reported
-"solver failed" at its T1), and its derivative of the interpolant and its linear solve cost compile time
-(first call of y' = -a y with one event, alone on 2 cores: Newton 3.7-4.3 s, bisection 3.4 s, no event
-2.2 s; under load 22.2 s, 12.0 s, 9.7 s).
-A non-stopping event reruns the **same** compiled program from the event state with the event switched
-off; the two runs are merged on the host with numpy (eager JAX operations here would each compile a
-program of their own on first use).
+A stopping event is a `diffrax.Event` inside the compiled solve, its crossing located by bisection on the
+solver's dense interpolant of the step where it triggered (`BracketBisection`, which also works under vmap;
+the step brackets the root, and bisection reaches one float32 ulp where Newton may not). A non-stopping event
+reruns the same compiled program from the event state with the event switched off, and the two runs are
+merged on the host.
 """
 
 from __future__ import annotations
@@ -69,20 +64,24 @@ class BracketBisection(optx.Bisection):
       tolerance, whatever the scale of the condition.
     """
 
-    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
+    def init(
+        self, fn: Callable, y: Any, args: Any, options: dict, f_struct: Any, aux_struct: Any, tags: frozenset
+    ) -> Any:
         fn, f_struct = _summed(fn), _scalar_struct(f_struct)
         lower = jnp.asarray(options["lower"], f_struct.dtype)
         upper = jnp.asarray(options["upper"], f_struct.dtype)
         lower_val, _ = fn(lower, args)
         upper_val, _ = fn(upper, args)
         flip = (lower_val > upper_val) | ((lower_val == upper_val) & (lower_val >= 0))
-        state = optx.Bisection(self.rtol, self.atol, flip=True).init(fn, y, args, options, f_struct, aux_struct, tags)
+        # mypy reads optimistix's `norm` class attribute as an init field
+        plain: optx.Bisection = optx.Bisection(self.rtol, self.atol, flip=True)  # type: ignore[call-arg]
+        state = plain.init(fn, y, args, options, f_struct, aux_struct, tags)
         return eqx.tree_at(lambda st: st.flip, state, flip)
 
-    def step(self, fn, y, args, options, state, tags):
+    def step(self, fn: Callable, y: Any, args: Any, options: dict, state: Any, tags: frozenset) -> Any:
         return super().step(_summed(fn), y, args, options, state, tags)
 
-    def terminate(self, fn, y, args, options, state, tags):
+    def terminate(self, fn: Callable, y: Any, args: Any, options: dict, state: Any, tags: frozenset) -> Any:
         scale = self.atol + self.rtol * jnp.abs(y)
         # or the bracket cannot shrink any more in this dtype (float32 states: 1e-14 is below one ulp)
         mid = state.lower + 0.5 * (state.upper - state.lower)
@@ -106,7 +105,7 @@ def _scalar_struct(f_struct):
     return jax.ShapeDtypeStruct((), jnp.result_type(*[leaf.dtype for leaf in leaves]))
 
 
-def continue_after_event(fn, raw, args, t0, t1, ts, batched):
+def continue_after_event(fn: Callable, raw: dict, args: Any, t0: Any, t1: Any, ts: Any, batched: bool) -> dict:
     """Event with stop=False: rerun the compiled program `fn` from the event state with the event off.
 
     Members without an event (or with the event at t1) keep their first result; grid points after the event

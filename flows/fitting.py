@@ -1,44 +1,16 @@
-"""Power-law fits with bootstrap confidence intervals (system-agnostic; numpy only).
+"""Power-law fits with bootstrap confidence intervals (system-agnostic; numpy only), for the rates of Gao et
+al. 2024, Theorem 3.1 (the gap to the mean-field limit is O(1/L) in depth and O(sqrt(log L / M)) in width).
 
-Used by the rate experiments (Gao et al. 2024, Theorem 3.1: the gap to the mean-field limit is O(1/L) in
-depth and O(sqrt(log L / M)) in width): errors err measured over a grid of sizes
-(depth L, width M) and several seeds, fitted on log-log axes.
+- `power_law_fit`: ordinary least squares of log y on log x, y ~ C x^p (`slope` p, `intercept` log C).
+- `joint_power_fit`: log err = c + a log M + b log L, err ~ C M^a L^b.
+- `compare_models`: err ~ C g(M, L) for fixed shapes g, log C = mean(log err - log g), ranked by the RMS log
+  residual.
 
-**One-variable fit** (`power_law_fit`): ordinary least squares of log y on log x,
-
-    log y_i = c + p log x_i + r_i,        y ~ C x^p,   C = exp(c),
-
-so `slope` = p and `intercept` = c (natural log). `residual_std` is sqrt(sum r_i^2 / (n - 2)).
-
-**Joint fit** (`joint_power_fit`): log err_i = c + a log M_i + b log L_i + r_i, i.e. err ~ C M^a L^b.
-
-**Bootstrap intervals.** B = `n_boot` resamples of the data, each refitted by the same (weighted) least
-squares. With `seeds` (a group label per point, typically the seed index of the run that produced it)
-whole seeds are resampled (cluster bootstrap: a resampled seed brings every one of its points), which
-respects the correlation between the points of one seed (coupled initialisations make it strong); without
-it the points are resampled independently. Resamples whose x values are all equal (no slope defined) are
-dropped; `n_boot_used` says how many were kept. From the B replicates of a coefficient:
-
-- `interval="t"` (default): coef +- t_{G-1, (1+level)/2} sqrt(G/(G-1)) sd_boot, with G the number of seeds
-  (for the point bootstrap: n - p degrees of freedom and sqrt(n/(n-p)), p the number of coefficients);
-- `interval="percentile"`: [q_{(1-level)/2}, q_{(1+level)/2}], the percentile interval of the replicates.
-
-With few seeds the percentile interval is too narrow (the bootstrap variance is biased by (G - 1)/G, and
-the quantiles of G resampled clusters are coarse). Measured coverage of nominal 95% intervals for a slope
--1 with lognormal noise (sigma 0.2) on 6 x values, n_boot 500: with 5 seeds (1000 experiments) t 0.944,
-percentile 0.831; with 10 seeds (200 experiments) t 0.95, percentile 0.90; point bootstrap of 30 points
-(200 experiments) t 0.94, percentile 0.91. The joint fit's t intervals (5 seeds, 5 x 4 grid of (M, L), 300
-experiments) covered a in 0.93 and b in 0.94 of them.
-
-The interval estimates where the coefficient would fall over repetitions of the whole experiment (new
-seeds); a 95% interval that excludes a predicted slope is evidence against the prediction *at these sizes*
-(pre-asymptotic curvature shows up the same way, as a slope bias the interval does not account for).
-
-**Model comparison** (`compare_models`): err ~ C g(M, L) for fixed shapes g, with the one constant fitted
-in log space (log C = mean(log err - log g)), ranked by the RMS log residual.
-
-All inputs are validated: `ValueError` names the offending argument (non-positive or non-finite values,
-mismatched lengths, fewer than 3 points, fewer than 2 distinct x, a bad `level` or `n_boot`).
+The intervals come from B = `n_boot` least-squares refits of resamples: of whole seeds with `seeds` (a cluster
+bootstrap, which respects the correlation of one seed's points), else of points; degenerate resamples are
+dropped (`n_boot_used`). `interval="t"` (default) is coef +- t_{G-1} sqrt(G/(G-1)) sd_boot (G seeds; n - p and
+sqrt(n/(n-p)) for points), which keeps its coverage with few seeds where the percentile interval
+(`interval="percentile"`) is too narrow. See docs/systems/mean_field.md.
 """
 
 from __future__ import annotations
@@ -46,9 +18,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from scipy import stats
+
+from ._checks import check_choice, check_int, check_real
+
+ArrayLike = Any  # a 1-D array or a sequence of numbers
+Rng = np.random.Generator | int
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -107,28 +85,6 @@ def _same_length(named):
     if n < 3:
         raise ValueError(f"{', '.join(lengths)} need at least 3 points, got {n}")
     return n
-
-
-def _check_level(level):
-    if (
-        isinstance(level, bool)
-        or not isinstance(level, (int, float, np.floating, np.integer))
-        or not 0.0 < float(level) < 1.0
-    ):
-        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
-    return float(level)
-
-
-def _check_n_boot(n_boot):
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
-        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
-    return int(n_boot)
-
-
-def _check_interval(interval):
-    if interval not in INTERVALS:
-        raise ValueError(f"interval must be one of {INTERVALS}, got {interval!r}")
-    return interval
 
 
 def _groups(seeds, n):
@@ -245,7 +201,7 @@ class PowerLawFit:
         misses the target."""
         return _deviation(self.slope, self.slope_ci, target)
 
-    def predict(self, x) -> np.ndarray:
+    def predict(self, x: ArrayLike) -> np.ndarray:
         """exp(intercept) x^slope."""
         return np.exp(self.intercept) * np.asarray(x, dtype=float) ** self.slope
 
@@ -289,7 +245,7 @@ class JointPowerFit:
         value, ci = self._coef(which)
         return _deviation(value, ci, target)
 
-    def predict(self, M, L) -> np.ndarray:
+    def predict(self, M: ArrayLike, L: ArrayLike) -> np.ndarray:
         """exp(intercept) M^a L^b."""
         return np.exp(self.intercept) * np.asarray(M, dtype=float) ** self.a * np.asarray(L, dtype=float) ** self.b
 
@@ -309,22 +265,36 @@ class ModelFit:
 # --------------------------------------------------------------------------- fits
 
 
-def _fit(X, logy, groups, G, n_boot, level, interval, rng):
+def _fit(X, logy, seeds, n_boot, level, interval, rng):
+    """OLS of `logy` on `X` with bootstrap intervals: (coefficients, intervals, replicates, the fields every fit
+    result shares)."""
+    level = check_real("level", level, low=0.0, strict=True, high=1.0, high_strict=True)
+    n_boot, interval = check_int("n_boot", n_boot, 1), check_choice("interval", interval, INTERVALS)
     n, p = X.shape
+    groups, G = _groups(seeds, n)
     coef = _lstsq(X, logy)
     resid = logy - X @ coef
     residual_std = float(np.sqrt(resid @ resid / (n - p))) if n > p else 0.0
-    boot, used = _bootstrap(X, logy, groups, G, n_boot, rng)
+    boot, used = _bootstrap(X, logy, groups, G, n_boot, _rng(rng))
     if G < n:  # cluster bootstrap: G - 1 degrees of freedom, variance bias (G - 1)/G
         dof, inflation = G - 1, math.sqrt(G / (G - 1))
     else:  # point bootstrap: n - p degrees of freedom, HC1-like inflation
         dof, inflation = max(n - p, 1), math.sqrt(n / max(n - p, 1))
     ci = _intervals(coef, boot, level, interval, dof, inflation)
-    return coef, ci, boot, used, residual_std
+    bootstrap = "points" if seeds is None else "cluster"
+    shared = dict(n_points=n, n_groups=G, residual_std=residual_std, level=level, n_boot=n_boot, n_boot_used=used)
+    return coef, ci, boot, dict(shared, bootstrap=bootstrap, interval=interval)
 
 
 def power_law_fit(
-    x, y, *, seeds=None, n_boot: int = 2000, level: float = 0.95, rng=0, interval: str = "t"
+    x: ArrayLike,
+    y: ArrayLike,
+    *,
+    seeds: ArrayLike | None = None,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    rng: Rng = 0,
+    interval: str = "t",
 ) -> PowerLawFit:
     """Fit y ~ C x^slope: OLS of log y on log x, with a bootstrap interval (module docstring).
 
@@ -343,29 +313,28 @@ def power_law_fit(
     n = _same_length([("x", x), ("y", y)])
     if np.unique(x).size < 2:
         raise ValueError("x must hold at least 2 distinct values (a slope needs them)")
-    level, n_boot, interval = _check_level(level), _check_n_boot(n_boot), _check_interval(interval)
-    groups, G = _groups(seeds, n)
     X = np.stack([np.ones(n), np.log(x)], axis=1)
-    coef, ci, boot, used, rstd = _fit(X, np.log(y), groups, G, n_boot, level, interval, _rng(rng))
+    coef, ci, boot, shared = _fit(X, np.log(y), seeds, n_boot, level, interval, rng)
     return PowerLawFit(
         slope=float(coef[1]),
         intercept=float(coef[0]),
         slope_ci=(float(ci[1, 0]), float(ci[1, 1])),
         intercept_ci=(float(ci[0, 0]), float(ci[0, 1])),
-        n_points=n,
-        n_groups=G,
-        residual_std=rstd,
-        level=level,
-        n_boot=n_boot,
-        n_boot_used=used,
-        bootstrap="points" if seeds is None else "cluster",
-        interval=interval,
+        **shared,
         boot_slopes=boot[:, 1],
     )
 
 
 def joint_power_fit(
-    M, L, err, *, seeds=None, n_boot: int = 2000, level: float = 0.95, rng=0, interval: str = "t"
+    M: ArrayLike,
+    L: ArrayLike,
+    err: ArrayLike,
+    *,
+    seeds: ArrayLike | None = None,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    rng: Rng = 0,
+    interval: str = "t",
 ) -> JointPowerFit:
     """Fit err ~ C M^a L^b: OLS of log err on (1, log M, log L), with bootstrap intervals.
 
@@ -386,9 +355,7 @@ def joint_power_fit(
     X = np.stack([np.ones(n), np.log(M), np.log(L)], axis=1)
     if np.linalg.matrix_rank(X) < 3:
         raise ValueError("M, L: log M and log L are collinear (they vary in lockstep); a and b are not identified")
-    level, n_boot, interval = _check_level(level), _check_n_boot(n_boot), _check_interval(interval)
-    groups, G = _groups(seeds, n)
-    coef, ci, boot, used, rstd = _fit(X, np.log(err), groups, G, n_boot, level, interval, _rng(rng))
+    coef, ci, boot, shared = _fit(X, np.log(err), seeds, n_boot, level, interval, rng)
     return JointPowerFit(
         a=float(coef[1]),
         b=float(coef[2]),
@@ -396,19 +363,14 @@ def joint_power_fit(
         a_ci=(float(ci[1, 0]), float(ci[1, 1])),
         b_ci=(float(ci[2, 0]), float(ci[2, 1])),
         intercept_ci=(float(ci[0, 0]), float(ci[0, 1])),
-        n_points=n,
-        n_groups=G,
-        residual_std=rstd,
-        level=level,
-        n_boot=n_boot,
-        n_boot_used=used,
-        bootstrap="points" if seeds is None else "cluster",
-        interval=interval,
+        **shared,
         boot=boot,
     )
 
 
-def compare_models(M, L, err, models: Mapping[str, Callable] | None = None) -> list[ModelFit]:
+def compare_models(
+    M: ArrayLike, L: ArrayLike, err: ArrayLike, models: Mapping[str, Callable] | None = None
+) -> list[ModelFit]:
     """Fit err ~ C g(M, L) for each shape g in `models` and rank them by RMS log residual (best first).
 
     For each g the one constant is the least-squares fit in log space, log C = mean(log err - log g), and

@@ -33,7 +33,7 @@ def log_grid(t0: float, t1: float, num: int, first: float | None = None) -> np.n
     return np.concatenate([[float(t0)], rest])
 
 
-def check_horizon(t0, t1):
+def check_horizon(t0: float, t1: float) -> None:
     for name, value in (("t0", t0), ("t1", t1)):
         if not isinstance(value, (int, float, np.floating, np.integer)):
             raise ValueError(f"{name} must be a finite real number, got {value!r}")

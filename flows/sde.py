@@ -1,73 +1,16 @@
-"""`solve_sde`: stochastic differential equations with additive or general (multiplicative) noise, by diffrax.
+"""`solve_sde`: stochastic differential equations by diffrax, with constant steps.
 
-**Additive noise** (`sigma=`). The equation is the Itô (= Stratonovich, the noise being additive) SDE
+- Additive noise (`sigma=`): dy = f(t, y, args) dt + sigma dW, as `diffrax.MultiTerm(ODETerm(f),
+  ControlTerm(lineax.DiagonalLinearOperator(sigma), bm))`; the solvers of `SDE_SOLVERS`, strong orders in
+  `STRONG_ORDER`. A pytree state of one dtype is integrated as one flat vector (one Brownian motion).
+- General Itô noise (`diffusion=`, `noise_shape=`): dy = f dt + g(t, y, args) dW, g one (possibly low-rank)
+  `lineax.MatrixLinearOperator` on the flattened state. Only Euler-Maruyama (`GENERAL_NOISE_SOLVERS`)
+  converges to the Itô solution for non-commutative noise; the other solvers are refused.
+- The Brownian motion: `diffrax.VirtualBrownianTree` (`brownian="tree"`: one path per key whatever dt, for
+  strong-order checks) or `diffrax.UnsafeBrownianPath` (`"increments"`: the same law, cheaper, for moments).
 
-    dy = f(t, y, args) dt + sigma dW,
-
-where `sigma` is a non-negative scalar or a pytree of scalars/arrays broadcast to the leaves of `y`, and `W`
-is a standard Brownian motion with the structure of `y` (independent coordinates). It is assembled from
-diffrax parts only:
-
-    diffrax.MultiTerm(ODETerm(f), ControlTerm(lambda t, y, args: lineax.DiagonalLinearOperator(sigma), bm))
-
-with `bm = diffrax.VirtualBrownianTree(t0, t1, tol, shape=y, key=key)` (a space-time Lévy area tree for the
-solvers that need one), constant steps (`diffrax.ConstantStepSize`), and the solvers of `SDE_SOLVERS`.
-With `brownian="increments"` the Brownian motion is `diffrax.UnsafeBrownianPath` instead (one independent
-Gaussian increment per constant step, solved with `diffrax.ForwardMode`): the same law at a fraction of the
-cost (measured ~30x faster runs for 400 paths of a 16-column general noise), for moment (weak) checks over
-many paths; it is not refinable in dt, so strong-order checks keep the tree.
-
-Strong orders for ADDITIVE noise (`sigma=`):
-
-| name    | diffrax solver | strong order | Brownian tree          |
-|---------|----------------|--------------|------------------------|
-| "euler" | `Euler` (Euler-Maruyama) | 1.0 | increments             |
-| "heun"  | `Heun`         | 1.0          | increments             |
-| "sea"   | `SEA`          | 1.0          | space-time Lévy area   |
-| "sra1"  | `SRA1`         | 1.5          | space-time Lévy area   |
-| "shark" | `ShARK`        | 1.5          | space-time Lévy area   |
-
-(Euler-Maruyama has strong order 1/2 for general noise; with additive noise the Milstein correction vanishes
-and it has strong order 1.) With `sigma = 0` every solver is the deterministic method of the same name
-(`flows.solve(..., solver="euler"/"heun", constant_step=True)` to rounding for "euler" and "heun").
-
-A pytree state whose leaves share one dtype is integrated as one flat vector (`jax.flatten_util.ravel_pytree`;
-the drift, the observables and the saved states still see the pytree): one Brownian tree instead of one per
-leaf, the same law (independent coordinates), and a much shorter compilation.
-
-The Brownian motion is reproducible: one `key` (or an integer seed) gives one path, whatever `dt`; a path
-refined at a smaller `dt` with the same key and the same `tol` is the SAME path, which is what strong-error
-(pathwise) convergence checks need. Many independent paths are one `jax.vmap` over split keys. Inside the
-compiled program the key is rewrapped by `flows._prng.fused` (JAX's threefry2x32 with the hash unrolled):
-diffrax draws the same path as on the caller's key (tests), and the CPU program compiles and runs faster.
-
-**General noise** (`diffusion=`, `noise_shape=`). The Itô SDE
-
-    dy = f(t, y, args) dt + g(t, y, args) dW,     W a standard Brownian motion of shape `noise_shape`,
-
-where `g(t, y, args)` returns, for each leaf of `y`, an array of shape `leaf.shape + noise_shape`: the noise
-enters as the contraction `sum_k g[..., k] dW_k`, a (possibly low-rank) matrix-vector product. The noise
-covariance per unit time is `g g^T` (leaves and W flattened), so a factor with `m = prod(noise_shape)` columns
-gives a rank-`m` covariance without ever forming a dense `D x D` matrix (the SGD SDE of
-`flows.optim_limits.noise` passes the per-sample gradient deviations as the `m = n` columns). The state is
-flattened (`ravel_pytree`) to a vector of size D, `g` to a `D x m` matrix, and the diffrax term is
-
-    diffrax.MultiTerm(ODETerm(f), ControlTerm(lambda t, y, args: lineax.MatrixLinearOperator(G), bm))
-
-with `bm` a `VirtualBrownianTree` of shape `(m,)`. The noise is in general NON-commutative (the columns' flows
-do not commute), and the equation is read in the Itô sense (SGD is an Itô limit: the noise of a step is drawn
-at the step's start). Of diffrax's solvers only Euler-Maruyama (`"euler"`, `diffrax.Euler`, an
-`AbstractItoSolver`) converges to the Itô solution for non-commutative noise: strong order 1/2, WEAK order 1
-(moments err by O(dt)). It is the only solver accepted here; every other name is a `ValueError`:
-`"heun"`, `"sea"` (and diffrax's Midpoint, ReversibleHeun, EulerHeun, SPaRK, GeneralShARK, the Milstein
-methods' Stratonovich version) converge to the Stratonovich solution, which differs from the Itô one by the
-drift `1/2 sum_k (dg_k/dy) g_k`; `"sra1"`, `"shark"` are for additive noise only; and diffrax's `ItoMilstein`
-assumes commutative noise (not checked by diffrax), which a low-rank gradient-noise factor does not satisfy.
-A zero factor (`g = 0`) is the Euler ODE solve exactly.
-
-It returns the `flows.Trajectory` record of `flows.solve` (`t_event` is `nan`, `rtol` and `atol` are `nan`:
-there is no error control). A non-finite state gives `status="nonfinite"` and raises `flows.FlowError` unless
-`throw=False`.
+It returns the `flows.Trajectory` of `flows.solve` (`t_event`, `rtol`, `atol` are `nan`); a non-finite state
+gives `status="nonfinite"` and raises `flows.FlowError` unless `throw=False`.
 """
 
 from __future__ import annotations
@@ -76,6 +19,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import diffrax
 import jax
@@ -84,14 +28,16 @@ import lineax as lx
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from . import _program
 from ._checks import INT_MAX, SEED_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real
 from ._inputs import as_state, check_observables, check_save_times, check_state
 from ._prng import fused
-from ._program import all_finite, compiled, max_abs, saved_outputs, signature
+from ._program import all_finite, max_abs, saved_outputs, signature
 from .grids import check_horizon
 from .trajectory import MAX_STEPS, NONFINITE, OK, OTHER, STATUS_NAMES, FlowError, Trajectory
 
 logger = logging.getLogger(__name__)
+PyTree = Any  # an array or a pytree of arrays
 
 __all__ = ["BROWNIAN", "GENERAL_NOISE_SOLVERS", "SDE_SOLVERS", "STRONG_ORDER", "solve_sde"]
 
@@ -211,9 +157,8 @@ def _check_diffusion(diffusion, t0, y0, args, noise_shape):
 BROWNIAN = ("tree", "increments")
 
 
-def _build(
-    drift, *, solver, tol, max_steps, observables, save_states, diffusion=None, noise_shape=None, brownian="tree"
-):
+def _build(drift, solver, tol, max_steps, observables, save_states, diffusion, noise_shape, brownian):
+    """The function `(y0, args, sigma, key, t0, t1, ts, dt) -> raw outputs` of one path (`solve_sde` jits it)."""
     solver_cls, levy = SDE_SOLVERS[solver]
     solver_obj = solver_cls()
     save = saved_outputs(observables, save_states)
@@ -311,16 +256,16 @@ def _message(code, t_final, t_bad, t1, y_end_max, max_steps):
 
 def solve_sde(
     drift: Callable,
-    y0,
+    y0: PyTree,
     *,
-    sigma=None,
+    sigma: PyTree = None,
     t1: float,
     dt: float,
     t0: float = 0.0,
     ts: Sequence[float] | np.ndarray | None = None,
-    args=None,
+    args: PyTree = None,
     solver: str = "euler",
-    key=None,
+    key: jax.Array | None = None,
     seed: int | None = None,
     num_paths: int | None = None,
     tol: float | None = None,
@@ -423,49 +368,17 @@ def solve_sde(
         sig = None
     keys, batched = _as_keys(key, seed, num_paths)
 
-    ts_arr = jnp.asarray(ts, dtype=dtype)
-    call_args = (
-        y0,
-        args,
-        sig,
-        keys,
-        jnp.asarray(t0, dtype=dtype),
-        jnp.asarray(t1, dtype=dtype),
-        ts_arr,
-        jnp.asarray(dt, dtype=dtype),
-    )
+    ts_arr, t0_arr, t1_arr, dt_arr = (jnp.asarray(x, dtype=dtype) for x in (ts, t0, t1, dt))
+    call_args = (y0, args, sig, keys, t0_arr, t1_arr, ts_arr, dt_arr)
     tree_tol = tol if brownian == "tree" else None  # the increments do not use tol: one program for every dt
-    cache_key = (
-        "sde",
-        batched,
-        drift,
-        solver,
-        tree_tol,
-        int(max_steps),
-        obs_key,
-        save_states,
-        signature(call_args[:3] + call_args[4:]),
-        jnp.shape(keys),
-        diffusion,
-        noise_shape,
-        brownian,
-    )
+    static = (solver, tree_tol, int(max_steps), obs_key, save_states, diffusion, noise_shape, brownian)
+    cache_key = ("sde", batched, drift, *static, signature(call_args[:3] + call_args[4:]), jnp.shape(keys))
 
     def build():
-        run = _build(
-            drift,
-            solver=solver,
-            tol=tol,
-            max_steps=int(max_steps),
-            observables=observables,
-            save_states=save_states,
-            diffusion=diffusion,
-            noise_shape=noise_shape,
-            brownian=brownian,
-        )
+        run = _build(drift, solver, tol, int(max_steps), observables, save_states, diffusion, noise_shape, brownian)
         return jax.vmap(run, in_axes=(None, None, None, 0, None, None, None, None)) if batched else run
 
-    fn, compile_s = compiled(cache_key, build, call_args)
+    fn, compile_s = _program.compiled(cache_key, build, call_args)  # the one compile hook of every solve
     start = time.perf_counter()
     raw = jax.block_until_ready(fn(*call_args))
     run_s = time.perf_counter() - start

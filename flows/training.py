@@ -24,6 +24,8 @@ import dataclasses
 import math
 import time
 import warnings
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +36,10 @@ from ._checks import check_choice, check_int, check_real, real_array
 from ._prng import fused
 from ._program import all_finite, compiled, signature
 from .trajectory import FlowError
+
+PyTree = Any  # a pytree of arrays
+ArrayLike = Any  # an array or a (nested) sequence of numbers
+Rate = float | dict  # one learning rate, or one per parameter group
 
 __all__ = [
     "NetworkRecord",
@@ -62,7 +68,7 @@ class TrainingError(FlowError):
       before it (`None` if not even step 0 was finite).
     """
 
-    def __init__(self, message: str, step: int, record=None):
+    def __init__(self, message: str, step: int, record: NetworkRecord | None = None):
         super().__init__(message, record)
         self.step = int(step)
         self.record = record
@@ -110,18 +116,18 @@ class NetworkRecord:
         return self.ts
 
 
-def flow_time(lr: float, steps, momentum: float | None = None) -> np.ndarray:
+def flow_time(lr: float, steps: ArrayLike, momentum: float | None = None) -> np.ndarray:
     """t = lr * steps / (1 - momentum): the one momentum clock of every system (`momentum=None` or 0: lr * step)."""
     beta = 0.0 if momentum is None else float(momentum)
     return float(lr) * np.asarray(steps, dtype=float) / (1.0 - beta)
 
 
-def clock_rate(lr) -> float:
+def clock_rate(lr: Rate) -> float:
     """The rate of the clock: `lr`, or the largest rate of a dict of one per group."""
     return max(lr.values()) if isinstance(lr, dict) else lr
 
 
-def check_lr(lr, groups, name: str = "lr"):
+def check_lr(lr: Rate, groups: Sequence[str], name: str = "lr") -> Rate:
     """A positive rate, or a dict with one per parameter group in `groups` (ValueError naming `name`)."""
     if isinstance(lr, dict):
         if set(lr) != set(groups):
@@ -133,7 +139,7 @@ def check_lr(lr, groups, name: str = "lr"):
     return check_real(name, lr, low=0.0, strict=True)
 
 
-def check_momentum(optimizer: str, momentum, allowed=("sgd",)) -> float:
+def check_momentum(optimizer: str, momentum: float | None, allowed: Sequence[str] = ("sgd",)) -> float:
     """`momentum` beta in [0, 1) (`None`: 0), nonzero only with an optimiser in `allowed`."""
     beta = 0.0 if momentum is None else check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
     if beta and optimizer not in allowed:
@@ -143,7 +149,7 @@ def check_momentum(optimizer: str, momentum, allowed=("sgd",)) -> float:
     return beta
 
 
-def save_steps(steps: int, save_every=1, explicit=None) -> np.ndarray:
+def save_steps(steps: int, save_every: int = 1, explicit: ArrayLike | None = None) -> np.ndarray:
     """The saved step numbers: every `save_every`-th step and the last, or the `explicit` ones (step 0 is
     always saved)."""
     if explicit is not None:
@@ -157,7 +163,7 @@ def save_steps(steps: int, save_every=1, explicit=None) -> np.ndarray:
     return arr if arr[-1] == steps else np.concatenate([arr, [steps]])
 
 
-def with_seed_init(config, config_type: type, seed=None, init=None):
+def with_seed_init(config: Any, config_type: type, seed: int | None = None, init: str | None = None) -> Any:
     """`config` with `seed` and/or `init` replaced (`None` keeps the config's): the `seed=`, `init=` keywords
     of `train` and `solve_flow` (ValueError naming a bad value)."""
     if not isinstance(config, config_type):
@@ -167,13 +173,17 @@ def with_seed_init(config, config_type: type, seed=None, init=None):
     new = {k: v for k, v in (("seed", seed), ("init", init)) if v is not None}
     if not new:
         return config
-    return config.replace(**new) if hasattr(config, "replace") else dataclasses.replace(config, **new)
+    if hasattr(config, "replace"):
+        return config.replace(**new)
+    return dataclasses.replace(config, **new)  # type: ignore[type-var]  # config_type is a dataclass
 
 
 OPTIMIZERS = ("gd", "sgd", "adam")
 
 
-def make_optimizer(optimizer: str, lr, momentum: float | None = None, *, labels=None, scale=None):
+def make_optimizer(
+    optimizer: str, lr: Rate, momentum: float | None = None, *, labels: dict | None = None, scale: dict | None = None
+) -> optax.GradientTransformation:
     """The optax transformation of `optimizer` ("gd" and "sgd": `optax.sgd`, heavy ball when `momentum` is
     not `None`; "adam": `optax.adam`) with its rates injected as hyperparameters: they live in the optimiser
     state, so one compiled program serves every rate of one structure.
@@ -202,7 +212,16 @@ def make_optimizer(optimizer: str, lr, momentum: float | None = None, *, labels=
     )
 
 
-def training_program(loss, observe, optimizer, *, sample=None, finite=all_finite, snapshot=None):
+def training_program(
+    loss: Callable,
+    observe: Callable,
+    optimizer: optax.GradientTransformation,
+    *,
+    sample: Callable | None = None,
+    finite: Callable = all_finite,
+    snapshot: Callable | None = None,
+    timed: bool = False,
+) -> Callable:
     """The training loop: `run(params, opt_state, key, increments, data, losses)`.
 
     **Arguments:**
@@ -214,6 +233,7 @@ def training_program(loss, observe, optimizer, *, sample=None, finite=all_finite
       rewrapped by `flows._prng.fused`); `None`: full batch.
     - `finite(params)`: whether a step's parameters are acceptable (default: all entries finite).
     - `snapshot(params)`: what to keep of the parameters at each saved step (`None`: nothing).
+    - `timed`: `observe(params, data, step)` is also given the step number (an int32 array).
 
     `increments` are the steps between consecutive saved steps; `losses` a zeros array of one entry per step
     to record the batch loss of each step in (or of length 0 not to). The first saved step is a segment of 0
@@ -242,7 +262,8 @@ def training_program(loss, observe, optimizer, *, sample=None, finite=all_finite
 
         def segment(carry, num):
             carry = jax.lax.fori_loop(0, num, one_step, carry)
-            return carry, (observe(carry[0], data), None if snapshot is None else snapshot(carry[0]))
+            seen = observe(carry[0], data, carry[3]) if timed else observe(carry[0], data)
+            return carry, (seen, None if snapshot is None else snapshot(carry[0]))
 
         key = fused(key) if sample is not None else key
         start = (params, opt_state, key, jnp.asarray(0, jnp.int32), jnp.asarray(-1, jnp.int32), losses)
@@ -253,7 +274,18 @@ def training_program(loss, observe, optimizer, *, sample=None, finite=all_finite
     return run
 
 
-def run_training(name, structure, build, params, opt_state, key, save, data, *, batch_loss=False):
+def run_training(
+    name: str,
+    structure: Hashable,
+    build: Callable,
+    params: PyTree,
+    opt_state: PyTree,
+    key: PyTree,
+    save: np.ndarray,
+    data: PyTree,
+    *,
+    batch_loss: bool = False,
+) -> tuple:
     """Compile (once per `name`, `structure` and argument shapes) and run `build()`, a `training_program`, for
     the saved steps `save`. Returns `(final params, series, snapshots, losses, bad, compile_s, run_s)` as
     numpy (the parameters stay arrays; `bad` is an array of one entry per run when `build()` is vmapped)."""
@@ -270,7 +302,7 @@ def run_training(name, structure, build, params, opt_state, key, save, data, *, 
     return final, series, snaps, np.asarray(losses), np.asarray(bad), compile_s, run_s
 
 
-def first_nonfinite_step(saved_steps, observables: dict, param_step: int = -1) -> int:
+def first_nonfinite_step(saved_steps: ArrayLike, observables: dict, param_step: int = -1) -> int:
     """The first step at which a run is non-finite: `param_step` (the first step with non-finite parameters,
     -1 if none) or the first saved step at which an observable is NaN or inf, whichever comes first; -1 if
     neither."""
@@ -285,17 +317,17 @@ def first_nonfinite_step(saved_steps, observables: dict, param_step: int = -1) -
 
 
 def finish(
-    save,
-    series,
+    save: np.ndarray,
+    series: dict,
     bad: int = -1,
     *,
-    params,
+    params: PyTree,
     clock: float,
     momentum: float = 0.0,
-    snapshots=None,
-    batch_loss=None,
+    snapshots: dict | None = None,
+    batch_loss: np.ndarray | None = None,
     hint: str = "lower the learning rate",
-    **fields,
+    **fields: Any,
 ) -> NetworkRecord:
     """The `NetworkRecord` of a run, or `TrainingError` carrying it truncated at the first non-finite step.
 
@@ -353,7 +385,7 @@ def _series(record, name):
     return ts[keep], ys[keep]
 
 
-def event_time(record, name: str, level: float = 0.0, direction: bool | None = True) -> float:
+def event_time(record: Any, name: str, level: float = 0.0, direction: bool | None = True) -> float:
     """The first time the observable `name` of `record` crosses `level`, as `flows.Event` defines a crossing.
 
     - `direction`: `True` an upcrossing (from below `level` to at or above it), `False` a downcrossing (from

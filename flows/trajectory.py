@@ -23,10 +23,10 @@ STUCK = (MAX_STEPS, DT_MIN, OTHER)
 class FlowError(RuntimeError):
     """A flow could not be integrated to its horizon; the message says what happened and where.
 
-    The partial `Trajectory` is available as `error.trajectory`.
+    The partial `Trajectory` (a network record for `flows.training.TrainingError`) is `error.trajectory`.
     """
 
-    def __init__(self, message: str, trajectory: Trajectory | None = None):
+    def __init__(self, message: str, trajectory: Any = None):
         super().__init__(message)
         self.trajectory = trajectory
 
@@ -74,16 +74,7 @@ class Trajectory:
         if isinstance(self.status, str):
             raise TypeError("indexing is only defined for a batched Trajectory (from solve_batch)")
         take = lambda x: jax.tree_util.tree_map(lambda a: a[i], x)
-        per_member = (
-            "ts",
-            "status",
-            "message",
-            "t_final",
-            "t_event",
-            "num_steps",
-            "num_accepted_steps",
-            "num_rejected_steps",
-        )
+        per_member = "ts status message t_final t_event num_steps num_accepted_steps num_rejected_steps".split()
         return dataclasses.replace(
             self,
             ys=None if self.ys is None else take(self.ys),
@@ -144,18 +135,9 @@ def decode(raw, options, t1, batched, compile_s, run_s) -> Trajectory:
     rhs_ok = np.atleast_1d(np.asarray(raw["rhs_finite"]))
     codes = np.where(np.isin(codes, STUCK) & ~rhs_ok, NONFINITE, codes)
     statuses = tuple(STATUS_NAMES[int(c)] for c in codes)
+    settings = (options["max_steps"], options["event"], options["blowup"], options["solver"])
     messages = tuple(
-        message(
-            int(c),
-            float(tf),
-            float(t1),
-            float(ym),
-            options["max_steps"],
-            options["event"],
-            options["blowup"],
-            options["solver"],
-            bool(ok),
-        )
+        message(int(c), float(tf), float(t1), float(ym), *settings, bool(ok))
         for c, tf, ym, ok in zip(codes, t_final, ymax, rhs_ok, strict=True)
     )
     return Trajectory(

@@ -1,92 +1,30 @@
-"""The SGD SDE: the diffusion limit of minibatch SGD, with a low-rank noise factor.
+"""The SGD SDE (the diffusion limit of minibatch SGD, with a low-rank noise factor) and the Adam SDE.
 
-**The limit.** Minibatch SGD with learning rate lr and batch size B on n samples,
+- `sgd_sde`: d theta = -grad L dt + sqrt(lr c / B) G dW on the clock t = lr * step (Li, Tai, E 2019, JMLR 20,
+  the stochastic modified equation of SGD), G = [g_1 - gbar, ..., g_n - gbar] / sqrt(n) the per-sample
+  gradient deviations (Sigma = G G^T, never formed), c = 1 with replacement, (n - B) / (n - 1) without.
+  `weights=` makes the data a finite population (c = 1, the exact population covariance).
+- `adam_sde`: the Adam SDE of the square-root scaling rule (Malladi, Lyu, Panigrahi, Arora 2022, NeurIPS,
+  Definition and Theorem of the Adam SDE), clock lr^2 * step, noise-dominated regime.
+- `run_sgd`: the discrete minibatch SGD the SGD SDE is held against.
 
-    theta_{k+1} = theta_k - lr * g_B(theta_k),     g_B = (1/B) sum_{i in batch} g_i,   g_i = grad l(theta, x_i),
-
-has E[g_B] = grad L (L = (1/n) sum_i l(theta, x_i), the full-batch loss) and Cov[g_B] = c * Sigma(theta) / B
-with the per-sample gradient covariance
-
-    Sigma(theta) = (1/n) sum_i (g_i - gbar)(g_i - gbar)^T,       gbar = grad L,
-
-and c = 1 for a batch drawn WITH replacement (B i.i.d. uniform indices), c = (n - B) / (n - 1) for a batch
-drawn WITHOUT replacement (B distinct indices, the finite-population correction; c = 0 at B = n, full-batch
-GD). On the clock t = lr * step the step is theta(t + lr) = theta(t) - lr grad L + lr * (noise of covariance
-c Sigma / B), which is the Euler-Maruyama step of the Itô SDE
-
-    d theta = -grad L(theta) dt + sqrt(lr c / B) * Sigma(theta)^{1/2} dW                    (the SGD SDE)
-
-with time step lr (Li, Tai, E 2017/2019, "Stochastic modified equations and dynamics of stochastic gradient
-algorithms", JMLR 20; the weak error of SGD against this SDE over a fixed horizon is O(lr): weak order 1).
-The square root is never formed: Sigma = G G^T with the LOW-RANK factor
-
-    G = [g_1 - gbar, ..., g_n - gbar] / sqrt(n)        (P x n, rank <= n - 1),
-
-so the diffusion is `sqrt(lr c / B) * G` acting on an n-dimensional Brownian motion W (one column per
-sample): the same law as any other square root of Sigma (the law of G dW is N(0, G G^T dt)), no dense P x P
-matrix, cost O(n P) per step. `flows.solve_sde(..., diffusion=, noise_shape=(n,))` solves it (Euler-Maruyama,
-the Itô solver; the noise is multiplicative and non-commutative).
-
-**Which sampling our trainers use.** optax only applies updates; the batch is the trainer's choice.
-`flows.cooccurrence.train` draws each step's batch as `jax.random.permutation(key, n)[:B]`: B distinct
-samples (without replacement within a step), independently across steps, so c = (n - B) / (n - 1)
-(`replacement=False`, the default here, and `run_sgd` below draws batches the same way). Scan and Snap
-(`flows.scan_snap.train`) samples fresh sequences from the data distribution at every step: the population
-is infinite, the batch is i.i.d., c = 1 with Sigma the population covariance of the per-sequence gradient
-(`replacement=True` over a finite sample only estimates it).
-
-**Zero noise.** `batch_size=None` (B -> infinity, or full batch) or `noise=False` sets the diffusion scale
-to 0: the SDE is then gradient flow, and its Euler-Maruyama solve is `flows.solve`'s constant-step Euler of
-`flows.optim_limits.gradient_flow` (a test, to 1e-10).
-
-**A finite population** (`weights=`): when each batch is B i.i.d. draws from a weighted set of samples (a
-population with probabilities w_i, e.g. Scan and Snap's enumerated (class, count vector) pairs), c = 1,
-L = sum_i w_i l_i and G has the columns sqrt(w_i) (g_i - gbar), gbar = sum_i w_i g_i: the exact population
-covariance, not an estimate.
-
-The data are a pytree whose leaves share a leading sample axis n; `per_sample_loss(theta, sample)` is the
-loss of ONE sample (a slice of every leaf), vmapped over the samples here. The drift and the diffusion read
-the data and the scale lr c / B from `args` (`SGDSDE.args`), and they are cached per loss, so one compiled
-program serves every rate and batch size of one shape.
-
-**The Adam SDE** (`adam_sde`; Malladi, Lyu, Panigrahi, Arora 2022, "On the SDEs and scaling rules for
-adaptive gradient algorithms", NeurIPS, the Adam SDE of their Definition and Theorem). Adam(lr, b1, b2, eps)
-on a noisy gradient g~ = grad L + sigma * (noise of covariance Sigma) in the NOISE-DOMINATED regime the
-theorem needs: with the square-root scaling
-
-    c1 = (1 - b1) / lr^2,  c2 = (1 - b2) / lr^2,  sigma0 = sigma lr,  eps0 = eps lr  (held fixed as lr -> 0),
-
-and the clock t = lr^2 * step, (theta, m, u = v / sigma^2) converge weakly to
-
-    d theta = -(sqrt(gamma2) / gamma1) P^{-1} m dt,    P = sigma0 sqrt(u) + eps0 sqrt(gamma2)   (elementwise)
-    d m     = c1 (grad L - m) dt + c1 sigma0 Sigma^{1/2} dW,
-    d u     = c2 (diag Sigma - u) dt,                  gamma_i(t) = 1 - exp(-c_i t),
-
-m(0) = u(0) = 0. The drift of theta is mhat / (sigma0 sqrt(uhat) + eps0) with mhat = m / gamma1, uhat =
-u / gamma2: the Adam ODE's form with v -> sigma0^2 u (the squared mean gradient is negligible against the
-noise, (lr grad L / sigma0)^2 -> 0, and u's own fluctuations average out on the clock lr^2). As in the Adam
-ODE, gamma1, gamma2 are integrated as states (dw/dt = c (1 - w), w(0) = 0: Euler-Maruyama at dt = lr^2
-gives Adam's 1 - b^step exactly) and at t = 0 mhat, uhat take their drift limits grad L, diag Sigma.
-For minibatch SGD noise sigma^2 = c / B (`batch_covariance_factor`), so sigma0 = lr sqrt(c / B): the
-square-root scaling rule (B -> kappa B: lr -> sqrt(kappa) lr, 1 - b_i -> kappa (1 - b_i), eps -> eps /
-sqrt(kappa)). `adam_sde_hyper(lr, c1, c2, sigma0, eps0)` gives the discrete settings of one scaling.
-Zero noise (sigma0 = 0) is NOT the Adam ODE: it is momentum SGD preconditioned by 1 / eps0 (the SDE only
-describes the noise-dominated regime); `noise=False` keeps sigma0 in P but switches the Brownian term off.
+See docs/systems/optim_limits.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax.flatten_util import ravel_pytree
 
 from .._checks import INT_MAX, check_bool, check_int, check_real
-from .._prng import fused
-from .._xla import options_key
+from ..training import run_training, training_program
+from ..trajectory import Trajectory
 from .ode import bias_corrected, cached
 
 __all__ = [
@@ -104,6 +42,8 @@ __all__ = [
 ]
 
 _tmap = jax.tree_util.tree_map
+PyTree = Any  # a pytree of arrays
+ArrayLike = Any  # an array or a sequence of numbers
 
 
 class SGDSDE(NamedTuple):
@@ -137,7 +77,7 @@ def _num_samples(data) -> int:
     leaves = jax.tree_util.tree_leaves(data)
     if not leaves:
         raise ValueError("data must contain at least one array (leading axis = samples)")
-    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
+    sizes: set = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
     if None in sizes or len(sizes) != 1:
         raise ValueError(
             f"data leaves must share one leading sample axis, got leading sizes {sorted(str(s) for s in sizes)}"
@@ -148,7 +88,7 @@ def _num_samples(data) -> int:
     return int(n)
 
 
-def per_sample_grads(per_sample_loss, theta, data):
+def per_sample_grads(per_sample_loss: Callable, theta: PyTree, data: PyTree) -> PyTree:
     """The per-sample gradients g_i = grad l(theta, x_i): theta's pytree, every leaf with a leading axis n."""
     return jax.vmap(jax.grad(per_sample_loss), in_axes=(None, 0))(theta, data)
 
@@ -163,7 +103,7 @@ def _weighted(per_sample_loss, theta, data, weights):
     return grads, gbar, w
 
 
-def noise_factor(per_sample_loss, theta, data, weights=None):
+def noise_factor(per_sample_loss: Callable, theta: PyTree, data: PyTree, weights: ArrayLike | None = None) -> PyTree:
     """G = [g_1 - gbar, ..., g_n - gbar] / sqrt(n): for each leaf of theta an array of shape leaf.shape + (n,),
     so that Sigma = G G^T (leaves flattened) is the per-sample gradient covariance (1/n normalisation).
     With population `weights` w (n,) (summing to 1): columns sqrt(w_i) (g_i - gbar), gbar = sum_i w_i g_i."""
@@ -177,7 +117,9 @@ def noise_factor(per_sample_loss, theta, data, weights=None):
     return _tmap(leaf, grads, gbar)
 
 
-def gradient_covariance(per_sample_loss, theta, data, weights=None):
+def gradient_covariance(
+    per_sample_loss: Callable, theta: PyTree, data: PyTree, weights: ArrayLike | None = None
+) -> jax.Array:
     """The DENSE per-sample gradient covariance Sigma (P x P, theta flattened with `ravel_pytree`); for checks
     on small P only (the SDE uses `noise_factor`). `weights` as in `noise_factor`."""
     grads, _, w = _weighted(per_sample_loss, theta, data, weights)
@@ -186,7 +128,7 @@ def gradient_covariance(per_sample_loss, theta, data, weights=None):
     return (dev * w[:, None]).T @ dev
 
 
-def batch_covariance_factor(n, batch_size, replacement=False) -> float:
+def batch_covariance_factor(n: int, batch_size: int | None, replacement: bool = False) -> float:
     """c in Cov[g_B] = c Sigma / B: 1 with replacement, (n - B) / (n - 1) without (0 for `batch_size=None`)."""
     n = check_int("n", n, 2)
     if batch_size is None:
@@ -235,7 +177,14 @@ def _dtype_and_weights(data, n, weights):
 
 
 def sgd_sde(
-    per_sample_loss, data, batch_size, lr, *, replacement: bool = False, noise: bool = True, weights=None
+    per_sample_loss: Callable,
+    data: PyTree,
+    batch_size: int | None,
+    lr: float,
+    *,
+    replacement: bool = False,
+    noise: bool = True,
+    weights: ArrayLike | None = None,
 ) -> SGDSDE:
     """The SGD SDE d theta = -grad L dt + sqrt(lr c / B) G dW of SGD(lr, batch_size) on `data` (module
     docstring), clock t = lr * step.
@@ -273,18 +222,18 @@ def sgd_sde(
 
 def solve_sgd_sde(
     sde: SGDSDE,
-    theta0,
-    ts,
+    theta0: PyTree,
+    ts: ArrayLike,
     *,
     dt: float,
-    key=None,
+    key: jax.Array | None = None,
     seed: int | None = None,
     num_paths: int | None = None,
     observables: Mapping[str, Callable] | Callable | None = None,
     save_states: bool = True,
     brownian: str = "increments",
-    **kwargs,
-):
+    **kwargs: Any,
+) -> Trajectory:
     """`flows.solve_sde(sde.drift, theta0, diffusion=sde.diffusion, noise_shape=sde.noise_shape, args=sde.args,
     t1=ts[-1], ts=ts, dt=dt, ...)` from t0 = 0 (Euler-Maruyama). `dt` should be well below `sde.lr` (the SDE,
     not SGD's own discretisation of it). Observables are functions of (t, theta, args) with
@@ -318,21 +267,21 @@ def solve_sgd_sde(
 
 
 def run_sgd(
-    per_sample_loss,
-    theta0,
-    data,
-    batch_size,
-    lr,
-    steps,
+    per_sample_loss: Callable,
+    theta0: PyTree,
+    data: PyTree,
+    batch_size: int,
+    lr: float,
+    steps: int,
     *,
     num_runs: int | None = None,
     seed: int = 0,
-    keys=None,
+    keys: jax.Array | None = None,
     save_every: int | None = None,
     replacement: bool = False,
-    observables: Mapping[str, Callable],
+    observables: Mapping[str, Callable] | Callable,
     extra_args: dict | None = None,
-):
+) -> dict:
     """`num_runs` independent minibatch runs of `optax.sgd(lr)` (one vmapped program over batch seeds): the
     observables at steps 0, save_every, ..., steps, as `{"steps", "ts" (= lr * steps), name: (runs, saves)}`.
 
@@ -373,60 +322,35 @@ def run_sgd(
             "f(t, theta, args) -> dict of named arrays"
         )
     obs_items = observables if callable(observables) else tuple(sorted(observables.items(), key=lambda kv: kv[0]))
-    saved = np.arange(0, steps + 1, save_every)
-    program = _sgd_program(per_sample_loss, batch_size, replacement, saved.size - 1, obs_items, options_key())
     theta0 = _tmap(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0))
-    out = program(theta0, keys, data, jnp.asarray(lr, dtype), jnp.asarray(save_every, jnp.int32), extra_args)
+    lr_arr = jnp.asarray(lr, dtype)
+    opt = optax.inject_hyperparams(optax.sgd)(learning_rate=lr_arr)  # lr in the state: one program for every lr
+
+    def sample(data, key, step):
+        n = jax.tree_util.tree_leaves(data["data"])[0].shape[0]
+        key, sub = jax.random.split(key)
+        idx = (
+            jax.random.randint(sub, (batch_size,), 0, n) if replacement else jax.random.permutation(sub, n)[:batch_size]
+        )
+        return key, _tmap(lambda x: x[idx], data["data"])
+
+    def observe(theta, data, step):
+        t, args = data["lr"] * step.astype(data["lr"].dtype), {"data": data["data"], **data["extra"]}
+        return dict(obs_items(t, theta, args)) if callable(obs_items) else {k: f(t, theta, args) for k, f in obs_items}
+
+    def build():
+        loss = lambda th, _, batch: jnp.mean(jax.vmap(per_sample_loss, in_axes=(None, 0))(th, batch))  # noqa: E731
+        run = training_program(loss, observe, opt, sample=sample, timed=True)
+        return jax.vmap(run, in_axes=(None, None, 0, None, None, None))
+
+    saved = np.arange(0, steps + 1, save_every)
+    structure = (per_sample_loss, batch_size, replacement, obs_items)
+    data = {"data": data, "lr": lr_arr, "extra": extra_args}
+    out = run_training("run_sgd", structure, build, theta0, opt.init(theta0), keys, saved, data)[1]
     if {"steps", "ts"} & set(out):
         raise ValueError("observables may not use the reserved names 'steps', 'ts'")
-    return {"steps": saved, "ts": lr * saved, **{k: np.asarray(v) for k, v in out.items()}}
-
-
-@cached
-def _sgd_program(per_sample_loss, batch_size, replacement, num_chunks, obs_items, options=None):
-    """The vmapped SGD program of `run_sgd` for one structure; lr, the steps per save, theta0, data and the
-    keys are arguments (optax.inject_hyperparams keeps lr in the optimiser state), so a new lr or horizon
-    with the same number of saves compiles nothing. `options` (`flows._xla.options_key()`) keeps programs
-    compiled under other XLA settings apart."""
-    import optax
-
-    grad = jax.grad(lambda th, batch: jnp.mean(jax.vmap(per_sample_loss, in_axes=(None, 0))(th, batch)))
-
-    def one_run(theta0, key, data, lr, every, extra_args):
-        n = jax.tree_util.tree_leaves(data)[0].shape[0]
-        opt = optax.inject_hyperparams(optax.sgd)(learning_rate=lr)
-        args = {"data": data, **extra_args}
-
-        def observe(step, theta):
-            t = lr * step.astype(lr.dtype)
-            if callable(obs_items):
-                return dict(obs_items(t, theta, args))
-            return {k: f(t, theta, args) for k, f in obs_items}
-
-        def step(_, carry):
-            theta, state, key = carry
-            key, sub = jax.random.split(key)
-            idx = (
-                jax.random.randint(sub, (batch_size,), 0, n)
-                if replacement
-                else jax.random.permutation(sub, n)[:batch_size]
-            )
-            g = grad(theta, _tmap(lambda x: x[idx], data))
-            with jax.numpy_dtype_promotion("standard"):
-                updates, state = opt.update(g, state, theta)
-            return optax.apply_updates(theta, updates), state, key
-
-        def chunk(carry, i):
-            carry = jax.lax.fori_loop(0, every, step, carry)
-            return carry, observe((i + 1) * every, carry[0])
-
-        first = observe(jnp.asarray(0, jnp.int32), theta0)
-        # fused: the same batches, drawn with the threefry hash unrolled (flows._prng)
-        _, rest = jax.lax.scan(chunk, (theta0, opt.init(theta0), fused(key)), jnp.arange(num_chunks, dtype=jnp.int32))
-        return _tmap(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
-
-    return jax.jit(jax.vmap(one_run, in_axes=(None, 0, None, None, None, None)))
+    return {"steps": saved, "ts": lr * saved, **out}
 
 
 # -- the Adam SDE (Malladi et al. 2022) ---------------------------------------------------------------------
@@ -449,7 +373,7 @@ class AdamSDE(NamedTuple):
     n: int
 
 
-def adam_sde_hyper(lr, c1, c2, sigma0, eps0) -> dict:
+def adam_sde_hyper(lr: float, c1: float, c2: float, sigma0: float, eps0: float) -> dict:
     """The discrete Adam settings of one square-root scaling of the Adam SDE (c1, c2, sigma0, eps0):
     {"lr", "b1" = 1 - c1 lr^2, "b2" = 1 - c2 lr^2, "eps" = eps0 / lr, "sigma" = sigma0 / lr (the gradient-noise
     scale), "steps_per_time" = 1 / lr^2}."""
@@ -518,7 +442,17 @@ def _adam_initial_state(theta0):
     }
 
 
-def adam_sde(per_sample_loss, data, *, c1, c2, sigma0, eps0, noise: bool = True, weights=None) -> AdamSDE:
+def adam_sde(
+    per_sample_loss: Callable,
+    data: PyTree,
+    *,
+    c1: float,
+    c2: float,
+    sigma0: float,
+    eps0: float,
+    noise: bool = True,
+    weights: ArrayLike | None = None,
+) -> AdamSDE:
     """The Adam SDE of Malladi et al. 2022 (module docstring) on the per-sample gradient covariance Sigma of
     `data` (1/n normalisation, or the population `weights` as in `sgd_sde`), clock t = lr^2 * step.
 

@@ -9,14 +9,16 @@ per loss is cached, so `flows.solve` compiles one program per loss and shape, wh
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from .._checks import check_choice, check_int, check_real
+from ..trajectory import Trajectory
 
 __all__ = [
     "Limit",
@@ -33,6 +35,8 @@ __all__ = [
 ]
 
 _tmap = jax.tree_util.tree_map
+PyTree = Any  # a pytree of arrays
+ArrayLike = Any  # an array or a sequence of numbers
 
 
 class Limit(NamedTuple):
@@ -60,8 +64,7 @@ def _check_loss(loss):
 
 def cached(builder):
     """`builder(loss, *options)` built once per (loss, options): the same function objects on every call, so
-    `flows.solve` and `jax.jit` compile once per loss (a repeated solve of one loss recompiles for 0.6-6.5 s
-    without it); unhashable callables are built anew."""
+    `flows.solve` compiles once per loss; unhashable callables are built anew."""
     cache = functools.lru_cache(maxsize=64)(builder)
 
     @functools.wraps(builder)
@@ -71,7 +74,6 @@ def cached(builder):
         except TypeError:
             return builder(loss, *options)
 
-    get.cache_clear = cache.cache_clear
     return get
 
 
@@ -151,7 +153,7 @@ def _gradient_flow(loss):
     return Limit("gd", vector_field, _floats, lambda y: y, _batch_args)
 
 
-def gradient_flow(loss) -> Limit:
+def gradient_flow(loss: Callable) -> Limit:
     """dtheta/dt = -grad L(theta) on the clock t = lr * step (`optax.sgd(lr)`); the state is theta.
     `make_args(batch, rates=None)`.
 
@@ -166,7 +168,7 @@ def gradient_flow(loss) -> Limit:
 # -- heavy-ball momentum ---------------------------------------------------------------------------------------
 
 
-def momentum_friction(lr, beta) -> float:
+def momentum_friction(lr: float, beta: float) -> float:
     """The friction c = (1 - beta)^2 / lr of the heavy-ball ODE for `optax.sgd(lr, momentum=beta)`."""
     lr = _pos("lr", lr)
     beta = check_real("beta", beta, low=0.0, high=1.0, high_strict=True)
@@ -198,16 +200,14 @@ def _heavy_ball(loss):
     return Limit("momentum", vector_field, initial_state, lambda y: y["theta"], make_args)
 
 
-def heavy_ball(loss) -> Limit:
+def heavy_ball(loss: Callable) -> Limit:
     """The heavy-ball ODE of `optax.sgd(lr, momentum=beta)` on the clock s = lr * step / (1 - beta):
     dtheta/ds = -v, dv/ds = c (grad L - v), v = (1 - beta) p, c = (1 - beta)^2 / lr, v(0) = 0.
 
     State `{"theta", "v"}`; `make_args(batch, friction=c)` (c = `momentum_friction(lr, beta)`, one number or
-    a pytree like theta), and `rates=` as in `gradient_flow`. One optax step
-    is exactly one semi-implicit Euler step of size h = lr / (1 - beta) (v, then theta with the new v). Large
-    c is stiff: use `solver="kvaerno5"` there (measured: c = 1e6 in ~1200 steps at rtol 1e-8; at rtol 1e-10 and
-    below its Newton iterations stalled through `flows.solve`); c -> inf is gradient flow on the clock s, with a
-    gap O(1/c)."""
+    a pytree like theta), and `rates=` as in `gradient_flow`. One optax step is exactly one semi-implicit Euler
+    step of size h = lr / (1 - beta) (v, then theta with the new v). Large c is stiff: use `solver="kvaerno5"`
+    there; c -> inf is gradient flow on the clock s, with a gap O(1/c)."""
     _check_loss(loss)
     return _heavy_ball(loss)
 
@@ -217,7 +217,7 @@ def heavy_ball(loss) -> Limit:
 SIGN_FORMS = ("sqrt", "adam")
 
 
-def sign_eps(g, eps, form="sqrt"):
+def sign_eps(g: jax.Array, eps: float | jax.Array, form: str = "sqrt") -> jax.Array:
     """The smoothed sign: g / sqrt(g^2 + eps^2) (`form="sqrt"`) or g / (|g| + eps) (`form="adam"`, the
     direction of the Adam ODE when m = g, v = g^2); both -> sign(g) as eps -> 0, both Lipschitz for eps > 0."""
     eps = jnp.asarray(eps).astype(jnp.result_type(g))
@@ -239,26 +239,13 @@ def _sign_descent(loss, form):
     return Limit("sign", vector_field, _floats, lambda y: y, make_args)
 
 
-def sign_descent(loss, form: str = "sqrt") -> Limit:
+def sign_descent(loss: Callable, form: str = "sqrt") -> Limit:
     """dtheta/dt = -sign_eps(grad L) on the clock t = lr * step (`optax.sign_sgd(lr)` as eps -> 0; see
     `sign_eps` for `form`). The state is theta; `make_args(batch, eps=, rates=None)`. Small eps is stiff where a
-    component of the gradient changes sign (the smoothed Filippov sliding mode): use `solver="kvaerno5"`.
-
-    Against `optax.sign_sgd(lr)` itself: once a gradient component changes sign, the optax iterates chatter with
-    amplitude lr around the sliding surface (the Filippov solution), while the smoothed flow sits where sign_eps
-    is the sliding velocity, O(eps / H) off it (H the curvature): a fixed eps floors the gap at that offset. Tie
-    the smoothing to the learning rate, eps = kappa * lr with kappa at or below the curvature scale |dg| / lr of
-    one sign step, and the gap is O(lr) (the tests: kappa 0.3 on their toy loss, 1e-3 on Scan and Snap and mean
-    field, with tsit5 there and kvaerno5 on the toy: the field's Jacobian is ~H / eps). Gradients that
-    are exactly 0 agree (sign(0) = sign_eps(0) = 0); the flow stalls where |g| << eps for another reason (a
-    loss driven to 0), so keep the horizon before that.
-
-    Where the smoothing is not sign_sgd's limit: when several components of g vanish together on one sliding
-    surface (g = c(theta) u on a block, as the co-occurrence value matrix's columns, grad_{W_V} = u c_x), the
-    Filippov solution is not unique; sign_sgd chatters along sign(u) while the smoothed flow slides along u,
-    whatever eps. Measured on co-occurrence (tests/cooccurrence/test_optim.py): with the attention at the full
-    rate the gap stops shrinking with lr; the first-order check there holds W and W_V with the attention nearly
-    frozen (rate 1e-3 lr)."""
+    component of the gradient changes sign (the smoothed Filippov sliding mode): use `solver="kvaerno5"`. The
+    gap to `optax.sign_sgd(lr)` is O(lr) with eps tied to the learning rate, eps = kappa * lr; where several
+    components vanish together on one sliding surface the Filippov solution is not unique and the smoothed flow
+    is not sign_sgd's limit (docs/systems/optim_limits.md)."""
     _check_loss(loss)
     return _sign_descent(loss, check_choice("form", form, SIGN_FORMS))
 
@@ -266,7 +253,7 @@ def sign_descent(loss, form: str = "sqrt") -> Limit:
 # -- Adam ------------------------------------------------------------------------------------------------------
 
 
-def adam_rates(lr, b1, b2):
+def adam_rates(lr: float, b1: float, b2: float) -> tuple[float, float]:
     """(c1, c2) = ((1 - b1) / lr, (1 - b2) / lr): the rates of the Adam ODE for `optax.adam(lr, b1, b2)`."""
     lr = _pos("lr", lr)
     b1 = check_real("b1", b1, low=0.0, high=1.0, high_strict=True)
@@ -274,7 +261,7 @@ def adam_rates(lr, b1, b2):
     return (1.0 - b1) / lr, (1.0 - b2) / lr
 
 
-def adam_betas(lr, c1, c2):
+def adam_betas(lr: float, c1: float, c2: float) -> tuple[float, float]:
     """(b1, b2) = (1 - c1 lr, 1 - c2 lr): the optax settings whose lr -> 0 limit is the Adam ODE (c1, c2)."""
     lr, c1, c2 = _pos("lr", lr), _pos("c1", c1), _pos("c2", c2)
     for name, c in (("c1", c1), ("c2", c2)):
@@ -335,7 +322,7 @@ def _adam(loss):
     return Limit("adam", vector_field, initial_state, lambda y: y["theta"], make_args)
 
 
-def adam(loss) -> Limit:
+def adam(loss: Callable) -> Limit:
     """The Adam ODE of `optax.adam(lr, b1=1 - c1 lr, b2=1 - c2 lr, eps=eps)` on the clock t = lr * step:
     dm/dt = c1 (g - m), dv/dt = c2 (g^2 - v), dtheta/dt = -mhat / (sqrt(vhat) + eps), mhat = m / (1 -
     exp(-c1 t)), vhat = v / (1 - exp(-c2 t)); m(0) = v(0) = 0, and at t = 0 mhat = g, vhat = g^2 (the limit).
@@ -355,7 +342,15 @@ def adam(loss) -> Limit:
 # -- solving and the discrete counterparts ---------------------------------------------------------------------
 
 
-def solve_limit(limit: Limit, theta0, args, ts, *, observables=None, **solve_kwargs):
+def solve_limit(
+    limit: Limit,
+    theta0: PyTree,
+    args: PyTree,
+    ts: ArrayLike,
+    *,
+    observables: Mapping | Callable | None = None,
+    **solve_kwargs: Any,
+) -> Trajectory:
     """`flows.solve(limit.vector_field, limit.initial_state(theta0), t1=ts[-1], ts=ts, args=args, ...)` from
     t0 = 0. `observables` as in `flows.solve` (functions of (t, y, args); `limit.params(y)` is theta)."""
     from .._solve import solve
@@ -376,17 +371,25 @@ def solve_limit(limit: Limit, theta0, args, ts, *, observables=None, **solve_kwa
     )
 
 
-def run_optax(loss, theta0, batch, optimizer, steps, save_every=1, *, hyper=None):
-    """Full-batch training with an optax optimiser on `loss(theta, batch)`: the parameters at steps 0,
-    save_every, ..., steps (a pytree with a leading axis over the saved steps) and those steps, as
-    `{"steps": array, "params": pytree}`.
+def run_optax(
+    loss: Callable,
+    theta0: PyTree,
+    batch: PyTree,
+    optimizer: optax.GradientTransformation | Callable,
+    steps: int,
+    save_every: int = 1,
+    *,
+    hyper: PyTree = None,
+) -> dict:
+    """Full-batch training with an optax optimiser on `loss(theta, batch)` (the loop of
+    `flows.training.training_program`): the parameters at steps 0, save_every, ..., steps (a pytree with a
+    leading axis over the saved steps) and those steps, as `{"steps": array, "params": pytree}`.
 
     `optimizer`: an `optax.GradientTransformation` (one program compiled per call), or, with `hyper` (a
     pytree of numbers, e.g. the learning rate), a function `optimizer(hyper) -> GradientTransformation`
     built inside the compiled program from the traced `hyper`: then one program per (loss, optimizer, shapes,
-    number of saves) serves every `hyper`, `steps` and `save_every` (the segments are `fori_loop`s of traced
-    length)."""
-    import optax
+    number of saves) serves every `hyper`, `steps` and `save_every`."""
+    from ..training import run_training, training_program
 
     _check_loss(loss)
     if hyper is None and not isinstance(optimizer, optax.GradientTransformation):
@@ -401,40 +404,28 @@ def run_optax(loss, theta0, batch, optimizer, steps, save_every=1, *, hyper=None
     if steps % save_every:
         raise ValueError(f"save_every = {save_every} must divide steps = {steps}")
     theta0 = _floats(theta0)
-    n_saves = steps // save_every
-    if hyper is None:
-        run = _optax_program.__wrapped__(loss, lambda _: optimizer)
-        hyper = ()
-    else:
+    if hyper is not None:
         hyper = _tmap(lambda h: jnp.asarray(check_real("hyper (each entry)", h)), hyper)
-        run = _optax_program(loss, optimizer)
-    params = run(theta0, batch, hyper, jnp.full((n_saves,), save_every, jnp.int32))
-    return {"steps": np.arange(0, steps + 1, save_every), "params": params}
+    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
+        if isinstance(optimizer, optax.GradientTransformation):
+            state = optimizer.init(theta0)
+        else:  # a function of hyper
+            state = (hyper, optimizer(hyper).init(theta0))
+
+    def build():
+        opt = optimizer if hyper is None else _hyper_in_state(optimizer)
+        return training_program(lambda th, b, _: loss(th, b), lambda th, b: {}, opt, snapshot=lambda th: th)
+
+    save = np.arange(0, steps + 1, save_every)
+    structure = (loss, optimizer, hyper is None)
+    return {"steps": save, "params": run_training("run_optax", structure, build, theta0, state, None, save, batch)[2]}
 
 
-@cached
-def _optax_program(loss, make):
-    import optax
+def _hyper_in_state(make):
+    """The optimiser `make(hyper)` with `hyper` carried (traced) in its state `(hyper, state of make(hyper))`."""
 
-    grad = jax.grad(loss)
+    def update(grads, state, params):
+        updates, inner = make(state[0]).update(grads, state[1], params)
+        return updates, (state[0], inner)
 
-    @jax.jit
-    def run(theta, batch, hyper, increments):
-        optimizer = make(hyper)
-
-        def step(_, carry):
-            theta, state = carry
-            with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
-                updates, state = optimizer.update(grad(theta, batch), state, theta)
-            return optax.apply_updates(theta, updates), state
-
-        def segment(carry, n):
-            carry = jax.lax.fori_loop(0, n, step, carry)
-            return carry, carry[0]
-
-        with jax.numpy_dtype_promotion("standard"):
-            state0 = optimizer.init(theta)
-        _, saved = jax.lax.scan(segment, (theta, state0), increments)
-        return _tmap(lambda a, b: jnp.concatenate([a[None], b]), theta, saved)
-
-    return run
+    return optax.GradientTransformation(lambda params: None, update)  # the state is built by run_optax

@@ -5,6 +5,9 @@ the system's loss and its `args`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from .._checks import check_choice, check_options, check_real
 from .ode import Limit, adam, adam_rates, gradient_flow, heavy_ball, momentum_friction, sign_descent
 
@@ -25,7 +28,14 @@ def _per_group(value_of_lr, lr, rates):
 
 
 def limit_problem(
-    loss, optimizer: str, optim_args: dict | None, batch, *, lr=None, rates: dict | None = None, sign_eps: float = 1e-3
+    loss: Callable,
+    optimizer: str,
+    optim_args: dict | None,
+    batch: Any,
+    *,
+    lr: float | None = None,
+    rates: dict | None = None,
+    sign_eps: float = 1e-3,
 ) -> tuple[Limit, dict]:
     """The limit of `optimizer` on `loss(theta, batch)` and its `args`, from the `optim_args` of a system's
     `solve_flow(optimizer=..., optim_args=...)`.
@@ -58,7 +68,7 @@ def limit_problem(
     allowed = [k for k in _KEYS[optimizer] if lr is None or k != "lr"]
     options = check_options("optim_args", optim_args, allowed, f"optimizer {optimizer!r}")
     limit = _LIMITS[optimizer](loss)
-    kwargs = {} if rates is None else {"rates": rates}
+    kwargs: dict[str, Any] = {} if rates is None else {"rates": rates}
     if optimizer == "sign":
         kwargs["eps"] = check_real("optim_args['eps']", options.get("eps", sign_eps), low=0.0, strict=True)
     elif optimizer == "momentum":
