@@ -1,18 +1,9 @@
 """Symbolic models of Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, arXiv:2305.16380 v4).
 
-Decoder with attention frozen (Sec. 4; `docs/theory/scan_snap.md` §3.3). For one class n the decoder logits
-are w_n = W^T f_n in R^M (Lemma 3: W := F^T Y), and the loss is the cross-entropy of the next token n:
-
-    L(w) = -log alpha_n,   alpha = softmax(w),   so   w_dot = -eta_Y dL/dw = eta_Y (e_n - alpha_n).
-
-From Y(0) = 0 the logits stay in the two-class form w_n = (M - 1) h zeta_n, zeta_n = M/(M-1) (e_n - 1/M 1)
-(Lemma 5/6): the logit of the target token is w_t = (M - 1) h and the M - 1 other logits share w_o = -h. The
-reduced coordinates (w_t, w_o) carry the metric diag(1, M - 1); projecting the flow onto the ansatz gives
-
-    dh/dt = eta_Y / ((M - 1) + exp(M h))     (Tian et al. 2023, Lemma 6; implicit solution eq. 45)
-
-which this module *derives* (it is not typed in): `decoder_h_flow()`.
-"""
+The decoder with attention frozen (Sec. 4): the class-reduced logit flow w_dot = eta_Y (e_n - alpha_n) projected
+onto w_n = (M - 1) h zeta_n (Lemmas 5-6) gives dh/dt = eta_Y / ((M - 1) + exp(M h)) (eq. 45), which
+`decoder_h_flow` derives; and the quasi-static reduced Z-flow (Lemma 4, eq. 10) on a class-symmetric instance.
+See docs/systems/scan_snap.md."""
 
 from __future__ import annotations
 
@@ -24,7 +15,7 @@ from .gradient_flow import FlowSystem, ParameterGroup, gradient_flow, naive_redu
 __all__ = ["DecoderDerivation", "decoder_h_flow", "decoder_logit_flow", "decoder_symbols", "explicit_decoder_h_flow"]
 
 
-def decoder_symbols():
+def decoder_symbols() -> tuple[sp.Symbol, ...]:
     """(M, eta_Y, h, w_t, w_o): vocabulary size, decoder learning rate, the ansatz coordinate, and the
     target / other-token logits."""
     M, eta_Y, h = sp.symbols("M eta_Y h", positive=True)
@@ -72,24 +63,17 @@ class DecoderDerivation(Derivation):
         self.naive = naive_reduced_gradient(self.loss, self.ansatz, (h,), eta_Y)
 
     def _steps(self):
-        M, eta_Y, h, w_t, w_o = decoder_symbols()
         return [
-            (
-                "loss (cross-entropy of token n, logits in classes: target w_t, M-1 others w_o)",
-                [sp.Eq(sp.Symbol("L"), self.loss)],
-            ),
+            ("loss: cross-entropy of n, logits target w_t, M-1 others w_o", [sp.Eq(sp.Symbol("L"), self.loss)]),
             ("gradient flow, metric diag(1, M-1)", self.logit_flow.equations()),
             ("ansatz w_n = (M-1) h zeta_n", [sp.Eq(k, v) for k, v in self.ansatz.items()]),
             ("projected flow h_dot = (J^T G J)^-1 J^T G w_dot", self.system.equations()),
-            (
-                "invariance residual w_dot - J h_dot (zero: the ansatz is invariant)",
-                [sp.Matrix(self.projection.residual)],
-            ),
+            ("invariance residual w_dot - J h_dot (zero: invariant ansatz)", [sp.Matrix(self.projection.residual)]),
         ]
 
 
 def decoder_h_flow() -> FlowSystem:
-    """The derived scalar flow dh/dt = eta_Y / ((M - 1) + e^{M h}) (see the module docstring)."""
+    """The derived scalar flow dh/dt = eta_Y / ((M - 1) + e^{M h}) (Lemma 6, eq. 45)."""
     return DecoderDerivation().system
 
 
@@ -113,7 +97,7 @@ def explicit_decoder_h_flow(M: int) -> sp.Expr:
 # --- quasi-static reduced Z-flow on a class-symmetric instance (Lemma 4, eq. 10) ------------------------------
 
 
-def reduced_symmetric_symbols():
+def reduced_symmetric_symbols() -> tuple[sp.Symbol, ...]:
     """(z_d, z_c, p_d, p_c, D, C, K, eta_Z, gamma): DT / CT logit of a query row, the per-token
     probabilities, the numbers of distinct / common tokens per class, the number of classes, eta_Z, gamma(t)."""
     z_d, z_c = sp.symbols("z_d z_c", real=True)
@@ -153,10 +137,8 @@ class ReducedSymmetricDerivation(Derivation):
         self.f = (f_d, f_c)
         self.rho = rho
         rhs = tuple(sp.simplify(sp.powsimp(sp.together(e))) for e in (rhs_d, rhs_c))
-        from .gradient_flow import FlowSystem as _FlowSystem
-
         params = (p_d, p_c, D, C, K, eta_Z, gamma)  # as declared by reduced_symmetric_symbols
-        self.system = _FlowSystem(
+        self.system = FlowSystem(
             name=self.name,
             state=(z_d, z_c),
             rhs=rhs,

@@ -1,5 +1,5 @@
 """Scan and Snap under Adam: does attention still scan and snap? The Fig. 4 observables on Syn-Small under the
-gradient flow, the sign flow and the Adam flow (`solve_flow(optimizer=...)`, issue 12), each next to the network
+gradient flow, the sign flow and the Adam flow (`solve_flow(optimizer=...)`), each next to the network
 trained by the matching optax optimiser (sgd, sign_sgd, adam) at two or more learning rates.
 
 Tian, Wang, Chen, Du, "Scan and Snap", NeurIPS 2023: Theorem 2 (common-token logits fall, distinct-token logits

@@ -148,7 +148,7 @@ def gamma_stages(rec, quick):
     rec.add_prediction(
         "gamma_peak_time_over_K_lnM_minus_lnlnM",
         worst_peak,
-        "within 20% of K (ln M - ln ln M) / eta_Y (theory digest §4.5, leading order)",
+        "within 20% of K (ln M - ln ln M) / eta_Y (where e^{Mh}(Mh - 1) = M - 1, leading order)",
         abs(worst_peak - 1) <= 0.2,
     )
 

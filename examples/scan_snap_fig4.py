@@ -2,7 +2,7 @@
 zero init), eta_Y = eta_Z = 1 and eta_Y = 10, eta_Z = 1, next to the T -> inf (Y, Z) flow.
 
 Tian, Wang, Chen, Du, "Scan and Snap", NeurIPS 2023, Sec. 8, Fig. 4. The flow is integrated at the flow time
-of the trained network, t = step / (1 - momentum) (theory digest §3.2). Writes a run record plus
+of the trained network, t = step / (1 - momentum) (docs/systems/scan_snap.md). Writes a run record plus
 loss_trace.json = {"etaY1_etaZ1": [...], "etaY10_etaZ1": [...]} (per-iteration training loss).
 Full run (100 iterations) about 30 s on 2 cores; --quick (30 iterations) about 20 s.
 """

@@ -1,8 +1,8 @@
 """Scan and Snap, Fig. 5: c_n heat maps on Syn-Small trained with Adam, eta_Y = eta_Z in {0.1, 0.5, 1}
 (batch 128, T = 128, zero init), next to the T -> inf gradient flow at the same rates.
 
-Tian, Wang, Chen, Du, "Scan and Snap", NeurIPS 2023, Fig. 5 (empirical; the theory makes no Adam prediction,
-digest §4.9). The flow is the SGD limit, shown for contrast (time = Adam step). Writes a run record plus
+Tian, Wang, Chen, Du, "Scan and Snap", NeurIPS 2023, Fig. 5 (empirical; the theory makes no Adam
+prediction). The flow is the SGD limit, shown for contrast (time = Adam step). Writes a run record plus
 loss_trace.json {"eta0.1": [...], ...}. Full run ~40 s; --quick (30 iterations) ~25 s.
 """
 

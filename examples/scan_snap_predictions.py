@@ -1,4 +1,4 @@
-"""Scan and Snap: the paper's checkable predictions on the T -> inf flows (theory digest §4).
+"""Scan and Snap: the paper's checkable predictions on the T -> inf flows (Secs. 5-6).
 
 Tian, Wang, Chen, Du, "Scan and Snap", NeurIPS 2023: discriminative bias (Theorem 2), scan order by P(l|n)
 (Theorem 3), the DT pair invariant (eq. 110) for the reduced flow and the full flow vs eta_Y / eta_Z, the snap
@@ -111,7 +111,7 @@ def snap_sweep(rec, quick):
                 rec.add_prediction(
                     "post_snap_ct_logit_linear_in_lnln_t_R2",
                     float(r2),
-                    ">= 0.99 (Theorem 4, digest §4.6)",
+                    ">= 0.99 (Theorem 4)",
                     r2 >= 0.99,
                     slope=float(fit[0]),
                 )

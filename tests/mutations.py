@@ -143,8 +143,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "ss-slaving-scale",
         "flows/scan_snap/flow.py",
-        '"scale": a((Md / (Md - 1.0)) ** 2 if exact_slaving else 1.0)',
-        '"scale": a((Md / (Md - 1.0)) if exact_slaving else 1.0)',
+        'a["center"], a["scale"] = (1.0, (Md / (Md - 1.0)) ** 2) if exact_slaving',
+        'a["center"], a["scale"] = (1.0, Md / (Md - 1.0)) if exact_slaving',
         SS,
         "exact slaving: (M/(M-1))^2 -> M/(M-1)",
     ),
@@ -249,8 +249,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "ss-momentum-clock",
         "flows/scan_snap/network.py",
-        "        momentum=momentum,\n        batch_loss=losses,",
-        "        momentum=0.0,\n        batch_loss=losses,",
+        "kw |= dict(momentum=momentum, batch_loss=losses,",
+        "kw |= dict(momentum=0.0, batch_loss=losses,",
         SS_NET,
         "time convention: momentum SGD clock step/(1-beta) -> step",
     ),
@@ -963,8 +963,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "ss-limit-clocks",
         "flows/scan_snap/flow.py",
-        'rates={"Y": eta_Y, "Z": eta_Z},\n    )',
-        'rates={"Y": eta_Y, "Z": eta_Y},\n    )',
+        'rates={"Y": eta_Y, "Z": eta_Z})',
+        'rates={"Y": eta_Y, "Z": eta_Y})',
         ("tests/test_optimizer_contract.py",),
         "Scan and Snap optimiser limits: Z on Y's clock",
     ),
@@ -1003,8 +1003,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "ss-sde-multinomial",
         "flows/scan_snap/noise.py",
-        "weights.append(classes.class_probs[n] * coef * float(np.prod(p**N)))",
-        "weights.append(classes.class_probs[n] * float(np.prod(p**N)))",
+        "weights.append(class_probs[n] * coef * float(np.prod(p**N)))",
+        "weights.append(class_probs[n] * float(np.prod(p**N)))",
         ("tests/scan_snap/test_noise.py",),
         "Scan and Snap SDE: population weights without the multinomial coefficient",
     ),

@@ -1,17 +1,7 @@
-"""Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, arXiv:2305.16380): 1-layer transformer, decoder Y and
-attention logits Z.
-
-- `SequenceClasses`, `syn_small`, `syn_medium`, `zipfian`, `sample_counts`, `sample_tokens`: the data
-  (sequence classes, Sec. 3.2).
-- `train`, `train_sweep`, `train_embedding`, `TrainRecord`: the finite-T model trained with optax
-  (count-vector reduction, literal token sequences, the embedding form U, W_Q, W_K, W_V).
-- `solve_flow`: the T->inf (Y, Z) flow or the quasi-static reduced Z-flow (eq. 10); `solve_single_common_token`
-  (eq. 13); `solve_decoder`: the derived decoder h-flow (Lemma 6).
-- `theory`: closed forms (h by eq. 45, h* by eq. 33, gamma by eq. 85, Gamma, B_n by eq. 129, t0', t0, the chi
-  sandwich eq. 12, the pair invariant eq. 110).
-- `observables`: attention c_n, f_n, entropies, common-token mass, relative gains, growth factors, knee and
-  slowdown times.
-"""
+"""Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, arXiv:2305.16380): a 1-layer transformer with decoder Y and
+attention logits Z. The data (`SequenceClasses`, Sec. 3.2), the finite-T network trained with optax (`train`),
+the T -> infinity flows (`solve_flow`, eqs. 4-5 and 10; `solve_single_common_token`, eq. 13; `solve_decoder`,
+Lemma 6), closed forms (`theory`) and observables (`observables`). See docs/systems/scan_snap.md."""
 
 from . import observables as observables
 from . import theory as theory

@@ -1,22 +1,12 @@
-"""Sequence classes of Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, Sec. 3.2).
-
-A class n is (P(l|n), psi(n), next token): the query token x_T = psi(n), the next token x_{T+1} = n, and T-1
-context tokens drawn i.i.d. from P(.|n) (no positional structure, Assumption 1a). Tokens live in one vocabulary
-of size M (contexts, queries and next tokens together; the paper's "M = 30" for Syn-Small counts only the
-contexts, the official code's one-hot size is 34).
-
-- distinct tokens (DT) of n: |Omega(l)| = 1 with Omega(l) = {n : P(l|n) > 0};
-- common tokens (CT): |Omega(l)| > 1.
-
-`sample_counts` draws the count vectors N ~ Multinomial(T-1, P(.|n)) that the exact finite-T reduction needs
-(ours); `sample_tokens` draws the literal token sequences *from the same random numbers*, so the
-two implementations of the network can be compared sample by sample.
-"""
+"""Sequence classes of Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, Sec. 3.2, Assumption 1a): a class n is
+(P(l|n), query psi(n), next token n) over one vocabulary of M tokens; distinct tokens (DT) belong to one class's
+support, common tokens (CT) to several. `sample_counts` draws the context counts N ~ Multinomial(T-1, P(.|n))
+and `sample_tokens` the literal sequences from the same random numbers. See docs/systems/scan_snap.md."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -102,11 +92,8 @@ class SequenceClasses:
             object.__setattr__(self, field, vals)
         if len(set(self.next_token)) != K:
             raise ValueError(f"next_token entries must be distinct, got {self.next_token}")
-        probs = (
-            np.full(K, 1.0 / K)
-            if self.class_probs is None
-            else real_array("class_probs", self.class_probs, finite=False)
-        )
+        probs = self.class_probs
+        probs = np.full(K, 1.0 / K) if probs is None else real_array("class_probs", probs, finite=False)
         if probs.shape != (K,) or not np.all(np.isfinite(probs)) or np.any(probs <= 0):
             raise ValueError(f"class_probs must be K = {K} positive finite numbers, got {self.class_probs}")
         if abs(probs.sum() - 1.0) > 1e-9:
@@ -117,7 +104,9 @@ class SequenceClasses:
             raise ValueError("name must be a non-empty string")
 
     @classmethod
-    def from_weights(cls, weights, query, next_token, class_probs=None, name="classes"):
+    def from_weights(
+        cls, weights: Any, query: Any, next_token: Any, class_probs: Any = None, name: str = "classes"
+    ) -> SequenceClasses:
         """Classes from unnormalised non-negative weights (K, M); each row is normalised to P(.|n)."""
         w = np.asarray(weights, dtype=float)
         if w.ndim != 2 or not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w.sum(axis=1) <= 0):
@@ -160,7 +149,7 @@ class SequenceClasses:
         """(M,) bool: l is a common token (|Omega(l)| > 1)."""
         return self.omega_size > 1
 
-    def arrays(self, dtype=None) -> ClassArrays:
+    def arrays(self, dtype: Any = None) -> ClassArrays:
         """The classes as jnp arrays (floats in `dtype`, default JAX's default float)."""
         dtype = dtype or jnp.result_type(float)
         S = int(self.support.sum(axis=1).max())
@@ -189,7 +178,7 @@ def syn_small() -> SequenceClasses:
     Tokens 0-9: common (weight 1 each); 10-19: DTs of class 0, 20-29: DTs of class 1, weights
     linspace(0.1, 1, 10) (so P(l|n) increases with l); queries 30, 31; next tokens 32, 33. M = 34.
     """
-    return _generator(num_queries=2, next_per_query=1, num_common=10, num_distinct=10, name="syn_small")
+    return _generator(2, 1, 10, 10, "syn_small")
 
 
 #: the numbers of query tokens L of the paper's Syn-Medium, one panel of Fig. 6 each (official `figure_6`,
@@ -209,14 +198,7 @@ def syn_medium(num_queries: int) -> SequenceClasses:
     Class k has query token number k // 2.
     """
     num_queries = check_int("num_queries", num_queries, 1, integral_float=True)
-    return _generator(
-        num_queries=num_queries,
-        next_per_query=2,
-        num_common=10,
-        num_distinct=10,
-        name=f"syn_medium_{num_queries}",
-        fields="num_queries",
-    )
+    return _generator(num_queries, 2, 10, 10, f"syn_medium_{num_queries}", fields="num_queries")
 
 
 #: the largest (K, M) table of conditional probabilities the generators build (2 GiB in float64)
@@ -234,20 +216,13 @@ def _table_size(num_queries, next_per_query, num_common, num_distinct, fields):
     return K, M
 
 
-def _generator(
-    num_queries,
-    next_per_query,
-    num_common,
-    num_distinct,
-    name,
-    distinct_weights=None,
-    common_weights=None,
-    fields="the sizes",
-):
+def _generator(num_queries, next_per_query, num_common, num_distinct, name, dw=None, cw=None, fields="the sizes"):
+    """The classes of `syn_small`, `syn_medium`, `zipfian`: DT weights `dw` (default linspace(0.1, 1)), CT
+    weights `cw` (default 1)."""
     K, M = _table_size(num_queries, next_per_query, num_common, num_distinct, fields)
     w = np.zeros((K, M))
-    dw = np.linspace(0.1, 1.0, num_distinct) if distinct_weights is None else np.asarray(distinct_weights)
-    cw = np.ones(num_common) if common_weights is None else np.asarray(common_weights)
+    dw = np.linspace(0.1, 1.0, num_distinct) if dw is None else dw
+    cw = np.ones(num_common) if cw is None else cw
     for k in range(K):
         w[k, :num_common] = cw
         start = num_common + k * num_distinct
@@ -264,30 +239,15 @@ def zipfian(
     """User-defined classes with Zipfian weights: the DTs of each class get 1/rank^s (rank 1 = most
     frequent, placed last so that P(l|n) increases with the token index as in Syn-Small), the CTs get
     1/rank^s over ranks 1..num_common. Same token numbering as `syn_small` / `syn_medium`."""
-    num_queries, next_per_query, num_distinct = (
-        check_int(field, v, 1, integral_float=True)
-        for field, v in (
-            ("num_queries", num_queries),
-            ("next_per_query", next_per_query),
-            ("num_distinct", num_distinct),
-        )
-    )
+    fields = dict(num_queries=num_queries, next_per_query=next_per_query, num_distinct=num_distinct)
+    num_queries, next_per_query, num_distinct = (check_int(k, v, 1, integral_float=True) for k, v in fields.items())
     num_common = check_int("num_common", num_common, 0, integral_float=True)
     exponent = check_real("exponent", exponent, low=0.0)
-    fields = "num_queries, next_per_query, num_distinct and num_common"
-    _table_size(num_queries, next_per_query, num_common, num_distinct, fields)  # before the weights
+    names = "num_queries, next_per_query, num_distinct and num_common"
+    _table_size(num_queries, next_per_query, num_common, num_distinct, names)  # before the weights
     dw = 1.0 / np.arange(num_distinct, 0, -1) ** exponent
     cw = 1.0 / np.arange(1, num_common + 1) ** exponent
-    return _generator(
-        num_queries,
-        next_per_query,
-        num_common,
-        num_distinct,
-        name="zipfian",
-        distinct_weights=dw,
-        common_weights=cw,
-        fields=fields,
-    )
+    return _generator(num_queries, next_per_query, num_common, num_distinct, "zipfian", dw, cw, names)
 
 
 def _draw(arrays: ClassArrays, key, batch_size: int, T: int):
@@ -299,20 +259,17 @@ def _draw(arrays: ClassArrays, key, batch_size: int, T: int):
     return cls, u
 
 
-def _check_sizes(batch_size, T):
-    if int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    if int(T) != T or T < 2:
-        raise ValueError(f"T must be an integer >= 2 (T-1 >= 1 context tokens), got {T!r}")
+def _sizes(batch_size, T):
+    return check_int("batch_size", batch_size, 1, integral_float=True), check_int("T", T, 2, integral_float=True)
 
 
-def sample_counts(arrays: ClassArrays, key, batch_size: int, T: int):
+def sample_counts(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
     """(cls (B,), counts (B, M)): classes n ~ P(n) and context counts N ~ Multinomial(T-1, P(.|n)).
 
     Token t of a sequence is the support entry j with cdf_{j-1} <= u_t < cdf_j, i.e. j = #{k : cdf_k <= u_t}
     (the padded entries, cdf = 1 > u_t, are never hit); N_j counts the tokens with entry j.
     """
-    _check_sizes(batch_size, T)
+    batch_size, T = _sizes(batch_size, T)
     cls, u = _draw(arrays, key, batch_size, T)
     cdf = arrays.support_cdf[cls]  # (B, S)
     # support entry of each token, j = #{k : cdf_k <= u_t} (integer sums: a float reduction over (B, T-1, S)
@@ -325,9 +282,9 @@ def sample_counts(arrays: ClassArrays, key, batch_size: int, T: int):
     return cls, counts
 
 
-def sample_tokens(arrays: ClassArrays, key, batch_size: int, T: int):
+def sample_tokens(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
     """(cls (B,), tokens (B, T-1) int): the literal context sequences behind `sample_counts(key)`."""
-    _check_sizes(batch_size, T)
+    batch_size, T = _sizes(batch_size, T)
     cls, u = _draw(arrays, key, batch_size, T)
     cdf = arrays.support_cdf[cls]
     j = jax.vmap(lambda c, uu: jnp.searchsorted(c, uu, side="right"))(cdf, u)

@@ -8,22 +8,26 @@ target token is alpha_nn = e^{M h} / ((M-1) + e^{M h}).
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_dtype, real_array
 from .._generated import scan_snap_decoder as _gen
 from .._solve import Trajectory, solve, solve_batch
+from .flow import check_ts
 
 __all__ = ["decoder_vector_field", "solve_decoder", "target_probability"]
 
 
-def decoder_vector_field(t, h, args):
+def decoder_vector_field(t: Any, h: jax.Array, args: dict[str, Any]) -> jax.Array:
     """dh/dt for scalar (or batched) `h`; `args` with exactly the keys `"eta_Y"`, `"M"` (the generated RHS)."""
     return _gen.vector_field(t, h[..., None], args)[..., 0]
 
 
-def target_probability(h, M):
+def target_probability(h: Any, M: Any) -> jax.Array:
     """alpha_nn = e^{M h} / ((M-1) + e^{M h}) = 1 / (1 + (M-1) e^{-M h}) (Lemma 5)."""
     return 1.0 / (1.0 + (M - 1) * jnp.exp(-M * h))
 
@@ -32,28 +36,27 @@ def _alpha_observable(t, h, args):
     return target_probability(h, args["M"])
 
 
-def _as_param(name, value, *, lower, strict=True):
+def _as_param(name, value, *, lower):
     arr = real_array(name, value, finite=False)
     if arr.ndim > 1:
         raise ValueError(f"{name} must be a scalar or a 1-D array of values to sweep, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite, got {value!r}")
-    bad = arr <= lower if strict else arr < lower
-    if np.any(bad):
+    if np.any(arr <= lower):
         raise ValueError(f"{name} must be > {lower}, got {value!r}")
     return arr
 
 
 def solve_decoder(
-    M,
-    eta_Y,
-    ts,
+    M: Any,
+    eta_Y: Any,
+    ts: Any,
     *,
     solver: str = "dopri8",
     rtol: float = 1e-12,
     atol: float = 1e-30,
     max_steps: int = 100_000,
-    dtype=None,
+    dtype: Any = None,
     throw: bool = True,
 ) -> Trajectory:
     """Integrate the derived h-flow from h(0) = 0 and save h at `ts` (so `traj.ys[i] = h(ts[i])`).
@@ -72,13 +75,7 @@ def solve_decoder(
     """
     M_arr = _as_param("M", M, lower=1.0)
     eta_arr = _as_param("eta_Y", eta_Y, lower=0.0)
-    ts = real_array("ts", ts, finite=False)
-    if ts.ndim != 1 or ts.size == 0:
-        raise ValueError(f"ts must be a non-empty 1-D array, got shape {ts.shape}")
-    if np.any(ts < 0) or not np.all(np.isfinite(ts)):
-        raise ValueError("ts must be finite and >= 0")
-    if np.any(np.diff(ts) < 0):
-        raise ValueError("ts must be non-decreasing")
+    ts = check_ts(ts, positive_end=False)
     t1 = float(ts[-1]) if ts[-1] > 0 else 1.0
     dtype = check_dtype("dtype", dtype) or jnp.result_type(float)
     observables = {"alpha": _alpha_observable}

@@ -1,34 +1,12 @@
-"""T -> infinity flows of Scan and Snap, integrated with `flows.solve` (Tian et al. 2023).
-
-**Full (Y, Z) flow** (the population gradient flow: Lemma 1, eq. 4, at T -> infinity, Lemma 2, eq. 5,
-averaged over the classes): for each class n with m = psi(n),
-c_n = P(.|n) e^{z_m} / <P(.|n), e^{z_m}>, f_n = c_n / ||c_n||, alpha_n = softmax(Y^T f_n), g_n = Y (e_n - alpha_n),
-
-    Y_dot   = eta_Y sum_n P(n) f_n (e_n - alpha_n)^T,
-    z_m_dot = eta_Z sum_{n in psi^{-1}(m)} P(n) diag(f_n) P^perp_{f_n} g_n.
-
-State {"Y": (M, M), "Z": (M, M)}; this is -eta grad of the population loss sum_n P(n) CE_n (a test checks it
-against `jax.grad`). Time: one unit = one batch-mean step of learning rate eta (`solve_flow`'s default);
-`solve_flow(paper_time=True)` runs Z on the paper's time of the reduced flow below, at the rate K eta_Z.
-
-**Quasi-static reduced Z-flow** (Lemma 4, eq. 10): Y is eliminated through Theorem 1,
-
-    z_m_dot = eta_Z gamma(t) sum_{n in psi^{-1}(m)} w_n diag(f_n) P^perp_{f_n} (F^dagger)^T e_n,
-    (F^dagger)^T e_n = iota_n f_n - sum_{n' != n} beta_{nn'} f_{n'},   beta_{nn'} = E'_{n'n},  E' = I - (F^T F)^{-1},
-
-with gamma(t) = (M-1)^2 h / ((M-1) + e^{M h}) and h = h(t/K) carried in the state (dh/dt = eta_Y / (K ((M-1) +
-e^{M h}))), and B_n = eta_Z int w_n xi_n, xi_n = gamma sum_{n'!=n} beta_{nn'} f_n^T f_{n'} (Theorem 1a), carried
-too. Weights: the paper's time (`paper_time=True`) drops P(n) = 1/K, w_n = K P(n); `paper_time=False` keeps
-w_n = P(n) (the full flow's default time). `exact_slaving=True` uses the exact quasi-static decoder
-Y = (F^dagger)^T W, w_n = (M-1) h zeta_n, whose backpropagated gradient is
-g_n = gamma (M/(M-1))^2 (F^dagger)^T (e_n - 1_K / M): then the reduced flow equals the full Z-flow at that Y
-exactly (the paper drops the O(1/M) terms).
-State {"Z": (M, M), "h": (), "B": (K,)}.
-"""
+"""The T -> infinity flows of Scan and Snap (Tian et al. 2023), integrated with `flows.solve`: the full (Y, Z)
+population gradient flow (Lemma 1, eq. 4 at T -> infinity, Lemma 2, eq. 5), the quasi-static reduced Z-flow
+(Lemma 4, eq. 10) with the decoder scalar h and B_n (Theorem 1), the single-common-token flow (eq. 13), the
+class-symmetric reduced flow, and the optimiser limits of the full flow. See docs/systems/scan_snap.md."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +19,7 @@ from ..optim_limits.problem import OPTIMIZERS
 from ..optim_limits.problem import limit_problem as optimizer_limit
 from . import observables as obs
 from .data import SequenceClasses
-from .network import init_params, rate_pairs
+from .network import check_rates, seed_init
 from .theory import gamma_of_h
 
 __all__ = [
@@ -57,18 +35,21 @@ __all__ = [
     "solve_single_common_token",
 ]
 
+Array = jax.Array
+Args = dict[str, Any]
+
 
 def flow_args(
     classes: SequenceClasses,
-    eta_Y,
-    eta_Z,
+    eta_Y: Any,
+    eta_Z: Any,
     *,
-    paper_time=True,
-    exact_slaving=False,
-    decoder_size=None,
-    dtype=None,
-    query_rows=False,
-) -> dict:
+    paper_time: bool = True,
+    exact_slaving: bool = False,
+    decoder_size: float | None = None,
+    dtype: Any = None,
+    query_rows: bool = False,
+) -> Args:
     """The traced parameters of both vector fields (arrays; new values do not recompile).
 
     `query_rows=True`: the vector fields then take Z as its L query-token rows only, (L, M) in the order of
@@ -78,43 +59,30 @@ def flow_args(
     dtype = dtype or jnp.result_type(float)
     K, M = classes.num_classes, classes.vocab_size
     Md = float(decoder_size or M)
-    if query_rows:
-        rows = {q: i for i, q in enumerate(classes.query_tokens)}
-        Q = np.zeros((K, len(rows)))
-        Q[np.arange(K), [rows[q] for q in classes.query]] = 1.0
-    else:
-        Q = np.zeros((K, M))
-        Q[np.arange(K), classes.query] = 1.0
+    rows = {q: i for i, q in enumerate(classes.query_tokens)} if query_rows else {q: q for q in range(M)}
+    Q = np.zeros((K, len(rows)))
+    Q[np.arange(K), [rows[q] for q in classes.query]] = 1.0
     E = np.zeros((K, M))
     E[np.arange(K), classes.next_token] = 1.0
     p = np.asarray(classes.class_probs)
     weights = p if (exact_slaving or not paper_time) else K * p
-    a = lambda x: device_array(x, dtype)  # noqa: E731
-    return {
-        "cond": a(classes.cond_probs),
-        "Q": a(Q),
-        "E": a(E),
-        "p": a(p),
-        "w": a(weights),
-        "next": device_array(np.asarray(classes.next_token, np.int32)),
-        "eta_Y": a(eta_Y),
-        "eta_Z": a(eta_Z),
-        "K": a(K),
-        "Md": a(Md),
-        "center": a(1.0 if exact_slaving else 0.0),
-        "scale": a((Md / (Md - 1.0)) ** 2 if exact_slaving else 1.0),
-    }
+    a = dict(cond=classes.cond_probs, Q=Q, E=E, p=p, w=weights, eta_Y=eta_Y, eta_Z=eta_Z, K=K, Md=Md)
+    a["center"], a["scale"] = (1.0, (Md / (Md - 1.0)) ** 2) if exact_slaving else (0.0, 1.0)
+    out = {k: device_array(v, dtype) for k, v in a.items()}
+    return out | {"next": device_array(np.asarray(classes.next_token, np.int32))}
 
 
-def population_loss(params, args):
+def population_loss(params: dict[str, Array], args: Args) -> Array:
     """sum_n P(n) (-log softmax(Y^T f_n)_n), the T -> infinity loss (minus eq. 2), as `loss(theta, batch)`
     on `flow_args` (`observables.population_loss`)."""
     c = obs.attention(params["Z"], args["cond"], args["Q"])
     return obs.population_loss(c, params["Y"], args["next"], args["p"])
 
 
-def full_vector_field(t, y, args):
-    """d{Y, Z}/dt of the full T -> infinity flow (module docstring), array ops only."""
+def full_vector_field(t: Any, y: dict[str, Array], args: Args) -> dict[str, Array]:
+    """d{Y, Z}/dt of the population gradient flow at T -> infinity (Lemma 1, eq. 4; Lemma 2, eq. 5):
+    Y_dot = eta_Y sum_n P(n) f_n (e_n - alpha_n)^T, z_m_dot = eta_Z sum_{psi(n) = m} P(n) diag(f_n) P^perp_{f_n}
+    Y (e_n - alpha_n), alpha_n = softmax(Y^T f_n)."""
     Y, Z = y["Y"], y["Z"]
     f = obs.normalized_attention(obs.attention(Z, args["cond"], args["Q"]))  # (K, M)
     alpha = jax.nn.softmax(f @ Y, axis=-1)
@@ -127,7 +95,7 @@ def full_vector_field(t, y, args):
     return {"Y": Y_dot, "Z": Z_dot}
 
 
-def h_rate(h, M, eta_Y, K):
+def h_rate(h: Any, M: Any, eta_Y: Any, K: Any) -> Array:
     """dh/dt = eta_Y / (K ((M - 1) + e^{M h})): the decoder's scalar h = h(t/K) (Theorem 1, Lemma 4)."""
     return eta_Y / (K * ((M - 1.0) + jnp.exp(M * h)))
 
@@ -144,8 +112,10 @@ def _reduced_parts(Z, h, args):
     return f, gamma, perp, xi
 
 
-def reduced_vector_field(t, y, args):
-    """d{Z, h, B}/dt of the quasi-static reduced Z-flow (eq. 10), see the module docstring."""
+def reduced_vector_field(t: Any, y: dict[str, Array], args: Args) -> dict[str, Array]:
+    """d{Z, h, B}/dt of the quasi-static reduced Z-flow (Lemma 4, eq. 10): z_m_dot = eta_Z gamma
+    sum_{psi(n) = m} w_n diag(f_n) P^perp_{f_n} (F^dagger)^T e_n, dh/dt = `h_rate`, B_n_dot = eta_Z w_n xi_n
+    (Theorem 1a); `exact_slaving` keeps the O(1/M) terms (docs/systems/scan_snap.md)."""
     Z, h = y["Z"], y["h"]
     f, gamma, perp, xi = _reduced_parts(Z, h, args)
     rows = (args["w"] * gamma)[:, None] * f * perp
@@ -155,7 +125,7 @@ def reduced_vector_field(t, y, args):
     return {"Z": Z_dot, "h": h_dot, "B": B_dot}
 
 
-def slaved_decoder(Z, h, args):
+def slaved_decoder(Z: Array, h: Any, args: Args) -> Array:
     """The quasi-static decoder Y = (F^dagger)^T W with w_n = (M-1) h zeta_n (Theorem 5 / Lemma 6), (M, M)."""
     f = obs.normalized_attention(obs.attention(Z, args["cond"], args["Q"]))
     M = args["Md"]
@@ -165,18 +135,6 @@ def slaved_decoder(Z, h, args):
 
 
 # --- observables saved along the flows (module-level so the compiled solve is cached) ----------------------
-def _obs_attention(t, y, args):
-    return obs.attention(y["Z"], args["cond"], args["Q"])
-
-
-def _obs_loss(t, y, args):
-    return population_loss(y, args)
-
-
-def _obs_gamma(t, y, args):
-    return gamma_of_h(y["h"], args["Md"])
-
-
 def _obs_full(t, y, args):
     """The attention observables (`observables.attention_observables`, as on the network record) and the loss
     from one evaluation of c_n (one function: the intermediate is shared)."""
@@ -193,33 +151,24 @@ def _obs_reduced(t, y, args):
 
 
 def _rates(eta_Y, eta_Z, lr=None):
-    """Validated rates: two floats, or two 1-D arrays of one length (a sweep); from `eta_Y, eta_Z` or from
-    `lr` (one rate for both groups, or {"Y": eta_Y, "Z": eta_Z}), named as they were passed."""
-    pairs = rate_pairs(eta_Y, eta_Z, lr)
-    vals = []
-    for field, v in pairs:
-        a = real_array(field, v, finite=False)
-        if a.ndim > 1 or a.size == 0:
-            raise ValueError(f"{field} must be a number or a non-empty 1-D array of numbers, got shape {a.shape}")
-        if not (np.all(np.isfinite(a)) and np.all(a > 0)):
-            raise ValueError(f"{field} must be finite and > 0, got {v!r}")
-        vals.append(a)
-    if vals[0].ndim == 0 and vals[1].ndim == 0:
-        return float(vals[0]), float(vals[1]), None
+    """Validated rates (`network.check_rates`): two floats, or two 1-D arrays of one length R (a sweep), and R."""
+    (nY, eY), (nZ, eZ) = check_rates(eta_Y, eta_Z, lr)
+    if eY.ndim == 0 and eZ.ndim == 0:
+        return float(eY), float(eZ), None
     try:
-        eY, eZ = np.broadcast_arrays(np.atleast_1d(vals[0]), np.atleast_1d(vals[1]))
+        eY, eZ = np.broadcast_arrays(np.atleast_1d(eY), np.atleast_1d(eZ))
     except ValueError:
-        raise ValueError(
-            f"{pairs[0][0]} and {pairs[1][0]} must have one length, got {vals[0].shape} and {vals[1].shape}"
-        ) from None
+        raise ValueError(f"{nY} and {nZ} must have one length, got {eY.shape} and {eZ.shape}") from None
     return eY, eZ, eY.size
 
 
-def _check_ts(ts):
+def check_ts(ts: Any, positive_end: bool = True) -> np.ndarray:
+    """`ts` as a float array, or a ValueError unless it is a non-empty, non-decreasing 1-D array of finite times
+    >= 0 (`positive_end`: ending at a time > 0)."""
     ts = real_array("ts", ts, finite=False)
     if ts.ndim != 1 or ts.size < 1 or not np.all(np.isfinite(ts)) or np.any(ts < 0) or np.any(np.diff(ts) < 0):
         raise ValueError("ts must be a non-empty, non-decreasing 1-D array of finite times >= 0")
-    if ts[-1] <= 0:
+    if positive_end and ts[-1] <= 0:
         raise ValueError("ts must end at a time > 0")
     return ts
 
@@ -232,22 +181,22 @@ class _EachFlowsTime:
         return "<True for the reduced flow, False for the full flow>"
 
 
-_EACH_FLOWS_TIME = _EachFlowsTime()
+_EACH_FLOWS_TIME: Any = _EachFlowsTime()
 
 
 def solve_flow(
     classes: SequenceClasses,
-    eta_Y=None,
-    eta_Z=None,
-    ts=None,
+    eta_Y: Any = None,
+    eta_Z: Any = None,
+    ts: Any = None,
     reduced: bool = False,
     *,
-    lr=None,
-    Y0=None,
-    Z0=None,
+    lr: Any = None,
+    Y0: Any = None,
+    Z0: Any = None,
     paper_time: bool = _EACH_FLOWS_TIME,
     exact_slaving: bool = False,
-    decoder_size=None,
+    decoder_size: float | None = None,
     solver: str = "tsit5",
     rtol: float = 1e-8,
     atol: float = 1e-10,
@@ -301,7 +250,7 @@ def solve_flow(
     paper_time = reduced if paper_time is _EACH_FLOWS_TIME else check_bool("paper_time", paper_time)
     if ts is None:
         raise ValueError("ts must be given (the save times)")
-    ts = _check_ts(ts)
+    ts = check_ts(ts)
     if optimizer is not None:
         check_choice("optimizer", optimizer, OPTIMIZERS)
         if reduced or n:
@@ -321,8 +270,7 @@ def solve_flow(
     if init == "random":
         if Y0 is not None or Z0 is not None:
             raise ValueError("init='random' draws Y0 and Z0: do not pass Y0 or Z0 with it")
-        k_init = jax.random.split(jax.random.PRNGKey(jnp.asarray(seed, jnp.uint32)))[0]
-        drawn = init_params(classes.vocab_size, "random", k_init, jnp.result_type(float))
+        drawn = seed_init(classes.vocab_size, "random", seed)
         Y0, Z0 = np.asarray(drawn["Y"]), np.asarray(drawn["Z"])
     exact_slaving = check_bool("exact_slaving", exact_slaving)
     if decoder_size is not None:  # gamma and the slaved decoder divide by M - 1
@@ -331,16 +279,8 @@ def solve_flow(
     np_dtype = np.dtype(dtype)
     M = classes.vocab_size
     # the state holds only the query rows of Z (flow_args(query_rows=True)); the full Z is rebuilt after
-    args = flow_args(
-        classes,
-        1.0 if n else eta_Y,
-        1.0 if n else eta_Z,
-        paper_time=paper_time,
-        exact_slaving=exact_slaving,
-        decoder_size=decoder_size,
-        dtype=dtype,
-        query_rows=True,
-    )
+    opts: Args = dict(paper_time=paper_time, exact_slaving=exact_slaving, decoder_size=decoder_size, dtype=dtype)
+    args = flow_args(classes, 1.0 if n else eta_Y, 1.0 if n else eta_Z, query_rows=True, **opts)
     if n:
         args = {k: jnp.broadcast_to(v, (n,) + v.shape) for k, v in args.items()}
         args["eta_Y"], args["eta_Z"] = jnp.asarray(eta_Y, dtype), jnp.asarray(eta_Z, dtype)
@@ -374,7 +314,9 @@ def _obs_limit(t, y, args):
     return _obs_full(t, y["theta"] if "theta" in y else y, args["batch"])
 
 
-def limit_problem(classes: SequenceClasses, eta_Y, eta_Z, optimizer: str, optim_args: dict | None = None):
+def limit_problem(
+    classes: SequenceClasses, eta_Y: float, eta_Z: float, optimizer: str, optim_args: dict | None = None
+) -> tuple[Any, Args]:
     """(limit, args) of `solve_flow(optimizer=...)`: `flows.optim_limits.limit_problem` on `population_loss`
     with the data of `flow_args(query_rows=True)` and each group on its own clock eta_Y, eta_Z (lr = 1: the
     clock is the step). Its state's Z is the (L, M) query rows of Z (`classes.query_tokens`). The limits run
@@ -385,14 +327,8 @@ def limit_problem(classes: SequenceClasses, eta_Y, eta_Z, optimizer: str, optim_
     eta_Y, eta_Z, n = _rates(eta_Y, eta_Z)
     if n:
         raise ValueError("limit_problem takes one (eta_Y, eta_Z) pair")
-    return optimizer_limit(
-        population_loss,
-        optimizer,
-        optim_args,
-        flow_args(classes, eta_Y, eta_Z, query_rows=True),
-        lr=1.0,
-        rates={"Y": eta_Y, "Z": eta_Z},
-    )
+    data = flow_args(classes, eta_Y, eta_Z, query_rows=True)
+    return optimizer_limit(population_loss, optimizer, optim_args, data, lr=1.0, rates={"Y": eta_Y, "Z": eta_Z})
 
 
 def _square(name, a, M, dtype):
@@ -416,7 +352,7 @@ def _full_Z(traj, Z0, qt):
     return dataclasses.replace(traj, ys={**ys, "Z": Z})
 
 
-def single_ct_vector_field(t, y, args):
+def single_ct_vector_field(t: Any, y: Array, args: Args) -> Array:
     """Single common token (Sec. 6, eq. 13): state (h, z, B) with h = h(t/K),
     z_dot = -eta_Z gamma e^{4z} / C0, B_dot = eta_Z gamma e^{4z} / C0 (xi_n = gamma e^{4z} / C0)."""
     h, z = y[0], y[1]
@@ -426,28 +362,26 @@ def single_ct_vector_field(t, y, args):
     return jnp.stack([h_dot, -rate, rate])
 
 
-def solve_single_common_token(M, K, eta_Y, eta_Z, ts, C0=1.0, *, rtol=1e-12, atol=1e-14) -> Trajectory:
+def solve_single_common_token(
+    M: float,
+    K: float,
+    eta_Y: float,
+    eta_Z: float,
+    ts: Any,
+    C0: float = 1.0,
+    *,
+    rtol: float = 1e-12,
+    atol: float = 1e-14,
+) -> Trajectory:
     """Integrate eq. 13 (with the h-flow for gamma) from h = z = B = 0; `ys[:, 2]` is B_n(t)."""
-    ts = _check_ts(ts)
-    M, K, eta_Y, eta_Z, C0 = (
-        check_real(field, v, low=1.0 if field == "M" else 0.0, strict=True)
-        for field, v in (("M", M), ("K", K), ("eta_Y", eta_Y), ("eta_Z", eta_Z), ("C0", C0))
-    )
-    dtype = jnp.result_type(float)
-    args = {k: jnp.asarray(v, dtype) for k, v in dict(M=M, K=K, eta_Y=eta_Y, eta_Z=eta_Z, C0=C0).items()}
-    return solve(
-        single_ct_vector_field,
-        jnp.zeros((3,), dtype),
-        t1=float(ts[-1]),
-        ts=ts,
-        args=args,
-        solver="dopri8",
-        rtol=rtol,
-        atol=atol,
-    )
+    ts = check_ts(ts)
+    dtype, vals = jnp.result_type(float), dict(M=M, K=K, eta_Y=eta_Y, eta_Z=eta_Z, C0=C0)
+    args = {k: jnp.asarray(check_real(k, v, low=1.0 if k == "M" else 0.0, strict=True), dtype) for k, v in vals.items()}
+    y0 = jnp.zeros((3,), dtype)
+    return solve(single_ct_vector_field, y0, t1=float(ts[-1]), ts=ts, args=args, solver="dopri8", rtol=rtol, atol=atol)
 
 
-def symmetric_vector_field(t, y, args):
+def symmetric_vector_field(t: Any, y: Array, args: Args) -> Array:
     """The generated class-symmetric reduced flow (derivations `scan_snap-reduced-symmetric`) with the h-flow
     for gamma: state (h, z_d, z_c), h = h(t/K); args M (decoder size), K, eta_Y, eta_Z, p_d, p_c, D, C."""
     from .._generated import scan_snap_reduced_symmetric as gen

@@ -1,37 +1,16 @@
-"""The finite-T 1-layer Y/Z transformer of Scan and Snap, trained with optax (Tian et al. 2023, Sec. 3.1).
+"""The finite-T 1-layer Y/Z transformer of Scan and Snap (Tian et al. 2023, Sec. 3.1, eqs. 1-2; App. G for the
+embedding form), trained with optax on `flows.training`.
 
-Model (Sec. 3.1, eqs. 1-2): the query m = x_T attends over the T-1 contexts with logits z_{m, x_t} (the query is
-masked), b_t = softmax_t(z_{m x_t}); the attended one-hot average X^T b is normalised, f = X^T b / ||X^T b||,
-and the output logits are Y^T f; the loss is the cross-entropy of the next token n (minus eq. 2):
-
-    loss = -log softmax(Y^T f)_n,     Y, Z in R^{M x M}.
-
-Exact count-vector reduction (ours): X^T b = u with u_l = N_l e^{z_ml} / sum_l' N_l' e^{z_ml'},
-N the context counts. `count_loss` uses this form (no token sequences; shapes (B, M)); `token_loss` is the
-literal implementation on token sequences (B, T-1), used to cross-check it. Gradients are `jax.grad` of these
-losses, i.e. Lemma 1: grad_Y = f (alpha - e_n)^T, grad_{z_m} = diag(u) P^perp_f Y (alpha - e_n) / ||u||.
-
-`train_embedding` trains the embedding form (U, W_Q, W_K, W_V) of the same model (Sec. 3.1, App. G) and records
-Y = U W_V^T U^T and Z = U W_Q W_K^T U^T / sqrt(d), so the same observables apply.
-
-`train` runs SGD (optional heavy-ball momentum) or Adam on `flows.training`, with separate learning rates for
-Y and Z, batch-mean gradients, zero or random (uniform +-1/sqrt(M), PyTorch's nn.Linear default)
-initialisation. Time convention (ours; tests/scan_snap/test_pins_clock.py): one batch-mean step of learning
-rate eta is one unit of flow time of the flow with rate eta; with momentum beta the effective rate is
-eta / (1 - beta), so `record.ts` is step / (1 - beta) for SGD and the step count for Adam (the learning rates
-are rates of the flow, not part of its clock; `solve_flow(..., paper_time=...)` chooses the flow's class
-weights, see `flow.flow_args`).
-
-A run whose Y or Z goes non-finite or past `blowup_bound` (ln of the largest float) raises
-`flows.TrainingError` with the record of the saved steps before it, as in every system: the loss and its
-gradients are bounded here, so an absurd learning rate saturates the softmaxes (loss exactly 0, Y and Z huge
-but finite) instead of producing NaN.
-"""
+`count_loss` is the exact count-vector reduction (the loss on context counts), `token_loss` the same loss on
+literal token sequences, `embedding_loss` the (U, W_Q, W_K, W_V) form; their `jax.grad` is Lemma 1. A run whose
+Y or Z goes non-finite or past `blowup_bound` raises `flows.TrainingError`. Clock: `record.ts` = step / (1 - beta)
+for SGD, the step for Adam. See docs/systems/scan_snap.md."""
 
 from __future__ import annotations
 
 import math
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -55,23 +34,26 @@ __all__ = [
     "embedding_to_yz",
     "init_embedding",
     "init_params",
+    "seed_init",
     "token_loss",
     "train",
     "train_embedding",
     "train_sweep",
 ]
 
+Params = dict[str, jax.Array]
+
 OPTIMIZERS = ("sgd", "adam")
 INITS = ("zero", "random")
 
 
-def count_loss(params, arrays: ClassArrays, cls, counts):
+def count_loss(params: Params, arrays: ClassArrays, cls: jax.Array, counts: jax.Array) -> jax.Array:
     """Batch-mean cross-entropy through the count-vector reduction; `counts` (B, M), `cls` (B,)."""
     u = obs.attention_weights(counts, params["Z"][arrays.query[cls]])
     return jnp.mean(obs.cross_entropy(obs.normalized_attention(u) @ params["Y"], arrays.next_token[cls]))
 
 
-def token_loss(params, arrays: ClassArrays, cls, tokens):
+def token_loss(params: Params, arrays: ClassArrays, cls: jax.Array, tokens: jax.Array) -> jax.Array:
     """The same loss on literal token sequences `tokens` (B, T-1): b = softmax_t(z_{m x_t}), X^T b."""
     M = arrays.cond.shape[1]
     zq = params["Z"][arrays.query[cls]]  # (B, M)
@@ -81,7 +63,7 @@ def token_loss(params, arrays: ClassArrays, cls, tokens):
     return jnp.mean(obs.cross_entropy(obs.normalized_attention(xb) @ params["Y"], arrays.next_token[cls]))
 
 
-def embedding_to_yz(emb):
+def embedding_to_yz(emb: Params) -> Params:
     """The reparametrisation of Sec. 3.1: {"Y": U W_V^T U^T, "Z": U W_Q W_K^T U^T / sqrt(d)}, both (M, M),
     from `emb` = {"U": (M, d), "W_Q", "W_K", "W_V": (d, d)}."""
     U = emb["U"]
@@ -89,7 +71,7 @@ def embedding_to_yz(emb):
     return {"Y": U @ emb["W_V"].T @ U.T, "Z": U @ emb["W_Q"] @ emb["W_K"].T @ U.T / math.sqrt(d)}
 
 
-def embedding_loss(emb, arrays: ClassArrays, cls, counts):
+def embedding_loss(emb: Params, arrays: ClassArrays, cls: jax.Array, counts: jax.Array) -> jax.Array:
     """The embedding form (U, W_Q, W_K, W_V) of the same model (eqs. 1-2, normalisation on X^T b):
 
     Z = U W_Q W_K^T U^T / sqrt(d), Y = U W_V^T U^T, with `emb` = {"U": (M, d), "W_Q", "W_K", "W_V": (d, d)}.
@@ -97,7 +79,7 @@ def embedding_loss(emb, arrays: ClassArrays, cls, counts):
     return count_loss(embedding_to_yz(emb), arrays, cls, counts)
 
 
-def init_embedding(M: int, d: int, key, init_scale: float = 1.0, dtype=None):
+def init_embedding(M: int, d: int, key: jax.Array, init_scale: float = 1.0, dtype: Any = None) -> Params:
     """Seeded init of the embedding form: U_ij ~ N(0, 1/d) (rows of norm ~1, nearly orthogonal for d >> 1),
     W_Q, W_K ~ N(0, init_scale^2 / d) entrywise, W_V = 0 (so Y(0) = 0 as in the theory; Z(0) is small but
     nonzero, since W_Q = W_K = 0 is a saddle where Z never moves). Returns {"U": (M, d), "W_Q", "W_K", "W_V":
@@ -113,7 +95,7 @@ def init_embedding(M: int, d: int, key, init_scale: float = 1.0, dtype=None):
     }
 
 
-def init_params(M: int, init: str, key, dtype=None):
+def init_params(M: int, init: str, key: jax.Array, dtype: Any = None) -> Params:
     """{"Y", "Z"}: zeros, or i.i.d. uniform(-1/sqrt(M), 1/sqrt(M)) (PyTorch nn.Linear default)."""
     dtype = dtype or jnp.result_type(float)
     if init == "zero":
@@ -128,7 +110,7 @@ def init_params(M: int, init: str, key, dtype=None):
     }
 
 
-def observe(params, arrays: ClassArrays):
+def observe(params: Params, arrays: ClassArrays) -> dict[str, jax.Array]:
     """The observables of the flow's `Trajectory` (`flow.solve_flow`, full flow) on one (Y, Z): the attention
     observables `observables.ATTENTION_OBSERVABLES` (`attention` c_n (K, M), `entropy`, `entropy_distinct`,
     `common_mass` (K,), by `observables.attention_observables`) and `loss` the population loss
@@ -142,7 +124,7 @@ def observe(params, arrays: ClassArrays):
     }
 
 
-def blowup_bound(dtype) -> float:
+def blowup_bound(dtype: Any) -> float:
     """The largest |entry| of Y or Z that `train` accepts: ln of the dtype's largest float (709.8 in float64,
     88.7 in float32), past which e^{entry} overflows. Y and Z are logits (Y^T f with |f| = 1, and z_m), so
     well before it the softmaxes are saturated to the float resolution: the loss rounds to 0 and the gradients
@@ -163,30 +145,35 @@ TrainRecord = NetworkRecord
 _SEED_MAX = 2**32 - 1
 
 
-def _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form, sweep=False):
+def _validate(classes, optimizer, T, batch_size, steps, momentum, init, seed, form):
+    """The checked (T, batch_size, steps, momentum, seed) of a run (ValueError naming a bad argument)."""
     if not isinstance(classes, SequenceClasses):
         raise ValueError("classes must be a SequenceClasses")
     check_choice("optimizer", optimizer, OPTIMIZERS)
-    for field, v in (("eta_Y", eta_Y), ("eta_Z", eta_Z)):
-        a = real_array(field, v, finite=False)
-        if not np.all(np.isfinite(a)) or np.any(a <= 0):
-            raise ValueError(f"{field} must be finite and > 0, got {v!r}")
-        if a.ndim and not sweep:
-            raise ValueError(f"{field} must be a number (train_sweep takes arrays of rates), got shape {a.shape}")
-    for field, v, lo in (("T", T, 2), ("batch_size", batch_size, 1), ("steps", steps, 1)):
+    sizes = [
         check_int(field, v, lo, integral_float=True)
+        for field, v, lo in (("T", T, 2), ("batch_size", batch_size, 1), ("steps", steps, 1))
+    ]
     momentum = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
     if optimizer == "adam" and momentum:
         raise ValueError("momentum must be 0 with optimizer='adam' (Adam has its own moments)")
     check_choice("init", init, INITS)
-    check_int("seed", seed, 0, _SEED_MAX, integral_float=True)
+    seed = check_int("seed", seed, 0, _SEED_MAX, integral_float=True)
     check_choice("form", form, ("counts", "tokens"))
+    return (*sizes, momentum, seed)
 
 
 def _keys(seed, steps):
     """The initialisation key and the raw per-step batch keys (steps, 2) of a run with uint32 `seed`."""
     k_init, k_data = jax.random.split(fused(jax.random.PRNGKey(seed)))
     return k_init, jax.random.key_data(jax.random.split(fused(k_data), steps))
+
+
+def seed_init(M: int, init: str, seed: int, dtype: Any = None) -> Params:
+    """The initial {"Y", "Z"} that `train(..., init=init, seed=seed)` draws (`init_params` on its key)."""
+    check_choice("init", init, INITS)
+    seed = check_int("seed", seed, 0, _SEED_MAX, integral_float=True)
+    return init_params(M, init, jax.random.split(fused(jax.random.PRNGKey(device_array(seed, jnp.uint32))))[0], dtype)
 
 
 def _optimizer(optimizer, lr: dict, momentum):
@@ -226,26 +213,11 @@ def _program(template, *, form, T, batch_size, history, observed=True):
     )
 
 
-def _fit(
-    arrays,
-    optimizer,
-    lr: dict,
-    momentum,
-    params0,
-    keys,
-    save,
-    *,
-    form,
-    T,
-    batch_size,
-    history,
-    observed=True,
-    batched=False,
-):
-    """`flows.training.run_training` of this system (`batched`: many runs, vmapped over the leading axis of
-    `params0`, `keys` and the rates in `lr`)."""
+def _fit(arrays, optimizer, lr: dict, momentum, params0, keys, save, opts: dict, batched=False):
+    """`flows.training.run_training` of this system with the `_program` options `opts` (`batched`: many runs,
+    vmapped over the leading axis of `params0`, `keys` and the rates in `lr`)."""
     template = _optimizer(optimizer, dict.fromkeys(lr, 1.0), 0.5 if momentum else 0.0)
-    opts = dict(form=form, T=int(T), batch_size=int(batch_size), history=history, observed=observed)
+    opts = {"observed": True, **opts}
     if batched:
         state = jax.vmap(lambda p, rates: _state(optimizer, rates, momentum, p))(params0, lr)
         build = lambda: jax.vmap(_program(template, **opts), in_axes=(0, 0, 0, None, None, None))  # noqa: E731
@@ -261,50 +233,43 @@ def _fit(
 def _finish(optimizer, lr, momentum, save, out, config):
     final, series, snaps, losses, bad, compile_s, run_s = out
     dtype = jax.tree_util.tree_leaves(final)[0].dtype
-    return training.finish(
-        save,
-        series,
-        bad,
-        params={k: np.asarray(v) for k, v in final.items()},
-        snapshots=snaps,
-        clock=1.0,
-        momentum=momentum,
-        batch_loss=losses,
-        optimizer=optimizer,
-        lr=lr,
-        config=config,
-        compile_s=compile_s,
-        run_s=run_s,
-        hint=f"or Y or Z holds an entry beyond {blowup_bound(dtype):.4g} in magnitude (ln of the "
-        f"largest float: its exponential overflows; see blowup_bound); lower the learning rates",
+    hint = (
+        f"or Y or Z holds an entry beyond {blowup_bound(dtype):.4g} in magnitude (ln of the largest float: its "
+        "exponential overflows; see blowup_bound); lower the learning rates"
     )
+    kw = dict(params={k: np.asarray(v) for k, v in final.items()}, snapshots=snaps, clock=1.0, optimizer=optimizer)
+    kw |= dict(momentum=momentum, batch_loss=losses, lr=lr, config=config, compile_s=compile_s, run_s=run_s)
+    return training.finish(save, series, bad, hint=hint, **kw)
 
 
-def rate_pairs(eta_Y, eta_Z, lr):
-    """((name, eta_Y), (name, eta_Z)) from `eta_Y, eta_Z` or from `lr` (one rate for both groups, or
-    {"Y": eta_Y, "Z": eta_Z}), each named as it was passed (`lr`, `lr['Y']`, `eta_Y`, ...) for the error
-    messages of the caller's value checks (numbers in `train`, arrays in `train_sweep` and `solve_flow`)."""
+def check_rates(eta_Y: Any, eta_Z: Any, lr: Any = None, *, sweep: bool = True) -> list[tuple[str, np.ndarray]]:
+    """[(name, eta_Y), (name, eta_Z)], validated as finite positive numbers (`sweep`: or non-empty 1-D arrays),
+    from `eta_Y, eta_Z` or from `lr` (one rate for both groups, or {"Y": eta_Y, "Z": eta_Z}), each named as it
+    was passed (`lr`, `lr['Y']`, `eta_Y`, ...) in the ValueError of a bad one."""
     if lr is None:
         if eta_Y is None or eta_Z is None:
             raise ValueError("lr must be given (a number, or {'Y': eta_Y, 'Z': eta_Z}) when eta_Y, eta_Z are not")
-        return ("eta_Y", eta_Y), ("eta_Z", eta_Z)
-    if eta_Y is not None or eta_Z is not None:
+        pairs = [("eta_Y", eta_Y), ("eta_Z", eta_Z)]
+    elif eta_Y is not None or eta_Z is not None:
         raise ValueError("lr must not be given together with eta_Y, eta_Z (pass one or the other)")
-    if isinstance(lr, dict):
+    elif isinstance(lr, dict):
         if set(lr) != {"Y", "Z"}:
             raise ValueError(
                 f"lr must be a number or a dict with the keys 'Y' and 'Z', got keys {sorted(map(str, lr))}"
             )
-        return ("lr['Y']", lr["Y"]), ("lr['Z']", lr["Z"])
-    return ("lr", lr), ("lr", lr)
-
-
-def _learning_rates(eta_Y, eta_Z, lr):
-    """(eta_Y, eta_Z) of `train`: `rate_pairs`, validated as positive numbers when given as `lr`."""
-    pairs = rate_pairs(eta_Y, eta_Z, lr)
-    if lr is None:
-        return eta_Y, eta_Z  # checked (as arrays or numbers) by _validate
-    return tuple(check_real(name, v, low=0.0, strict=True) for name, v in pairs)
+        pairs = [("lr['Y']", lr["Y"]), ("lr['Z']", lr["Z"])]
+    else:
+        pairs = [("lr", lr), ("lr", lr)]
+    out = []
+    for field, v in pairs:
+        a = real_array(field, v, finite=False)
+        if a.ndim > int(sweep) or a.size == 0:
+            what = "a number or a non-empty 1-D array of numbers" if sweep else "a number"
+            raise ValueError(f"{field} must be {what}, got shape {a.shape}")
+        if not (np.all(np.isfinite(a)) and np.all(a > 0)):
+            raise ValueError(f"{field} must be finite and > 0, got {v!r}")
+        out.append((field, a))
+    return out
 
 
 def train(
@@ -322,126 +287,84 @@ def train(
     form: str = "counts",
     history: bool = True,
     save_every: int = 1,
-    lr=None,
-) -> TrainRecord:
-    """Train the finite-T Y/Z model; see the module docstring.
+    lr: Any = None,
+) -> NetworkRecord:
+    """Train the finite-T Y/Z model (`count_loss`, or `token_loss` with `form="tokens"`).
 
-    **Arguments:** `classes`; `optimizer` "sgd" | "adam"; `eta_Y`, `eta_Z` > 0 (or, as in every system,
-    `lr=` a number for both groups or `{"Y": eta_Y, "Z": eta_Z}`); `T` >= 2 (T-1 contexts);
-    `batch_size`; `steps`; `momentum` in [0, 1) (SGD only); `init` "zero" | "random"; `seed` (the same seed
-    gives the same record); `form` "counts" (exact count-vector reduction) or "tokens" (literal sequences,
-    same random numbers); `save_every` (>= 1: record Y, Z and the observables every k steps and at the last
-    step; the training is the same for every `save_every`); `history` (keep Y and Z at the saved steps;
-    `False`: only the final Y, Z, the observables are still recorded).
+    **Arguments:**
 
-    **Time:** `record.ts` = step / (1 - momentum) for SGD (t = eta step / (1 - beta) in units where the flow
-    rates are eta_Y, eta_Z), step for Adam (its clock t = lr * step, as in every system).
+    - `classes`; `optimizer`: "sgd" | "adam"; `eta_Y`, `eta_Z` > 0 (or, as in every system, `lr=` a number for
+      both groups or `{"Y": eta_Y, "Z": eta_Z}`); `T` >= 2 (T-1 contexts); `batch_size`; `steps`.
+    - `momentum` in [0, 1) (SGD only); `init`: "zero" | "random" (uniform +-1/sqrt(M), PyTorch's nn.Linear
+      default); `seed` (the same seed gives the same record).
+    - `form`: "counts" (exact count-vector reduction) or "tokens" (literal sequences, same random numbers).
+    - `save_every` (>= 1): record Y, Z and the observables every k steps and at the last step (the training is
+      the same for every `save_every`); `history`: keep Y and Z at the saved steps (`False`: only the final ones).
 
-    **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` (a
-    `flows.FlowError`) naming the first step whose Y or Z is not finite or has an entry beyond `blowup_bound`
-    (ln of the largest float: at an absurd learning rate the bounded gradients drive Y, Z to huge finite values
-    and the loss to exactly 0, not to NaN), with the partial record as `error.record`.
+    **Returns:** the `NetworkRecord`; `record.ts` = step / (1 - momentum) for SGD (in units where the flow rates
+    are eta_Y, eta_Z), the step for Adam.
+
+    **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` naming the first step whose Y or Z is
+    not finite or has an entry beyond `blowup_bound` (at an absurd learning rate the bounded gradients drive
+    Y, Z to huge finite values and the loss to exactly 0, not to NaN), with the partial record as `error.record`.
     """
-    eta_Y, eta_Z = _learning_rates(eta_Y, eta_Z, lr)
-    _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, seed, form)
+    eta_Y, eta_Z = (float(a) for _, a in check_rates(eta_Y, eta_Z, lr, sweep=False))
+    T, batch_size, steps, momentum, seed = _validate(
+        classes, optimizer, T, batch_size, steps, momentum, init, seed, form
+    )
     history = check_bool("history", history)
-    save = training.save_steps(int(steps), check_int("save_every", save_every, 1))
+    save = training.save_steps(steps, check_int("save_every", save_every, 1))
     arrays = classes.arrays()
-    k_init, keys = _keys(device_array(seed, jnp.uint32), int(steps))
+    k_init, keys = _keys(device_array(seed, jnp.uint32), steps)
     params0 = init_params(classes.vocab_size, init, k_init, arrays.cond.dtype)
-    rates = {"Y": float(eta_Y), "Z": float(eta_Z)}
-    out = _fit(
-        arrays,
-        optimizer,
-        rates,
-        float(momentum),
-        params0,
-        keys,
-        save,
-        form=form,
-        T=T,
-        batch_size=batch_size,
-        history=history,
-    )
-    config = dict(
-        classes=classes.name,
-        optimizer=optimizer,
-        eta_Y=float(eta_Y),
-        eta_Z=float(eta_Z),
-        T=int(T),
-        batch_size=int(batch_size),
-        steps=int(steps),
-        momentum=float(momentum),
-        init=init,
-        seed=int(seed),
-        form=form,
-        save_every=int(save_every),
-    )
-    return _finish(optimizer, rates, float(momentum), save, out, config)
+    rates = {"Y": eta_Y, "Z": eta_Z}
+    opts = dict(form=form, T=T, batch_size=batch_size, history=history)
+    out = _fit(arrays, optimizer, rates, momentum, params0, keys, save, opts)
+    config = dict(classes=classes.name, optimizer=optimizer, eta_Y=eta_Y, eta_Z=eta_Z, T=T, batch_size=batch_size)
+    config |= dict(steps=steps, momentum=momentum, init=init, seed=seed, form=form, save_every=int(save_every))
+    return _finish(optimizer, rates, momentum, save, out, config)
 
 
 def train_sweep(
     classes: SequenceClasses,
     optimizer: str,
-    eta_Y=None,
-    eta_Z=None,
-    seeds=None,
+    eta_Y: Any = None,
+    eta_Z: Any = None,
+    seeds: Any = None,
     T: int | None = None,
     batch_size: int | None = None,
     steps: int | None = None,
     momentum: float = 0.0,
     init: str = "zero",
     *,
-    lr=None,
-):
-    """Many trainings in one vmapped, once-compiled call: `eta_Y`, `eta_Z`, `seeds` are 1-D arrays of one
-    length R (or `lr=` an array for both groups, or {"Y": eta_Y, "Z": eta_Z}, as in `train`). Returns (loss
-    (R, steps), final params {"Y", "Z"}: (R, M, M)). Member i equals `train(classes, optimizer, eta_Y[i],
-    eta_Z[i], ..., seed=seeds[i])` (final state)."""
-    (nY, eta_Y), (nZ, eta_Z) = rate_pairs(eta_Y, eta_Z, lr)
-    names = (nY, nZ)
-    for name, v in (("seeds", seeds), ("T", T), ("batch_size", batch_size), ("steps", steps)):
-        if v is None:
-            raise ValueError(f"{name} must be given")
-    eta_Y, eta_Z, seeds = (
-        np.atleast_1d(real_array(name, a, finite=False))
-        for name, a in ((names[0], eta_Y), (names[1], eta_Z), ("seeds", seeds))
-    )
-    for name, a in ((names[0], eta_Y), (names[1], eta_Z)):
-        if not np.all(np.isfinite(a)) or np.any(a <= 0):
-            raise ValueError(f"{name} must be finite and > 0, got {a!r}")
-    if not (eta_Y.shape == eta_Z.shape == seeds.shape) or eta_Y.ndim != 1:
+    lr: Any = None,
+) -> tuple[jax.Array, dict[str, np.ndarray]]:
+    """Many trainings in one vmapped, once-compiled call.
+
+    **Arguments:** as `train`, with `eta_Y`, `eta_Z`, `seeds` 1-D arrays of one length R (or `lr=` an array for
+    both groups, or {"Y": eta_Y, "Z": eta_Z}).
+
+    **Returns:** (batch loss (R, steps), final params {"Y", "Z"}: (R, M, M)); member i equals
+    `train(classes, optimizer, eta_Y[i], eta_Z[i], ..., seed=seeds[i])` (final state).
+    """
+    (nY, eta_Y), (nZ, eta_Z) = check_rates(eta_Y, eta_Z, lr)
+    eta_Y, eta_Z = np.atleast_1d(eta_Y), np.atleast_1d(eta_Z)
+    seeds = np.atleast_1d(real_array("seeds", seeds, finite=False))
+    if not (eta_Y.shape == eta_Z.shape == seeds.shape):
         raise ValueError(
-            f"eta_Y, eta_Z and seeds must be 1-D of one length, got {eta_Y.shape}, {eta_Z.shape}, {seeds.shape}"
+            f"{nY}, {nZ} and seeds must be 1-D of one length, got {eta_Y.shape}, {eta_Z.shape}, {seeds.shape}"
         )
-    if (
-        not np.all(np.isfinite(seeds))
-        or np.any(seeds != np.round(seeds))
-        or np.any(seeds < 0)
-        or np.any(seeds > _SEED_MAX)
-    ):
+    if not np.all(np.isfinite(seeds)) or np.any(seeds != np.round(seeds)) or np.any((seeds < 0) | (seeds > _SEED_MAX)):
         raise ValueError(f"seeds must be integers in [0, {_SEED_MAX}], got {seeds!r}")
-    seeds = seeds.astype(np.int64)
-    _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, init, 0, "counts", sweep=True)
+    T, batch_size, steps, momentum, _ = _validate(classes, optimizer, T, batch_size, steps, momentum, init, 0, "counts")
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
-    k_init, keys = jax.vmap(partial(_keys, steps=int(steps)))(jnp.asarray(seeds, jnp.uint32))
+    k_init, keys = jax.vmap(partial(_keys, steps=steps))(jnp.asarray(seeds.astype(np.int64), jnp.uint32))
     params0 = jax.vmap(lambda k: init_params(classes.vocab_size, init, k, dtype))(k_init)
     rates = {"Y": jnp.asarray(eta_Y, dtype), "Z": jnp.asarray(eta_Z, dtype)}
+    opts = dict(form="counts", T=T, batch_size=batch_size, history=False, observed=False)
     final, _, _, losses, _, _, _ = _fit(
-        arrays,
-        optimizer,
-        rates,
-        float(momentum),
-        params0,
-        keys,
-        np.asarray([0, int(steps)]),
-        form="counts",
-        T=T,
-        batch_size=batch_size,
-        history=False,
-        observed=False,
-        batched=True,
+        arrays, optimizer, rates, momentum, params0, keys, np.asarray([0, steps]), opts, True
     )
     return losses, {k: np.asarray(v) for k, v in final.items()}
 
@@ -458,72 +381,44 @@ def train_embedding(
     momentum: float = 0.0,
     seed: int = 0,
     *,
-    eta_U=None,
+    eta_U: float | None = None,
     init_scale: float = 1.0,
     history: bool = True,
-):
+) -> NetworkRecord:
     """Train the embedding form (U, W_Q, W_K, W_V) of the 1-layer model (eqs. 1-2; loss `embedding_loss`)
     with optax, batch-mean gradients on count vectors (the exact finite-T reduction of `count_loss`).
 
     **Learning rates.** W_V is trained at `eta_Y`, W_Q and W_K at `eta_Z`, U at `eta_U` (default `eta_Z`;
-    0 freezes U). The paper leaves the map to the Y/Z rates open (App. G). To first order in the
-    step, with U^T U = I_d and G_Y, G_Z the Y/Z gradients (Lemma 1):
-    - dY = -eta_Y P G_Y P with P = U U^T (the projector on the embedding span; P = I when d >= M and U is
-      orthogonal), so eta_Y maps to itself on that span;
-    - dZ = -(eta_Z / d) P [G_Z U W_K W_K^T U^T + U W_Q W_Q^T U^T G_Z] P, i.e. an effective Z-rate
-      ~ eta_Z (s_Q^2 + s_K^2) / d when W_Q W_Q^T ~ s_Q^2 I, W_K W_K^T ~ s_K^2 I: state-dependent (it grows with
-      the attention weights) and ~ 2 eta_Z init_scale^2 / d at the init below (s^2 ~ init_scale^2);
-    - training U adds terms of the same order to both (quadratic in U), so the Y/Z flow with constant rates
-      is at best a local description of this form.
+    0 freezes U); the paper leaves the map to the Y/Z rates open (App. G; the first-order map, state-dependent
+    for Z, is in docs/systems/scan_snap.md).
 
     **Init** (`init_embedding`): U ~ N(0, 1/d), W_Q, W_K ~ N(0, init_scale^2 / d), W_V = 0 (Y(0) = 0).
 
     **Arguments:** as `train` (`optimizer` "sgd" | "adam", `momentum` SGD only), plus `d` >= 1 the embedding
-    width, `eta_U` >= 0, `init_scale` > 0. Returns a `TrainRecord` whose `Y`, `Z` are the (steps + 1, M, M)
-    histories (or final (M, M) values when `history=False`) of Y = U W_V^T U^T and Z = U W_Q W_K^T U^T /
-    sqrt(d); `config["final_embedding"]` holds the final {"U", "W_Q", "W_K", "W_V"} arrays; `ts`, `steps`,
-    `observables` as in `train` (saved at every step).
+    width, `eta_U` >= 0, `init_scale` > 0.
+
+    **Returns:** a `NetworkRecord` whose `Y`, `Z` are the (steps + 1, M, M) histories (or final (M, M) values
+    when `history=False`) of Y = U W_V^T U^T and Z = U W_Q W_K^T U^T / sqrt(d); `config["final_embedding"]`
+    holds the final {"U", "W_Q", "W_K", "W_V"} arrays; `ts`, `steps`, `observables` as in `train` (saved at
+    every step).
     """
-    _validate(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum, "zero", seed, "counts")
-    check_int("d", d, 1, integral_float=True)
+    eta_Y, eta_Z = (float(a) for _, a in check_rates(eta_Y, eta_Z, sweep=False))
+    T, batch_size, steps, momentum, seed = _validate(
+        classes, optimizer, T, batch_size, steps, momentum, "zero", seed, "counts"
+    )
+    d = check_int("d", d, 1, integral_float=True)
     eta_U = eta_Z if eta_U is None else check_real("eta_U", eta_U, low=0.0)
     init_scale = check_real("init_scale", init_scale, low=0.0, strict=True)
     history = check_bool("history", history)
     arrays = classes.arrays()
-    k_init, keys = _keys(device_array(seed, jnp.uint32), int(steps))
-    emb0 = init_embedding(classes.vocab_size, int(d), k_init, 1.0, arrays.cond.dtype)
+    k_init, keys = _keys(device_array(seed, jnp.uint32), steps)
+    emb0 = init_embedding(classes.vocab_size, d, k_init, 1.0, arrays.cond.dtype)
     emb0 = dict(emb0, W_Q=emb0["W_Q"] * init_scale, W_K=emb0["W_K"] * init_scale)
-    rates = {"U": float(eta_U), "W_Q": float(eta_Z), "W_K": float(eta_Z), "W_V": float(eta_Y)}
-    final, *rest = _fit(
-        arrays,
-        optimizer,
-        rates,
-        float(momentum),
-        emb0,
-        keys,
-        np.arange(int(steps) + 1),
-        form="embedding",
-        T=T,
-        batch_size=batch_size,
-        history=history,
-    )
-    config = dict(
-        classes=classes.name,
-        optimizer=optimizer,
-        eta_Y=float(eta_Y),
-        eta_Z=float(eta_Z),
-        eta_U=float(eta_U),
-        T=int(T),
-        batch_size=int(batch_size),
-        steps=int(steps),
-        momentum=float(momentum),
-        init="embedding",
-        init_scale=float(init_scale),
-        seed=int(seed),
-        form="embedding",
-        d=int(d),
-        final_embedding={k: np.asarray(v) for k, v in final.items()},
-    )
-    return _finish(
-        optimizer, rates, float(momentum), np.arange(int(steps) + 1), (embedding_to_yz(final), *rest), config
-    )
+    rates = {"U": eta_U, "W_Q": eta_Z, "W_K": eta_Z, "W_V": eta_Y}
+    save = np.arange(steps + 1)
+    opts = dict(form="embedding", T=T, batch_size=batch_size, history=history)
+    final, *rest = _fit(arrays, optimizer, rates, momentum, emb0, keys, save, opts)
+    config = dict(classes=classes.name, optimizer=optimizer, eta_Y=eta_Y, eta_Z=eta_Z, eta_U=eta_U, T=T)
+    config |= dict(batch_size=batch_size, steps=steps, momentum=momentum, init="embedding", init_scale=init_scale)
+    config |= dict(seed=seed, form="embedding", d=d, final_embedding={k: np.asarray(v) for k, v in final.items()})
+    return _finish(optimizer, rates, momentum, save, (embedding_to_yz(final), *rest), config)

@@ -1,43 +1,27 @@
 """The SGD SDE of Scan and Snap at finite context length T and batch size B.
 
-**The population.** `network.train(classes, "sgd", lr=eta, T=T, batch_size=B)` draws at every step B fresh
-i.i.d. pairs (class n ~ P(n), context counts N ~ Multinomial(T - 1, P(.|n))) and steps (Y, Z) by -eta times
-the batch-mean gradient of `network.count_loss`. The population of (class, count vector) pairs is infinite
-as a sequence space but FINITE as a set of distinct (n, N): for class n with support size S_n there are
-C(T - 2 + S_n, S_n - 1) count vectors. `population` enumerates them with their probabilities
-w = P(n) Multinomial(N; T - 1, P(.|n)), so that the drift and the covariance of the batch gradient are EXACT
-(not estimated from samples): the population loss L = sum_j w_j l_j (the finite-T loss the SGD gradient is
-unbiased for; the flow of `flow.solve_flow` is its T -> infinity limit) and the per-pair gradient covariance
-Sigma = sum_j w_j (g_j - gbar)(g_j - gbar)^T, as the low-rank factor with columns sqrt(w_j) (g_j - gbar)
-(`flows.optim_limits.noise`, `weights=`). The batch is i.i.d. (with replacement): Cov[g_B] = Sigma / B.
-For large supports or long contexts the enumeration is too large (a ValueError past `MAX_POPULATION` pairs);
-the covariance would then have to be estimated per class from a fixed sample of count vectors (a factor with
-one column per sampled pair, an O(1/sqrt(samples)) error in Sigma) -- not built here.
-
-**The SDE and its clock.** With one rate eta for Y and Z (`lr`), the SGD step is Euler-Maruyama with step
-eta of the Itô SDE on the clock s = eta * step,
-
-    d theta = -grad L(theta) ds + sqrt(eta / B) G(theta) dW,     theta = (Y, Z),  W in R^J,
-
-whose zero-noise limit is the finite-T gradient flow. Scan and Snap's records count time in steps
-(`record.ts` = step, the rates being rates of the flow): `solve_sgd_sde` takes and returns times in steps and
-integrates on s = eta * step internally. Separate rates eta_Y != eta_Z are not supported here.
-"""
+`population` enumerates every distinct (class, context counts) pair with its probability, so that the drift and
+the covariance of the batch gradient of `train(classes, "sgd", ...)` are exact (a ValueError past
+`MAX_POPULATION` pairs); `solve_sgd_sde` integrates the Itô SDE d theta = -grad L ds + sqrt(eta / B) G dW on
+the clock s = eta * step, taking and returning times in steps (one rate for Y and Z). See
+docs/systems/scan_snap.md."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_bool, check_choice, check_int, check_real, real_array
+from .._checks import check_bool, check_int, check_real, real_array
+from .._solve import Trajectory
 from ..optim_limits import noise as _noise
 from .data import ClassArrays, SequenceClasses
-from .network import count_loss, init_params, observe, train_sweep
+from .network import count_loss, observe, seed_init, train_sweep
 
 __all__ = ["MAX_POPULATION", "per_sample_loss", "population", "sgd_runs", "sgd_sde", "solve_sgd_sde"]
 
@@ -45,7 +29,7 @@ __all__ = ["MAX_POPULATION", "per_sample_loss", "population", "sgd_runs", "sgd_s
 MAX_POPULATION = 4096
 
 
-def population(classes: SequenceClasses, T: int, dtype=None):
+def population(classes: SequenceClasses, T: int, dtype: Any = None) -> tuple[dict[str, jax.Array], np.ndarray]:
     """(data, weights): every distinct (class, context counts) pair at context length T - 1 as per-sample
     data {"query" (J,), "next" (J,) token indices, "counts" (J, M)} and its probability w (J,) (summing to 1)."""
     if not isinstance(classes, SequenceClasses):
@@ -59,7 +43,7 @@ def population(classes: SequenceClasses, T: int, dtype=None):
             f"(class, count vector) pairs, more than MAX_POPULATION = {MAX_POPULATION}: lower T or "
             f"use smaller classes"
         )
-    M = classes.vocab_size
+    M, class_probs = classes.vocab_size, np.asarray(classes.class_probs)
     query, nxt, counts, weights = [], [], [], []
     for n in range(classes.num_classes):
         sup = np.flatnonzero(classes.support[n])
@@ -72,7 +56,7 @@ def population(classes: SequenceClasses, T: int, dtype=None):
             query.append(classes.query[n])
             nxt.append(classes.next_token[n])
             counts.append(row)
-            weights.append(classes.class_probs[n] * coef * float(np.prod(p**N)))
+            weights.append(class_probs[n] * coef * float(np.prod(p**N)))
     dtype = dtype or jnp.result_type(float)
     w = np.asarray(weights)
     data = {
@@ -83,34 +67,20 @@ def population(classes: SequenceClasses, T: int, dtype=None):
     return data, w / w.sum()
 
 
-def per_sample_loss(params, sample):
-    """`network.count_loss` of one (class, counts) pair {"query", "next", "counts" (M,)} (count_loss reads
-    the class's query and next token only)."""
-    one = ClassArrays(
-        cond=None,
-        query=sample["query"][None],
-        next_token=sample["next"][None],
-        class_probs=None,
-        support_index=None,
-        support_cdf=None,
-    )
+def per_sample_loss(params: dict[str, jax.Array], sample: dict[str, jax.Array]) -> jax.Array:
+    """`network.count_loss` of one (class, counts) pair {"query", "next", "counts" (M,)}."""
+    unread: Any = None  # count_loss reads the class's query and next token only
+    one = ClassArrays(*[unread] * 6)._replace(query=sample["query"][None], next_token=sample["next"][None])
     return count_loss(params, one, jnp.zeros((1,), jnp.int32), sample["counts"][None])
-
-
-def _initial(classes, init, seed, dtype):
-    check_choice("init", init, ("zero", "random"))
-    seed = check_int("seed", seed, 0, 2**32 - 1)
-    k_init = jax.random.split(jax.random.PRNGKey(seed))[0]  # as network.train draws its initialisation
-    return init_params(classes.vocab_size, init, k_init, dtype)
 
 
 def _observe(t, theta, args):
     return observe(theta, args["arrays"])
 
 
-def sgd_sde(classes: SequenceClasses, T: int, batch_size: int, lr, *, noise: bool = True):
+def sgd_sde(classes: SequenceClasses, T: int, batch_size: int, lr: float, *, noise: bool = True) -> _noise.SGDSDE:
     """The `optim_limits.noise.SGDSDE` of `train(classes, "sgd", lr=lr, T=T, batch_size=batch_size)` on the
-    clock s = lr * step (module docstring); its args also hold the class arrays (`"arrays"`)."""
+    clock s = lr * step; its args also hold the class arrays (`"arrays"`)."""
     data, w = population(classes, T)
     lr = check_real("lr", lr, low=0.0, strict=True)
     sde = _noise.sgd_sde(per_sample_loss, data, batch_size, lr, replacement=True, noise=noise, weights=w)
@@ -121,8 +91,8 @@ def solve_sgd_sde(
     classes: SequenceClasses,
     T: int,
     batch_size: int,
-    lr,
-    ts,
+    lr: float,
+    ts: Any,
     num_paths: int,
     seed: int = 0,
     *,
@@ -132,7 +102,7 @@ def solve_sgd_sde(
     noise: bool = True,
     max_steps: int | None = None,
     brownian: str = "increments",
-):
+) -> Trajectory:
     """`num_paths` Euler-Maruyama paths of the SGD SDE from `train`'s initialisation (`init`, `init_seed`
     as `train(init=, seed=)`), with the observables of `network.observe` (the attention observables `attention` (K, M),
     `entropy`, `entropy_distinct`, `common_mass` (K,), and `loss` the T -> infinity population loss, as on the
@@ -148,23 +118,16 @@ def solve_sgd_sde(
     if ts.ndim != 1 or ts.size == 0 or np.any(ts < 0):
         raise ValueError(f"ts must be a non-empty 1-D array of step counts >= 0, got {ts!r}")
     sde = sgd_sde(classes, T, batch_size, lr, noise=noise)
-    theta0 = _initial(classes, init, init_seed, jnp.result_type(float))
-    tr = _noise.solve_sgd_sde(
-        sde,
-        theta0,
-        sde.lr * ts,
-        dt=sde.lr * dt_steps,
-        seed=check_int("seed", seed, 0),
-        num_paths=num_paths,
-        observables=_observe,
-        save_states=False,
-        brownian=brownian,
-        max_steps=max_steps,
-    )
+    theta0 = seed_init(classes.vocab_size, init, init_seed)
+    kw: dict[str, Any] = dict(seed=check_int("seed", seed, 0), num_paths=num_paths, observables=_observe)
+    kw |= dict(dt=sde.lr * dt_steps, save_states=False, brownian=brownian, max_steps=max_steps)
+    tr = _noise.solve_sgd_sde(sde, theta0, sde.lr * ts, **kw)
     return dataclasses.replace(tr, ts=tr.ts / sde.lr)
 
 
-def sgd_runs(classes: SequenceClasses, T: int, batch_size: int, lr, steps: int, seeds, *, init: str = "zero"):
+def sgd_runs(
+    classes: SequenceClasses, T: int, batch_size: int, lr: float, steps: int, seeds: Any, *, init: str = "zero"
+) -> dict[str, np.ndarray]:
     """`network.train_sweep` (one vmapped program: `train(classes, "sgd", lr, lr, T, batch_size, steps,
     seed=s)` for every s in `seeds`) and `network.observe` of each final (Y, Z): {"attention" (R, K, M),
     "entropy", "entropy_distinct", "common_mass" (R, K), "loss" (R,)}."""

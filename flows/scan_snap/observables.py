@@ -1,28 +1,11 @@
-"""Observables of Scan and Snap shared by the trained network and the flows (Tian et al. 2023, Secs. 3-6).
-
-All functions are array functions of a state (jit/vmap friendly); shapes: K classes, M tokens.
-
-- `attention(Z, cond, query_onehot)`: c_{l|n} = P(l|n) e^{z_{ml}} / sum_l' P(l'|n) e^{z_{ml'}} (eq. 5), (K, M);
-  `attention_weights` the same softmax on any weights (a sequence's context counts).
-- `cross_entropy`, `population_loss`: -log softmax(Y^T f)_n per row, and its sum over the classes weighted by
-  P(n) (the T -> infinity loss).
-- `normalized_attention`: f_n = c_n / ||c_n||_2, (K, M).
-- `entropy_distinct`: entropy of c_n restricted to the distinct tokens of n and renormalised (Fig. 6), (K,).
-- `entropy`: entropy of c_n over all tokens, (K,).
-- `common_mass`: sum_{l in G_CT} c_{l|n}, (K,).
-- `distinct_tokens`, `common_tokens`: the token kinds of `SequenceClasses` from P(l|n) alone (traceable).
-- `attention_observables(c, cond)`: the attention observables that the network record (`network.observe`)
-  and every flow `Trajectory` (`flow.solve_flow`) save under the names `ATTENTION_OBSERVABLES`.
-- `relative_gain`: r_{l/l'|n} = c_{l|n}^2 / c_{l'|n}^2 - 1 (Theorem 3).
-- `growth_factor`: chi_l = e^{2 (z_ml(t) - z_ml(0))} (eq. 11), rows of the query tokens (K, M).
-- `pair_invariant_residual`: (e^{-2 dz_l} - 1) - (r_{l/l'|n}(0) + 1)(e^{-2 dz_l'} - 1) (eq. 110).
-- `knee_time`: the time at which a trajectory observable changes fastest (its steepest point in t).
-- `log_slope`: d y / d ln t of a trajectory saved on a grid.
-- `slowdown_time`: the scan -> snap transition of a logit trajectory, the first time after its steepest point
-  (in ln t) at which |dz/d ln t| falls below a fixed fraction of its maximum (Theorem 4).
-"""
+"""Observables of Scan and Snap shared by the trained network and the flows (Tian et al. 2023, Secs. 3-6): the
+attention c_n (eq. 5), the loss, entropies, common-token mass, relative gains (Theorem 3), growth factors
+(eq. 11), the pair invariant (eq. 110) and the knee and slowdown times of a trajectory (Theorem 4). Array
+functions of a state (jit/vmap friendly; K classes, M tokens). See docs/systems/scan_snap.md."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -50,13 +33,15 @@ __all__ = [
     "slowdown_time",
 ]
 
+Array = jax.Array
 
-def query_rows(Z, query_onehot):
+
+def query_rows(Z: Array, query_onehot: Array) -> Array:
     """z_{psi(n)} for every class: (K, M) = query_onehot (K, M) @ Z (M, M)."""
     return query_onehot @ Z
 
 
-def attention_weights(weights, zq):
+def attention_weights(weights: Array, zq: Array) -> Array:
     """w e^{z} / <w, e^{z}> along the last axis, zero where w = 0: the attention of eq. 5 on a class's law
     (w = P(.|n)) or on one sequence's context counts (w = N, the exact finite-T reduction). The shift by the
     largest logit on the support cancels in the ratio, so no gradient flows through it."""
@@ -66,24 +51,24 @@ def attention_weights(weights, zq):
     return w / jnp.sum(w, axis=-1, keepdims=True)
 
 
-def attention(Z, cond, query_onehot):
+def attention(Z: Array, cond: Array, query_onehot: Array) -> Array:
     """c_n(Z) (eq. 5, Lemma 2), (K, M); zero outside supp(n)."""
     return attention_weights(cond, query_rows(Z, query_onehot))
 
 
-def cross_entropy(logits, target):
+def cross_entropy(logits: Array, target: Array) -> Array:
     """-log softmax(logits)_target per row: `logits` (..., M), `target` (...) token indices."""
     picked = jnp.take_along_axis(logits, target[..., None], axis=-1)[..., 0]
     return jax.nn.logsumexp(logits, axis=-1) - picked
 
 
-def population_loss(c, Y, next_token, class_probs):
+def population_loss(c: Array, Y: Array, next_token: Array, class_probs: Array) -> Array:
     """sum_n P(n) CE(Y^T f_n, n) with f_n = c_n / ||c_n||: the T -> infinity loss (minus eq. 2), from the
     attention `c` (K, M), the next token of each class (K,) and P(n) (K,)."""
     return jnp.sum(class_probs * cross_entropy(normalized_attention(c) @ Y, next_token))
 
 
-def normalized_attention(c):
+def normalized_attention(c: Array) -> Array:
     """f_n = c_n / ||c_n||_2 (K, M)."""
     return c / jnp.linalg.norm(c, axis=-1, keepdims=True)
 
@@ -92,31 +77,31 @@ def _plogp(p):
     return jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0)
 
 
-def entropy(c):
+def entropy(c: Array) -> Array:
     """-sum_l c_l log c_l over all tokens, (K,)."""
     return -jnp.sum(_plogp(c), axis=-1)
 
 
-def entropy_distinct(c, distinct_mask):
+def entropy_distinct(c: Array, distinct_mask: Array) -> Array:
     """Entropy of c_n restricted to G_DT(n) and renormalised (the Fig. 6 quantity), (K,)."""
     d = jnp.where(distinct_mask, c, 0.0)
     p = d / jnp.sum(d, axis=-1, keepdims=True)
     return -jnp.sum(_plogp(p), axis=-1)
 
 
-def common_mass(c, common_mask):
+def common_mass(c: Array, common_mask: Array) -> Array:
     """sum_{l in G_CT} c_{l|n}, (K,)."""
     return jnp.sum(jnp.where(common_mask, c, 0.0), axis=-1)
 
 
-def distinct_tokens(cond):
+def distinct_tokens(cond: Array) -> Array:
     """(K, M) bool from P(l|n) `cond` (K, M): l is a distinct token of class n (l in supp(n), |Omega(l)| = 1);
     `SequenceClasses.distinct_mask` as an array function."""
     support = cond > 0
     return support & (jnp.sum(support, axis=0) == 1)[None, :]
 
 
-def common_tokens(cond):
+def common_tokens(cond: Array) -> Array:
     """(M,) bool from P(l|n) `cond` (K, M): l is a common token (|Omega(l)| > 1); `SequenceClasses.common_mask`
     as an array function."""
     return jnp.sum(cond > 0, axis=0) > 1
@@ -126,7 +111,7 @@ def common_tokens(cond):
 ATTENTION_OBSERVABLES = ("attention", "entropy", "entropy_distinct", "common_mass")
 
 
-def attention_observables(c, cond) -> dict:
+def attention_observables(c: Array, cond: Array) -> dict[str, Array]:
     """The attention observables of c_n (K, M) for the classes with P(l|n) = `cond` (K, M), by name:
     `attention` c_n (K, M), `entropy` (K,), `entropy_distinct` (K,) (the Fig. 6 entropy over the distinct tokens
     of n), `common_mass` (K,) (the attention on common tokens). One function for the network record and the
@@ -139,23 +124,23 @@ def attention_observables(c, cond) -> dict:
     }
 
 
-def relative_gain(c, token, other):
+def relative_gain(c: Array, token: Any, other: Any) -> Array:
     """r_{l/l'|n} = c_{l|n}^2 / c_{l'|n}^2 - 1 (Theorem 3) for the token indices l = `token`, l' = `other`;
     shape c[..., 0]."""
     return (c[..., token] / c[..., other]) ** 2 - 1.0
 
 
-def growth_factor(Z, Z0, query_onehot):
+def growth_factor(Z: Array, Z0: Array, query_onehot: Array) -> Array:
     """chi_l(t) = exp(2 (z_ml(t) - z_ml(0))) (eq. 11) for every class's query row, (K, M)."""
     return jnp.exp(2.0 * query_rows(Z - Z0, query_onehot))
 
 
-def pair_invariant_residual(dz_l, dz_lp, r0):
+def pair_invariant_residual(dz_l: Array, dz_lp: Array, r0: Any) -> Array:
     """(e^{-2 dz_l} - 1) - (r0 + 1)(e^{-2 dz_l'} - 1), zero along the reduced flow (eq. 110)."""
     return jnp.expm1(-2.0 * dz_l) - (r0 + 1.0) * jnp.expm1(-2.0 * dz_lp)
 
 
-def knee_time(t, rate):
+def knee_time(t: Any, rate: Any) -> float:
     """Time of the largest |rate| on a saved grid, refined by a parabola through the top three points in
     ln t (grids are log-spaced). `rate` is e.g. the speed dz/dt of the common-token logit: the snap is where
     the suppression is fastest, after which it slows to O(ln ln t) growth (Theorem 4). Returns a float."""
@@ -174,7 +159,9 @@ def knee_time(t, rate):
     return float(np.exp(np.clip(-b / (2 * a), x[0], x[-1])))
 
 
-def _log_grid(t, y):
+def log_slope(t: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """d y / d ln t on a saved grid (second-order finite differences in ln t; points with t <= 0 dropped).
+    Returns (t, slope), both (N,) over the kept points."""
     t = np.asarray(t, dtype=float)
     y = np.asarray(y, dtype=float)
     if t.ndim != 1 or y.shape != t.shape:
@@ -185,17 +172,10 @@ def _log_grid(t, y):
         raise ValueError("t must hold at least 3 increasing positive times")
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
         raise ValueError("t and y must be finite")
-    return t, y
-
-
-def log_slope(t, y):
-    """d y / d ln t on a saved grid (second-order finite differences in ln t; points with t <= 0 dropped).
-    Returns (t, slope), both (N,) over the kept points."""
-    t, y = _log_grid(t, y)
     return t, np.gradient(y, np.log(t))
 
 
-def slowdown_time(t, z, fraction=0.5):
+def slowdown_time(t: Any, z: Any, fraction: float = 0.5) -> float:
     """The scan -> snap transition time of a logit trajectory z(t) (Tian et al. 2023, Theorem 4, eq. 14).
 
     In the scanning stage a logit moves like a power of t, so z is ~linear in ln t (for the common token,

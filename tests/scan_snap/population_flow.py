@@ -1,7 +1,7 @@
 """The full (Y, Z) population flow of Scan and Snap written out in numpy and integrated by scipy: a reference
 for the trained network that is independent of `flows` (and needs no compile).
 
-From the theory digest §3.2 (real time: class weights P(n)):
+From Tian et al. 2023, Lemma 1 (eq. 4) at T -> inf with Lemma 2 (eq. 5) (real time: class weights P(n)):
 
     c_n = P(.|n) e^{z_m} / <P(.|n), e^{z_m}>,  f_n = c_n / ||c_n||,  alpha_n = softmax(Y^T f_n),
     Y' = eta_Y sum_n P(n) f_n (e_n - alpha_n)^T,

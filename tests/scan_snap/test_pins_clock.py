@@ -1,10 +1,10 @@
 """The clock of the trained Scan and Snap network with momentum, pinned against the T -> inf flow
-(issue 10, item 3; its own file: one training compile, kept apart from the solves of test_pins.py).
+(its own file: one training compile, kept apart from the solves of test_pins.py).
 
-`network.train` documents (module docstring, `TrainRecord.ts`): one batch-mean SGD step of learning rate eta
+`network.train` documents (`record.ts`; docs/systems/scan_snap.md): one batch-mean SGD step of learning rate eta
 is one unit of flow time of the flow with rate eta, and heavy-ball momentum beta multiplies the rate by
 1 / (1 - beta), so `record.ts = step / (1 - beta)` for the flow with rates (eta_Y, eta_Z) = (eta, eta).
-The reference flow is the full (Y, Z) population flow written out in numpy from the theory digest §3.2 and
+The reference flow is the full (Y, Z) population flow written out in numpy from Lemma 1 (eq. 4) at T -> inf and
 integrated by scipy (independent of `flows`; tests/scan_snap/population_flow.py).
 """
 
