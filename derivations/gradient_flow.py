@@ -118,19 +118,11 @@ def gradient_flow(
             if sym in seen:
                 raise ValueError(f"symbol {sym} appears in more than one parameter group")
             seen.add(sym)
-    check_same_symbols(
-        [("loss", loss)]
-        + [
-            (f"groups (group {g.name!r}{', ' + label if label else ''})", e)
-            for g in groups
-            for label, exprs in (
-                ("", g.symbols),
-                ("learning_rate", (g.learning_rate,)),
-                ("multiplicities", g.multiplicities),
-            )
-            for e in exprs
-        ]
-    )
+    named = [("loss", loss)]
+    for g in groups:
+        parts = {"": g.symbols, ", learning_rate": (g.learning_rate,), ", multiplicities": g.multiplicities}
+        named += [(f"groups (group {g.name!r}{label})", e) for label, exprs in parts.items() for e in exprs]
+    check_same_symbols(named)
     free = loss.free_symbols
     for group in groups:
         absent = [s for s in group.symbols if s not in free]

@@ -225,11 +225,10 @@ class RunRecord:
                 raise ValueError(f"{key} of prediction {name!r}: {err}") from err
         if known_finding is not None:
             expected += known_finding.note
+            entry["known_finding"] = known_finding.anchor
         entry.update(expected=expected, holds=holds, verdict=verdict_)
         if tested_at is not None:
             entry["tested_at"] = str(tested_at)
-        if known_finding is not None:
-            entry["known_finding"] = known_finding.anchor
         self._set(name, entry, prediction=True)
 
     def add_series(self, **arrays: Any) -> None:
