@@ -71,3 +71,12 @@ def test_readme_optimiser_limits_example_runs(capsys):
     out = _run(_block("Optimiser limits"), capsys)
     gaps = [float(g) for g in re.findall(r"vs its ODE at t = 1: ([0-9.e+-]+)", out)]
     assert len(gaps) == 2 and gaps[0] < 0.05 and 1.6 < gaps[0] / gaps[1] < 2.5, out  # first order in lr
+
+
+def test_readme_linear_attention_example_runs(capsys):
+    out = _run(_block("Linear attention"), capsys)
+    rows = re.findall(r"loss ([0-9.]+) -> ([0-9.]+) \(L\* = ([0-9.]+)\), \|GD - flow\| = ([0-9.e+-]+)", out)
+    assert len(rows) == 2, out
+    (l0, l1, l_min, gap_a), (_, _, _, gap_b) = [[float(v) for v in row] for row in rows]
+    assert l_min < l1 < 0.25 * l0 + 0.75 * l_min, out  # most of the way to the minimum of ZFB's Theorem 4.1
+    assert gap_a < 1e-3 and 1.6 < gap_a / gap_b < 2.5, out  # first order in lr
