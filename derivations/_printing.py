@@ -58,7 +58,7 @@ def _factor(expr):
     """`factor(expr)` for a single fraction with a sum in its denominator (where sympy leaves an expanded
     polynomial that factoring splits into a product), else `expr`: on sums of fractions, factoring puts
     everything over one expanded common denominator and turns e^(a + b) into e^a e^b, which reads worse
-    and costs tenths of a second per expression."""
+    and is slow."""
     _, den = sp.fraction(expr)
     return sp.factor(expr) if den.has(sp.Add) and _small(expr, FACTOR_NODES) else expr
 

@@ -49,7 +49,7 @@ def versions() -> dict:
     for name in _PACKAGES:
         info[name] = _dist_version(name)
     # The backend of a run that used jax; a records-only script (no jax imported) records None rather than
-    # importing jax (about 1 s) to describe a backend it never ran on.
+    # importing jax (a slow import) to describe a backend it never ran on.
     info.update(jax_backend=None, jax_devices=None, jax_enable_x64=None)
     jax = sys.modules.get("jax")
     if jax is not None:

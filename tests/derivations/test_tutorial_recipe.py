@@ -1,5 +1,6 @@
-"""The README's "How to add a new flow" recipe, run as a script from a temporary folder outside the repository
-against the installed package, and its solve checked against the closed form and against scipy.
+"""The recipe "From a sympy loss" of the tutorial docs/tutorials/bring_your_own_theory.md, run as a script from a
+temporary folder outside the repository against the installed package, and its solve checked against the closed
+form and against scipy (a hand-written right-hand side) beyond the tutorial's own checks.
 
 The recipe fits a * b = 1 with weight decay lambda by gradient flow at learning rate eta. From a balanced start
 a = b = s0 the state stays balanced and u = a b = s^2 obeys du/dt = 2 eta u (c - u), c = 1 - lambda: a
@@ -19,7 +20,8 @@ from scipy.integrate import solve_ivp
 
 import derivations
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TUTORIAL = ROOT / "docs" / "tutorials" / "bring_your_own_theory.md"
 
 # run the recipe as __main__ and keep what it computed (the names are the recipe's own variables)
 DRIVER = textwrap.dedent("""
@@ -35,16 +37,15 @@ DRIVER = textwrap.dedent("""
 
 
 def recipe_source() -> str:
-    text = README.read_text()
-    section = text.split("## How to add a new flow", 1)[1].split("\n## ", 1)[0]
+    text = TUTORIAL.read_text(encoding="utf-8")
+    section = text.split("## From a sympy loss", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 1, f"expected one python block in the section, found {len(blocks)}"
     return blocks[0]
 
 
-def test_readme_recipe_runs_from_a_temporary_folder(tmp_path):
-    repo = README.parent
-    assert repo not in tmp_path.parents and tmp_path != repo
+def test_tutorial_recipe_runs_from_a_temporary_folder(tmp_path):
+    assert ROOT not in tmp_path.parents and tmp_path != ROOT
     (tmp_path / "recipe.py").write_text(recipe_source())
     (tmp_path / "driver.py").write_text(DRIVER)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the installed package, not the checkout
