@@ -45,7 +45,7 @@ def table(rows: list[dict]) -> str:
 
     **Returns:** the table and the machine lines, as Markdown.
     """
-    lines = ["| benchmark | ratio | what over what | target | |", "|---|---|---|---|---|"]
+    lines = ["| benchmark | ratio | what over what | target | verdict |", "|---|---|---|---|---|"]
     runs: dict[str, set[str]] = {}
     for r in rows:
         rat = r.get("ratio")
