@@ -105,19 +105,10 @@ def generated_names() -> list[str]:
 def write_all() -> list:
     """Re-derive every system of the package that has a generated module and write it into
     `flows/_generated/`; returns the paths."""
-    paths = []
-    for name in generated_names():
-        d = derive(name)
-        paths.append(codegen.write(d.system, module=d.module, source=d.source))
-    return paths
+    return [codegen.write(d.system, module=d.module, source=d.source) for d in map(derive, generated_names())]
 
 
 def check_generated() -> dict:
     """{name: unified diff} for every generated module of the package that differs from a fresh emission."""
-    out = {}
-    for name in generated_names():
-        d = derive(name)
-        delta = codegen.diff(d.system, module=d.module, source=d.source)
-        if delta:
-            out[name] = delta
-    return out
+    deltas = {d.name: codegen.diff(d.system, module=d.module, source=d.source) for d in map(derive, generated_names())}
+    return {name: delta for name, delta in deltas.items() if delta}

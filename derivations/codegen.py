@@ -365,6 +365,8 @@ def write(
 ) -> pathlib.Path:
     """Write the emitted module to `<out_dir>/<module>.py` (atomically, creating `out_dir`) and return its path.
 
+    **Arguments:**
+
     - `out_dir`: any folder (e.g. your project's); default: the package's `flows/_generated/`, which is for
       the registered derivations of this package (`python -m derivations --write`).
     - `module`: the file's name without `.py`; default: `system.name` as an identifier (`-` -> `_`).

@@ -231,6 +231,8 @@ def project(
 ) -> Projection:
     """Restrict `system` to the ansatz theta = phi(h): h_dot = (J^T G J)^{-1} J^T G theta_dot(phi(h)).
 
+    **Arguments:**
+
     - `system`: a `FlowSystem` (e.g. from `gradient_flow`).
     - `ansatz`: `{state symbol: expression of coords (and params)}` for every state symbol of `system`
       (values are sympy expressions or numbers, not strings).
@@ -238,8 +240,8 @@ def project(
     - `params`: the order of the reduced system's parameters, as in `gradient_flow`. Default: those of
       `system` in its order, then the ansatz's new symbols by name.
 
-    Raises `ValueError` naming the argument for anything else, including a symbol that has the name of one
-    of `system`'s symbols but other assumptions.
+    **Returns:** a `Projection` (the reduced system and the invariance residual); a `ValueError` names a bad
+    argument, including a symbol with the name of one of `system`'s but other assumptions.
     """
     if not isinstance(system, FlowSystem):
         raise ValueError(f"system must be a FlowSystem, got {type(system).__name__}")

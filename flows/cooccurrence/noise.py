@@ -78,6 +78,8 @@ def solve_sgd_sde(
     """`num_paths` Euler-Maruyama paths of the SGD SDE from `init_params(config)`; the observables of
     `observables.OBSERVABLES` at the times `ts` per path.
 
+    **Arguments:**
+
     - `ts`: save times in [0, ts[-1]] (flow time t = lr * step); `dt`: the SDE step, default `lr / 4`.
     - `batch_size`, `lr`: the SGD settings (batches without replacement, as `network.train`); `noise=False`
       gives gradient flow.
