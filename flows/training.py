@@ -68,7 +68,7 @@ class TrainingError(FlowError):
       before it (`None` if not even step 0 was finite).
     """
 
-    def __init__(self, message: str, step: int, record: NetworkRecord | None = None):
+    def __init__(self, message: str, step: int, record: Any = None):  # a NetworkRecord (or a system's batch record)
         super().__init__(message, record)
         self.step = int(step)
         self.record = record
