@@ -17,10 +17,13 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import logging
 import re
 import sys
+import types
+import warnings
 from pathlib import Path
 
 from mkdocs.structure.files import File, Files
@@ -66,10 +69,47 @@ def _summary(path: Path) -> str:
     return " ".join(first.split())
 
 
+def private_exports(package: str) -> list[tuple[str, str]]:
+    """(public name, defining path) of the classes and functions that `package` exports (its ``__all__``, or
+    its public attributes) from a private module, such as ``flows.solve`` from ``flows._solve``: no page of
+    their own documents them, so the package's page does.
+
+    **Arguments:**
+
+    - `package`: the dotted name of a package of `PACKAGES`.
+
+    **Returns:** the pairs, in the order of the package's names.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pkg = importlib.import_module(package)
+        names = getattr(pkg, "__all__", None) or [n for n in dir(pkg) if not n.startswith("_")]
+        found = []
+        for attr in names:
+            obj = getattr(pkg, attr)
+            home, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+            if isinstance(obj, types.ModuleType) or not home or not qualname:
+                continue
+            parts = home.split(".")
+            if parts[0] in PACKAGES and any(p.startswith("_") for p in parts):
+                found.append((attr, f"{home}.{qualname}"))
+    return found
+
+
 def _api_page(name: str, is_package: bool, children: list[str]) -> str:
     lines = [f"::: {name}"]
     if is_package:
         lines += ["    options:", "      members: false", ""]
+        exported = private_exports(name)
+        if exported:
+            lines += [
+                f"**Defined in `{name}`'s private modules** (imported as `{name}.NAME`):",
+                "",
+                *[
+                    f"::: {path}\n    options:\n      heading_level: 2\n      show_root_full_path: false\n"
+                    for _, path in exported
+                ],
+            ]
         if children:
             lines += ["**Modules:**", ""]
             lines += [f"- [`{c}`]({c}.md)" for c in children]
