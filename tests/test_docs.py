@@ -92,6 +92,13 @@ def test_one_api_page_per_public_module(site):
     assert not [m for m in modules if any(part.startswith("_") for part in m.split("."))]
     missing = [m for m in modules if not (site / "api" / f"{m}.html").is_file()]
     assert not missing, f"public modules without an API page: {missing}"
+    # the names a package exports from its private modules are documented on the package's page
+    hooks, documented = _hooks(), inventory(site)
+    exported = [
+        path for m, _, is_package in hooks.public_modules() if is_package for _, path in hooks.private_exports(m)
+    ]
+    assert "flows._solve.solve" in exported
+    assert not [p for p in exported if p not in documented], exported
 
 
 def _documented(module: str, name: str, documented: set[str]) -> bool:
