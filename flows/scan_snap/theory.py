@@ -34,15 +34,8 @@ _NEWTON_ITERS = 80
 
 
 #: the domain of each argument by name: (lower bound, strict); None: any finite value
-_DOMAIN: dict[str, tuple[float, bool] | None] = {
-    "t": (0, False),
-    "s": (0, False),
-    "M": (1, True),
-    "K": (0, True),
-    "eta_Y": (0, True),
-    "eta_Z": (0, True),
-}
-_DOMAIN |= {"C0": (0, True), "f0_sq": (0, False), "B_n": None, "dz_lp": None, "r0": None}
+_DOMAIN: dict[str, tuple[float, bool] | None] = dict(t=(0, False), s=(0, False), M=(1, True), K=(0, True))
+_DOMAIN |= dict(eta_Y=(0, True), eta_Z=(0, True), C0=(0, True), f0_sq=(0, False), B_n=None, dz_lp=None, r0=None)
 
 
 def _check(_domain=None, **values):
