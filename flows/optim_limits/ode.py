@@ -18,6 +18,7 @@ import numpy as np
 import optax
 
 from .._checks import check_choice, check_int, check_real
+from ..training import run_training, training_program
 from ..trajectory import Trajectory
 
 __all__ = [
@@ -389,8 +390,6 @@ def run_optax(
     pytree of numbers, e.g. the learning rate), a function `optimizer(hyper) -> GradientTransformation`
     built inside the compiled program from the traced `hyper`: then one program per (loss, optimizer, shapes,
     number of saves) serves every `hyper`, `steps` and `save_every`."""
-    from ..training import run_training, training_program
-
     _check_loss(loss)
     if hyper is None and not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(
