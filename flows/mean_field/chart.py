@@ -45,6 +45,7 @@ __all__ = [
     "charted_probe_velocity",
     "charted_risk",
     "charted_velocity",
+    "chart_key",
     "check_charted",
     "coordinate_chart",
     "expand",
@@ -239,12 +240,17 @@ def _field(chart: Chart, rev: bool):
 _FIELDS: dict = {}
 
 
+def chart_key(chart: Chart) -> tuple:
+    """A hashable key of the chart's content (equal charts share compiled programs)."""
+    return (chart.attention.shape, chart.attention.tobytes(), chart._mlp.shape, chart._mlp.tobytes())
+
+
 def _cached_field(chart: Chart, rev: bool):
-    """One vector field per chart object (flows.solve caches its compiled program per field)."""
-    key = (id(chart), rev)
-    if key not in _FIELDS or _FIELDS[key][0] is not chart:
-        _FIELDS[key] = (chart, _field(chart, rev), _observables(chart))
-    return _FIELDS[key][1:]
+    """One vector field per chart content (flows.solve caches its compiled program per field)."""
+    key = (chart_key(chart), rev)
+    if key not in _FIELDS:
+        _FIELDS[key] = (_field(chart, rev), _observables(chart))
+    return _FIELDS[key]
 
 
 def solve_charted(

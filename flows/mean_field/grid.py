@@ -42,7 +42,7 @@ import numpy as np
 
 from .._checks import check_choice, check_int, check_real
 from .._solve import Trajectory, solve
-from .chart import CHARTED_GROUPS, Chart, charted_probe_velocity, expand
+from .chart import CHARTED_GROUPS, Chart, chart_key, charted_probe_velocity, expand
 from .data import Config, Prompts, training_set
 from .model import check_data, objective_value, risk_value
 
@@ -131,6 +131,9 @@ def _upwind_states(m, axis, flux):
     return left, right
 
 
+_PROGRAMS: dict = {}
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class GridFlow:
     """The grid discretisation of the charted flow (module docstring).
@@ -163,8 +166,12 @@ class GridFlow:
                 raise ValueError(f"boxes[{g!r}] must be a Box of dimension {dims[g]}")
         object.__setattr__(self, "temperature", check_real("temperature", self.temperature, low=0.0))
         check_choice("flux", self.flux, FLUXES)
-        object.__setattr__(self, "_field", self._make_field())
-        object.__setattr__(self, "_observe", self._make_observables())
+        # one (field, observables) pair per content: equal flows share flows.solve's compiled program
+        key = (self.config, chart_key(self.chart), tuple(sorted(self.boxes.items())), self.temperature, self.flux)
+        if key not in _PROGRAMS:
+            _PROGRAMS[key] = (self._make_field(), self._make_observables())
+        object.__setattr__(self, "_field", _PROGRAMS[key][0])
+        object.__setattr__(self, "_observe", _PROGRAMS[key][1])
 
     @property
     def groups(self) -> tuple[str, ...]:
