@@ -5,8 +5,8 @@ Verdicts at quick size: every prediction holds or is not tested at this size (wi
 except the known findings of `flows.experiments.findings.KNOWN_FINDINGS` that apply at quick size, which must still fail
 and carry the record's ``known_finding`` marker (verdict "known finding") -- so a prediction that stops holding
 fails here, and so does a finding that starts holding, a listed prediction recorded without its marker, and a
-marker on a prediction that is not listed. The record's REPORT.md section then has no FAIL line. (The README
-section "Where the papers and the solver disagree" is `findings.markdown()`, checked below.)
+marker on a prediction that is not listed. The record's REPORT.md section then has no FAIL line. (The page
+docs/findings.md renders the same list; `findings.markdown()` is checked below.)
 """
 
 import importlib.util
@@ -122,7 +122,7 @@ def check_verdicts(stem, preds):
     }
     assert not unexpected, (
         f"{stem}: predictions fail at quick size that are not known findings at that size (a "
-        f"regression, or a new finding for flows/experiments/findings.py and the README): "
+        f"regression, or a new finding for flows/experiments/findings.py): "
         f"{unexpected}"
     )
     started = {
@@ -131,8 +131,7 @@ def check_verdicts(stem, preds):
         if f.at_quick and verdicts[name] != records.KNOWN
     }
     assert not started, (
-        f"{stem}: known findings no longer fail at quick size; update "
-        f"flows/experiments/findings.py and the README section: {started}"
+        f"{stem}: known findings no longer fail at quick size; update flows/experiments/findings.py: {started}"
     )
     for name, p in preds.items():
         if verdicts[name] == records.NOT_TESTED:
@@ -141,18 +140,9 @@ def check_verdicts(stem, preds):
             assert isinstance(p["holds"], bool), f"{stem} {name}: holds = {p['holds']!r}"
 
 
-def _readme_section(title):
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    head = f"\n## {title}\n"
-    assert head in text, f"README has no section {title!r}"
-    return text.split(head, 1)[1].split("\n## ", 1)[0]
-
-
-def test_readme_findings_section_is_the_known_findings():
-    section = _readme_section("Where the papers and the solver disagree")
-    assert findings.markdown() in section, (
-        "paste the output of flows.experiments.findings.markdown() into the README section"
-    )
+def test_known_findings_are_listed_once_each_and_documented():
+    assert "<!-- generated: findings -->" in (ROOT / findings.PAGE).read_text(encoding="utf-8")
+    section = findings.markdown()
     bullets = [line for line in section.splitlines() if line.startswith("- ")]
     distinct = {id(f) for f in findings.KNOWN_FINDINGS.values()}
     assert len(bullets) == len(distinct), "one bullet per known finding, nothing else"
@@ -160,7 +150,7 @@ def test_readme_findings_section_is_the_known_findings():
     for (stem, name), f in findings.KNOWN_FINDINGS.items():
         assert stem in stems, f"KNOWN_FINDINGS names an example that does not exist: {stem}"
         assert f.title and f.claim and f.measured and f.reason and "\n" not in f.reason, (stem, name)
-        assert f"`{name}`" in section, f"the README section does not name {stem} {name}"
+        assert f"`{name}`" in section, f"findings.markdown() does not name {stem} {name}"
         assert f.reason in f.note and findings.known(stem, name) is f, (stem, name)
     assert findings.known("no_such_example", "x") is None
 

@@ -1,9 +1,9 @@
 """The known findings: predictions of the papers that the full runs measure to fail, each with its reason.
 
 Examples pass ``known_finding=findings.known(example, prediction)`` to `RunRecord.add_prediction`, ``REPORT.md``
-links each to its entry (:func:`report_markdown`), the README section "Where the papers and the solver
-disagree" is :func:`markdown`, and ``tests/test_examples.py`` holds the list true at ``--quick`` size. The
-numbers in ``measured`` are those of the full runs (``python -m flows reproduce``)."""
+links each to its entry (:func:`report_markdown`), the page docs/findings.md explains each, and
+``tests/test_examples.py`` holds the list true at ``--quick`` size. The numbers in ``measured`` are those of
+the full runs (``python -m flows reproduce``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 __all__ = ["KNOWN_FINDINGS", "Finding", "by_anchor", "known", "markdown", "report_markdown"]
 
-_SECTION = "Where the papers and the solver disagree"
+#: the documentation page that explains every finding (one heading per finding, anchored by its id)
+PAGE = "docs/findings.md"
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Finding:
     @property
     def note(self) -> str:
         """The text appended to the ``expected`` of a prediction that is this finding."""
-        return f"; known finding: {self.reason} (README, '{_SECTION}')"
+        return f"; known finding: {self.reason} ({PAGE})"
 
 
 def _anchor(title: str) -> str:
@@ -153,7 +154,7 @@ _WRAP = textwrap.TextWrapper(
 
 
 def markdown() -> str:
-    """The bullet list of the README section "Where the papers and the solver disagree", one per finding."""
+    """The known findings as a Markdown bullet list, one per finding with the predictions it covers."""
     groups: dict[int, tuple[Finding, list[tuple[str, str]]]] = {}
     for key, f in KNOWN_FINDINGS.items():
         groups.setdefault(id(f), (f, []))[1].append(key)

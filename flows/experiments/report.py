@@ -273,8 +273,8 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
             "## Known findings",
             "",
             "The predictions marked KNOWN FINDING above fail as documented: each is a disagreement with its "
-            "paper that the full run measures and explains (`flows.experiments.findings`; the README section "
-            '"Where the papers and the solver disagree"), not a defect of the library.',
+            "paper that the full run measures and explains (`flows.experiments.findings`; docs/findings.md), not "
+            "a defect of the library.",
             "",
             explained,
         ]
