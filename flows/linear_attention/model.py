@@ -171,66 +171,46 @@ def moment_loss(
     task_root: jax.Array,
     N: jax.Array | float,
 ) -> jax.Array:
-    """The exact (1/2) E[(y_hat - y_q)^2] for contexts of N inputs ~ N(0, `context_cov`), a query ~ N(0,
-    `query_cov`) and w = `task_root` z, z ~ N(0, I) (the attention normalised by N).
+    """The exact (1/2) E[(y_hat - y_q)^2] for contexts of N inputs ~ N(0, `context_cov`) = N(0, Lc), a query
+    x ~ N(0, `query_cov`) = N(0, Lq) and w = `task_root` z, z ~ N(0, I) (the attention normalised by N).
 
-    Write y_hat = tr(Lh B) + c0 with B = sum_h alpha_h beta_h^T, alpha_h = C_h x_q, C_h = A_h + w b_h^T,
-    beta_h = u_h + v_h w and c0 = (1/N) sum_h (u_h . x_q)(x_q^T A_h x_q) (`blocks`). Over the context (a Wishart
-    matrix, E Lh = Lc, Var tr(Lh B) = (tr(Lc B Lc B) + tr(Lc B^T Lc B)) / N) then over x_q ~ N(0, Lq) by
-    Isserlis' theorem, the rest is a polynomial of degree 4 in z, integrated exactly by `_cubature`.
+    With the blocks of `blocks`, y_hat = tr(Lh B) + c0: B = sum_h C_h x beta_h^T (C_h = A_h + w b_h^T,
+    beta_h = u_h + v_h w) is linear in x, B = sum_l x_l B_l, and c0 = (1/N) sum_h (u_h . x)(x^T A_h x) is cubic.
+
+    1. Over the context (Lh a Wishart matrix, mean Lc): E[(tr(Lh B) + c0 - y_q)^2] = (tr(Lc B) + c0 - y_q)^2
+       + (tr(Lc B Lc B) + tr(Lc B^T Lc B)) / N.
+    2. Over x (Isserlis): c0 = (c . x) / N + its part orthogonal to the linear functions of x, c = sum_h
+       (u_h tr(S_h Lq) + 2 S_h Lq u_h) (S_h the symmetric part of A_h), whose second moment is `_cubic_rest`
+       / N^2; so with rho = (tr(Lc B_l))_l - w + c / N the first term gives rho^T Lq rho + `_cubic_rest` / N^2,
+       the second sum_lm Lq_lm (tr(Lc B_l Lc B_m) + tr(Lc B_l^T Lc B_m)).
+    3. What is left is a polynomial of degree 4 in z, integrated exactly by `_cubature`.
     """
     bl = blocks(params)
     u, v, A, b = bl["u"], bl["v"], bl["A"], bl["b"]
     Lc, Lq = context_cov, query_cov
     z, wts = _cubature(int(Lc.shape[0]))
     w = device_array(z, Lc.dtype) @ task_root.T  # (P, d)
-    wts = device_array(wts, Lc.dtype)
     C = A[None] + jnp.einsum("pi,hj->phij", w, b)  # (P, H, d, d)
     beta = u[None] + jnp.einsum("h,pi->phi", v, w)  # (P, H, d)
-    gam = jnp.einsum("ij,phj->phi", Lc, beta)  # Lc beta_h
-    r = jnp.einsum("phij,phi->pj", C, gam) - w  # tr(Lc B) + ... = r . x_q, r = sum_h C_h^T Lc beta_h - w
-    mean_sq = jnp.einsum("pi,ij,pj->p", r, Lq, r)
-    trAq = jnp.einsum("hij,ji->h", A, Lq)
-    Lq_u = jnp.einsum("ij,hj->hi", Lq, u)
-    cross = jnp.einsum("pi,ij,hj,h->p", r, Lq, u, trAq) + jnp.einsum(
-        "pi,ij,hjk,hk->p", r, Lq, A + jnp.swapaxes(A, 1, 2), Lq_u
-    )
-    D = jnp.einsum("pkij,phi->phkj", C, gam)  # C_k^T Lc beta_h
-    LcC = jnp.einsum("ik,pgkl->pgil", Lc, C)
-    var = _variance(D, C, LcC, beta, gam, Lq)
-    conditional = mean_sq + 2.0 * cross / N + var / N
-    return 0.5 * (jnp.sum(wts * conditional) + _cubic_square(u, A, Lq) / N**2)
-
-
-def _variance(D, C, LcC, beta, gam, Lq):
-    """Sum over head pairs of beta_h^T Lc C_k Lq C_h^T Lc beta_k + tr(C_h^T Lc C_k Lq)(beta_h^T Lc beta_k)."""
-    first = jnp.einsum("phkj,jl,pkhl->p", D, Lq, D)
-    traces = jnp.einsum("phij,pkil,lj->phk", C, LcC, Lq)
-    return first + jnp.einsum("phk,phi,pki->p", traces, beta, gam)
-
-
-def _cubic_square(u, A, Lq):
-    """E[(sum_h (u_h . x)(x^T A_h x))^2] for x ~ N(0, Lq) (Isserlis: with S_h the symmetric part of A_h,
-    E[(a.x)(b.x) x^T S x x^T T x] = a'b'(tr S' tr T' + 2 tr S'T') + 2 b'S'a' tr T' + 4 b'T'S'a' + 2 b'T'a' tr S'
-    + 4 b'S'T'a', primes in whitened coordinates)."""
+    Bl = jnp.einsum("phil,phj->pijl", C, beta)  # B_l = Bl[..., l]
+    LB = jnp.einsum("ia,pajl->pijl", Lc, Bl)  # Lc B_l
     S = 0.5 * (A + jnp.swapaxes(A, 1, 2))
+    c = jnp.einsum("hi,hjk,kj->i", u, S, Lq) + 2.0 * jnp.einsum("hij,jk,hk->i", S, Lq, u)
+    rho = jnp.einsum("piil->pl", LB) - w + c[None] / N
+    mean = jnp.einsum("pl,lm,pm->p", rho, Lq, rho)
+    wishart = jnp.einsum("pijl,lm,pjim->p", LB, Lq, LB) + jnp.einsum("pcbl,lm,pcam,ab->p", Bl, Lq, LB, Lc)
+    return 0.5 * (jnp.sum(device_array(wts, Lc.dtype) * (mean + wishart / N)) + _cubic_rest(u, S, Lq) / N**2)
+
+
+def _cubic_rest(u, S, Lq):
+    """N^2 E[c0^2] - c^T Lq c for x ~ N(0, Lq): the second moment of the part of N c0 = sum_h (u_h . x)(x^T S_h x)
+    orthogonal to the linear functions of x. By Isserlis' theorem,
+    2 sum_hk (u_h^T Lq u_k) tr(S_h Lq S_k Lq) + 4 sum_hk u_k^T Lq S_h Lq S_k Lq u_h."""
     SL = jnp.einsum("hij,jk->hik", S, Lq)  # S_h Lq
     Lu = jnp.einsum("ij,hj->hi", Lq, u)  # Lq u_h
-    tr = jnp.einsum("hii->h", SL)
-    trST = jnp.einsum("hij,kji->hk", SL, SL)
-    uu = jnp.einsum("hi,ki->hk", u, Lu)  # u_h^T Lq u_k
-    # pair (h, k): a = u_h, S = S_h, b = u_k, T = S_k
-    bSa = jnp.einsum("ki,hij,hj->hk", Lu, S, Lu)  # u_k^T Lq S_h Lq u_h
-    bTSa = jnp.einsum("ki,kij,hjl,hl->hk", Lu, SL, SL, u)  # u_k^T Lq S_k Lq S_h Lq u_h
-    bSTa = jnp.einsum("ki,hij,kjl,hl->hk", Lu, SL, SL, u)  # u_k^T Lq S_h Lq S_k Lq u_h
-    total = (
-        uu * (tr[:, None] * tr[None, :] + 2.0 * trST)
-        + 2.0 * bSa * tr[None, :]
-        + 2.0 * bSa.T * tr[:, None]
-        + 4.0 * bTSa
-        + 4.0 * bSTa
-    )
-    return jnp.sum(total)
+    pairs = jnp.einsum("hi,ki->hk", u, Lu) * jnp.einsum("hij,kji->hk", SL, SL)
+    crossed = jnp.einsum("ki,hij,kjl,hl->", Lu, SL, SL, u)
+    return 2.0 * jnp.sum(pairs) + 4.0 * crossed
 
 
 def population_loss(params: dict[str, jax.Array], config: Config) -> jax.Array:
