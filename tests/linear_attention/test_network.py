@@ -177,3 +177,15 @@ def test_the_population_loss_converges_to_the_minimum():
     np.testing.assert_allclose(rec.loss[-1], theory.min_loss(CFG.eigenvalues, CFG.N), rtol=1e-8)
     np.testing.assert_allclose(rec.G[-1], theory.optimal_G(CFG.eigenvalues, CFG.N), atol=1e-6)
     assert np.all(rec.n_learned[-1] == 2)
+
+
+@pytest.mark.parametrize("form, kw", [("merged", dict(heads=3)), ("separate", dict(heads=2))])
+def test_the_reduced_blocks_stay_zero(form, kw):
+    """From the papers' initialisation (zero value row u and key-query row b), GD on the population loss keeps
+    u = b = 0 (the invariant manifold of ZFB Lemma 5.2 and ZSLS's reduced models) while the rest moves."""
+    cfg = CFG.replace(form=form, init_scale=0.5, **kw)
+    rec = network.train(cfg, "gd", lr=0.1, steps=40, save_every=40)
+    bl = model.blocks(rec.params)
+    start = model.blocks(model.init_params(cfg))
+    assert np.max(np.abs(bl["u"])) < 1e-14 and np.max(np.abs(bl["b"])) < 1e-14
+    assert np.max(np.abs(bl["v"] - start["v"])) > 1e-3 and rec.loss[-1] < 0.9 * rec.loss[0]
