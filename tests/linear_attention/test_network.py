@@ -65,10 +65,11 @@ def test_seeding_reproducible_and_online_prompts():
     two = network.train(CFG.replace(seed=2), "sgd", lr=0.05, steps=2, batch_size=8, save_every=1)
     key = CFG.replace(seed=2).key("data")
     params = model.init_params(CFG.replace(seed=2))
+    sample_grad = jax.jit(jax.grad(model.sample_loss), static_argnums=1)
     for _ in range(2):
         key, sub = jax.random.split(key)
         prompts = data.draw(sub, 8, CFG.N, data.sqrt_covariance(CFG))
-        g = jax.grad(model.sample_loss)(params, CFG, prompts)
+        g = sample_grad(params, CFG, prompts)
         params = {n: params[n] - 0.05 * g[n] for n in params}
     for n in params:
         np.testing.assert_allclose(two.params[n], params[n], rtol=1e-12, atol=1e-15, err_msg=n)
@@ -79,8 +80,9 @@ def test_fixed_sample_full_batch_and_minibatches():
     rec = network.train(SEPARATE, "gd", lr=lr, steps=3, sample_size=n, save_every=1)
     prompts = data.sample(SEPARATE, SEPARATE.key("data"), n)
     params = model.init_params(SEPARATE)
+    sample_grad = jax.jit(jax.grad(model.sample_loss), static_argnums=1)
     for _ in range(3):
-        g = jax.grad(model.sample_loss)(params, SEPARATE, prompts)
+        g = sample_grad(params, SEPARATE, prompts)
         params = {k: params[k] - lr * g[k] for k in params}
     for k in params:
         np.testing.assert_allclose(rec.params[k], params[k], rtol=1e-12, atol=1e-15, err_msg=k)
@@ -100,7 +102,7 @@ def test_lr_per_group():
     slow = network.train(SEPARATE, "gd", lr={"W_PV": 0.05, "W_K": 0.05, "W_Q": 0.005}, steps=3, save_every=1)
     np.testing.assert_array_equal(slow.ts, one.ts)
     params = model.init_params(SEPARATE)
-    grad = jax.grad(model.population_loss)(params, SEPARATE)
+    grad = jax.jit(jax.grad(model.population_loss), static_argnums=1)(params, SEPARATE)
     rates = {"W_PV": 0.05, "W_K": 0.05, "W_Q": 0.005}
     step1 = network.train(SEPARATE, "gd", lr=rates, steps=1, save_every=1)
     for k in params:
