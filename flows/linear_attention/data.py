@@ -110,20 +110,35 @@ def _rotation(config: Config) -> np.ndarray:
 
 
 def covariance(config: Config) -> jax.Array:
-    """Lambda = R diag(eigenvalues) R^T, shape `(d, d)`."""
+    """The input covariance Lambda = R diag(eigenvalues) R^T.
+
+    **Arguments:** `config`: the `Config`.
+
+    **Returns:** Lambda, shape `(d, d)`.
+    """
     R = _rotation(config)
     return device_array(R @ np.diag(config.eigenvalues) @ R.T, jnp.result_type(float))
 
 
 def sqrt_covariance(config: Config) -> jax.Array:
-    """The symmetric square root Lambda^{1/2} = R diag(sqrt(eigenvalues)) R^T, shape `(d, d)`."""
+    """The symmetric square root Lambda^{1/2} = R diag(sqrt(eigenvalues)) R^T.
+
+    **Arguments:** `config`: the `Config`.
+
+    **Returns:** Lambda^{1/2}, shape `(d, d)`.
+    """
     R = _rotation(config)
     return device_array(R @ np.diag(np.sqrt(config.eigenvalues)) @ R.T, jnp.result_type(float))
 
 
 def draw(key: jax.Array, batch: int, N: int, root: jax.Array) -> Prompts:
-    """`batch` prompts of N context examples with inputs root @ z, z ~ N(0, I) (`root` = Lambda^{1/2}); the pure
-    function `sample` and the online training loop share."""
+    """Prompts of N context examples with inputs `root` z, z ~ N(0, I): the pure function that `sample` and the
+    online training loop share.
+
+    **Arguments:** `key` a `jax.random` key, `batch` and `N` (static), `root` = Lambda^{1/2} `(d, d)`.
+
+    **Returns:** `Prompts` (shapes as in `sample`).
+    """
     d = root.shape[0]
     kx, kq, kw = jax.random.split(key, 3)
     X = jax.random.normal(kx, (batch, N, d), root.dtype) @ root

@@ -100,6 +100,8 @@ def blocks(params: dict[str, jax.Array]) -> dict[str, jax.Array]:
     """The blocks of every head that the prediction reads: p_h = (u_h; v_h) the last row of W^{PV}_h and
     K_h = [[A_h, *], [b_h^T, *]] its key-query matrix (the last column of K_h meets the query's zero label).
 
+    **Arguments:** `params` of any form.
+
     **Returns:** `{"u": (H, d), "v": (H,), "A": (H, d, d), "b": (H, d)}`; then
     y_hat = sum_h [u_h^T (Lh + x_q x_q^T / N) A_h x_q + (u_h^T h)(b_h^T x_q) + v_h h^T A_h x_q + v_h s b_h^T x_q].
     """
@@ -139,7 +141,12 @@ def predict(params: dict[str, jax.Array], config: Config | None, prompts: Prompt
 
 
 def sample_loss(params: dict[str, jax.Array], config: Config | None, prompts: Prompts) -> jax.Array:
-    """The empirical loss (1/2) mean_b (y_hat_b - y_q,b)^2 (ZFB eq. 3.7) of a batch of prompts (scalar)."""
+    """The empirical loss (1/2) mean_b (y_hat_b - y_q,b)^2 of a batch of prompts (ZFB eq. 3.7).
+
+    **Arguments:** as `predict`.
+
+    **Returns:** the loss (scalar).
+    """
     return 0.5 * jnp.mean((predict(params, config, prompts) - prompts.yq) ** 2)
 
 
@@ -184,6 +191,11 @@ def moment_loss(
        / N^2; so with rho = (tr(Lc B_l))_l - w + c / N the first term gives rho^T Lq rho + `_cubic_rest` / N^2,
        the second sum_lm Lq_lm (tr(Lc B_l Lc B_m) + tr(Lc B_l^T Lc B_m)).
     3. What is left is a polynomial of degree 4 in z, integrated exactly by `_cubature`.
+
+    **Arguments:** `params` of any form; `context_cov`, `query_cov`, `task_root` `(d, d)`; `N` the prompt length
+    (a number or a traced scalar).
+
+    **Returns:** the loss (scalar).
     """
     bl = blocks(params)
     u, v, A, b = bl["u"], bl["v"], bl["A"], bl["b"]

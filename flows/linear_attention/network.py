@@ -35,8 +35,12 @@ __all__ = ["NetworkRecord", "groups", "train", "with_seed_init"]
 
 
 def groups(config: Config) -> tuple[str, ...]:
-    """The parameter groups of `config.form` (the keys of a per-group `lr`): `("W_PV", "W_KQ")` for the single
-    and merged forms, `("W_PV", "W_K", "W_Q")` for separate heads."""
+    """The parameter groups of `config.form` (the keys of a per-group `lr`).
+
+    **Arguments:** `config`: the `Config`.
+
+    **Returns:** `("W_PV", "W_KQ")` for the single and merged forms, `("W_PV", "W_K", "W_Q")` for separate heads.
+    """
     return ("W_PV", "W_K", "W_Q") if config.form == "separate" else ("W_PV", "W_KQ")
 
 
