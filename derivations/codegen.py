@@ -297,15 +297,8 @@ def _emit(system, *, module, source, footer) -> str:
         )
     eq_lines = "\n".join("    " + line for line in eq_text.splitlines())
     desc = "\n".join(line.rstrip() for line in system.description.strip().splitlines())
-    body = [
-        _HEADER.format(
-            source=_doc_text(source or "(not given)"),
-            name=_doc_text(system.name),
-            description=_doc_text(desc),
-            equations=_doc_text(eq_lines),
-            footer=_doc_text(footer),
-        )
-    ]
+    fields = dict(source=source or "(not given)", name=system.name, description=desc, equations=eq_lines, footer=footer)
+    body = [_HEADER.format(**{k: _doc_text(v) for k, v in fields.items()})]
     imports = ["import difflib", "from collections.abc import Mapping", "", "import jax.numpy as jnp"]
     body += [
         "\n".join([*imports, *sorted(printer.imports)]) + "\n",

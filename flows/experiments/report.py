@@ -236,11 +236,8 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
         f"Date: {now}",
         "",
     ]
-    versions = None
-    for o in outcomes:
-        if o.status in ("ok", "skipped"):
-            versions = records.load_record(out / o.stem)["meta"].get("versions")
-            break
+    done = [o.stem for o in outcomes if o.status in ("ok", "skipped")]
+    versions = records.load_record(out / done[0])["meta"].get("versions") if done else None
     if versions:
         keys = ("flows", "git_sha", "python", "jax", "diffrax", "jax_backend", "jax_enable_x64")
         lines += ["Versions: " + ", ".join(f"{k} {versions.get(k)}" for k in keys), ""]
