@@ -1,5 +1,5 @@
-"""Every system's `train` speaks one vocabulary (README "One vocabulary"), checked by one test per keyword,
-parametrised over the three systems: `seed` and `init`, `lr` as a number and as one rate per parameter group,
+"""Every system's `train` speaks one vocabulary, checked by one test per keyword, parametrised over the
+systems: `seed` and `init`, `lr` as a number and as one rate per parameter group,
 `save_every`, heavy-ball momentum on the shared clock t = lr * step / (1 - beta), and a failed run's record.
 
 Each system runs at one small size; its runs share a few compiled programs (the rates, seeds and momentum
@@ -14,6 +14,7 @@ import pytest
 
 from flows import FlowError
 from flows import cooccurrence as co
+from flows import linear_attention as la
 from flows import mean_field as mf
 from flows import scan_snap as ss
 from flows.training import NetworkRecord, TrainingError, flow_time
@@ -34,6 +35,7 @@ class System:
 
 _SS = ss.syn_small()
 _CO = co.Config(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=4, m1=2, seed=3)
+_LA = la.Config(d=2, N=4, eigenvalues=(1.0, 0.4))
 _MF = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
 
 
@@ -71,12 +73,19 @@ def _mf(optimizer, lr, steps, save_every=1, momentum=0.0, seed=None, init=None):
     return mf.train(_MF, optimizer, lr, steps, save_every, momentum=momentum, seed=seed, init=init, observables="basic")
 
 
+def _la(optimizer, lr, steps, save_every=1, momentum=None, seed=None, init=None):
+    return la.train(_LA, optimizer, lr, steps, save_every=save_every, momentum=momentum, seed=seed, init=init)
+
+
 SYSTEMS = {
     "scan_snap": System("scan_snap", _ss, "adam", ("Y", "Z"), 1.0, 0.0, ("zero", "random"), "loss", 1e308),
     "cooccurrence": System(
         "cooccurrence", _co, "gd", ("W", "W_V", "W_K", "W_Q"), 1e-2, 1.0, ("theory", "kaiming"), "loss", 1e3
     ),
     "mean_field": System("mean_field", _mf, "gd", ("attention", "mlp"), 0.1, 1.0, ("tied", "smooth"), "Q", 1e6),
+    "linear_attention": System(
+        "linear_attention", _la, "gd", ("W_PV", "W_KQ"), 0.05, 1.0, ("paper", "random"), "loss", 1e3
+    ),
 }
 
 
