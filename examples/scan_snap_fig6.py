@@ -106,9 +106,9 @@ def main(argv=None) -> int:
         )
         # eq. 133 at fixed eta_Y / eta_Z: larger eta_Z gives lower entropy
         ok, n = 0, 0
-        for K in sorted({r["K"] for r in table}):
+        for k in sorted({r["K"] for r in table}):
             for ratio in ratios:
-                m = [r["mean"] for r in table if r["K"] == K and r["ratio"] == ratio]
+                m = [r["mean"] for r in table if r["K"] == k and r["ratio"] == ratio]
                 ok += int(m[-1] < m[0])
                 n += 1
         rec.add_prediction(

@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.typing import ArrayLike
+from numpy.typing import ArrayLike
 
 from .._checks import real_array
 
@@ -52,7 +52,7 @@ def _check(_domain=None, **values):
             raise ValueError(f"{name} must be {'>' if strict else '>='} {low}, got {value!r}")
 
 
-def _float(x):
+def _float(x: ArrayLike) -> jax.Array:
     x = jnp.asarray(x)
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
 
@@ -79,7 +79,7 @@ def h(t: ArrayLike, M: ArrayLike, eta_Y: ArrayLike) -> jax.Array:
     return x / M
 
 
-def h_discrete(s: ArrayLike, M: float, eta_Y: float) -> jax.Array:
+def h_discrete(s: ArrayLike, M: ArrayLike, eta_Y: ArrayLike) -> jax.Array:
     """The discrete recursion h*(s) = h*(s-1) + eta_Y / ((M-1) + exp(M h*(s-1))), h*(0) = 0 (eq. 33).
 
     `s` is an array of non-negative integers; `M` and `eta_Y` are scalars. Lemma 7: 0 <= h*(s) - h(s) <=
