@@ -1,18 +1,16 @@
 """First variation and particle velocity of the mean-field transformer (Gao et al., NeurIPS 2024, eqs. 2.1-2.3
-and the particle ODE of its Wasserstein gradient flow), on explicit small symbolic matrices (sizes D, K = N + 1).
-
-sympy differentiates the first variation g(theta) = <P, f(Z, theta)>_F + lam/2 |theta|^2 entry by entry, and the
-derived gradients are shown equal to the closed matrix forms of `flows.mean_field.gradients.particle_gradients`:
-for attention f = V Z S (S the key-axis softmax of Z^T W Z) exactly, with E_ki = exp(z_k^T W z_i) made a symbol;
-for the MLP h = W2 sigma(W1 Z) on every combination of HuberizedReLU pieces of the K columns. Partial
-1-homogeneity and its Euler identity are shown too. Printed by `python -m flows derive mean_field-attention`
-(or `mean_field-mlp`, `--latex`); no generated module. See docs/systems/mean_field.md.
+and its Wasserstein gradient flow) on small symbolic matrices: sympy differentiates g(theta) = <P, f(Z, theta)>_F
++ lam/2 |theta|^2 entry by entry, and the result equals the closed forms of
+`flows.mean_field.gradients.particle_gradients` (attention f = V Z S, with E_ki = exp(z_k^T W z_i) made a symbol;
+MLP h = W2 sigma(W1 Z) on every HuberizedReLU piece). Printed by `python -m flows derive mean_field-attention` (or
+`mean_field-mlp`); no generated module. See docs/systems/mean_field.md.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import sympy as sp
@@ -96,17 +94,22 @@ class _Raw(NamedTuple):
 
 
 def _text_line(lhs, expr) -> str:
-    body = expr.text if isinstance(expr, _Raw) else sp.sstr(readable(expr))
-    return body if lhs is None else f"{lhs} = {body}"
+    return f"{lhs} = " + (expr.text if isinstance(expr, _Raw) else sp.sstr(readable(expr)))
 
 
-def _latex_line(lhs, expr, names=None) -> str:
-    body = expr.latex if isinstance(expr, _Raw) else sp.latex(readable(expr), symbol_names=names or {})
-    return body if lhs is None else f"{lhs} = {body}"
+def _latex_line(lhs, expr, names) -> str:
+    return f"{lhs} = " + (expr.latex if isinstance(expr, _Raw) else sp.latex(readable(expr), symbol_names=names))
 
 
 def _dtau(s):
     return f"d{s}/dtau", rf"\frac{{d {sp.latex(s)}}}{{d\tau}}"
+
+
+def _entries(name: str, M: sp.Matrix) -> list:
+    """(text, LaTeX, value) of every entry of `M`, named name_ki."""
+    return [
+        (f"{name}{k + 1}{i + 1}", f"{name}_{{{k + 1}{i + 1}}}", M[k, i]) for k in range(M.rows) for i in range(M.cols)
+    ]
 
 
 class _MeanFieldDerivation(Derivation):
@@ -116,11 +119,14 @@ class _MeanFieldDerivation(Derivation):
     module = None
     lam: sp.Symbol
 
-    def _velocity(self) -> list:
-        raise NotImplementedError
+    _velocity: Callable[[], list]  # the velocity lines, [(text_lhs, latex_lhs, expr)]
 
     def _latex_names(self) -> dict:
         return {self.lam: r"\lambda"}
+
+    def _closed_velocity(self, closed: list) -> tuple:
+        """-closed gradient - lam theta, per state entry."""
+        return tuple(-c - self.lam * s for c, s in zip(closed, self.system.state, strict=True))
 
     def to_text(self) -> str:
         out = [f"# {self.name}", self.system.description]
@@ -147,6 +153,8 @@ class _MeanFieldDerivation(Derivation):
 
 _G_TEXT = "S o (B - 1 1^T (S o B))"
 _G_LATEX = r"S \circ \left(B - \mathbf{1}\mathbf{1}^{T} (S \circ B)\right)"
+_W1_TEXT, _W1_LATEX = "((W2^T P) o sigma'(W1 Z)) Z^T", r"\left((W_2^{T} P) \circ \sigma'(W_1 Z)\right) Z^{T}"
+_W2_TEXT, _W2_LATEX = "P sigma(W1 Z)^T", r"P\,\sigma(W_1 Z)^{T}"
 
 
 class MeanFieldAttentionDerivation(_MeanFieldDerivation):
@@ -170,6 +178,8 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         self.E = _matrix("E", K, K).applyfunc(lambda s: sp.Symbol(s.name, positive=True))
         # logits a[k, i] = z_k^T W z_i and the key-axis softmax
         self.logits = (self.Z.T * self.W * self.Z).applyfunc(sp.expand)
+        pairs = zip(self.logits, self.E, strict=True)  # both row-major K x K: exp(c a_ki) -> E_ki**c
+        self._exp_table = {sp.expand(c * a): e**c for a, e in pairs for c in (1, -1, 2, -2, 3, -3)}
         expa = self.logits.applyfunc(sp.exp)
         self.S = sp.Matrix(K, K, lambda k, i: expa[k, i] / sum(expa[:, i]))
         self.f = self.V * self.Z * self.S
@@ -197,9 +207,7 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         derived_V, derived_W = self.algebraic(self.grad_V), self.algebraic(self.grad_W)
         self.residual_V = (derived_V - self.closed_V).applyfunc(_zero_form)
         self.residual_W = (derived_W - self.closed_W).applyfunc(_zero_form)
-        self.closed_velocity = tuple(
-            -c - self.lam * s for c, s in zip([*self.closed_V, *self.closed_W], self.system.state, strict=True)
-        )
+        self.closed_velocity = self._closed_velocity([*self.closed_V, *self.closed_W])
         self.residual_velocity = tuple(
             _zero_form(self.algebraic(r) - c) for r, c in zip(self.system.rhs, self.closed_velocity, strict=True)
         )
@@ -207,17 +215,14 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         # symbols S, B, G; their difference is zero as well
         self.S_sym = _matrix("S", K, K)
         self.B_sym, self.G_sym = _matrix("B", K, K), _matrix("G", K, K)
+        self._S_last = {self.S_sym[K - 1, i]: 1 - sum(self.S_sym[: K - 1, i]) for i in range(K)}  # sum_k S_ki = 1
         self.derived_softmax_poly = [self.softmax_form(e) for e in (*derived_V, *derived_W)]
-        last = {self.S_sym[K - 1, i]: 1 - sum(self.S_sym[: K - 1, i]) for i in range(K)}
         closed_SV, closed_SW = self._closed(self.S_sym)
-        closed_S = [sp.expand(e.subs(last)) for e in (*closed_SV, *closed_SW)]
-        self.residual_softmax_form = [
-            sp.expand(d - c) for d, c in zip(self.derived_softmax_poly, closed_S, strict=True)
-        ]
+        closed = [sp.expand(e.subs(self._S_last)) for e in (*closed_SV, *closed_SW)]
+        self.residual_softmax_form = [sp.expand(d - c) for d, c in zip(self.derived_softmax_poly, closed, strict=True)]
         c = sp.Symbol("c", positive=True)
-        self.homogeneity = (self.f.subs({v: c * v for v in self.V}, simultaneous=True) - c * self.f).applyfunc(
-            sp.expand
-        )
+        scaled = self.f.subs({v: c * v for v in self.V}, simultaneous=True)
+        self.homogeneity = (scaled - c * self.f).applyfunc(sp.expand)
         self.euler = sp.expand(frobenius(self.V, self.grad_V) - self.pairing)
 
     def _closed(self, S):
@@ -233,13 +238,9 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         return sp.sympify(expr).replace(sp.exp, self._exp_to_symbol)
 
     def _exp_to_symbol(self, arg):
-        if not hasattr(self, "_exp_table"):
-            pairs = zip(self.logits, self.E, strict=True)  # both row-major K x K
-            self._exp_table = {sp.expand(c * a): e**c for a, e in pairs for c in (1, -1, 2, -2, 3, -3)}
         arg = sp.expand(arg)
-        hit = self._exp_table.get(arg)
-        if hit is not None:
-            return hit
+        if arg in self._exp_table:
+            return self._exp_table[arg]
         for a, e in zip(self.logits, self.E, strict=True):
             ratio = sp.cancel(arg / a)
             if ratio.is_number:
@@ -251,94 +252,68 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         scales C_i must cancel (softmax invariance), then S_Ki = 1 - sum_{k<K} S_ki."""
         K = self.K
         C = [sp.Symbol(f"C{i + 1}", positive=True) for i in range(K)]
-        scaled = sp.cancel(
-            sp.sympify(expr).subs(
-                {self.E[k, i]: C[i] * self.S_sym[k, i] for k in range(K) for i in range(K)}, simultaneous=True
-            )
-        )
+        to_S = {self.E[k, i]: C[i] * self.S_sym[k, i] for k in range(K) for i in range(K)}
+        scaled = sp.cancel(sp.sympify(expr).subs(to_S, simultaneous=True))
         if scaled.free_symbols & set(C):
             raise ValueError("expression is not invariant under column scaling of E (not a softmax function)")
-        last = {self.S_sym[K - 1, i]: 1 - sum(self.S_sym[: K - 1, i]) for i in range(K)}
-        return sp.expand(sp.cancel(scaled.subs(last)))
+        return sp.expand(sp.cancel(scaled.subs(self._S_last)))
 
     @functools.cached_property
     def derived_softmax_form(self) -> list:
         """The derived gradients (V then W, row-major) in the softmax entries, coefficients factored."""
         gens = list(self.S_sym[: self.K - 1, :])
-        out = []
-        for e in self.derived_softmax_poly:
+
+        def factored(e):
             terms = sp.Poly(e, *gens).terms()
-            out.append(
-                sp.Add(*[sp.factor(c) * sp.Mul(*[g**m for g, m in zip(gens, mon, strict=True)]) for mon, c in terms])
-            )
-        return out
+            return sp.Add(*[sp.factor(c) * sp.Mul(*[g**m for g, m in zip(gens, mon, strict=True)]) for mon, c in terms])
+
+        return [factored(e) for e in self.derived_softmax_poly]
 
     @property
     def identities_hold(self) -> bool:
         """derived == closed (gradients, velocity, printed softmax form), f(Z, (cV, W)) = c f, Euler."""
-        zero = [
-            *self.residual_V,
-            *self.residual_W,
-            *self.residual_velocity,
-            *self.residual_softmax_form,
-            *self.homogeneity,
-            self.euler,
-        ]
-        return all(e == 0 for e in zero)
+        residuals = (*self.residual_V, *self.residual_W, *self.residual_velocity, *self.residual_softmax_form)
+        return all(e == 0 for e in (*residuals, *self.homogeneity, self.euler))
 
     def result_rhs(self) -> tuple:
         return self.closed_velocity
 
     def _steps(self):
         D, K = self.D, self.K
-        Zm, Pm, Vm, Wm, Sm = (
-            sp.MatrixSymbol(n, *shape)
-            for n, shape in (("Z", (D, K)), ("P", (D, K)), ("V", (D, D)), ("W", (D, D)), ("S", (K, K)))
-        )
-        lam = self.lam
-        g_matrix = sp.Trace(Pm.T * Vm * Zm * Sm) + lam / 2 * (sp.Trace(Vm.T * Vm) + sp.Trace(Wm.T * Wm))
-        logits = [(f"a{k + 1}{i + 1}", f"a_{{{k + 1}{i + 1}}}", self.logits[k, i]) for k in range(K) for i in range(K)]
-        softmax = [(f"S{k + 1}{i + 1}", f"S_{{{k + 1}{i + 1}}}", self.S_E[k, i]) for k in range(K) for i in range(K)]
+        Zm, Pm, Sm = sp.MatrixSymbol("Z", D, K), sp.MatrixSymbol("P", D, K), sp.MatrixSymbol("S", K, K)
+        Vm, Wm = sp.MatrixSymbol("V", D, D), sp.MatrixSymbol("W", D, D)
+        g_matrix = sp.Trace(Pm.T * Vm * Zm * Sm) + self.lam / 2 * (sp.Trace(Vm.T * Vm) + sp.Trace(Wm.T * Wm))
+        logits, softmax = _entries("a", self.logits), _entries("S", self.S_E)
         derived = [
             (f"d<P, f>/d{s}", rf"\frac{{\partial \langle P, f\rangle}}{{\partial {sp.latex(s)}}}", e)
             for s, e in zip((*self.V, *self.W), self.derived_softmax_form, strict=True)
         ]
-        B = self.Z.T * self.V.T * self.P
         S, Bs = self.S_sym, self.B_sym
         G = _hadamard(S, Bs - sp.ones(K, K) * _hadamard(S, Bs))
-        pieces = [(f"B{k + 1}{i + 1}", f"B_{{{k + 1}{i + 1}}}", B[k, i]) for k in range(K) for i in range(K)]
-        pieces += [(f"G{k + 1}{i + 1}", f"G_{{{k + 1}{i + 1}}}", G[k, i]) for k in range(K) for i in range(K)]
+        pieces = _entries("B", self.Z.T * self.V.T * self.P) + _entries("G", G)
+        closed = [
+            ("grad_V <P, V Z S>", r"\nabla_V \langle P, V Z S\rangle", _Raw("P (Z S)^T", "P (Z S)^{T}")),
+            ("grad_W <P, V Z S>", r"\nabla_W \langle P, V Z S\rangle", _Raw("Z G Z^T", "Z G Z^{T}")),
+            ("G", "G", _Raw(_G_TEXT + "  (o entrywise)", _G_LATEX)),
+            ("B", "B", _Raw("Z^T V^T P", "Z^{T} V^{T} P")),
+        ]
+        residuals = [
+            ("grad_V", r"\nabla_V", self.residual_V),
+            ("grad_W", r"\nabla_W", self.residual_W),
+            ("velocity", r"\dot\theta", sp.Matrix(self.residual_velocity).T),
+            ("softmax form", r"\text{softmax form}", sp.Matrix(self.residual_softmax_form).T),
+        ]
         return [
             (
                 "first variation (matrix form), f(Z, theta) = V Z S, S = softmax over keys of Z^T W Z",
                 [("g", "g", g_matrix)],
             ),
-            (
-                f"symbolic instance D = {D}, K = N + 1 = {K}",
-                [("Z", "Z", self.Z), ("P", "P", self.P), ("V", "V", self.V), ("W", "W", self.W)],
-            ),
+            (f"symbolic instance D = {D}, K = N + 1 = {K}", [(n, n, getattr(self, n)) for n in "ZPVW"]),
             ("logits a = Z^T W Z; E_ki := exp(a_ki), S_ki = E_ki / sum_k' E_k'i", logits + softmax),
             ("first variation on the instance", [("g", "g", self.first_variation)]),
             ("derived gradients (sympy diff of <P, f>; exp(a_ki) = C_i S_ki, the C_i cancel; sum_k S_ki = 1)", derived),
-            (
-                "closed matrix form",
-                [
-                    ("grad_V <P, V Z S>", r"\nabla_V \langle P, V Z S\rangle", _Raw("P (Z S)^T", "P (Z S)^{T}")),
-                    ("grad_W <P, V Z S>", r"\nabla_W \langle P, V Z S\rangle", _Raw("Z G Z^T", "Z G Z^{T}")),
-                    ("G", "G", _Raw(_G_TEXT + "  (o entrywise)", _G_LATEX)),
-                    ("B", "B", _Raw("Z^T V^T P", "Z^{T} V^{T} P")),
-                ]
-                + pieces,
-            ),
-            (
-                "derived - closed, entrywise after simplify (zero: the closed form is exact)",
-                [
-                    ("grad_V", r"\nabla_V", self.residual_V),
-                    ("grad_W", r"\nabla_W", self.residual_W),
-                    ("velocity", r"\dot\theta", sp.Matrix(self.residual_velocity).T),
-                    ("softmax form", r"\text{softmax form}", sp.Matrix(self.residual_softmax_form).T),
-                ],
-            ),
+            ("closed matrix form", closed + pieces),
+            ("derived - closed, entrywise after simplify (zero: the closed form is exact)", residuals),
             (
                 "partial 1-homogeneity f(Z, (c V, W)) - c f(Z, (V, W)) and Euler <V, grad_V g> - <P, f> (zero)",
                 [("f(cV) - c f", r"f(cV) - c f", self.homogeneity), ("Euler", r"\text{Euler}", self.euler)],
@@ -353,8 +328,7 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         ]
         vel_V = -self.P * (self.Z * self.S_sym).T - self.lam * self.V
         vel_W = -self.Z * self.G_sym * self.Z.T - self.lam * self.W
-        lines += [(*_dtau(s), e) for s, e in zip((*self.V, *self.W), (*vel_V, *vel_W), strict=True)]
-        return lines
+        return lines + [(*_dtau(s), e) for s, e in zip((*self.V, *self.W), (*vel_V, *vel_W), strict=True)]
 
 
 # --------------------------------------------------------------------------- MLP
@@ -403,20 +377,14 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
         self.grad_W2 = self.W2.applyfunc(lambda b: sp.diff(self.pairing, b))
         self.closed_W2 = self.P * self.sigma.T
         self.closed_W1 = _hadamard(self.W2.T * self.P, self.sigma_grad) * self.Z.T
-        self.closed_velocity = tuple(
-            -c - self.lam * s for c, s in zip([*self.closed_W1, *self.closed_W2], self.system.state, strict=True)
-        )
+        self.closed_velocity = self._closed_velocity([*self.closed_W1, *self.closed_W2])
         # sigma' is the derivative of sigma (per piece), and sigma is C^1 at 0 and h0
         x, h0 = sp.Symbol("x", real=True), self.h0
-        dsig = sp.diff(huberized_relu(x, h0), x)
-        self.sigma_derivative_residual = [
-            sp.simplify(d.expr - e.expr) for d, e in zip(dsig.args, huberized_relu_grad(x, h0).args, strict=True)
-        ]
+        pieces = zip(sp.diff(huberized_relu(x, h0), x).args, huberized_relu_grad(x, h0).args, strict=True)
+        self.sigma_derivative_residual = [sp.simplify(d.expr - e.expr) for d, e in pieces]
         (_, s0, d0), (_, s1, d1), (_, s2, d2) = HUBER_PIECES
-        self.junctions = [
-            sp.simplify(e)
-            for e in (s0(0, h0) - s1(0, h0), s1(h0, h0) - s2(h0, h0), d0(0, h0) - d1(0, h0), d1(h0, h0) - d2(h0, h0))
-        ]
+        jumps = (s0(0, h0) - s1(0, h0), s1(h0, h0) - s2(h0, h0), d0(0, h0) - d1(0, h0), d1(h0, h0) - d2(h0, h0))
+        self.junctions = [sp.simplify(e) for e in jumps]
         # derived == closed on each of the 3^K piece combinations (gradients and velocity), and the derived
         # Piecewise gradient on a piece == the gradient of g with sigma replaced by that piece's polynomial
         grads = (*self.grad_W1, *self.grad_W2)
@@ -431,9 +399,8 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
             res += [_zero_form(r - d) for r, d in zip(redo, derived[: len(redo)], strict=True)]
             self.piece_residuals[combo] = res
         c = sp.Symbol("c", positive=True)
-        self.homogeneity = (self.h.subs({b: c * b for b in self.W2}, simultaneous=True) - c * self.h).applyfunc(
-            sp.expand
-        )
+        scaled = self.h.subs({b: c * b for b in self.W2}, simultaneous=True)
+        self.homogeneity = (scaled - c * self.h).applyfunc(sp.expand)
         self.euler = sp.expand(frobenius(self.W2, self.grad_W2) - self.pairing)
 
     def _column(self, pw: sp.Piecewise) -> int:
@@ -458,13 +425,8 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
     @property
     def identities_hold(self) -> bool:
         """derived == closed on every piece, sigma' = d sigma, C^1 junctions, homogeneity in W2, Euler."""
-        zero = [
-            *itertools.chain.from_iterable(self.piece_residuals.values()),
-            *self.sigma_derivative_residual,
-            *self.junctions,
-            *self.homogeneity,
-            self.euler,
-        ]
+        pieces = itertools.chain.from_iterable(self.piece_residuals.values())
+        zero = [*pieces, *self.sigma_derivative_residual, *self.junctions, *self.homogeneity, self.euler]
         return all(e == 0 for e in zero)
 
     def result_rhs(self) -> tuple:
@@ -473,70 +435,40 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
     def _steps(self):
         D, K = self.D, self.K
         x = sp.Symbol("x", real=True)
-        Pm = sp.MatrixSymbol("P", D, K)
+        Pm, sigZ = sp.MatrixSymbol("P", D, K), sp.MatrixSymbol("sigma(W1*Z)", 1, K)
         W1m, W2m = sp.MatrixSymbol("W1", 1, D), sp.MatrixSymbol("W2", D, 1)
-        sigZ = sp.MatrixSymbol("sigma(W1*Z)", 1, K)
         g_matrix = sp.Trace(Pm.T * W2m * sigZ) + self.lam / 2 * (sp.Trace(W1m * W1m.T) + sp.Trace(W2m.T * W2m))
+        tags = {combo: "".join(str(p) for p in combo) for combo in self.piece_residuals}
         pieces = [
-            (
-                f"piece {''.join(str(p) for p in combo)}",
-                rf"\text{{piece {''.join(str(p) for p in combo)}}}",
-                sp.Matrix(res).T,
-            )
-            for combo, res in self.piece_residuals.items()
+            (f"piece {tags[c]}", rf"\text{{piece {tags[c]}}}", sp.Matrix(r).T) for c, r in self.piece_residuals.items()
         ]
         derived = [
             (f"d<P, h>/d{s}", rf"\frac{{\partial \langle P, h\rangle}}{{\partial {sp.latex(s)}}}", e)
             for s, e in zip((*self.W1, *self.W2), (*self.grad_W1, *self.grad_W2), strict=True)
+        ]
+        residuals = sp.Matrix([*self.sigma_derivative_residual, *self.junctions]).T
+        huber = [
+            ("sigma(x)", r"\sigma(x)", huberized_relu(x, self.h0)),
+            ("d sigma/dx", r"\frac{d\sigma}{dx}", sp.diff(huberized_relu(x, self.h0), x)),
+            ("d sigma/dx - sigma' per piece; C^1 junctions at 0, h0 (zero)", r"\text{residuals}", residuals),
+        ]
+        instance = [("Z", "Z", self.Z), ("P", "P", self.P), ("W1", "W_1", self.W1), ("W2", "W_2", self.W2)]
+        pairing = r"\langle P, W_2 \sigma(W_1 Z)\rangle"
+        closed = [
+            ("grad_W2 <P, W2 sigma(W1 Z)>", r"\nabla_{W_2} " + pairing, _Raw(_W2_TEXT, _W2_LATEX)),
+            ("grad_W1 <P, W2 sigma(W1 Z)>", r"\nabla_{W_1} " + pairing, _Raw(_W1_TEXT + "  (o entrywise)", _W1_LATEX)),
+            ("sigma'(x)", r"\sigma'(x)", huberized_relu_grad(x, self.h0)),
         ]
         return [
             (
                 "first variation (matrix form), h(Z, w) = W2 sigma(W1 Z), W1 = a (row), W2 = b (column)",
                 [("g", "g", g_matrix)],
             ),
-            (
-                "HuberizedReLU and its derivative (sympy diff of the Piecewise)",
-                [
-                    ("sigma(x)", r"\sigma(x)", huberized_relu(x, self.h0)),
-                    ("d sigma/dx", r"\frac{d\sigma}{dx}", sp.diff(huberized_relu(x, self.h0), x)),
-                    (
-                        "d sigma/dx - sigma' per piece; C^1 junctions at 0, h0 (zero)",
-                        r"\text{residuals}",
-                        sp.Matrix([*self.sigma_derivative_residual, *self.junctions]).T,
-                    ),
-                ],
-            ),
-            (
-                f"symbolic instance D = {D}, K = N + 1 = {K}",
-                [
-                    ("Z", "Z", self.Z),
-                    ("P", "P", self.P),
-                    ("W1", "W_1", self.W1),
-                    ("W2", "W_2", self.W2),
-                    ("u = W1 Z", "u = W_1 Z", self.pre),
-                ],
-            ),
+            ("HuberizedReLU and its derivative (sympy diff of the Piecewise)", huber),
+            (f"symbolic instance D = {D}, K = N + 1 = {K}", [*instance, ("u = W1 Z", "u = W_1 Z", self.pre)]),
             ("first variation on the instance", [("g", "g", self.first_variation)]),
             ("derived gradients (sympy diff of <P, h>)", derived),
-            (
-                "closed matrix form",
-                [
-                    (
-                        "grad_W2 <P, W2 sigma(W1 Z)>",
-                        r"\nabla_{W_2} \langle P, W_2 \sigma(W_1 Z)\rangle",
-                        _Raw("P sigma(W1 Z)^T", r"P\,\sigma(W_1 Z)^{T}"),
-                    ),
-                    (
-                        "grad_W1 <P, W2 sigma(W1 Z)>",
-                        r"\nabla_{W_1} \langle P, W_2 \sigma(W_1 Z)\rangle",
-                        _Raw(
-                            "((W2^T P) o sigma'(W1 Z)) Z^T  (o entrywise)",
-                            r"\left((W_2^{T} P) \circ \sigma'(W_1 Z)\right) Z^{T}",
-                        ),
-                    ),
-                    ("sigma'(x)", r"\sigma'(x)", huberized_relu_grad(x, self.h0)),
-                ],
-            ),
+            ("closed matrix form", closed),
             (
                 "derived - closed per HuberizedReLU piece of each column (0: z <= 0, 1: 0 < z <= h0, 2: z > h0): "
                 "gradients, velocity, re-derived from the piece polynomial; entrywise after simplify (zero)",
@@ -557,25 +489,10 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
         ds = sp.Matrix(1, K, lambda _, i: sp.Symbol(f"ds{i + 1}"))  # sigma'(u_i)
         vel_W1 = -_hadamard(self.W2.T * self.P, ds) * self.Z.T - self.lam * self.W1
         vel_W2 = -self.P * s.T - self.lam * self.W2
+        sig = _Raw("sigma(u_i), sigma'(u_i)  (u = W1 Z)", r"\sigma(u_i), \sigma'(u_i)\quad (u = W_1 Z)")
         lines = [
-            (
-                "dW2/dtau",
-                r"\frac{dW_2}{d\tau}",
-                _Raw("-P sigma(W1 Z)^T - lam W2", r"-P\,\sigma(W_1 Z)^{T} - \lambda W_2"),
-            ),
-            (
-                "dW1/dtau",
-                r"\frac{dW_1}{d\tau}",
-                _Raw(
-                    "-((W2^T P) o sigma'(W1 Z)) Z^T - lam W1",
-                    r"-\left((W_2^{T} P) \circ \sigma'(W_1 Z)\right) Z^{T} - \lambda W_1",
-                ),
-            ),
-            (
-                "s_i, ds_i",
-                r"s_i, s'_i",
-                _Raw("sigma(u_i), sigma'(u_i)  (u = W1 Z)", r"\sigma(u_i), \sigma'(u_i)\quad (u = W_1 Z)"),
-            ),
+            ("dW2/dtau", r"\frac{dW_2}{d\tau}", _Raw(f"-{_W2_TEXT} - lam W2", f"-{_W2_LATEX} - \\lambda W_2")),
+            ("dW1/dtau", r"\frac{dW_1}{d\tau}", _Raw(f"-{_W1_TEXT} - lam W1", f"-{_W1_LATEX} - \\lambda W_1")),
+            ("s_i, ds_i", r"s_i, s'_i", sig),
         ]
-        lines += [(*_dtau(w), e) for w, e in zip((*self.W1, *self.W2), (*vel_W1, *vel_W2), strict=True)]
-        return lines
+        return lines + [(*_dtau(w), e) for w, e in zip((*self.W1, *self.W2), (*vel_W1, *vel_W2), strict=True)]

@@ -271,7 +271,7 @@ def coupled_rms(a: Particles, b: Particles) -> float:
 
 
 def first_variation(config: Config, particles: Particles, data: Prompts, probes: dict) -> dict:
-    """The data part of delta Q/delta rho at probe particles, per depth slice (module docstring).
+    """The data part of delta Q/delta rho at probe particles, per depth slice.
 
     `probes`: `{"V": (P, D, D), "W": (P, D, D)}` and/or `{"W1": (Pm, D), "W2": (Pm, D)}`. Returns
     `{"attention": (L, P)}` and/or `{"mlp": (L, Pm)}` with

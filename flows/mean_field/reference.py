@@ -254,16 +254,9 @@ def _check_scheme(depth_solver):
 
 
 def _prepare(config, nodes, data, substeps, depth_solver):
+    """(nodes, args, scheme), checked: the arguments of the tau vector field and observables below."""
     nodes = check_nodes(config, nodes)
-    data = check_data(config, data)
-    dtype = data.Z0.dtype
-    consts = dict(
-        grid=depth_grid(substeps, dtype),
-        threshold=jnp.asarray(config.threshold, dtype),
-        lam=jnp.asarray(config.lam, dtype),
-        d=jnp.asarray(config.d, jnp.int32),
-    )
-    return nodes, data, consts, _check_scheme(depth_solver)
+    return nodes, make_reference_args(config, data, None, substeps), _check_scheme(depth_solver)
 
 
 def reference_states(
@@ -275,8 +268,8 @@ def reference_states(
     """
     Z0 = jnp.asarray(Z0)
     dummy = Prompts(Z0, jnp.zeros(Z0.shape[:1], Z0.dtype)) if Z0.ndim >= 1 else Prompts(Z0, Z0)
-    nodes, data, c, scheme = _prepare(config, nodes, dummy, substeps, depth_solver)
-    return _states_jit(nodes, data.Z0, c["grid"], c["threshold"], scheme=scheme)
+    nodes, args, scheme = _prepare(config, nodes, dummy, substeps, depth_solver)
+    return _states_jit(nodes, args["Z0"], args["depth_grid"], args["threshold"], scheme=scheme)
 
 
 def reference_forward(
@@ -291,16 +284,14 @@ def reference_risk(
     config: Config, nodes: Particles, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
 ) -> jax.Array:
     """R = mean over prompts of (yhat - y)^2 / 2 of the continuous-depth model (a scalar)."""
-    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
-    return _risk_jit(nodes, data.Z0, data.y, c["grid"], c["threshold"], c["d"], scheme=scheme)
+    return _obs_R(0.0, *_prepare(config, nodes, data, substeps, depth_solver))
 
 
 def reference_objective(
     config: Config, nodes: Particles, data: Prompts, substeps: int = _DEFAULT_SUBSTEPS, depth_solver: str = "tsit5"
 ) -> jax.Array:
-    """Q_ref = R + (lam/2) int_0^1 [(1/M) sum |theta_j(t)|^2 + (1/M_mlp) sum |w_j(t)|^2] dt (module docstring)."""
-    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
-    return _objective_jit(nodes, data.Z0, data.y, c["lam"], c["grid"], c["threshold"], c["d"], scheme=scheme)
+    """Q_ref = R + (lam/2) int_0^1 [(1/M) sum |theta_j(t)|^2 + (1/M_mlp) sum |w_j(t)|^2] dt (eq. 2.3)."""
+    return _obs_Q(0.0, *_prepare(config, nodes, data, substeps, depth_solver))
 
 
 def reference_adjoint(
@@ -308,8 +299,8 @@ def reference_adjoint(
 ) -> tuple[jax.Array, jax.Array]:
     """(Z(s_k), P(s_k)), each `(K, n, D, N + 1)`: the states and the adjoint P = dR/dZ at every node, from
     one reverse pass through the depth solves (zero perturbations eps_k added at the nodes)."""
-    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
-    return _adjoint_jit(nodes, data.Z0, data.y, c["grid"], c["threshold"], c["d"], scheme=scheme)
+    nodes, args, scheme = _prepare(config, nodes, data, substeps, depth_solver)
+    return _adjoint_jit(nodes, *(args[k] for k in ("Z0", "y", "depth_grid", "threshold", "d")), scheme=scheme)
 
 
 def reference_velocity(
@@ -321,8 +312,7 @@ def reference_velocity(
 
     (h and w_j for MLP particles). Pointwise in depth, not the gradient w.r.t. node values.
     """
-    nodes, data, c, scheme = _prepare(config, nodes, data, substeps, depth_solver)
-    return _velocity_jit(nodes, data.Z0, data.y, c["lam"], c["grid"], c["threshold"], c["d"], scheme=scheme)
+    return _vf(0.0, *_prepare(config, nodes, data, substeps, depth_solver))
 
 
 def reference_dissipation(nodes: Particles, velocity: Particles) -> jax.Array:
