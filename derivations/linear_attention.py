@@ -24,6 +24,8 @@ population loss is (docs/systems/linear_attention.md)
 
 from __future__ import annotations
 
+import os
+
 import sympy as sp
 
 from . import codegen
@@ -71,7 +73,7 @@ class ZFBDerivation(Derivation):
     module = "linear_attention_zfb"
     source = "derivations.linear_attention:ZFBDerivation"
 
-    def __init__(self):
+    def __init__(self) -> None:
         u, U, lam, N = zfb_symbols()
         self.G = u * U.T
         self.loss = population_loss_of_G(self.G, lam, N)
@@ -89,7 +91,7 @@ class ZFBDerivation(Derivation):
             ),
         )
 
-    def _steps(self):
+    def _steps(self) -> list:
         return [
             ("effective matrix G = u U^T", [self.G]),
             ("population loss (ZFB's factor 1/2)", [sp.Eq(sp.Symbol("L"), self.loss)]),
@@ -118,7 +120,7 @@ class SeparateDerivation(Derivation):
     module = "linear_attention_separate"
     source = "derivations.linear_attention:SeparateDerivation"
 
-    def __init__(self):
+    def __init__(self) -> None:
         v, k, q, s, lam, N, trace = separate_symbols()
         self.loss = separate_direction_loss(v * k * q, lam, N, trace)
         self.head_flow = gradient_flow(
@@ -143,7 +145,7 @@ class SeparateDerivation(Derivation):
         )
         self.system: FlowSystem = self.projection.system
 
-    def _steps(self):
+    def _steps(self) -> list:
         return [
             ("loss of one direction, G_ii = v k q", [sp.Eq(sp.Symbol("L_i"), self.loss)]),
             ("gradient flow of the head", self.head_flow.equations()),
@@ -155,7 +157,7 @@ class SeparateDerivation(Derivation):
 DERIVATIONS = (ZFBDerivation, SeparateDerivation)
 
 
-def write(out_dir=None) -> list:
+def write(out_dir: str | os.PathLike | None = None) -> list:
     """Emit the generated modules of both derivations (into `flows/_generated/` by default); returns the paths."""
     paths = []
     for cls in DERIVATIONS:
@@ -164,7 +166,7 @@ def write(out_dir=None) -> list:
     return paths
 
 
-def diff(out_dir=None) -> dict:
+def diff(out_dir: str | os.PathLike | None = None) -> dict:
     """{name: unified diff} for each generated module that differs from a fresh emission (empty: current)."""
     out = {}
     for cls in DERIVATIONS:

@@ -25,11 +25,13 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._checks import check_choice, real_array
 from .._generated import linear_attention_separate as _separate
 from .._generated import linear_attention_zfb as _zfb
 from .._solve import Trajectory, solve
+from ..optim_limits.ode import Limit
 from ..optim_limits.problem import limit_problem as optimizer_limit
 from . import model, theory
 from . import observables as obs
@@ -72,7 +74,9 @@ def _observe_limit(t, y, args):
     return obs.observe(t, y["theta"] if "theta" in y else y, args["batch"])
 
 
-def limit_problem(config: Config, optimizer: str, optim_args: dict | None = None, *, y0=None):
+def limit_problem(
+    config: Config, optimizer: str, optim_args: dict | None = None, *, y0: dict | None = None
+) -> tuple[Limit, dict, dict[str, jax.Array]]:
     """(limit, limit_args, params0) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` of `optimizer`
     on `limit_loss`, its args (`{"batch": observables.data_args(config)}` and the rates) and the initial
     parameters (`model.init_params(config)`, or `y0`).
@@ -111,7 +115,7 @@ def _separate_args(config: Config) -> dict:
     return {"lam": lam, "N": float(config.N), "trace": float(lam.sum())}
 
 
-def initial_reduced_state(config: Config, reduced: str, y0=None) -> jax.Array:
+def initial_reduced_state(config: Config, reduced: str, y0: float | ArrayLike | None = None) -> jax.Array:
     """The state of the reduced flow at t = 0.
 
     - `"zfb"`: (u, U'11, ..., U'dd) of `model.init_params(config)` (`form="single"`, `init="paper"`:
@@ -192,12 +196,12 @@ def _reduced_observables(config: Config, reduced: str):
 
 def solve_flow(
     config: Config,
-    ts,
+    ts: ArrayLike,
     *,
     reduced: str | None = None,
     optimizer: str | None = None,
     optim_args: dict | None = None,
-    y0=None,
+    y0: dict | float | ArrayLike | None = None,
     seed: int | None = None,
     init: str | None = None,
     solver: str = "tsit5",
@@ -242,8 +246,14 @@ def solve_flow(
             if reduced == "zfb"
             else (_separate.vector_field, _separate_args(config))
         )
+        if isinstance(y0, dict):
+            raise ValueError(
+                "y0 must be the initial scales (a number or (d,) array) with reduced='separate', not a dict"
+            )
         state0, observe = initial_reduced_state(config, reduced, y0), _reduced_observables(config, reduced)
     else:
+        if y0 is not None and not isinstance(y0, dict):
+            raise ValueError(f"y0 must be a parameter dict of form {config.form!r} for the full flow")
         limit, args, params = limit_problem(config, "gd" if optimizer is None else optimizer, optim_args, y0=y0)
         field, state0, observe = limit.vector_field, limit.initial_state(params), _observe_limit
     return solve(

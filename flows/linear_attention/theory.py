@@ -26,9 +26,12 @@ arrays (differentiable; float64 where x64 is enabled).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._checks import check_int, check_real, real_array
 
@@ -52,6 +55,14 @@ __all__ = [
     "shift_loss",
     "task_shift_loss",
 ]
+
+
+#: eigenvalues of Lambda: a sequence of positive numbers or a 1-D array.
+Eigenvalues = Sequence[float] | ArrayLike
+#: a (d, d) matrix: an array or nested sequences.
+Matrix = Sequence[Sequence[float]] | ArrayLike
+#: a prompt length: a positive integer, or inf.
+Length = int | float
 
 
 def _eigenvalues(eigenvalues) -> np.ndarray:
@@ -93,19 +104,19 @@ def _covariance(eigenvalues, rotation) -> np.ndarray:
     return np.diag(lam) if R is None else (R * lam) @ R.T
 
 
-def covariance_matrix(eigenvalues, rotation=None) -> np.ndarray:
+def covariance_matrix(eigenvalues: Eigenvalues, rotation: Matrix | None = None) -> np.ndarray:
     """Lambda = R diag(eigenvalues) R^T `(d, d)` (R = I when `rotation` is None)."""
     return _covariance(eigenvalues, rotation)
 
 
-def gamma_values(eigenvalues, N) -> np.ndarray:
+def gamma_values(eigenvalues: Eigenvalues, N: Length) -> np.ndarray:
     """gamma_i = (1 + 1/N) lambda_i + tr(Lambda) / N `(d,)`: the eigenvalues of Gamma (same order as given)."""
     lam = _eigenvalues(eigenvalues)
     n = _prompt_length("N", N)
     return (1.0 + 1.0 / n) * lam + lam.sum() / n
 
 
-def gamma_matrix(eigenvalues, N, rotation=None) -> np.ndarray:
+def gamma_matrix(eigenvalues: Eigenvalues, N: Length, rotation: Matrix | None = None) -> np.ndarray:
     """Gamma = (1 + 1/N) Lambda + (tr(Lambda) / N) I_d `(d, d)` (ZFB, Theorem 4.1).
 
     **Arguments:**
@@ -121,7 +132,7 @@ def gamma_matrix(eigenvalues, N, rotation=None) -> np.ndarray:
     return (1.0 + 1.0 / n) * _covariance(lam, rotation) + (lam.sum() / n) * np.eye(lam.size)
 
 
-def optimal_G(eigenvalues, N, rotation=None) -> np.ndarray:
+def optimal_G(eigenvalues: Eigenvalues, N: Length, rotation: Matrix | None = None) -> np.ndarray:
     """G* = Gamma^{-1} `(d, d)`: the global minimiser of `loss_of_G`, the limit of ZFB's gradient flow
     (Theorem 4.1, eq 4.1: the product of the trained value and key-query blocks)."""
     lam = _eigenvalues(eigenvalues)
@@ -130,7 +141,9 @@ def optimal_G(eigenvalues, N, rotation=None) -> np.ndarray:
     return np.diag(inv) if R is None else (R * inv) @ R.T
 
 
-def shift_loss(G, N, context_cov, *, query_cov=None, task_cov=None) -> jax.Array:
+def shift_loss(
+    G: ArrayLike, N: Length, context_cov: Matrix, *, query_cov: Matrix | None = None, task_cov: Matrix | None = None
+) -> jax.Array:
     """L = (1/2) E[(x_q^T G h - x_q^T w)^2] for a context of N points x_i ~ N(0, context_cov), a query
     x_q ~ N(0, query_cov) and a task w with second moment E[w w^T] = task_cov (any law independent of x).
 
@@ -166,7 +179,7 @@ def shift_loss(G, N, context_cov, *, query_cov=None, task_cov=None) -> jax.Array
     return 0.5 * two_loss
 
 
-def loss_of_G(G, eigenvalues, N, rotation=None) -> jax.Array:
+def loss_of_G(G: ArrayLike, eigenvalues: Eigenvalues, N: Length, rotation: Matrix | None = None) -> jax.Array:
     """The population loss L(G) = (1/2) E[(x_q^T G h - y_q)^2] of the module docstring (ZFB's convention),
     2 L = tr(G^T Lambda G Gamma Lambda) - 2 tr(Lambda G Lambda) + tr(Lambda): `shift_loss` without a shift.
 
@@ -180,12 +193,12 @@ def loss_of_G(G, eigenvalues, N, rotation=None) -> jax.Array:
     return shift_loss(G, N, _covariance(eigenvalues, rotation))
 
 
-def min_loss(eigenvalues, N) -> float:
+def min_loss(eigenvalues: Eigenvalues, N: Length) -> float:
     """L* = (1/2) (tr(Lambda) - sum_i lambda_i^2 / gamma_i): the loss at G* = Gamma^{-1} (ZFB's convention)."""
     return float(plateau_losses(eigenvalues, N)[-1])
 
 
-def plateau_losses(eigenvalues, N) -> np.ndarray:
+def plateau_losses(eigenvalues: Eigenvalues, N: Length) -> np.ndarray:
     """L_k for k = 0..d `(d + 1,)`: the loss of principal-component regression on the top k eigen-directions,
     L_k = (1/2) (tr(Lambda) - sum_{i<=k} lambda_i^2 / gamma_i) with the eigenvalues in decreasing order (ZSLS
     eq 19, times 1/2 for ZFB's convention): L_0 = tr(Lambda)/2 at G = 0, L_d = `min_loss`. These are the
@@ -197,7 +210,7 @@ def plateau_losses(eigenvalues, N) -> np.ndarray:
     return 0.5 * (lam.sum() - gains)
 
 
-def pcr_G(eigenvalues, N, k: int, rotation=None) -> np.ndarray:
+def pcr_G(eigenvalues: Eigenvalues, N: Length, k: int, rotation: Matrix | None = None) -> np.ndarray:
     """G_k = sum_{i<=k} gamma_i^{-1} r_i r_i^T `(d, d)`: the minimiser of `loss_of_G` among matrices acting on the
     top k eigen-directions (ZSLS eq 18); `loss_of_G(pcr_G(..., k))` is `plateau_losses(...)[k]`."""
     lam = _eigenvalues(eigenvalues)
@@ -213,13 +226,15 @@ def pcr_G(eigenvalues, N, k: int, rotation=None) -> np.ndarray:
 # -- distribution shift (ZFB section 4.2, Theorem 4.2) ----------------------------------------------------------
 
 
-def prompt_length_loss(eigenvalues, N, M, rotation=None) -> jax.Array:
+def prompt_length_loss(eigenvalues: Eigenvalues, N: Length, M: Length, rotation: Matrix | None = None) -> jax.Array:
     """The loss of the trained model G* = Gamma_N^{-1} on test prompts of length M (ZFB Theorem 4.2, eq 4.6):
     `shift_loss(Gamma_N^{-1}, M, Lambda)`; M = N gives `min_loss`, M = inf the long-prompt limit."""
     return shift_loss(optimal_G(eigenvalues, N, rotation), M, _covariance(eigenvalues, rotation))
 
 
-def task_shift_loss(eigenvalues, N, task_cov, *, M=None, rotation=None) -> jax.Array:
+def task_shift_loss(
+    eigenvalues: Eigenvalues, N: Length, task_cov: Matrix, *, M: Length | None = None, rotation: Matrix | None = None
+) -> jax.Array:
     """The trained model's loss when the test tasks have second moment E[w w^T] = `task_cov` (ZFB section 4.2,
     task shift): it depends on the task law only through that moment and vanishes as N, M -> inf (y_hat ->
     x_q^T w). `M`: the test prompt length (default N)."""
@@ -228,7 +243,9 @@ def task_shift_loss(eigenvalues, N, task_cov, *, M=None, rotation=None) -> jax.A
     return shift_loss(optimal_G(eigenvalues, N, rotation), M, cov, task_cov=task_cov)
 
 
-def query_shift_loss(eigenvalues, N, query_cov, *, M=None, rotation=None) -> jax.Array:
+def query_shift_loss(
+    eigenvalues: Eigenvalues, N: Length, query_cov: Matrix, *, M: Length | None = None, rotation: Matrix | None = None
+) -> jax.Array:
     """The trained model's loss when only the query is drawn from N(0, `query_cov`) (ZFB section 4.2, query
     shift): at M = N, 2 L = tr(query_cov (I - Gamma^{-1} Lambda)); it vanishes as N, M -> inf. `M`: the test
     prompt length (default N)."""
@@ -237,7 +254,9 @@ def query_shift_loss(eigenvalues, N, query_cov, *, M=None, rotation=None) -> jax
     return shift_loss(optimal_G(eigenvalues, N, rotation), M, cov, query_cov=query_cov)
 
 
-def covariate_shift_loss(eigenvalues, N, test_cov, *, M=None, rotation=None) -> jax.Array:
+def covariate_shift_loss(
+    eigenvalues: Eigenvalues, N: Length, test_cov: Matrix, *, M: Length | None = None, rotation: Matrix | None = None
+) -> jax.Array:
     """The trained model's loss when context and query inputs are drawn from N(0, `test_cov`) (ZFB section 4.2,
     covariate shift): it does not vanish as M -> inf unless Gamma^{-1} test_cov -> I (see
     `covariate_shift_map`). `M`: the test prompt length (default N)."""
@@ -246,7 +265,9 @@ def covariate_shift_loss(eigenvalues, N, test_cov, *, M=None, rotation=None) -> 
     return shift_loss(G, M, test_cov)
 
 
-def covariate_shift_map(eigenvalues, N, test_cov, rotation=None) -> np.ndarray:
+def covariate_shift_map(
+    eigenvalues: Eigenvalues, N: Length, test_cov: Matrix, rotation: Matrix | None = None
+) -> np.ndarray:
     """Gamma^{-1} Lambda' `(d, d)`: the long-test-prompt prediction of the trained model under covariate shift,
     y_hat -> x_q^T Gamma^{-1} Lambda' w (ZFB section 4.2); Lambda' = c^2 Lambda gives about c^2 x_q^T w."""
     lam = _eigenvalues(eigenvalues)
@@ -256,7 +277,7 @@ def covariate_shift_map(eigenvalues, N, test_cov, rotation=None) -> np.ndarray:
 # -- multi-head models (ZSLS) ------------------------------------------------------------------------------------
 
 
-def separate_fixed_points(eigenvalues, N) -> np.ndarray:
+def separate_fixed_points(eigenvalues: Eigenvalues, N: Length) -> np.ndarray:
     """v_i* = gamma_i^{-1/3} `(d,)`: the nonzero fixed point of the separate-heads scalar ODE (ZSLS eq 21) of each
     eigen-direction (same order as `eigenvalues`); a head on direction i ends with k = q = v = v_i*."""
     return gamma_values(eigenvalues, N) ** (-1.0 / 3.0)
@@ -271,7 +292,7 @@ def _escape_primitive(x):
     )
 
 
-def separate_time(v, v0, eigenvalue, N, trace) -> jax.Array:
+def separate_time(v: ArrayLike, v0: ArrayLike, eigenvalue: float, N: Length, trace: float) -> jax.Array:
     """The time the separate-heads scalar ODE takes from v0 to v (ZSLS eq 21, in ZFB's clock):
 
         dv/dt = lambda^2 v^2 - lambda^3 (1 + (1 + tr(Lambda)/lambda)/N) v^5 = lambda^2 v^2 (1 - gamma v^3),
@@ -297,7 +318,7 @@ def separate_time(v, v0, eigenvalue, N, trace) -> jax.Array:
     return (a / lam**2) * (_escape_primitive(a * v) - _escape_primitive(a * v0))
 
 
-def merged_time_course(t, eigenvalue, d, N, u0) -> jax.Array:
+def merged_time_course(t: ArrayLike, eigenvalue: float, d: int, N: Length, u0: float) -> jax.Array:
     """The mode strength u(t) of the merged-heads model for white data Lambda = lambda I_d from an aligned,
     balanced small initialisation (ZSLS eq 10, the two-layer linear network of eqs 6-7 in ZFB's clock):
 
@@ -324,7 +345,7 @@ def merged_time_course(t, eigenvalue, d, N, u0) -> jax.Array:
     return u_star / (1.0 + (u_star / u0 - 1.0) * jnp.exp(-2.0 * s * jnp.asarray(t)))
 
 
-def merged_drop_time(eigenvalue, d, N, u0) -> float:
+def merged_drop_time(eigenvalue: float, d: int, N: Length, u0: float) -> float:
     """The time of the merged model's single drop, u(t) = u*/2 in `merged_time_course`:
     t = ln(u*/u0 - 1) / (2 lambda^2 sqrt d) (ZSLS eq 10; about ln(1/u0) / (2 ||Lambda^2||_F) for small u0)."""
     lam = check_real("eigenvalue", eigenvalue, low=0.0, strict=True)
