@@ -205,7 +205,8 @@ def main(argv=None) -> int:
             nets[lr] = la.train(sep, "gd", lr=lr, steps=steps, save_every=max(1, steps // 200))
             rec.add_timing(f"gd_lr{lr}_s", time.perf_counter() - start)
             t_net = np.asarray(nets[lr].ts)
-            flow_at = np.interp(t_net, ts, o["loss"])
+            # the flow at the network's own times (interpolating the log grid would blur the drops)
+            flow_at = np.asarray(la.solve_flow(sep, t_net).observables["loss"])
             gaps[lr] = float(np.max(np.abs(np.asarray(nets[lr].loss) - flow_at)) / (plateaus[0] - plateaus[-1]))
         net = nets[sz["lr"] / 2]
         t_net = np.asarray(net.ts)
