@@ -11,6 +11,9 @@ The public surface (names re-exported from the submodules, each imported on firs
   and reduced flows, the decoder h-flow, closed forms).
 - `cooccurrence`: Yang et al. 2024, word co-occurrence (data, the eq. (1) network, the exact Gram flow,
   sympy reductions).
+- `linear_attention`: Zhang, Frei, Bartlett 2024 and Zhang, Singh, Latham, Saxe 2025, linear self-attention
+  learning linear regression in context (single, merged and separate heads; the exact population loss and
+  its flows, the closed forms).
 - `mean_field`: Gao et al. 2024, the mean-field transformer (data, the residual network trained by GD, the
   particle Wasserstein gradient flow, the continuous-depth reference, W2 per depth slice).
 - `fitting`: power-law fits (log-log least squares, joint M^a L^b fits, model comparison) with bootstrap
@@ -31,7 +34,7 @@ __version__ = "0.1.0"
 # Each name is imported on first use: a script that needs one system does not pay for the others, nor for
 # scipy.stats (flows.fitting), and a records-only script (the CLI's main job) does not import diffrax.
 _SUBMODULES = tuple(
-    "cooccurrence experiments fitting mean_field optim_limits scan_snap sde training "
+    "cooccurrence experiments fitting linear_attention mean_field optim_limits scan_snap sde training "
     "compile_cache network_records plotting records".split()
 )
 _SOLVE_NAMES = "SOLVERS Event FlowError Trajectory batch_mesh linear_grid log_grid solve solve_batch".split()
