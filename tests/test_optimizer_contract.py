@@ -1,4 +1,4 @@
-"""One contract for `solve_flow(optimizer=..., optim_args=...)` in the three systems
+"""One contract for `solve_flow(optimizer=..., optim_args=...)` in every system
 (`flows.optim_limits.limit_problem`): the same optimiser names, the same `optim_args` names and defaults (the
 sign smoothing a documented per-system default), the same clocks per parameter group, and a ValueError that
 names a bad or unknown key. Each solve is short (the limits' accuracy is in each system's test_optim.py)."""
@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from flows import cooccurrence as co
+from flows import linear_attention as la
 from flows import mean_field as mf
 from flows import optim_limits as ol
 from flows import scan_snap as ss
 from flows.cooccurrence.flow import limit_problem as co_problem
+from flows.linear_attention.flow import limit_problem as la_problem
 from flows.mean_field.flow import limit_problem as mf_problem
 from flows.scan_snap.flow import limit_problem as ss_problem
 
@@ -73,7 +75,24 @@ def _mean_field():
     )
 
 
-SYSTEMS = {"scan_snap": _scan_snap, "cooccurrence": _cooccurrence, "mean_field": _mean_field}
+def _linear_attention():
+    config = la.Config(d=2, N=4, eigenvalues=(1.0, 0.4))
+    return System(
+        lambda ts, **kw: la.solve_flow(config, ts, **kw),
+        lambda o, a: la_problem(config, o, a)[:2],
+        True,
+        lambda o, lr: None,
+        1e-3,
+        "loss",
+    )
+
+
+SYSTEMS = {
+    "scan_snap": _scan_snap,
+    "cooccurrence": _cooccurrence,
+    "mean_field": _mean_field,
+    "linear_attention": _linear_attention,
+}
 
 
 @functools.cache
@@ -153,8 +172,14 @@ def test_lr_is_an_optim_arg_exactly_where_solve_flow_has_no_rates(system):
 
 
 # Every (system, optimizer) pair; the default run solves each optimiser once, in one system (a solve compiles
-# for seconds; the per-group clocks and defaults of all twelve are checked above without a solve).
-_DEFAULT_SOLVES = {("scan_snap", "adam"), ("cooccurrence", "gd"), ("cooccurrence", "momentum"), ("mean_field", "sign")}
+# for seconds; the per-group clocks and defaults of every pair are checked above without a solve).
+_DEFAULT_SOLVES = {
+    ("scan_snap", "adam"),
+    ("cooccurrence", "gd"),
+    ("cooccurrence", "momentum"),
+    ("mean_field", "sign"),
+    ("linear_attention", "momentum"),
+}
 
 
 @pytest.mark.parametrize(
