@@ -92,16 +92,34 @@ def test_a_repeated_atom_is_an_atom_of_double_weight():
     """The law (1/M) sum_j m_j delta_j: atoms 0 and 1 equal, weights (1, 1, ...) against (2, 0, ...)."""
     data = training_set(CFG)
     parts = init_particles(CFG)
-    parts = {k: v.at[:, 1].set(v[:, 0]) for k, v in parts.items()}
+    dup = {k: v.at[:, 1].set(v[:, 0]) for k, v in parts.items()}
     w = _ones(CFG)
     w2 = {k: v.at[:, 0].set(2.0).at[:, 1].set(0.0) for k, v in w.items()}
-    q1, q2 = mm.objective(CFG, parts, data), mm.objective(CFG, parts, data, weights=w2)
+    q1, q2 = mm.objective(CFG, dup, data), mm.objective(CFG, parts, data, weights=w2)
     assert abs(float(q1 - q2)) <= 1e-14 * abs(float(q1))
-    r1, r2 = mm.risk(CFG, parts, data), mm.risk(CFG, parts, data, weights=w2)
+    r1, r2 = mm.risk(CFG, dup, data), mm.risk(CFG, parts, data, weights=w2)
     assert abs(float(r1 - r2)) <= 1e-14 * abs(float(r1))
+    assert abs(float(r1 - mm.risk(CFG, parts, data))) > 1e-8  # atom 1 differs from atom 0
+    # the attention and the MLP weights each enter the forward pass
+    for group in ("attention", "mlp"):
+        only = {**w, group: w2[group]}
+        other = {
+            k: (dup if k in {"attention": ("V", "W"), "mlp": ("W1", "W2")}[group] else parts)[k] for k in mm.GROUPS
+        }
+        y1, y2 = mm.forward(CFG, other, data.Z0), mm.forward(CFG, parts, data.Z0, weights=only)
+        np.testing.assert_allclose(y2, y1, rtol=1e-13, atol=1e-15)
+    # the weight decay of a weighted law: lam/(2 M L) sum m |theta|^2 (and lam/(2 M_mlp L) for the MLP)
+    w4 = {k: v.at[:, 2].set(0.0).at[:, 3].set(2.5) for k, v in w.items()}
+    m = {"V": w4["attention"], "W": w4["attention"], "W1": w4["mlp"], "W2": w4["mlp"]}
+    scale = {"V": CFG.M * CFG.L, "W": CFG.M * CFG.L, "W1": CFG.M_mlp * CFG.L, "W2": CFG.M_mlp * CFG.L}
+    want = sum(
+        0.5 * CFG.lam / scale[k] * float(jnp.sum(m[k] * jnp.sum(parts[k] ** 2, axis=tuple(range(2, parts[k].ndim)))))
+        for k in mm.GROUPS
+    )
+    assert abs(float(mm.decay(parts, CFG.lam, w4)) - want) <= 1e-14 * want
     # non-uniform weights change the numbers (the weights are used)
     w3 = {k: v.at[:, 2].set(3.0) for k, v in w.items()}
-    assert abs(float(mm.objective(CFG, parts, data, weights=w3) - q1)) > 1e-8
+    assert abs(float(mm.objective(CFG, dup, data, weights=w3) - q1)) > 1e-8
 
 
 def test_probe_velocity_at_the_particles_is_the_particle_velocity():
