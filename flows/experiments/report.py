@@ -170,17 +170,8 @@ def _finding_link(pred: dict) -> str:
     return f" -- see [{f.title}](#{anchor})"
 
 
-def _known_anchors(o: Outcome, out: Path) -> list[str]:
-    if o.status not in ("ok", "skipped"):
-        return []
-    try:
-        preds = _predictions(records.load_record(out / o.stem)["metrics"])
-    except (OSError, ValueError):
-        return []
-    return [str(p["known_finding"]) for p in preds.values() if records.verdict(p) == records.KNOWN]
-
-
-def _section(o: Outcome, out: Path) -> list[str]:
+def _section(o: Outcome, out: Path) -> tuple[list[str], list[str]]:
+    """The lines of an example's section and the anchors of its known findings."""
     rec_dir = out / o.stem
     lines = [f"## {o.stem}", ""]
     if o.status not in ("ok", "skipped"):
@@ -191,7 +182,7 @@ def _section(o: Outcome, out: Path) -> list[str]:
         if o.status != "not run":
             log = _log_tail(rec_dir / "run.log")
             lines += ["", f"Last {_LOG_TAIL} lines of `{o.stem}/run.log`:", "", "```", log, "```"]
-        return lines + [""]
+        return lines + [""], []
     rec = records.load_record(rec_dir)
     meta, metrics = rec["meta"], rec["metrics"]
     status = f"Status: {_STATUS[o.status]}; finished {meta.get('finished', '?')}, seed {meta.get('seed')}, "
@@ -223,7 +214,7 @@ def _section(o: Outcome, out: Path) -> list[str]:
             cells = [_cell(name), _cell(_fmt(s.get("status"))), *numbers]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-    return lines
+    return lines, [str(p["known_finding"]) for p in preds.values() if records.verdict(p) == records.KNOWN]
 
 
 def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick: bool) -> str:
@@ -262,8 +253,9 @@ def render_report(outcomes: list[Outcome], out: Path, argv: list[str], *, quick:
         lines.append(
             f"| [{o.stem}](#{o.stem.lower()}) | {_STATUS[o.status]} | {wall_text} | " + " | ".join(counts) + " |"
         )
-        sections += _section(o, out)
-        anchors += _known_anchors(o, out)
+        section, known = _section(o, out)
+        sections += section
+        anchors += known
     explained = findings.report_markdown(anchors)
     if explained:
         sections += [
