@@ -8,6 +8,8 @@ docs/systems/cooccurrence.md."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sympy as sp
 
 from .base import Derivation
@@ -45,8 +47,12 @@ def three_token_loss(G, A, m, L):
             weights = [sp.exp(A[nu, mu] / sp.sqrt(m)) for nu in idx]
             F += sum(w * G[nu] for w, nu in zip(weights, idx, strict=True)) / (sum(weights) + n_random)
         outputs.append(F)
-    loss = sum(q * sp.log(1 + sp.exp(-y * F)) for q, y, F in zip(GROUP_WEIGHTS, GROUP_LABELS, outputs, strict=True))
-    return loss, outputs
+    return group_loss(outputs), outputs
+
+
+def group_loss(outputs: Sequence) -> sp.Expr:
+    """sum_k q_k log(1 + e^{-y_k F_k}) of the group outputs F_k (weights q and labels y of Def. 2.1)."""
+    return sum(q * sp.log(1 + sp.exp(-y * F)) for q, y, F in zip(GROUP_WEIGHTS, GROUP_LABELS, outputs, strict=True))
 
 
 def _gram_pushforward(G, S, A, MV, MK, MQ, z, B, m, m1):
@@ -80,7 +86,7 @@ class Cooccurrence3TokenDerivation(Derivation):
         # chain rule through the group outputs, so that CSE shares F_k and the softmax weights:
         # dL/dtheta = sum_k (dL/dF_k) dF_k/dtheta with dL/dF_k = -q_k y_k / (1 + e^{y_k F_k}).
         F = sp.symbols("F_1:5", real=True)
-        loss_of_F = sum(q * sp.log(1 + sp.exp(-y * f)) for q, y, f in zip(GROUP_WEIGHTS, GROUP_LABELS, F, strict=True))
+        loss_of_F = group_loss(F)
         dL_dF = [sp.diff(loss_of_F, f).subs(dict(zip(F, self.outputs, strict=True))) for f in F]
 
         def grad(theta):
@@ -135,25 +141,20 @@ class CooccurrencePhase2Derivation(Derivation):
 
     def __init__(self):
         G, S, A, MV, MK, MQ, m, m1, L = three_token_symbols()
-        frozen = {a: 0 for a in A}
-        self.restriction = frozen
+        self.restriction = frozen = {a: 0 for a in A}
         _, outputs = three_token_loss(G, A, m, L)
         # at A = 0 every query attends uniformly: F_k = sum of G over the special tokens of group k
         self.outputs = [sp.cancel(F.subs(frozen)) for F in outputs]
-        self.loss = sum(
-            q * sp.log(1 + sp.exp(-y * F)) for q, y, F in zip(GROUP_WEIGHTS, GROUP_LABELS, self.outputs, strict=True)
-        )
+        self.loss = group_loss(self.outputs)
         z = sp.Matrix([-sp.diff(self.loss, g) for g in G])
         # the G and S rows of the 3-token pushforward with the m1 M_V term dropped
         dG, dS, *_ = _gram_pushforward(G, S, A, sp.zeros(3, 3), MK, MQ, z, sp.zeros(3, 3), m, m1)
-        state = (*G, S)
-        rhs = (*dG, dS)
         self.system = FlowSystem(
             name=self.name,
-            state=state,
-            rhs=rhs,
+            state=(*G, S),
+            rhs=(*dG, dS),
             params=(m1,),
-            metric=tuple(sp.Integer(1) for _ in state),
+            metric=(sp.Integer(1),) * 4,
             description=(
                 "Word co-occurrence (Yang et al. 2024), phase-2 skeleton (the Gram flow; proofs of\n"
                 "Lemma F.6, Thm F.8): the 3-token system at uniform attention (A = 0) without the m1 M_V\n"
