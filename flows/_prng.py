@@ -20,6 +20,8 @@ import numpy as np
 from jax import lax
 from jax.extend import random as jex_random
 
+from ._xla import config
+
 __all__ = ["THREEFRY_FUSED", "fused", "threefry2x32"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -92,8 +94,8 @@ def fused(key):
     """`key` (raw uint32 data `(..., 2)` or a typed threefry2x32 key) as a typed `THREEFRY_FUSED` key: the
     same draws from every `jax.random` sampler, faster CPU programs. Other keys come back unchanged, and so
     does every key when `jax_threefry_partitionable` is off (the fused functions follow the partitionable
-    definitions only)."""
-    if not jax.config.jax_threefry_partitionable:
+    definitions only), and with `flows._xla.config.fused_prng` off."""
+    if not config.fused_prng or not jax.config.jax_threefry_partitionable:
         return key
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         if str(jax.random.key_impl(key)) != "threefry2x32":

@@ -1,13 +1,19 @@
-"""Compile options of the library's own programs, passed per program (no global JAX or XLA setting changes).
+"""The library's performance workarounds, in one place: compile options passed per program (no global JAX or XLA
+setting changes), the host-to-device copy and the PRNG rewrapping of `flows._prng`, each switched by a field of
+`config` and each paid for by a row of `benchmarks/bench_workarounds.py` (results in
+`benchmarks/results/workarounds.json`: the first call in a fresh process with the workaround on against off).
 
-- `xla_cpu_use_fusion_emitters=False`: XLA's classic CPU emitters compile the same fused kernels in about half
-  the time and run them as fast; other backends ignore the option.
-- `jit(..., one_shot=True)`: small programs that run once per call (random draws of a data set) also get
-  `xla_backend_optimization_level=0`, which halves their compile (a value may change in its last bit).
-- `device_array(x, dtype)`: host data to the device by `jax.device_put`, without the small compiled program
-  that `jnp.asarray` of a numpy array (or a dtype conversion) costs on a first call.
-- `config.xla_defaults = True`: XLA's defaults for every program compiled after it (the caches of compiled
-  programs key on it through `options_key`).
+- `xla_cpu_use_fusion_emitters=False` (`config.classic_emitters`): XLA's classic CPU emitters compile the
+  same fused kernels faster and run them as fast; other backends ignore the option.
+- `jit(..., one_shot=True)` (`config.one_shot_level0`): small programs that run once per call (random draws
+  of a data set) also get `xla_backend_optimization_level=0`, a shorter compile (a value may change in its
+  last bit).
+- `device_array(x, dtype)` (`config.device_put`): host data to the device by `jax.device_put`, without the
+  small compiled program that `jnp.asarray` of a numpy array (or a dtype conversion) costs on a first call.
+- `flows._prng.fused` (`config.fused_prng`): threefry draws with the hash unrolled, the same bits.
+- `config.xla_defaults = True`: XLA's defaults for every program compiled after it, whatever the other fields.
+
+The caches of compiled programs key on every field through `options_key`.
 """
 
 from __future__ import annotations
@@ -25,14 +31,23 @@ __all__ = ["Config", "compile_lowered", "compiler_options", "config", "device_ar
 
 @dataclasses.dataclass
 class Config:
-    """The library's compile settings (one instance, `config`, read whenever a program is compiled).
+    """The library's performance switches (one instance, `config`, read whenever a program is traced or
+    compiled); each workaround's benchmark row is `workarounds/<field>(<entry point>)`.
 
     **Arguments:**
 
     - `xla_defaults`: compile with XLA's default options instead of the library's (module docstring).
+    - `classic_emitters`: compile with `xla_cpu_use_fusion_emitters=False` (a shorter compile on CPU).
+    - `one_shot_level0`: compile `jit(..., one_shot=True)` programs at XLA backend level 0 (a shorter compile).
+    - `device_put`: `device_array` copies host data by `jax.device_put` (no compiled conversion program).
+    - `fused_prng`: `flows._prng.fused` rewraps threefry keys (the unrolled hash: shorter compiles and runs).
     """
 
     xla_defaults: bool = False
+    classic_emitters: bool = True
+    one_shot_level0: bool = True
+    device_put: bool = True
+    fused_prng: bool = True
 
 
 config = Config()
@@ -43,8 +58,12 @@ def compiler_options(one_shot: bool = False) -> dict | None:
     those of `jit(..., one_shot=True)` (module docstring)."""
     if config.xla_defaults:
         return None
-    options = {"xla_cpu_use_fusion_emitters": False}
-    return {**options, "xla_backend_optimization_level": 0} if one_shot else options
+    options: dict = {}
+    if config.classic_emitters:
+        options["xla_cpu_use_fusion_emitters"] = False
+    if one_shot and config.one_shot_level0:
+        options["xla_backend_optimization_level"] = 0
+    return options or None
 
 
 class _Jit:
@@ -100,10 +119,10 @@ def compile_lowered(lowered):
 
 def options_key():
     """The settings besides the program that decide its compiled code, for the keys of the library's own caches
-    of compiled programs: `config.xla_defaults` and `jax_disable_most_optimizations` (XLA backend level 0, a
+    of compiled programs: every field of `config` and `jax_disable_most_optimizations` (XLA backend level 0, a
     runtime flag; the test suite compiles its compile-bound tests with it). A program compiled under one value
     is not reused under another."""
-    return config.xla_defaults, bool(jax.config.read("jax_disable_most_optimizations"))
+    return dataclasses.astuple(config), bool(jax.config.read("jax_disable_most_optimizations"))
 
 
 def device_array(x, dtype=None):
@@ -111,7 +130,11 @@ def device_array(x, dtype=None):
     docstring): the same values and dtype (JAX's canonical one: float64 is float32 without x64), not weakly
     typed. JAX arrays, tracers, Python scalars without a dtype and non-numeric data (None, strings: its error)
     go to `jnp.asarray`."""
-    if isinstance(x, (jax.Array, jax.core.Tracer)) or (dtype is None and not isinstance(x, np.ndarray)):
+    if (
+        not config.device_put
+        or isinstance(x, (jax.Array, jax.core.Tracer))
+        or (dtype is None and not isinstance(x, np.ndarray))
+    ):
         return jnp.asarray(x, dtype)
     host = np.asarray(x)
     if host.dtype.kind not in "biufc":  # None, strings, objects: jnp.asarray's own error

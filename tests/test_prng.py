@@ -45,3 +45,14 @@ def test_threefry2x32_known_answer():
     """The Random123 known-answer vector for Threefry-2x32-20 (key = counter = 0), as jax.random's own test."""
     x = _prng.threefry2x32(np.uint32(0), np.uint32(0), jnp.zeros(1, jnp.uint32), jnp.zeros(1, jnp.uint32))
     assert [int(x[0][0]), int(x[1][0])] == [0x6B200159, 0x99BA4EFE]
+
+
+def test_fused_switched_off_by_config(monkeypatch):
+    """`flows._xla.config.fused_prng = False` (the benchmark's off switch) leaves every key as it is."""
+    from flows import _xla
+
+    k = jax.random.PRNGKey(5)
+    monkeypatch.setattr(_xla.config, "fused_prng", False)
+    assert _prng.fused(k) is k
+    typed = jax.random.key(5)
+    assert _prng.fused(typed) is typed

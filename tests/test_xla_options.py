@@ -208,3 +208,24 @@ def test_device_array_is_jnp_asarray_without_a_compile():
         with pytest.raises((TypeError, ValueError)) as want:
             jnp.asarray(bad, jnp.float64)
         assert type(ours.value) is type(want.value) and str(ours.value) == str(want.value)
+
+
+def test_each_workaround_switch(monkeypatch):
+    """Every field of `_xla.config` switches its own workaround off (benchmarks/bench_workarounds.py measures
+    each on against off) and changes the cache key; `device_array` is then `jnp.asarray` (its compile)."""
+    base = _xla.options_key()
+    monkeypatch.setattr(_xla.config, "one_shot_level0", False)
+    assert _xla.compiler_options(one_shot=True) == {"xla_cpu_use_fusion_emitters": False}
+    assert _xla.options_key() != base
+    monkeypatch.setattr(_xla.config, "classic_emitters", False)
+    assert _xla.compiler_options() is None and _xla.compiler_options(one_shot=True) is None
+    monkeypatch.setattr(_xla.config, "one_shot_level0", True)
+    assert _xla.compiler_options(one_shot=True) == {"xla_backend_optimization_level": 0}
+    monkeypatch.setattr(_xla.config, "classic_emitters", True)
+    assert _xla.options_key() == base
+    monkeypatch.setattr(_xla.config, "device_put", False)
+    assert _xla.options_key() != base
+    x = np.arange(31.0).reshape(31, 1) / 3  # a shape used nowhere else: jnp.asarray compiles its conversion
+    ours, compiles = _backend_compiles(lambda: _xla.device_array(x, jnp.float32))
+    assert compiles >= 1 and ours.dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(jnp.asarray(x, jnp.float32)))
