@@ -1,8 +1,6 @@
 """What a user adding a flow meets: generated fields that refuse unknown or missing `args` keys, packing and
 unpacking states by name, PARAMS in the order of declaration, and readable printed equations."""
 
-import time
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -245,12 +243,3 @@ def test_readable_leaves_large_expressions_and_non_expressions_alone():
     assert readable(sp.Symbol("a")) == sp.Symbol("a")
     text = "not sympy"
     assert readable(text) is text
-
-
-def test_to_text_stays_fast():
-    d = derivations.derive("scan_snap-reduced-symmetric")
-    d.to_text()  # sympy's first factor call imports and caches its polynomial machinery
-    start = time.perf_counter()
-    d.to_text()
-    d.to_latex()
-    assert time.perf_counter() - start < 2.0
