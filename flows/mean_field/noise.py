@@ -86,7 +86,7 @@ def solve_particles_sde(
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
     options: dict[str, Any] = dict(key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps, throw=throw)
-    options.update(observables=observables, save_states=save_states)
+    options.update(solver=solver, observables=observables, save_states=save_states)
     return solve_sde(field_for(solver), particles, sigma=sigma, t1=float(ts[-1]), dt=dt, ts=ts, args=args, **options)
 
 

@@ -106,6 +106,19 @@ def test_seeds_reproduce(noisy):
     assert not np.array_equal(_flat(a.ys), _flat(c.ys))
 
 
+def test_arguments_reach_solve_sde(monkeypatch):
+    """`solver`, `dt`, the seed and sigma = sqrt(2 T) are passed on to `flows.solve_sde` (a dropped `solver`
+    would fall back to its default, Euler-Maruyama, which no other test here tells apart at these sizes)."""
+    import flows.mean_field.noise as noise
+
+    seen = {}
+    monkeypatch.setattr(noise, "solve_sde", lambda field, y0, **kwargs: seen.update(kwargs) or "solved")
+    for solver in ("sea", "heun"):
+        assert solve_particles_sde(CFG, TS, 0.1, dt=DT, seed=3, solver=solver, tol=1e-4) == "solved"
+        assert (seen["solver"], seen["dt"], seen["seed"], seen["tol"]) == (solver, DT, 3, 1e-4)
+        assert abs(float(seen["sigma"]) - np.sqrt(0.2)) <= 1e-15 and seen["t1"] == TAU
+
+
 @pytest.mark.slow
 def test_many_paths_pool_to_two_T_tau(ode):
     """num_paths = 8 (one vmapped program): 8 x 6144 coordinates, mean square / (2 T tau) within 3%."""
