@@ -38,16 +38,7 @@ from . import observables as obs
 from .data import Config
 from .network import with_seed_init
 
-__all__ = [
-    "REDUCED",
-    "ZFB_DIM",
-    "initial_reduced_state",
-    "limit_loss",
-    "limit_problem",
-    "reduced_G",
-    "reduced_params",
-    "solve_flow",
-]
+__all__ = ["REDUCED", "ZFB_DIM", "initial_reduced_state", "limit_loss", "limit_problem", "reduced_params", "solve_flow"]
 
 #: the reduced flows `solve_flow(reduced=...)` integrates.
 REDUCED = ("zfb", "separate")
@@ -146,17 +137,6 @@ def initial_reduced_state(config: Config, reduced: str, y0: float | ArrayLike | 
     if s0.shape != (config.d,) or np.any(s0 <= 0) or np.any(s0**3 * theory.gamma_values(lam, config.N) >= 1):
         raise ValueError(f"y0 must be a positive number or ({config.d},) array below gamma_i^(-1/3), got {y0!r}")
     return jnp.asarray(s0)[:, None]
-
-
-def reduced_G(config: Config, reduced: str, y: jax.Array) -> jax.Array:
-    """The effective matrix G `(d, d)` of a reduced state `y` (`initial_reduced_state`'s shape)."""
-    _, R = _eig_frame(config)
-    d = config.d
-    if reduced == "zfb":
-        Gp = y[0] * y[1:].reshape(d, d).T  # G' = u U'^T in the eigenbasis
-    else:
-        Gp = jnp.diag(y[:, 0] ** 3)
-    return R @ Gp @ R.T
 
 
 def reduced_params(config: Config, reduced: str, y: jax.Array) -> dict[str, jax.Array]:

@@ -81,9 +81,13 @@ def test_zfb_initial_state_is_the_model_initialisation():
     y = flow.initial_reduced_state(SINGLE, "zfb")
     params = model.init_params(SINGLE)
     np.testing.assert_allclose(flow.reduced_params(SINGLE, "zfb", y)["W_KQ"], params["W_KQ"], atol=1e-15)
-    np.testing.assert_allclose(
-        flow.reduced_G(SINGLE, "zfb", y), model.effective_G(params, SINGLE), rtol=1e-13, atol=1e-16
-    )
+    # G = u U^T of the reduced state is the model's effective G, also at a non-symmetric U
+    rng = np.random.default_rng(5)
+    y = jnp.asarray(rng.normal(size=y.shape))
+    u, U = float(y[0]), np.asarray(y[1:]).reshape(4, 4)
+    _, R = flow._eig_frame(SINGLE)
+    G = model.effective_G(flow.reduced_params(SINGLE, "zfb", y), SINGLE)
+    np.testing.assert_allclose(R.T @ np.asarray(G) @ R, u * U.T, rtol=1e-12, atol=1e-14)
 
 
 def test_long_time_flow_reaches_gamma_inverse_and_the_minimum_loss():
