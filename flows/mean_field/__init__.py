@@ -19,12 +19,19 @@ large-scale transformers*, NeurIPS 2024, arXiv:2410.23610).
 - `sharding`: the particle axis split over devices (`particle_mesh`, `shard_particles`).
 - `optim`: the optimiser limits of its training (`solve_optim(config, ts, optimizer="gd" | "momentum" |
   "sign" | "adam")`, see `flows.optim_limits`).
+- `chart`: the charted model (every head, and neuron, given by p = 1 or 2 scalars through a fixed linear chart;
+  `Chart`, `solve_charted`, `train_charted`); `grid`: its Wasserstein gradient flow solved on a grid per depth
+  slice (`GridFlow`, `solve_grid`: conservative finite volumes, docs/systems/mean_field_pde.md); `grid_laws`:
+  initial laws as cell masses and samples, the OU closed form, W2 between a cloud and a grid law.
 - `noise`: the noisy (Fokker-Planck) flow: `solve_particles_sde` (particle Langevin SDE at temperature T),
   Kozachenko-Leonenko entropy per depth slice, the entropy-regularised objective F = Q - T H.
 """
 
+from . import chart as chart
 from . import coupling as coupling
 from . import gradients as gradients
+from . import grid as grid
+from . import grid_laws as grid_laws
 from . import initial as initial
 from . import model as model
 from . import network as network

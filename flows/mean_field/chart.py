@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .. import training
 from .._checks import check_int, check_real
@@ -114,7 +117,7 @@ class Chart:
         return arr.reshape(arr.shape[0], -1)
 
 
-def coordinate_chart(D: int, attention=((0, 0, 0, 0),), mlp=()) -> Chart:
+def coordinate_chart(D: int, attention: Sequence[tuple] = ((0, 0, 0, 0),), mlp: Sequence[tuple] = ()) -> Chart:
     """An orthonormal chart of unit matrices: each charted coordinate sets one entry of V or W (W1 or W2).
 
     **Arguments:**
@@ -153,7 +156,7 @@ def pullback(chart: Chart, full: dict) -> dict:
     return {"attention": jnp.einsum("lmvij,avij->lma", heads, att), "mlp": jnp.einsum("lmvi,bvi->lmb", neurons, mlp)}
 
 
-def check_charted(config: Config, chart: Chart, cparticles) -> dict:
+def check_charted(config: Config, chart: Chart, cparticles: dict) -> dict:
     """Validate charted particles against `config` and `chart`: {"attention": (L, M, p), "mlp": (L, M_mlp, q)}
     of finite floats; returns them as arrays."""
     if not isinstance(chart, Chart):
@@ -177,23 +180,59 @@ def check_charted(config: Config, chart: Chart, cparticles) -> dict:
     return out
 
 
-def charted_objective(chart: Chart, cparticles: dict, Z0, y, lam, threshold, d, weights=None) -> jax.Array:
+def charted_objective(
+    chart: Chart,
+    cparticles: dict,
+    Z0: jax.Array,
+    y: jax.Array,
+    lam: jax.Array | float,
+    threshold: jax.Array,
+    d: jax.Array,
+    weights: dict | None = None,
+) -> jax.Array:
     """Q_c(c) = Q(expand(c)) (eq. 2.3 of the charted heads; `weights`: `model.weighted`)."""
     return objective_value(expand(chart, cparticles), Z0, y, lam, threshold, d, False, weights)
 
 
-def charted_risk(chart: Chart, cparticles: dict, Z0, y, threshold, d, weights=None) -> jax.Array:
+def charted_risk(
+    chart: Chart,
+    cparticles: dict,
+    Z0: jax.Array,
+    y: jax.Array,
+    threshold: jax.Array,
+    d: jax.Array,
+    weights: dict | None = None,
+) -> jax.Array:
     """R of the charted particles."""
     return risk_value(expand(chart, cparticles), Z0, y, threshold, d, False, weights)
 
 
-def charted_velocity(chart: Chart, cparticles: dict, Z0, y, lam, threshold, d, rev: bool = True) -> dict:
+def charted_velocity(
+    chart: Chart,
+    cparticles: dict,
+    Z0: jax.Array,
+    y: jax.Array,
+    lam: jax.Array | float,
+    threshold: jax.Array,
+    d: jax.Array,
+    rev: bool = True,
+) -> dict:
     """A^T v: the charted particle velocity, the chart's transpose of `gradients.velocity_autodiff` at the
     expanded particles (= -M L dQ_c/dc, tests)."""
     return pullback(chart, velocity_autodiff(expand(chart, cparticles), Z0, y, lam, threshold, d, rev))
 
 
-def charted_probe_velocity(chart: Chart, atoms: dict, probes: dict, Z0, y, lam, threshold, d, weights=None) -> dict:
+def charted_probe_velocity(
+    chart: Chart,
+    atoms: dict,
+    probes: dict,
+    Z0: jax.Array,
+    y: jax.Array,
+    lam: jax.Array | float,
+    threshold: jax.Array,
+    d: jax.Array,
+    weights: dict | None = None,
+) -> dict:
     """-grad_c delta Q_c/delta rho at charted probes {"attention": (L, P, p), "mlp": (L, Pm, q)} for the law of
     the charted `atoms` with relative `weights`: the chart's transpose of `gradients.probe_velocity`."""
     full = probe_velocity(expand(chart, atoms), Z0, y, lam, threshold, d, expand(chart, probes), weights)
@@ -256,7 +295,7 @@ def _cached_field(chart: Chart, rev: bool):
 def solve_charted(
     config: Config,
     chart: Chart,
-    ts,
+    ts: ArrayLike,
     cparticles: dict,
     *,
     data: Prompts | None = None,
@@ -306,7 +345,9 @@ def solve_charted(
         )
     solver = solver or "tsit5"
     field, observe = _cached_field(chart, solver != "kvaerno5")
-    options = dict(t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
+    options: dict[str, Any] = dict(
+        t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps
+    )
     if dt is not None:
         options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
     return solve(field, cparticles, observables=observe, save_states=save_states, **options)

@@ -53,7 +53,9 @@ __all__ = [
 ]
 
 
-def particle_gradients(Z_att, P_att, Z_mlp, P_mlp, particles_l, threshold):
+def particle_gradients(
+    Z_att: jax.Array, P_att: jax.Array, Z_mlp: jax.Array, P_mlp: jax.Array, particles_l: tuple, threshold: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Closed-form gradients of sum_prompts <P, f> and <P, h> w.r.t. the particles of one layer.
 
     `Z_att` (n, D, K) is the input of the attention sublayer and `P_att` the adjoint of its output;
@@ -69,7 +71,9 @@ def particle_gradients(Z_att, P_att, Z_mlp, P_mlp, particles_l, threshold):
     return gV, gW, gW1, gW2
 
 
-def adjoint_states(particles, Z0, y, threshold, d, weights=None):
+def adjoint_states(
+    particles: dict, Z0: jax.Array, y: jax.Array, threshold: jax.Array, d: jax.Array, weights: dict | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """(Z_att, Z_mlp, P_att, P_mlp), each (L, n, D, K): the input of every sublayer (Z_{2l}, Z_{2l+1}) and
     the adjoint P = dR/dZ of its output (P_att of Z_{2l+1}, P_mlp of Z_{2l+2}), by a backward scan of
     vector-Jacobian products of the layer maps in Z (P_{2L} = (yhat - y)/n e_d e_N^T). `weights`: relative
@@ -93,7 +97,9 @@ def adjoint_states(particles, Z0, y, threshold, d, weights=None):
     return Z_att, Z_mlp, P_att, P_mlp
 
 
-def velocity_adjoint(particles, Z0, y, lam, threshold, d):
+def velocity_adjoint(
+    particles: dict, Z0: jax.Array, y: jax.Array, lam: jax.Array | float, threshold: jax.Array, d: jax.Array
+) -> dict:
     """-(M L) dQ/dtheta per attention particle and -(M_mlp L) dQ/dw per MLP particle (first variation)."""
     Z_att, Z_mlp, P_att, P_mlp = adjoint_states(particles, Z0, y, threshold, d)
     layers = tuple(particles[k] for k in GROUPS)
@@ -101,7 +107,16 @@ def velocity_adjoint(particles, Z0, y, lam, threshold, d):
     return {k: -g - lam * particles[k] for k, g in zip(GROUPS, grads, strict=True)}
 
 
-def probe_velocity(particles, Z0, y, lam, threshold, d, probes, weights=None):
+def probe_velocity(
+    particles: dict,
+    Z0: jax.Array,
+    y: jax.Array,
+    lam: jax.Array | float,
+    threshold: jax.Array,
+    d: jax.Array,
+    probes: dict,
+    weights: dict | None = None,
+) -> dict:
     """-grad delta Q/delta rho at probe particles: the velocity field of the Wasserstein gradient flow of the
     law given by `particles` (with `weights`), evaluated anywhere.
 
@@ -117,7 +132,15 @@ def probe_velocity(particles, Z0, y, lam, threshold, d, probes, weights=None):
     return {k: -g - lam * probes[k] for k, g in zip(GROUPS, grads, strict=True)}
 
 
-def velocity_autodiff(particles, Z0, y, lam, threshold, d, rev=True):
+def velocity_autodiff(
+    particles: dict,
+    Z0: jax.Array,
+    y: jax.Array,
+    lam: jax.Array | float,
+    threshold: jax.Array,
+    d: jax.Array,
+    rev: bool = True,
+) -> dict:
     """-(M L) dQ/dtheta by reverse-mode AD; `rev=False` keeps it differentiable in forward mode (implicit
     solvers need the Jacobian of the velocity)."""
     L, M = particles["V"].shape[:2]
@@ -130,7 +153,7 @@ def velocity_autodiff(particles, Z0, y, lam, threshold, d, rev=True):
 _METHODS = {"adjoint": xla_jit(velocity_adjoint), "autodiff": xla_jit(velocity_autodiff, static_argnames=("rev",))}
 
 
-def velocity(config: Config, particles, data: Prompts, method: str = "autodiff") -> dict:
+def velocity(config: Config, particles: dict, data: Prompts, method: str = "autodiff") -> dict:
     """The mean-field velocity of every particle (a dict shaped like the particles).
 
     v = -M L dQ/d theta (attention), -M_mlp L dQ/d w (MLP) = -grad delta Q/delta rho at the particle.

@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._checks import check_choice, check_int, check_real
 from .._solve import Trajectory, solve
@@ -235,7 +237,7 @@ class GridFlow:
             weights,
         )
 
-    def rhs(self, t, state: dict, args: dict) -> dict:
+    def rhs(self, t: ArrayLike, state: dict, args: dict) -> dict:
         """d state / d tau (module docstring)."""
         faces = {g: np.concatenate([self.boxes[g].faces(k) for k in range(self.boxes[g].dim)]) for g in self.groups}
         u_all = self.velocity(state, faces, args)
@@ -273,7 +275,7 @@ class GridFlow:
 
         return field
 
-    def summary(self, t, state: dict, args: dict) -> dict:
+    def summary(self, t: ArrayLike, state: dict, args: dict) -> dict:
         """Q, R, dissipation (1/L) sum_l sum_c m_c |u(c)|^2 per group summed, the mass per slice (in box +
         escaped), the escaped mass, the smallest cell mass, and the mean and variance of every slice's law."""
         atoms, weights = self.atoms(state)
@@ -338,7 +340,7 @@ class GridSolution:
 
 def solve_grid(
     flow: GridFlow,
-    ts,
+    ts: ArrayLike,
     masses: dict,
     *,
     data: Prompts | None = None,
@@ -368,7 +370,7 @@ def solve_grid(
     mass_tol = check_real("mass_tol", mass_tol, low=0.0, strict=True)
     ts = np.asarray(ts, float)
     state0 = flow.initial_state(masses)
-    options = dict(t1=float(ts[-1]), ts=ts, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
+    options: dict[str, Any] = dict(t1=float(ts[-1]), ts=ts, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
     if dt is not None:
         options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
     traj = solve(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 from scipy import special, stats
 from scipy.spatial.distance import cdist
 
@@ -17,7 +18,7 @@ from .grid import Box
 __all__ = ["gaussian_masses", "grid_w2", "ou_moments", "sample_gaussian", "zero_data"]
 
 
-def gaussian_masses(box: Box, mean, std) -> np.ndarray:
+def gaussian_masses(box: Box, mean: ArrayLike, std: ArrayLike) -> np.ndarray:
     """The cell masses of N(mean, diag(std^2)) restricted to the box and normalised (exact cell integrals by
     erf): the law that `sample_gaussian` draws from."""
     mean, std = np.broadcast_to(mean, (box.dim,)).astype(float), np.broadcast_to(std, (box.dim,)).astype(float)
@@ -28,7 +29,9 @@ def gaussian_masses(box: Box, mean, std) -> np.ndarray:
     return out / out.sum()
 
 
-def sample_gaussian(box: Box, mean, std, shape: tuple[int, ...], rng) -> np.ndarray:
+def sample_gaussian(
+    box: Box, mean: ArrayLike, std: ArrayLike, shape: tuple[int, ...], rng: np.random.Generator | int | None
+) -> np.ndarray:
     """`shape + (p,)` i.i.d. draws of N(mean, diag(std^2)) conditioned on the box (a product of truncated
     normals; `rng` a numpy Generator or seed)."""
     rng = np.random.default_rng(rng)
@@ -40,13 +43,15 @@ def sample_gaussian(box: Box, mean, std, shape: tuple[int, ...], rng) -> np.ndar
     return np.stack(cols, -1)
 
 
-def ou_moments(mean0, var0, lam: float, temperature: float, tau) -> tuple[np.ndarray, np.ndarray]:
+def ou_moments(
+    mean0: ArrayLike, var0: ArrayLike, lam: float, temperature: float, tau: ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
     """(mean, variance) at `tau` of the OU law d c = -lam c dtau + sqrt(2 T) dB from (mean0, var0)."""
     tau = np.asarray(tau, float)
     decay = np.exp(-lam * tau)
     stationary = temperature / lam if lam > 0 else 0.0
     var = stationary + (np.asarray(var0, float) - stationary) * decay**2 if lam > 0 else var0 + 2 * temperature * tau
-    return np.asarray(mean0, float) * decay, var
+    return np.asarray(mean0, float) * decay, np.asarray(var, float)
 
 
 def zero_data(config: Config, n: int = 1) -> Prompts:

@@ -26,6 +26,9 @@ bit for bit); a density on a grid is its cell masses times the number of cells, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -70,13 +73,13 @@ MLP = ("W1", "W2")
 # --------------------------------------------------------------------------- the two encoders
 
 
-def huberized_relu(z, threshold=1.0):
+def huberized_relu(z: jax.Array, threshold: jax.Array | float = 1.0) -> jax.Array:
     """sigma(z) = 0 for z <= 0, z^2/(2 h0) for 0 < z <= h0, z - h0/2 for z > h0 (rebuttal Eq 2, h0 = 1)."""
     pos = jnp.maximum(z, 0.0)
     return jnp.where(z > threshold, z - 0.5 * threshold, 0.5 * pos * pos / threshold)
 
 
-def huberized_relu_grad(z, threshold=1.0):
+def huberized_relu_grad(z: jax.Array, threshold: jax.Array | float = 1.0) -> jax.Array:
     """sigma'(z) = 0, z/h0, 1 on the three pieces (continuous: sigma is C^1)."""
     return jnp.clip(z / threshold, 0.0, 1.0)
 
@@ -97,7 +100,7 @@ def _attention_parts(Z, V, W):
     return update, S, VZ
 
 
-def attention_update(Z, V, W):
+def attention_update(Z: jax.Array, V: jax.Array, W: jax.Array) -> jax.Array:
     """sum_j f(Z, (V_j, W_j)) = sum_j V_j Z S(Z, W_j) for Z (n, D, K), V and W (M, D, D) -> (n, D, K).
 
     The caller scales by 1/(M L). Each term is the rebuttal's Eq 1, f(Z, theta) = V Z softmax(Z^T W Z).
@@ -106,7 +109,7 @@ def attention_update(Z, V, W):
     return _attention_parts(Z, V, W)[0]
 
 
-def attention_vjp(Z, V, W, P):
+def attention_vjp(Z: jax.Array, V: jax.Array, W: jax.Array, P: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(dZ, dV, dW) of <P, attention_update(Z, V, W)> in closed form (`derivations/mean_field.py`):
     dV = sum_n P (Z S)^T, dW = sum_n Z G Z^T with G = S * (B - 1 1^T (S * B)), B = Z^T V^T P.
 
@@ -136,18 +139,18 @@ def attention_vjp(Z, V, W, P):
 # Speed: keeping only (Z, V, W) and recomputing S in `attention_vjp` makes the gradient of Q 1.5x faster on
 # CPU than autodiff, which stores S of every layer (benchmarks/bench_mean_field.py gd_throughput shape).
 @jax.custom_vjp
-def attention_update_rev(Z, V, W):
+def attention_update_rev(Z: jax.Array, V: jax.Array, W: jax.Array) -> jax.Array:
     """`attention_update` with the reverse-mode rule `attention_vjp` (no forward-mode AD); equal to
     autodiff of `attention_update` to rounding (tests)."""
     return attention_update(Z, V, W)
 
 
 attention_update_rev.defvjp(
-    lambda Z, V, W: (attention_update(Z, V, W), (Z, V, W)), lambda residuals, P: attention_vjp(*residuals, P)
+    lambda Z, V, W: (attention_update(Z, V, W), (Z, V, W)), lambda res, P: attention_vjp(res[0], res[1], res[2], P)
 )
 
 
-def mlp_update(Z, W1, W2, threshold=1.0):
+def mlp_update(Z: jax.Array, W1: jax.Array, W2: jax.Array, threshold: jax.Array | float = 1.0) -> jax.Array:
     """sum_j h(Z, (W1_j, W2_j)) = sum_j W2_j sigma(W1_j Z) for Z (n, D, K), W1 and W2 (M_mlp, D)."""
     pre = jnp.einsum("jd,ndk->njk", W1, Z)
     return jnp.einsum("jc,njk->nck", W2, huberized_relu(pre, threshold))
@@ -156,7 +159,7 @@ def mlp_update(Z, W1, W2, threshold=1.0):
 # --------------------------------------------------------------------------- validation
 
 
-def as_array(name, value):
+def as_array(name: str, value: Any) -> jax.Array:
     """`jnp.asarray(value)`, or a ValueError naming `name` for what is not a numeric array."""
     try:
         return jnp.asarray(value)
@@ -164,7 +167,7 @@ def as_array(name, value):
         raise ValueError(f"{name} must be a numeric array, got {type(value).__name__}") from err
 
 
-def check_particles(config: Config, particles) -> dict:
+def check_particles(config: Config, particles: dict) -> dict:
     """Validate a particle dict against `config` (keys, shapes, finiteness); returns it as arrays."""
     if not isinstance(particles, dict) or set(particles) != set(GROUPS):
         raise ValueError(
@@ -188,7 +191,7 @@ def check_particles(config: Config, particles) -> dict:
     return out
 
 
-def check_data(config: Config, data, name: str = "data") -> Prompts:
+def check_data(config: Config, data: Any, name: str = "data") -> Prompts:
     """`data` (a `Prompts` or a pair) validated against `config`; errors name the argument `name`."""
     if not isinstance(data, Prompts):
         if isinstance(data, tuple) and len(data) == 2:
@@ -211,14 +214,14 @@ def check_data(config: Config, data, name: str = "data") -> Prompts:
 # --------------------------------------------------------------------------- forward, risk, objective
 
 
-def layer_scales(particles):
+def layer_scales(particles: dict) -> tuple[float, float]:
     """(1/(M L), 1/(M_mlp L)): the weights of the attention and the MLP sublayers, read from the shapes."""
     L, M = particles["V"].shape[:2]
     Mm = particles["W1"].shape[1]
     return 1.0 / (M * L), 1.0 / (Mm * L)
 
 
-def group_weighted(values, scales, reduce=lambda x: jnp.sum(x * x)):
+def group_weighted(values: dict, scales: tuple, reduce: Callable = lambda x: jnp.sum(x * x)) -> jax.Array:
     """scales[0] sum over the attention groups + scales[1] sum over the MLP groups of `reduce(values[k])`
     (default |.|^2): the weight decay of (2.3), the dissipation and the coupled distance of the observables."""
     att = sum(reduce(values[k]) for k in ATTENTION)
@@ -226,7 +229,7 @@ def group_weighted(values, scales, reduce=lambda x: jnp.sum(x * x)):
     return scales[0] * att + scales[1] * mlp
 
 
-def weighted(particles, weights):
+def weighted(particles: dict, weights: dict | None) -> dict:
     """The particles whose unweighted sublayer sums are the weighted ones: every f and h is linear in V and in
     W2 (partial 1-homogeneity), so m f(Z, (V, W)) = f(Z, (m V, W)) and m h(Z, (W1, W2)) = h(Z, (W1, m W2)).
     `weights=None` returns the particles themselves."""
@@ -241,7 +244,9 @@ def weighted(particles, weights):
     }
 
 
-def forward_states(particles, Z0, threshold, rev=False, weights=None):
+def forward_states(
+    particles: dict, Z0: jax.Array, threshold: jax.Array, rev: bool = False, weights: dict | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(Z_{2L}, Z_in_attention (L, n, D, K), Z_in_mlp (L, n, D, K)) of eqs. (2.1)-(2.2). `rev=True` uses
     `attention_update_rev` (faster gradients; no forward-mode AD); `weights` as in the module docstring."""
     particles = weighted(particles, weights)
@@ -258,12 +263,14 @@ def forward_states(particles, Z0, threshold, rev=False, weights=None):
     return Z_final, Z_att, Z_mlp
 
 
-def predict(particles, Z0, threshold, d, rev=False, weights=None):
+def predict(
+    particles: dict, Z0: jax.Array, threshold: jax.Array, d: jax.Array, rev: bool = False, weights: dict | None = None
+) -> jax.Array:
     """yhat = Z_{2L}[d, N] of every prompt."""
     return forward_states(particles, Z0, threshold, rev, weights)[0][:, d, -1]
 
 
-def decay(particles, lam, weights=None):
+def decay(particles: dict, lam: jax.Array | float, weights: dict | None = None) -> jax.Array:
     """lam/(2 M L) sum (|V|^2 + |W|^2) + lam/(2 M_mlp L) sum (|W1|^2 + |W2|^2) (with `weights`, every term
     times its atom's weight)."""
     if weights is None:
@@ -275,18 +282,35 @@ def decay(particles, lam, weights=None):
     return 0.5 * lam * group_weighted(terms, layer_scales(particles), jnp.sum)
 
 
-def risk_value(particles, Z0, y, threshold, d, rev=False, weights=None):
+def risk_value(
+    particles: dict,
+    Z0: jax.Array,
+    y: jax.Array,
+    threshold: jax.Array,
+    d: jax.Array,
+    rev: bool = False,
+    weights: dict | None = None,
+) -> jax.Array:
     """R = mean (yhat - y)^2 / 2."""
     err = predict(particles, Z0, threshold, d, rev, weights) - y
     return 0.5 * jnp.mean(err * err)
 
 
-def objective_value(particles, Z0, y, lam, threshold, d, rev=False, weights=None):
+def objective_value(
+    particles: dict,
+    Z0: jax.Array,
+    y: jax.Array,
+    lam: jax.Array | float,
+    threshold: jax.Array,
+    d: jax.Array,
+    rev: bool = False,
+    weights: dict | None = None,
+) -> jax.Array:
     """Q = R + the weight decay (2.3)."""
     return risk_value(particles, Z0, y, threshold, d, rev, weights) + decay(particles, lam, weights)
 
 
-def traced_constants(config: Config, dtype):
+def traced_constants(config: Config, dtype: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(lam, threshold, d) as arrays: traced arguments of the jitted evaluations (new values do not recompile)."""
     return (jnp.asarray(config.lam, dtype), jnp.asarray(config.threshold, dtype), jnp.asarray(config.d, jnp.int32))
 
@@ -297,7 +321,7 @@ _risk_jit = xla_jit(risk_value, static_argnames=("rev",))
 _objective_jit = xla_jit(objective_value, static_argnames=("rev",))
 
 
-def check_weights(config: Config, weights) -> dict | None:
+def check_weights(config: Config, weights: dict | None) -> dict | None:
     """Validate relative atom weights against `config` (module docstring): `None`, or a dict with keys
     "attention" (L, M) and "mlp" (L, M_mlp) of finite non-negative floats; returns them as arrays."""
     if weights is None:
@@ -319,7 +343,7 @@ def check_weights(config: Config, weights) -> dict | None:
     return out
 
 
-def forward(config: Config, particles, Z0, weights=None) -> jax.Array:
+def forward(config: Config, particles: dict, Z0: jax.Array, weights: dict | None = None) -> jax.Array:
     """yhat = Z_{2L}[d, N] for prompts `Z0 (n, D, N + 1)` -> `(n,)` (`weights`: module docstring)."""
     particles, weights = check_particles(config, particles), check_weights(config, weights)
     Z0 = check_data(config, Prompts(Z0, jnp.zeros(jnp.shape(Z0)[:1], jnp.result_type(Z0)))).Z0
@@ -329,7 +353,7 @@ def forward(config: Config, particles, Z0, weights=None) -> jax.Array:
     return _predict_jit(particles, Z0, threshold, d)
 
 
-def risk(config: Config, particles, data: Prompts, weights=None) -> jax.Array:
+def risk(config: Config, particles: dict, data: Prompts, weights: dict | None = None) -> jax.Array:
     """R = mean over prompts of (yhat - y)^2 / 2 (a scalar; `weights`: module docstring)."""
     particles, data = check_particles(config, particles), check_data(config, data)
     weights = check_weights(config, weights)
@@ -339,7 +363,7 @@ def risk(config: Config, particles, data: Prompts, weights=None) -> jax.Array:
     return _risk_jit(particles, data.Z0, data.y, threshold, d)
 
 
-def objective(config: Config, particles, data: Prompts, weights=None) -> jax.Array:
+def objective(config: Config, particles: dict, data: Prompts, weights: dict | None = None) -> jax.Array:
     """Q = R + lam/(2 M L) sum(|V|^2 + |W|^2) + lam/(2 M_mlp L) sum(|W1|^2 + |W2|^2) (eq. 2.3; `weights`:
     module docstring)."""
     particles, data = check_particles(config, particles), check_data(config, data)
