@@ -19,7 +19,7 @@ variation) and compared with
    cloud over it.
 
 `--quick`: 6 groups of 4 clouds per M, M in {16, 64, 256}, T = 0 only (the T > 0 slopes are "not tested at
-this size": the full run decides them), two OU grids, a 20 x 20 picture; full: 8 groups of 8 clouds, M up to
+this size": the full run decides them), two OU grids, a 20 x 20 picture; full: 8 groups of 4 clouds, M up to
 4096, T in {0, 0.02}, three OU grids, 40 x 40.
 """
 
@@ -59,6 +59,7 @@ def sizes(quick):
         )
     return dict(
         seeds=8,
+        draws=4,
         Ms=(16, 64, 256, 1024, 4096),
         temps=(0.0, 0.02),
         ou_cells=(40, 80, 160),
@@ -266,7 +267,7 @@ def main(argv=None) -> int:
                         None,
                         "gap ~ M^(-1/2) for the Langevin particles against the Fokker-Planck grid",
                         None,
-                        tested_at="the full run (8 groups of 8 clouds, M up to 4096, T = 0.02)",
+                        tested_at="the full run (8 groups of 4 clouds, M up to 4096, T = 0.02)",
                     )
         rec.add_timing("particles", time.perf_counter() - t2)
         t3 = time.perf_counter()
