@@ -10,8 +10,8 @@ parameters. Predictions:
 - C2: the full-parameter flow (every block, from a random small initialisation, beyond the theorem's
   assumption) reaches the same G and loss.
 - C3: GD on the population loss tracks the flow to first order in lr: halving lr halves the largest loss gap.
-- C4: online SGD with B fresh prompts per step fluctuates around the flow: its excess loss over `min_loss`
-  late in training shrinks about like 1/B (B -> 4B: ratio in [2, 8]).
+- C4: online SGD with B fresh prompts per step fluctuates around the flow: its excess loss over the flow
+  shrinks like lr / B (B -> 4B: ratio about 4) while the noise is small (t up to 40 at lr 0.02).
 - C5: the shift losses of ZFB section 4.2 for the trained network (exact, `observables`) equal the closed
   forms at G = Gamma^{-1} (`theory`).
 - C6: task and query shift are tolerated (their losses fall like 1/N as the prompts grow), covariate shift
@@ -39,8 +39,8 @@ NAME = "linear_attention_convergence"
 
 def sizes(quick):
     if quick:
-        return dict(t_end=60.0, lrs=(0.1, 0.05), sgd_steps=2000, batches=(8, 32))
-    return dict(t_end=200.0, lrs=(0.1, 0.05), sgd_steps=20000, batches=(8, 32))
+        return dict(t_end=60.0, lrs=(0.05, 0.025), sgd_steps=2000, batches=(8, 32))
+    return dict(t_end=200.0, lrs=(0.05, 0.025), sgd_steps=2000, batches=(8, 32))
 
 
 def check(rec, failures, name, measured, expected, holds, tested_at=None):
@@ -113,18 +113,21 @@ def main(argv=None) -> int:
             failures,
             "C3_gd_first_order_in_lr",
             {"max_gap_by_lr": {str(k): v for k, v in gd_gaps.items()}, "ratio": ratio},
-            "max_t |L_GD - L_flow| halves with lr: ratio gap(0.1)/gap(0.05) in [1.6, 2.4]",
+            "max_t |L_GD - L_flow| halves with lr: ratio gap(0.05)/gap(0.025) in [1.6, 2.4]",
             1.6 <= ratio <= 2.4,
         )
-        # C4: online SGD, two batch sizes, the excess loss over the last half of training
+        # C4: online SGD, two batch sizes: the excess loss over the flow at the same times, second half of the run
+        # (a short horizon: over long runs the noise also moves the weights along the flat valley u U^T = G, and
+        # the sharpness there, so the excess at a fixed time is no longer a function of lr / B alone)
         excess, sgd_curves = {}, {}
-        lr_sgd = 0.05
+        lr_sgd = 0.02
         for B in sz["batches"]:
             start = time.perf_counter()
             net = la.train(config, "sgd", lr=lr_sgd, steps=sz["sgd_steps"], batch_size=B, save_every=20)
             rec.add_timing(f"sgd_B{B}_s", time.perf_counter() - start)
             loss = np.asarray(net.loss)
-            excess[B] = float(np.mean(loss[len(loss) // 2 :]) - L_star)
+            ref = np.asarray(la.solve_flow(config, np.asarray(net.ts), reduced="zfb").observables["loss"])
+            excess[B] = float(np.mean(loss[len(loss) // 2 :] - ref[len(loss) // 2 :]))
             sgd_curves[B] = (np.asarray(net.ts), loss)
         b_small, b_large = sz["batches"]
         ratio_b = excess[b_small] / excess[b_large]
@@ -133,11 +136,12 @@ def main(argv=None) -> int:
             failures,
             "C4_sgd_excess_loss_scales_like_1_over_B",
             {"excess_by_B": {str(k): v for k, v in excess.items()}, "ratio": ratio_b},
-            f"mean excess loss over the second half, B = {b_small} vs {b_large}: ratio in [2, 8] (about 4)",
-            2.0 <= ratio_b <= 8.0,
+            f"mean SGD - flow loss over the second half (lr {lr_sgd}, t to {lr_sgd * sz['sgd_steps']:g}), "
+            f"B = {b_small} vs {b_large}: ratio in [2.5, 6] (lr / B: about 4)",
+            2.5 <= ratio_b <= 6.0,
         )
         # C5: shifts. The network trained long (GD, t = 50 t_end) against the closed forms at Gamma^{-1}
-        net = la.train(config, "gd", lr=0.1, steps=int(round(50 * t_end / 0.1)), save_every=1000)
+        net = la.train(config, "gd", lr=0.05, steps=int(round(50 * t_end / 0.05)), save_every=1000)
         params = net.params
         lam = np.diag(eig)
         A, Q, C = np.diag([2.0, 0.5, 1.0, 3.0]), np.diag([0.3, 1.0, 2.0, 0.7]), 4.0 * lam
