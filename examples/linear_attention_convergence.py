@@ -17,7 +17,7 @@ parameters. Predictions:
 - C6: task and query shift are tolerated (their losses fall like 1/N as the prompts grow), covariate shift
   Lambda' = 4 Lambda is not (its loss stays above 10 min_loss for long prompts).
 
-Full run: about a minute of CPU on 2 cores; `--quick` (shorter horizon, 2000 SGD steps): about 30 s of CPU.
+Full run: about a minute of CPU on 2 cores; `--quick` (shorter horizon, C2 left to the full run): about 20 s.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from flows import linear_attention as la  # noqa: E402
 from flows.experiments import plotting, records  # noqa: E402
 
 NAME = "linear_attention_convergence"
+FULL_SIZES = "the full run (the full-parameter flow from a random initialisation, t up to 10000)"
 
 
 def sizes(quick):
@@ -80,20 +81,30 @@ def main(argv=None) -> int:
             "max |G - Gamma^{-1}| < 1e-6 and loss - min_loss < 1e-10 at t = 50 t_end (ZFB Theorem 4.1)",
             err < 1e-6 and abs(gap) < 1e-10,
         )
-        start = time.perf_counter()
-        full = la.solve_flow(config.replace(init="random", init_scale=0.05), np.array([0.0, 5 * t_end, 50 * t_end]))
-        rec.add_timing("full_flow_s", time.perf_counter() - start)
-        rec.add_solver_stats("full_flow", full)
-        err_full = float(np.abs(np.asarray(full.observables["G"][-1]) - G_star).max())
-        gap_full = float(full.observables["loss"][-1] - L_star)
-        check(
-            rec,
-            failures,
-            "C2_full_flow_from_random_init_reaches_inverse_gamma",
-            {"max_abs_G_minus_inv_gamma": err_full, "loss_minus_min_loss": gap_full},
-            "every block trained from a random init (sigma = 0.05): max |G - Gamma^{-1}| < 1e-4, loss gap < 1e-8",
-            err_full < 1e-4 and abs(gap_full) < 1e-8,
-        )
+        # C2 compiles the exact loss of every block (about 30 s of the quick budget): full size only
+        if ns.quick:
+            rec.add_prediction(
+                "C2_full_flow_from_random_init_reaches_inverse_gamma",
+                None,
+                "every block trained from a random init (sigma = 0.05): max |G - Gamma^{-1}| < 1e-4, loss gap < 1e-8",
+                None,
+                tested_at=FULL_SIZES,
+            )
+        else:
+            start = time.perf_counter()
+            full = la.solve_flow(config.replace(init="random", init_scale=0.05), np.array([0.0, 5 * t_end, 50 * t_end]))
+            rec.add_timing("full_flow_s", time.perf_counter() - start)
+            rec.add_solver_stats("full_flow", full)
+            err_full = float(np.abs(np.asarray(full.observables["G"][-1]) - G_star).max())
+            gap_full = float(full.observables["loss"][-1] - L_star)
+            check(
+                rec,
+                failures,
+                "C2_full_flow_from_random_init_reaches_inverse_gamma",
+                {"max_abs_G_minus_inv_gamma": err_full, "loss_minus_min_loss": gap_full},
+                "every block trained from a random init (sigma = 0.05): max |G - Gamma^{-1}| < 1e-4, loss gap < 1e-8",
+                err_full < 1e-4 and abs(gap_full) < 1e-8,
+            )
         # C3: GD on the exact population loss against the flow, two step sizes
         gd_gaps, gd_loss = {}, {}
         steps_every = 10
