@@ -1,9 +1,8 @@
-"""`python -m benchmarks [--quick] [--only NAME ...] [--out FILE] [--results DIR]`: run the benchmark modules
-(`benchmarks/bench_*.py`), append their rows to a JSON-lines file and print one table with the ratios and
-whether each meets its target.
+"""Run the benchmark modules (benchmarks/bench_*.py), append their rows to a JSON-lines file and print one
+table with the ratios and whether each meets its target.
 
 `--only cooccurrence solve` runs `bench_cooccurrence` and `bench_solve`; `--results benchmarks/results` also
-writes one JSON file per module there (the committed results the README's Performance section quotes).
+writes one JSON file per module there (the committed results docs/performance.md is generated from).
 """
 
 from __future__ import annotations
@@ -30,8 +29,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
     p.add_argument("--only", nargs="+", metavar="NAME", help=f"run only these modules (of {available()})")
-    p.add_argument("--out", default="out/benchmarks/results.jsonl", help="JSON-lines file (appended)")
-    p.add_argument("--results", default=None, help="also write DIR/<module>.json per module")
+    p.add_argument("--out", metavar="FILE", default="out/benchmarks/results.jsonl", help="JSON-lines file (appended)")
+    p.add_argument("--results", metavar="DIR", default=None, help="also write DIR/<module>.json per module")
     p.add_argument(
         "--no-compile-cache",
         action="store_true",

@@ -1,4 +1,5 @@
-"""`python -m derivations [--write | --check]`: regenerate or check `flows/_generated/`."""
+"""The command line of derivations: regenerate (--write) or check (--check) the generated modules in
+flows/_generated/."""
 
 import argparse
 import sys

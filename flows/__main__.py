@@ -1,8 +1,9 @@
-"""Command line: ``python -m flows derive NAME [--latex]`` and ``python -m flows reproduce``.
+"""The command line of flows: `derive` prints a derivation, `reproduce` runs the main job.
 
-``derive`` prints a symbolic derivation from the :mod:`derivations` package.  ``reproduce``
-runs every example script (each writes one run record, see :mod:`flows.experiments.records`), skipping
-examples whose record is already complete, and writes ``OUT/REPORT.md``.
+`python -m flows derive NAME [--latex]` prints a symbolic derivation of the `derivations` package.
+`python -m flows reproduce [--quick]` is the main job: it runs the example scripts (each writes a run record,
+see `flows.experiments.records`), skipping examples whose record is already complete, and writes
+`OUT/REPORT.md`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "reproduce",
-        help="run the example scripts and write REPORT.md",
+        help="the main job: run the example scripts and write REPORT.md",
+        description=textwrap.fill(
+            "The main job: run the example scripts, each writing a run record (its metrics, a verdict per "
+            "prediction, the arrays behind each figure, the figures), and write OUT/REPORT.md.",
+            79,
+        ),
         epilog=_examples_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

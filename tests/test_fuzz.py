@@ -1,7 +1,7 @@
 """Property-based tests of the system-independent entry points: `flows.solve`, `flows.solve_batch`, the save
 grids, `flows.solve_sde`, `RunRecord.add_prediction`, and the keywords every system's `train` and
 `solve_flow` share (`seed`, `init`, `lr` a number or a dict per group, `save_every`, `batch_seed`, `momentum`;
-README "One vocabulary") (see tests/fuzzing.py for the rules).
+docs/getting_started.md) (see tests/fuzzing.py for the rules).
 
 Valid calls of the solvers run up to the solver stub (nothing is compiled); invalid ones must raise a
 `ValueError` naming the field before it. The stub also checks that no NaN or inf reaches a solver.

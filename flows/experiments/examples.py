@@ -56,7 +56,12 @@ def example_parser(
     return parser
 
 
-HOLDS, FAILS, NOT_TESTED = "holds", "fails", "not tested at this size"
+#: a prediction the measurement confirms
+HOLDS = "holds"
+#: a prediction the measurement contradicts
+FAILS = "fails"
+#: a prediction this run is too small to decide (its record says which size decides it)
+NOT_TESTED = "not tested at this size"
 #: a prediction that fails as documented in `flows.experiments.findings` (its record carries the
 #: ``known_finding`` marker)
 KNOWN = "known finding"

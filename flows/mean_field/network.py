@@ -124,7 +124,7 @@ def train(
 ) -> NetworkRecord:
     """Full-batch GD (or heavy-ball GD) with optax on the finite network from `init_particles(config)`.
 
-    The same vocabulary as `cooccurrence.train` and `scan_snap.train` (README "One vocabulary").
+    The same vocabulary as `cooccurrence.train` and `scan_snap.train` (docs/getting_started.md).
 
     **Arguments:**
 
