@@ -75,10 +75,27 @@ _MF_TRAIN = (
     "out, extra = r.params, {{'compile_s': r.compile_s, 'run_s': r.run_s}}"
 )
 
+# examples/mean_field_noise.py --quick: the SEA Langevin SDE at T = 1e-2, 4 paths, its tree tolerance, to tau = 4
+_MF_SDE = (
+    "from flows.mean_field.noise import solve_particles_sde\n"
+    "cfg = mf.Config(d=2, D=3, N=4, L=2, M={M}, n_train={n}, n_test=16, lam=1e-2, init_scale=2.0, seed=0)\n"
+    "tr = solve_particles_sde(cfg, np.linspace(0.0, {tau!r}, 11), 1e-2, dt=0.1, seed=0, solver='sea', "
+    "num_paths={paths}, save_states=True, tol=0.0078125, max_steps=201)\n"
+    "out, extra = np.asarray(tr.observables['R']), {{'compile_s': tr.compile_s, 'run_s': tr.run_s}}"
+)
 # benchmarks/bench_mean_field.py gd_throughput --quick: L = 4, M = 32, 64 prompts, Q and R saved only
 _SIZES: dict[str, dict] = {
-    "full": {"steps": 30, "L": 4, "M": 8, "n": 32, "mf_steps": 150, "every": 5, "gd": (4, 32, 64, 100)},
-    "tiny": {"steps": 4, "L": 2, "M": 2, "n": 4, "mf_steps": 2, "every": 1, "gd": (2, 4, 4, 2)},
+    "full": {
+        "steps": 30,
+        "L": 4,
+        "M": 8,
+        "n": 32,
+        "mf_steps": 150,
+        "every": 5,
+        "gd": (4, 32, 64, 100),
+        "sde": (16, 16, 10.0, 4),
+    },
+    "tiny": {"steps": 4, "L": 2, "M": 2, "n": 4, "mf_steps": 2, "every": 1, "gd": (2, 4, 4, 2), "sde": (2, 4, 0.5, 2)},
 }
 
 
@@ -112,6 +129,8 @@ def workarounds(size: str = "full") -> list[Workaround]:
     ss_train = _SCAN_SNAP_TRAIN.format(steps=s["steps"])
     mf_train = _MF_TRAIN.format(L=s["L"], M=s["M"], n=s["n"], steps=s["mf_steps"], every=s["every"], observables="all")
     gL, gM, gn, gsteps = (int(v) for v in s["gd"])
+    sM, sn, stau, spaths = s["sde"]
+    mf_sde = _MF_SDE.format(M=sM, n=sn, tau=float(stau), paths=spaths)
     mf_gd = _MF_TRAIN.format(L=gL, M=gM, n=gn, steps=gsteps, every=gsteps, observables="basic")
     mf_data = _MF_DATA.format(L=s["L"], M=s["M"], n=s["n"])
     ss_params = {"example": "scan_snap_fig4 --quick", "steps": s["steps"], "T": 128, "batch": 128}
@@ -156,6 +175,14 @@ def workarounds(size: str = "full") -> list[Workaround]:
             mf_data,
             "the unrolled threefry hash compiles and runs faster than JAX's rolled loop on CPU",
             {**mf_params, "call": "training_set, held_out_set, init_particles"},
+        ),
+        Workaround(
+            "fused_prng",
+            "mean_field.solve_particles_sde",
+            _MEAN_FIELD,
+            mf_sde,
+            "the unrolled threefry hash compiles and runs faster than JAX's rolled loop on CPU",
+            {"example": "mean_field_noise --quick", "M": sM, "n_train": sn, "tau": stau, "paths": spaths},
         ),
         Workaround(
             "device_put",
