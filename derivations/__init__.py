@@ -19,6 +19,7 @@ from .gradient_flow import gradient_flow as gradient_flow
 from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
+from .linear_attention import SeparateDerivation, ZFBDerivation
 from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
 from .system import FlowSystem as FlowSystem
@@ -34,6 +35,8 @@ _REGISTRY: dict[str, type[Derivation]] = {
         ReducedSymmetricDerivation,
         MeanFieldAttentionDerivation,
         MeanFieldMLPDerivation,
+        ZFBDerivation,
+        SeparateDerivation,
     )
 }
 # names added by `register` (a user's derivations: never written into the package by write_all)
