@@ -9,7 +9,7 @@ variation) and compared with
 1. **the closed form** (data term off with zero prompts: an Ornstein-Uhlenbeck Fokker-Planck equation with a
    Gaussian solution): the L1 error of the cell masses at two or three grids, the observed order (expected 2);
 2. **the energy identity**: dQ/dtau through the grid's own right-hand side against -dissipation (relative gap
-   < 2% at 200 cells), and mass conservation (in box + escaped = 1 to 1e-12);
+   < 2% at 200 cells), mass conservation (in box + escaped = 1 to 1e-12) and non-negative cell masses;
 3. **particles** from the same initial law, M in a range, several seeds: the gaps |Q_M - Q|, |R_M - R| and the
    W2 per depth slice (POT) at tau = 1 (per group: the RMS, W2 the mean, over a few clouds), fitted against M
    with a cluster-bootstrap interval over the groups (`flows.fitting`):
@@ -247,9 +247,22 @@ def main(argv=None) -> int:
             rec.add_prediction(
                 f"mass_conserved_T{T:g}",
                 mass_err,
-                f"mass in box + escaped = 1 to 1e-12 (status {sol.status}); min cell mass "
-                f"{float(np.min(sol.observables['attention_min'])):.2e} >= -1e-12",
-                bool(sol.ok and mass_err <= 1e-12 and np.min(sol.observables["attention_min"]) >= -1e-12),
+                f"mass in box + escaped = 1 to 1e-12 and the law stays in the box (status {sol.status})",
+                bool(sol.ok and mass_err <= 1e-12),
+            )
+            low = float(np.min(sol.observables["attention_min"]))
+            rec.add_prediction(
+                f"nonnegative_T{T:g}",
+                low,
+                f"every cell mass >= -1e-12 (smallest {low:.2e})"
+                + (
+                    "; a miss is the adaptive Runge-Kutta solver's own error (tsit5 is not positivity preserving; "
+                    "negative masses stay at the level of its tolerances, atol 1e-10), Heun at constant steps "
+                    "under the CFL bound keeps every mass >= 0 (tests)"
+                    if low < -1e-12
+                    else ""
+                ),
+                low >= -1e-12,
             )
         flow, box, sol = grids[0.0]
         dQ, diss = energy_gap(flow, {k: v[-1] for k, v in sol.states.items()})
