@@ -139,8 +139,8 @@ def _particle_gaps(Ms, seeds, T=0.0, n=200, tau=1.0, dt=0.01):
             )
             w2 = np.mean(
                 [
-                    gl.grid_w2(np.asarray(tr.ys["attention"][-1, l]), box, np.asarray(sol.states["attention"][-1, l]))
-                    for l in range(cfg.L)
+                    gl.grid_w2(np.asarray(tr.ys["attention"][-1, k]), box, np.asarray(sol.states["attention"][-1, k]))
+                    for k in range(cfg.L)
                 ]
             )
             dQ = abs(float(tr.observables["Q"][-1] - sol.observables["Q"][-1]))
