@@ -38,7 +38,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from flows import fitting  # noqa: E402
-from flows.experiments import plotting, records  # noqa: E402
+from flows.experiments import findings, plotting, records  # noqa: E402
 from flows.mean_field import Config, training_set  # noqa: E402
 from flows.mean_field import chart as ch  # noqa: E402
 from flows.mean_field import grid as gd  # noqa: E402
@@ -183,15 +183,6 @@ def picture_part(S, taus):
     return box, sol, np.asarray(tr.ys["attention"])
 
 
-#: Why a W2 slope can miss -1/2 from above: the W2 of a 1-D empirical measure has E W2^2 of order J2 / M with
-#: J2 = int F (1 - F) / f (Bobkov and Ledoux 2019, one-dimensional empirical measures), and the near-Gaussian
-#: tails of these laws make J2 large, so the approach to M^(-1/2) is slow; Q and R carry no such term.
-W2_TAILS = (
-    "; a miss from above is the slow 1-D empirical W2 of a law with near-Gaussian tails (E W2^2 ~ J2 / M, "
-    "J2 = int F(1 - F)/f large; Bobkov and Ledoux 2019), not a gap in the PDE"
-)
-
-
 def _record_slope(rec, log, name, fit, tested_at=None):
     holds = None if tested_at else bool(fit.contains(-0.5) and fit.slope_ci[1] < BAND_HI)
     rec.add_metric(f"{name}_slope", fit.slope)
@@ -200,11 +191,12 @@ def _record_slope(rec, log, name, fit, tested_at=None):
         name,
         fit.slope,
         f"gap ~ M^(-1/2): the 95% interval contains -0.5 and ends below {BAND_HI} (slope {fit.slope:.3f}, CI "
-        f"{fit.slope_ci[0]:.3f} .. {fit.slope_ci[1]:.3f})" + (W2_TAILS if "W2" in name and holds is False else ""),
+        f"{fit.slope_ci[0]:.3f} .. {fit.slope_ci[1]:.3f})",
         holds,
         ci=list(fit.slope_ci),
         target=-0.5,
         tested_at=tested_at,
+        known_finding=findings.known(NAME, name),
     )
     log.info("%s: slope %.3f CI (%.3f, %.3f)", name, fit.slope, *fit.slope_ci)
 
@@ -254,15 +246,9 @@ def main(argv=None) -> int:
             rec.add_prediction(
                 f"nonnegative_T{T:g}",
                 low,
-                f"every cell mass >= -1e-12 (smallest {low:.2e})"
-                + (
-                    "; a miss is the adaptive Runge-Kutta solver's own error (tsit5 is not positivity preserving; "
-                    "negative masses stay at the level of its tolerances, atol 1e-10), Heun at constant steps "
-                    "under the CFL bound keeps every mass >= 0 (tests)"
-                    if low < -1e-12
-                    else ""
-                ),
+                f"every cell mass >= -1e-12 (smallest {low:.2e})",
                 low >= -1e-12,
+                known_finding=findings.known(NAME, f"nonnegative_T{T:g}"),
             )
         flow, box, sol = grids[0.0]
         dQ, diss = energy_gap(flow, {k: v[-1] for k, v in sol.states.items()})
