@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Float
 
 from .._checks import SEED_MAX, check_choice, check_int, check_real, real_array
 from .._xla import device_array
@@ -98,11 +99,11 @@ class Prompts(NamedTuple):
     """A batch of B prompts: contexts `X (B, N, d)`, labels `y (B, N)`, queries `xq (B, d)`, targets `yq (B,)`
     and the task vectors `w (B, d)` (y = X w, yq = xq . w)."""
 
-    X: jax.Array
-    y: jax.Array
-    xq: jax.Array
-    yq: jax.Array
-    w: jax.Array
+    X: Float[jax.Array, "B N d"]
+    y: Float[jax.Array, "B N"]
+    xq: Float[jax.Array, "B d"]
+    yq: Float[jax.Array, " B"]
+    w: Float[jax.Array, "B d"]
 
 
 def _rotation(config: Config) -> np.ndarray:

@@ -26,6 +26,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Float
 
 from .._checks import check_int, real_array
 from .._xla import device_array
@@ -109,7 +110,7 @@ def blocks(params: dict[str, jax.Array]) -> dict[str, jax.Array]:
     return {"u": p[:, :-1], "v": p[:, -1], "A": K[:, :-1, :-1], "b": K[:, -1, :-1]}
 
 
-def effective_G(params: dict[str, jax.Array], config: Config | None = None) -> jax.Array:
+def effective_G(params: dict[str, jax.Array], config: Config | None = None) -> Float[jax.Array, "d d"]:
     """The effective matrix G of the part of the prediction bilinear in (x_q, h): x_q^T G h, with
     G = sum_h (v_h A_h^T + b_h u_h^T) (`blocks`). On ZFB's reduced parameters (u = 0, b = 0) this is the whole
     prediction, y_hat = x_q^T G h with G = w_22 (W_11)^T (ZFB Lemma 5.3), and G -> Gamma^{-1} is its limit.
@@ -123,7 +124,7 @@ def effective_G(params: dict[str, jax.Array], config: Config | None = None) -> j
     return jnp.einsum("h,hji->ij", bl["v"], bl["A"]) + jnp.einsum("hi,hj->ij", bl["b"], bl["u"])
 
 
-def predict(params: dict[str, jax.Array], config: Config | None, prompts: Prompts) -> jax.Array:
+def predict(params: dict[str, jax.Array], config: Config | None, prompts: Prompts) -> Float[jax.Array, " B"]:
     """The prediction y_hat = f(E)_{d+1, N+1} of each prompt, summed over the heads (module docstring).
 
     **Arguments:** `params` of `config.form`, `config` (the form is read from `params`; `None` is accepted),
@@ -225,7 +226,7 @@ def _cubic_rest(u, S, Lq):
     return 2.0 * jnp.sum(pairs) + 4.0 * crossed
 
 
-def population_loss(params: dict[str, jax.Array], config: Config) -> jax.Array:
+def population_loss(params: dict[str, jax.Array], config: Config) -> Float[jax.Array, ""]:
     """The exact population loss L = (1/2) E[(y_hat - y_q)^2] over prompts of `config` (ZFB eq. 3.8), for any
     parameters of any form: no sampling, differentiable (`moment_loss`).
 

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
+from jaxtyping import Float
 
 from .._checks import check_int, check_real, real_array
 
@@ -104,7 +105,7 @@ def _covariance(eigenvalues, rotation) -> np.ndarray:
     return np.diag(lam) if R is None else (R * lam) @ R.T
 
 
-def covariance_matrix(eigenvalues: Eigenvalues, rotation: Matrix | None = None) -> np.ndarray:
+def covariance_matrix(eigenvalues: Eigenvalues, rotation: Matrix | None = None) -> Float[np.ndarray, "d d"]:
     """Lambda = R diag(eigenvalues) R^T `(d, d)` (R = I when `rotation` is None)."""
     return _covariance(eigenvalues, rotation)
 
@@ -116,7 +117,7 @@ def gamma_values(eigenvalues: Eigenvalues, N: Length) -> np.ndarray:
     return (1.0 + 1.0 / n) * lam + lam.sum() / n
 
 
-def gamma_matrix(eigenvalues: Eigenvalues, N: Length, rotation: Matrix | None = None) -> np.ndarray:
+def gamma_matrix(eigenvalues: Eigenvalues, N: Length, rotation: Matrix | None = None) -> Float[np.ndarray, "d d"]:
     """Gamma = (1 + 1/N) Lambda + (tr(Lambda) / N) I_d `(d, d)` (ZFB, Theorem 4.1).
 
     **Arguments:**
@@ -132,7 +133,7 @@ def gamma_matrix(eigenvalues: Eigenvalues, N: Length, rotation: Matrix | None = 
     return (1.0 + 1.0 / n) * _covariance(lam, rotation) + (lam.sum() / n) * np.eye(lam.size)
 
 
-def optimal_G(eigenvalues: Eigenvalues, N: Length, rotation: Matrix | None = None) -> np.ndarray:
+def optimal_G(eigenvalues: Eigenvalues, N: Length, rotation: Matrix | None = None) -> Float[np.ndarray, "d d"]:
     """G* = Gamma^{-1} `(d, d)`: the global minimiser of `loss_of_G`, the limit of ZFB's gradient flow
     (Theorem 4.1, eq 4.1: the product of the trained value and key-query blocks)."""
     lam = _eigenvalues(eigenvalues)
@@ -198,7 +199,7 @@ def min_loss(eigenvalues: Eigenvalues, N: Length) -> float:
     return float(plateau_losses(eigenvalues, N)[-1])
 
 
-def plateau_losses(eigenvalues: Eigenvalues, N: Length) -> np.ndarray:
+def plateau_losses(eigenvalues: Eigenvalues, N: Length) -> Float[np.ndarray, " d+1"]:
     """L_k for k = 0..d `(d + 1,)`: the loss of principal-component regression on the top k eigen-directions,
     L_k = (1/2) (tr(Lambda) - sum_{i<=k} lambda_i^2 / gamma_i) with the eigenvalues in decreasing order (ZSLS
     eq 19, times 1/2 for ZFB's convention): L_0 = tr(Lambda)/2 at G = 0, L_d = `min_loss`. These are the
@@ -210,7 +211,7 @@ def plateau_losses(eigenvalues: Eigenvalues, N: Length) -> np.ndarray:
     return 0.5 * (lam.sum() - gains)
 
 
-def pcr_G(eigenvalues: Eigenvalues, N: Length, k: int, rotation: Matrix | None = None) -> np.ndarray:
+def pcr_G(eigenvalues: Eigenvalues, N: Length, k: int, rotation: Matrix | None = None) -> Float[np.ndarray, "d d"]:
     """G_k = sum_{i<=k} gamma_i^{-1} r_i r_i^T `(d, d)`: the minimiser of `loss_of_G` among matrices acting on the
     top k eigen-directions (ZSLS eq 18); `loss_of_G(pcr_G(..., k))` is `plateau_losses(...)[k]`."""
     lam = _eigenvalues(eigenvalues)

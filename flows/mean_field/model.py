@@ -31,6 +31,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jaxtyping import Float
 
 from .._checks import check_finite_tree
 from .._xla import jit as xla_jit
@@ -100,7 +101,9 @@ def _attention_parts(Z, V, W):
     return update, S, VZ
 
 
-def attention_update(Z: jax.Array, V: jax.Array, W: jax.Array) -> jax.Array:
+def attention_update(
+    Z: Float[jax.Array, "n D K"], V: Float[jax.Array, "M D D"], W: Float[jax.Array, "M D D"]
+) -> Float[jax.Array, "n D K"]:
     """sum_j f(Z, (V_j, W_j)) = sum_j V_j Z S(Z, W_j) for Z (n, D, K), V and W (M, D, D) -> (n, D, K).
 
     The caller scales by 1/(M L). Each term is the rebuttal's Eq 1, f(Z, theta) = V Z softmax(Z^T W Z).
@@ -109,7 +112,12 @@ def attention_update(Z: jax.Array, V: jax.Array, W: jax.Array) -> jax.Array:
     return _attention_parts(Z, V, W)[0]
 
 
-def attention_vjp(Z: jax.Array, V: jax.Array, W: jax.Array, P: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+def attention_vjp(
+    Z: Float[jax.Array, "n D K"],
+    V: Float[jax.Array, "M D D"],
+    W: Float[jax.Array, "M D D"],
+    P: Float[jax.Array, "n D K"],
+) -> tuple[Float[jax.Array, "n D K"], Float[jax.Array, "M D D"], Float[jax.Array, "M D D"]]:
     """(dZ, dV, dW) of <P, attention_update(Z, V, W)> in closed form (`derivations/mean_field.py`):
     dV = sum_n P (Z S)^T, dW = sum_n Z G Z^T with G = S * (B - 1 1^T (S * B)), B = Z^T V^T P.
 
@@ -150,7 +158,12 @@ attention_update_rev.defvjp(
 )
 
 
-def mlp_update(Z: jax.Array, W1: jax.Array, W2: jax.Array, threshold: jax.Array | float = 1.0) -> jax.Array:
+def mlp_update(
+    Z: Float[jax.Array, "n D K"],
+    W1: Float[jax.Array, "M_mlp D"],
+    W2: Float[jax.Array, "M_mlp D"],
+    threshold: jax.Array | float = 1.0,
+) -> Float[jax.Array, "n D K"]:
     """sum_j h(Z, (W1_j, W2_j)) = sum_j W2_j sigma(W1_j Z) for Z (n, D, K), W1 and W2 (M_mlp, D)."""
     pre = jnp.einsum("jd,ndk->njk", W1, Z)
     return jnp.einsum("jc,njk->nck", W2, huberized_relu(pre, threshold))
