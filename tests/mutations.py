@@ -1457,7 +1457,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "derivations/linear_attention.py",
         "Gam = (1 + 1 / N) * Lam + (trace / N) * sp.eye(d)",
         "Gam = Lam + (trace / N) * sp.eye(d)",
-        ("tests/linear_attention/test_generated.py", "tests/linear_attention/test_derivation.py"),
+        ("tests/derivations/test_generated.py", "tests/linear_attention/test_derivation.py"),
         "derivation: Gamma without (1 + 1/N) in the symbolic loss (the generated flow goes stale)",
     ),
     Mutation(

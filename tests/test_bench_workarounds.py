@@ -31,6 +31,7 @@ def test_every_config_switch_is_measured_and_children_differ_in_the_switch_only(
     assert "workarounds" in available()
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_harness_rows(tmp_path, monkeypatch):
     """One workaround at the tiny size, one pair of fresh processes, through the module's main and the harness."""
     real_run = bench_workarounds.run

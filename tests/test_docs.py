@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+# building the site takes tens of seconds: .ci/run runs this module after the default suite
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # one page per part of the site: home, getting started, the systems, the findings, the tutorial, performance,

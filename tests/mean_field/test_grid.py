@@ -138,6 +138,7 @@ def test_bad_input_is_named():
         flow.initial_state({"attention": np.full(4, 0.3)})
 
 
+@pytest.mark.slow
 def test_implicit_solver_for_stiff_diffusion():
     """kvaerno5 (its Newton steps differentiate the grid field in forward mode) agrees with tsit5."""
     cfg = CFG.replace(lam=1.0, L=1)

@@ -47,7 +47,10 @@ def _ou_errors(flux, cells, lam=1.0, T=0.1, tau=1.0):
     return np.array(rows), mean, var
 
 
-@pytest.mark.parametrize("flux, low, high", [("upwind", 0.75, 1.25), ("muscl", 1.7, 2.3)])
+# upwind in -m slow; the second-order scheme is the default run's check
+@pytest.mark.parametrize(
+    "flux, low, high", [pytest.param("upwind", 0.75, 1.25, marks=pytest.mark.slow), ("muscl", 1.7, 2.3)]
+)
 def test_ou_fokker_planck_gaussian_at_the_scheme_order(flux, low, high):
     """Data term off (zero prompts): the grid law against the exact Gaussian's cell masses, L1 error at
     h, h/2, h/4: the observed order is the scheme's (1 upwind, 2 MUSCL)."""
@@ -156,7 +159,8 @@ def _fits(rows):
     }
 
 
-@pytest.mark.parametrize("T", [0.0, 0.02])
+# T > 0 (the Langevin particles) in -m slow; T = 0 is its fast twin
+@pytest.mark.parametrize("T", [0.0, pytest.param(0.02, marks=pytest.mark.slow)])
 def test_particles_approach_the_pde_like_m_to_the_minus_half(T):
     """Particles (ODE at T = 0, the Langevin SDE at T > 0) from the law the grid starts from: the gaps in Q(1),
     R(1) and the W2 per depth slice fall like M^(-1/2) (fitted slope, 95% cluster-bootstrap interval)."""
