@@ -50,7 +50,7 @@ os.environ["FLOWS_NO_COMPILE_CACHE"] = "1"
 
 
 # Examples whose --quick run is among the longest: their quick run (and its verdict check) is in `pytest -m slow`
-# only, to keep the default suite within 5 minutes. The default run keeps one co-occurrence example, four
+# only, to keep the default suite within 5 minutes. The default run keeps four
 # Scan-and-Snap ones; the building blocks of the others are checked in the
 # default run by tests/<system>/ (flows vs closed forms, flow vs GD to first order in the learning rate, the
 # mean-field flow vs GD in tests/test_readme.py), and `python -m flows reproduce --quick` still runs them all.
@@ -68,6 +68,7 @@ SLOW_EXAMPLES = frozenset(
         "scan_snap_decoder_h",
         "scan_snap_fig6",
         "cooccurrence_predictions",
+        "cooccurrence_fig1",
         "linear_attention_saddles",
         "linear_attention_convergence",
         "scan_snap_adam",

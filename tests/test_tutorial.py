@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = ROOT / "docs" / "tutorials" / "bring_your_own_theory.md"
 
@@ -19,6 +21,7 @@ def tutorial_script() -> str:
     return "\n\n".join(blocks)
 
 
+@pytest.mark.slow  # .ci/run runs the tutorial's tests after the default suite
 def test_tutorial_runs_from_a_temporary_folder(tmp_path):
     assert ROOT not in tmp_path.parents
     (tmp_path / "tutorial.py").write_text(tutorial_script(), encoding="utf-8")

@@ -44,6 +44,7 @@ def recipe_source() -> str:
     return blocks[0]
 
 
+@pytest.mark.slow  # .ci/run runs the tutorial's tests after the default suite
 def test_tutorial_recipe_runs_from_a_temporary_folder(tmp_path):
     assert ROOT not in tmp_path.parents and tmp_path != ROOT
     (tmp_path / "recipe.py").write_text(recipe_source())

@@ -122,6 +122,7 @@ def test_a_repeated_atom_is_an_atom_of_double_weight():
     assert abs(float(mm.objective(CFG, dup, data, weights=w3) - q1)) > 1e-8
 
 
+@pytest.mark.slow  # the probe is -grad of the first variation (above), which the particle velocity is too
 def test_probe_velocity_at_the_particles_is_the_particle_velocity():
     data = training_set(CFG)
     parts = init_particles(CFG)
