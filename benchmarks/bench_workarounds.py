@@ -9,10 +9,11 @@ switch) in a fresh process with the compile cache off, the workaround on and off
 Rows `workarounds/<switch>(<entry point>)` (`benchmarks._harness.row`): `run_s_min` the fastest first call with
 the workaround on, `on_s` / `off_s` the first calls of every pair, `ratio` = median(off) / median(on) (> 1:
 the workaround pays) with target `TARGET`, `pair_ratios` off / on of each pair and `spread` their [min, max];
-where the entry point times itself (`mean_field.train`) also `compile_s_ratio` and `run_s_ratio` (off / on of
+where the entry point times itself (`mean_field.train`, the SDE) also `compile_s_ratio` and `run_s_ratio` (off / on of
 the medians of its compile and run). `verdict`: `"pays"` (target met and every pair faster with it),
 `"noise"` (the spread covers 1: within this machine's noise, the workaround goes), `"small"` (faster in every
-pair, target missed) or `"costs"` (slower in every pair).
+pair, target missed) or `"costs"` (slower in every pair). `load_average`: the machine's 1-minute load before and
+after the row (the machine may be shared).
 
 Switches: `config` fields are set in the child before the call (`flows._xla.config`); the attention rule is a
 benchmark-only switch: the child points `model.attention_update_rev` at the autodiff form `attention_update`
@@ -21,6 +22,7 @@ benchmark-only switch: the child points `model.attention_update_rev` at the auto
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -225,6 +227,7 @@ def verdict(value: float, spread: tuple[float, float], target: float = TARGET) -
 def measure(w: Workaround, repeats: int) -> dict:
     """`repeats` pairs of fresh-process first calls, on and off in alternating order; the row. Where the entry
     point reports its own compile and run times (`mean_field.train`), their medians on and off are kept too."""
+    load_before = os.getloadavg()[0]
     outs: dict[bool, list[dict]] = {True: [], False: []}
     for i in range(repeats):
         for state in (True, False) if i % 2 == 0 else (False, True):
@@ -255,6 +258,7 @@ def measure(w: Workaround, repeats: int) -> dict:
         pair_ratios=pairs,
         spread=list(spread),
         verdict=verdict(value, spread),
+        load_average=[load_before, os.getloadavg()[0]],
         ratio=ratio(value, f"first call without / with {w.switch}", target=TARGET),
         **parts,
     )
