@@ -1,16 +1,16 @@
 """The library's performance workarounds, in one place: compile options passed per program (no global JAX or XLA
-setting changes), the host-to-device copy and the PRNG rewrapping of `flows._prng`, each switched by a field of
-`config` and each paid for by a row of `benchmarks/bench_workarounds.py` (results in
-`benchmarks/results/workarounds.json`: the first call in a fresh process with the workaround on against off).
+setting changes) and the PRNG rewrapping of `flows._prng`, each switched by a field of `config` and each paid
+for by a row of `benchmarks/bench_workarounds.py` (results in `benchmarks/results/workarounds.json`: the first
+call in a fresh process with the workaround on against off).
 
 - `xla_cpu_use_fusion_emitters=False` (`config.classic_emitters`): XLA's classic CPU emitters compile the
-  same fused kernels faster and run them as fast; other backends ignore the option.
+  same kernels faster (rows `workarounds/classic_emitters(scan_snap.train)` and `(mean_field.train)`); other
+  backends ignore the option.
 - `jit(..., one_shot=True)` (`config.one_shot_level0`): small programs that run once per call (random draws
-  of a data set) also get `xla_backend_optimization_level=0`, a shorter compile (a value may change in its
-  last bit).
-- `device_array(x, dtype)` (`config.device_put`): host data to the device by `jax.device_put`, without the
-  small compiled program that `jnp.asarray` of a numpy array (or a dtype conversion) costs on a first call.
-- `flows._prng.fused` (`config.fused_prng`): threefry draws with the hash unrolled, the same bits.
+  of a data set) compile at `xla_backend_optimization_level=0`, a shorter compile (row
+  `workarounds/one_shot_level0(mean_field data)`; a value may change in its last bit).
+- `flows._prng.fused` (`config.fused_prng`): threefry draws with the hash unrolled, the same bits, shorter
+  compiles and runs of draw-heavy programs (row `workarounds/fused_prng(mean_field.solve_particles_sde)`).
 - `config.xla_defaults = True`: XLA's defaults for every program compiled after it, whatever the other fields.
 
 The caches of compiled programs key on every field through `options_key`.
@@ -23,7 +23,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.extend.core import unsafe_am_i_under_a_jit_DO_NOT_USE as _under_a_jit
 
 __all__ = ["Config", "compile_lowered", "compiler_options", "config", "device_array", "jit", "options_key"]
@@ -39,14 +38,12 @@ class Config:
     - `xla_defaults`: compile with XLA's default options instead of the library's (module docstring).
     - `classic_emitters`: compile with `xla_cpu_use_fusion_emitters=False` (a shorter compile on CPU).
     - `one_shot_level0`: compile `jit(..., one_shot=True)` programs at XLA backend level 0 (a shorter compile).
-    - `device_put`: `device_array` copies host data by `jax.device_put` (no compiled conversion program).
     - `fused_prng`: `flows._prng.fused` rewraps threefry keys (the unrolled hash: shorter compiles and runs).
     """
 
     xla_defaults: bool = False
     classic_emitters: bool = True
     one_shot_level0: bool = True
-    device_put: bool = True
     fused_prng: bool = True
 
 
@@ -125,19 +122,8 @@ def options_key():
     return dataclasses.astuple(config), bool(jax.config.read("jax_disable_most_optimizations"))
 
 
-def device_array(x, dtype=None):
-    """`jnp.asarray(x, dtype)` for host data, converted on the host and moved by `jax.device_put` (module
-    docstring): the same values and dtype (JAX's canonical one: float64 is float32 without x64), not weakly
-    typed. JAX arrays, tracers, Python scalars without a dtype and non-numeric data (None, strings: its error)
-    go to `jnp.asarray`."""
-    if (
-        not config.device_put
-        or isinstance(x, (jax.Array, jax.core.Tracer))
-        or (dtype is None and not isinstance(x, np.ndarray))
-    ):
-        return jnp.asarray(x, dtype)
-    host = np.asarray(x)
-    if host.dtype.kind not in "biufc":  # None, strings, objects: jnp.asarray's own error
-        return jnp.asarray(x, dtype)
-    target = jax.dtypes.canonicalize_dtype(host.dtype if dtype is None else dtype)
-    return jax.device_put(host.astype(target, copy=False))
+def device_array(x, dtype=None) -> jax.Array:
+    """`jnp.asarray(x, dtype)`, under the name the library's modules import. A host-side conversion and
+    `jax.device_put` in its place was within the noise of row `workarounds/device_put(scan_snap.solve_flow)`
+    (`benchmarks/results/workarounds.json`), so it is plain `jnp.asarray`."""
+    return jnp.asarray(x, dtype)

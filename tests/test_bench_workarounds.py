@@ -36,13 +36,13 @@ def test_tiny_run_writes_harness_rows(tmp_path, monkeypatch):
     """One workaround at the tiny size, one pair of fresh processes, through the module's main and the harness."""
     real_run = bench_workarounds.run
     monkeypatch.setattr(
-        bench_workarounds, "run", lambda quick: real_run(quick, size="tiny", only=("device_put",), repeats=1)
+        bench_workarounds, "run", lambda quick: real_run(quick, size="tiny", only=("one_shot_level0",), repeats=1)
     )
     out = tmp_path / "bench.jsonl"
     assert main(["--quick", "--only", "workarounds", "--out", str(out), "--results", str(tmp_path)]) == 0
     (r,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert set(_harness._ROW_KEYS) <= set(r) and {"machine", "versions"} <= set(r) and r["machine"]["date"]
-    assert r["bench"] == "workarounds/device_put(scan_snap.solve_flow)" and r["repeats"] == 1
+    assert r["bench"] == "workarounds/one_shot_level0(mean_field data)" and r["repeats"] == 1
     assert len(r["on_s"]) == len(r["off_s"]) == len(r["pair_ratios"]) == 1 and min(r["on_s"] + r["off_s"]) > 0
     assert r["ratio"]["value"] == pytest.approx(r["off_s"][0] / r["on_s"][0])
     assert r["ratio"]["target"] == bench_workarounds.TARGET and r["spread"] == [r["pair_ratios"][0]] * 2

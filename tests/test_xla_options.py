@@ -5,7 +5,6 @@ options off for the programs compiled after it."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax._src import compiler  # the compile options JAX hands XLA (a check of the flag)
 
 import flows
@@ -165,54 +164,9 @@ def test_one_shot_programs_compile_at_level_zero():
     _assert_trees_close(got, default, rtol=1e-14)
 
 
-def _backend_compiles(fn):
-    """(result of fn(), number of XLA backend compiles it ran)."""
-    events = []
-
-    def listen(name, duration, **kw):
-        if name == "/jax/core/compile/backend_compile_duration":
-            events.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        out = jax.block_until_ready(fn())
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    return out, len(events)
-
-
-def test_device_array_is_jnp_asarray_without_a_compile():
-    """`_xla.device_array` gives `jnp.asarray`'s values, dtype and (strong) type for host data, and compiles
-    nothing where `jnp.asarray` compiles a program per new shape (checked on shapes used nowhere else)."""
-    cases = [
-        (np.arange(37.0).reshape(37, 1) / 7, None),
-        (np.arange(23), jnp.int32),
-        (np.ones(19, np.float32), jnp.float64),
-        (2.5, jnp.float64),
-        (3, jnp.uint32),
-        (np.array([True, False, True, True, False]), None),
-    ]
-    for x, dtype in cases:
-        ours, compiles = _backend_compiles(lambda x=x, dtype=dtype: _xla.device_array(x, dtype))
-        want = jnp.asarray(x, dtype)
-        assert compiles == 0, (x, dtype)
-        assert ours.dtype == want.dtype and ours.shape == want.shape and ours.weak_type == want.weak_type
-        np.testing.assert_array_equal(np.asarray(ours), np.asarray(want))
-    _, compiles = _backend_compiles(lambda: jnp.asarray(np.zeros((29, 3))))  # what device_array avoids
-    assert compiles >= 1
-    traced = jax.jit(lambda y: _xla.device_array(y, jnp.float64) * 2)(jnp.ones(3))  # tracers pass through
-    np.testing.assert_array_equal(np.asarray(traced), 2.0)
-    for bad in (None, "abc", [1.0, None]):  # no silent NaN: jnp.asarray's own error
-        with pytest.raises((TypeError, ValueError)) as ours:
-            _xla.device_array(bad, jnp.float64)
-        with pytest.raises((TypeError, ValueError)) as want:
-            jnp.asarray(bad, jnp.float64)
-        assert type(ours.value) is type(want.value) and str(ours.value) == str(want.value)
-
-
 def test_each_workaround_switch(monkeypatch):
     """Every field of `_xla.config` switches its own workaround off (benchmarks/bench_workarounds.py measures
-    each on against off) and changes the cache key; `device_array` is then `jnp.asarray` (its compile)."""
+    each on against off) and changes the cache key."""
     base = _xla.options_key()
     monkeypatch.setattr(_xla.config, "one_shot_level0", False)
     assert _xla.compiler_options(one_shot=True) == {"xla_cpu_use_fusion_emitters": False}
@@ -223,9 +177,3 @@ def test_each_workaround_switch(monkeypatch):
     assert _xla.compiler_options(one_shot=True) == {"xla_backend_optimization_level": 0}
     monkeypatch.setattr(_xla.config, "classic_emitters", True)
     assert _xla.options_key() == base
-    monkeypatch.setattr(_xla.config, "device_put", False)
-    assert _xla.options_key() != base
-    x = np.arange(31.0).reshape(31, 1) / 3  # a shape used nowhere else: jnp.asarray compiles its conversion
-    ours, compiles = _backend_compiles(lambda: _xla.device_array(x, jnp.float32))
-    assert compiles >= 1 and ours.dtype == jnp.float32
-    np.testing.assert_array_equal(np.asarray(ours), np.asarray(jnp.asarray(x, jnp.float32)))
