@@ -5,12 +5,9 @@ next tokens each), eta_Z in {0.5, 1, 2, 3}, eta_Y / eta_Z in {1, 2, 5, 10}, 10 s
 128, T = 128, 100 iterations, random init. The entropy of c_n restricted to G_DT(n) and renormalised, from the
 final Z, averaged over n; mean and standard error over seeds, written to entropy_table.json as a list of
 {"K", "eta_Z", "ratio", "mean", "sem"}. All cells and seeds of one K run in one vmapped, once-compiled call.
-Full run (measured 2026-12-02 on 2 CPU cores shared with other jobs, load ~3, float64): 162 s wall, of which
-the four vmapped sweeps took 14.6 s (K = 2), 27.0 s (K = 6), 38.5 s (K = 10), 71.2 s (K = 20), 151 s in all
-(the same run before the fused threefry draws of `flows._prng`, back to back: 23.8, 41.9, 56.7, 75.6 s, 198 s;
-the same entropies to the last bit). K = 20 is dominated by the three dense (128 x 240) @ (240 x 240)
-products per member and step; K = 2 by the draws and the count scatter of the sampler. --quick (K in {2, 6},
-2 x 2 cells, 3 seeds) runs the same code at a small size.
+K = 20 is dominated by the three dense (128 x 240) @ (240 x 240) products per member and step; K = 2 by the
+draws and the count scatter of the sampler. --quick (K in {2, 6}, 2 x 2 cells, 3 seeds) runs the same code at
+a small size.
 """
 
 from __future__ import annotations

@@ -22,10 +22,9 @@ import dataclasses
 import functools
 
 import jax
-import jax.numpy as jnp
 from jax.extend.core import unsafe_am_i_under_a_jit_DO_NOT_USE as _under_a_jit
 
-__all__ = ["Config", "compile_lowered", "compiler_options", "config", "device_array", "jit", "options_key"]
+__all__ = ["Config", "compile_lowered", "compiler_options", "config", "jit", "options_key"]
 
 
 @dataclasses.dataclass
@@ -120,10 +119,3 @@ def options_key():
     runtime flag; the test suite compiles its compile-bound tests with it). A program compiled under one value
     is not reused under another."""
     return dataclasses.astuple(config), bool(jax.config.read("jax_disable_most_optimizations"))
-
-
-def device_array(x, dtype=None) -> jax.Array:
-    """`jnp.asarray(x, dtype)`, under the name the library's modules import. A host-side conversion and
-    `jax.device_put` in its place was within the noise of row `workarounds/device_put(scan_snap.solve_flow)`
-    (`benchmarks/results/workarounds.json`), so it is plain `jnp.asarray`."""
-    return jnp.asarray(x, dtype)

@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import SEED_MAX, check_choice, check_int, check_real
-from .._xla import device_array
 from .._xla import jit as xla_jit
 
 __all__ = [
@@ -184,7 +183,7 @@ class Dataset:
     def group_onehot(self, dtype: Any = None) -> jax.Array:
         """`(n, 4)` indicator of the group of each sample."""
         dtype = dtype or jnp.result_type(float)
-        return device_array(np.eye(NUM_GROUPS, dtype=dtype)[np.asarray(self.groups)])
+        return jnp.asarray(np.eye(NUM_GROUPS, dtype=dtype)[np.asarray(self.groups)])
 
 
 def _assemble(rng: np.random.Generator, groups: np.ndarray, L: int, random_tokens: Callable) -> Dataset:
@@ -200,7 +199,7 @@ def _assemble(rng: np.random.Generator, groups: np.ndarray, L: int, random_token
     tokens = np.zeros((n, L), np.int32)
     tokens[np.arange(n)[:, None], perm] = slot_tokens
     labels = np.asarray(GROUP_LABELS)[groups].astype(jnp.result_type(float))
-    return Dataset(tokens=device_array(tokens), labels=device_array(labels), groups=device_array(groups))
+    return Dataset(tokens=jnp.asarray(tokens), labels=jnp.asarray(labels), groups=jnp.asarray(groups))
 
 
 def training_set(config: Config, key: Any = None) -> Dataset:

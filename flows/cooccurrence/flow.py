@@ -19,7 +19,6 @@ from jax import Array
 
 from .._checks import check_bool, check_dtype, real_array
 from .._solve import Event, Trajectory, solve
-from .._xla import device_array
 from ..optim_limits.problem import limit_problem as optimizer_limit
 from . import observables as obs
 from .data import Config
@@ -76,7 +75,7 @@ def initial_state(config: Config, dtype: Any = None) -> Gram:
             f"the initial Grams overflow: init stds sigma0 = {config.init_stds[0]:.3g}, sigma1 = "
             f"{config.init_stds[1]:.3g} are too large for dtype {params['W'].dtype}"
         )
-    return {k: device_array(v) for k, v in host.items()}
+    return {k: jnp.asarray(v) for k, v in host.items()}
 
 
 # Located without stopping: the solve continues past T1 (one compiled program, see flows.solve).

@@ -17,7 +17,6 @@ from jax import Array
 
 from .. import training
 from .._checks import check_choice, check_dtype, check_int
-from .._xla import device_array
 from ..training import NetworkRecord
 from . import observables as obs
 from .data import Config, Dataset, generator, sample_test, training_set
@@ -45,7 +44,7 @@ def init_params(config: Config, key: Any = None, dtype: Any = None) -> tuple[dic
         "W_K": std0 * rng.standard_normal((m, d)),
         "W_Q": std0 * rng.standard_normal((m, d)),
     }
-    return {k: device_array(v, dtype) for k, v in params.items()}, device_array(a, dtype)
+    return {k: jnp.asarray(v, dtype) for k, v in params.items()}, jnp.asarray(a, dtype)
 
 
 def forward(params: dict[str, Array], a: Array, tokens: Array) -> Array:
@@ -80,15 +79,15 @@ def data_args(
             )
     train = training_set(config) if train is None else train
     test = sample_test(config, num_test) if test is None else test
-    host = lambda x: device_array(x, dtype)  # noqa: E731 - host casts compile nothing
+    host = lambda x: jnp.asarray(x, dtype)
     return {
         "tokens": train.tokens,
         "labels": host(train.labels),
         "group_onehot": train.group_onehot(dtype),
         "test_tokens": test.tokens,
         "test_labels": host(test.labels),
-        "sqrt_m": device_array(math.sqrt(config.m), dtype),
-        "m1": device_array(float(config.m1), dtype),
+        "sqrt_m": jnp.asarray(math.sqrt(config.m), dtype),
+        "m1": jnp.asarray(float(config.m1), dtype),
     }
 
 

@@ -20,7 +20,6 @@ import numpy as np
 from jaxtyping import Float
 
 from .._checks import SEED_MAX, check_choice, check_int, check_real, real_array
-from .._xla import device_array
 
 __all__ = ["FORMS", "INITS", "Config", "Prompts", "covariance", "sample", "sqrt_covariance"]
 
@@ -118,7 +117,7 @@ def covariance(config: Config) -> jax.Array:
     **Returns:** Lambda, shape `(d, d)`.
     """
     R = _rotation(config)
-    return device_array(R @ np.diag(config.eigenvalues) @ R.T, jnp.result_type(float))
+    return jnp.asarray(R @ np.diag(config.eigenvalues) @ R.T, jnp.result_type(float))
 
 
 def sqrt_covariance(config: Config) -> jax.Array:
@@ -129,7 +128,7 @@ def sqrt_covariance(config: Config) -> jax.Array:
     **Returns:** Lambda^{1/2}, shape `(d, d)`.
     """
     R = _rotation(config)
-    return device_array(R @ np.diag(np.sqrt(config.eigenvalues)) @ R.T, jnp.result_type(float))
+    return jnp.asarray(R @ np.diag(np.sqrt(config.eigenvalues)) @ R.T, jnp.result_type(float))
 
 
 def draw(key: jax.Array, batch: int, N: int, root: jax.Array) -> Prompts:

@@ -29,7 +29,6 @@ import numpy as np
 from jaxtyping import Float
 
 from .._checks import check_int, real_array
-from .._xla import device_array
 from .data import Config, Prompts, covariance
 
 __all__ = [
@@ -83,7 +82,7 @@ def init_params(config: Config) -> dict[str, jax.Array]:
         for k in shapes:
             if k != "W_PV":
                 params[k][:, :d] = sigma * rng.standard_normal(params[k][:, :d].shape)
-    return {k: device_array(v, jnp.result_type(float)) for k, v in params.items()}
+    return {k: jnp.asarray(v, jnp.result_type(float)) for k, v in params.items()}
 
 
 def _key_query(params: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
@@ -202,7 +201,7 @@ def moment_loss(
     u, v, A, b = bl["u"], bl["v"], bl["A"], bl["b"]
     Lc, Lq = context_cov, query_cov
     z, wts = _cubature(int(Lc.shape[0]))
-    w = device_array(z, Lc.dtype) @ task_root.T  # (P, d)
+    w = jnp.asarray(z, Lc.dtype) @ task_root.T  # (P, d)
     C = A[None] + jnp.einsum("pi,hj->phij", w, b)  # (P, H, d, d)
     beta = u[None] + jnp.einsum("h,pi->phi", v, w)  # (P, H, d)
     Bl = jnp.einsum("phil,phj->pijl", C, beta)  # B_l = Bl[..., l]
@@ -212,7 +211,7 @@ def moment_loss(
     rho = jnp.einsum("piil->pl", LB) - w + c[None] / N
     mean = jnp.einsum("pl,lm,pm->p", rho, Lq, rho)
     wishart = jnp.einsum("pijl,lm,pjim->p", LB, Lq, LB) + jnp.einsum("pcbl,lm,pcam,ab->p", Bl, Lq, LB, Lc)
-    return 0.5 * (jnp.sum(device_array(wts, Lc.dtype) * (mean + wishart / N)) + _cubic_rest(u, S, Lq) / N**2)
+    return 0.5 * (jnp.sum(jnp.asarray(wts, Lc.dtype) * (mean + wishart / N)) + _cubic_rest(u, S, Lq) / N**2)
 
 
 def _cubic_rest(u, S, Lq):
@@ -266,7 +265,7 @@ def shifted_loss(
         arr = real_array(name, value)
         if arr.shape != (d, d) or not np.allclose(arr, arr.T) or np.linalg.eigvalsh(arr).min() < -1e-12:
             raise ValueError(f"{name} must be a symmetric positive semi-definite {d} x {d} (d x d) matrix")
-        return device_array(arr, lam.dtype)
+        return jnp.asarray(arr, lam.dtype)
 
     Lc = cov("context_cov", context_cov, lam)
     Lq = cov("query_cov", query_cov, lam)
@@ -275,6 +274,6 @@ def shifted_loss(
         root = jnp.eye(d, dtype=lam.dtype)
     else:
         vals, vecs = np.linalg.eigh(np.asarray(task))
-        root = device_array(vecs @ np.diag(np.sqrt(np.clip(vals, 0.0, None))) @ vecs.T, lam.dtype)
+        root = jnp.asarray(vecs @ np.diag(np.sqrt(np.clip(vals, 0.0, None))) @ vecs.T, lam.dtype)
     M = config.N if prompt_length is None else check_int("prompt_length", prompt_length, 1)
     return moment_loss(params, Lc, Lq, root, float(M))

@@ -24,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._xla import device_array
 from . import model
 from .data import Config, covariance
 
@@ -60,9 +59,9 @@ def data_args(config: Config) -> Args:
     gamma = (1.0 + 1.0 / config.N) * eig + eig.sum() / config.N
     return {
         "lam": covariance(config),
-        "N": device_array(float(config.N), dtype),
-        "directions": device_array(R, dtype),
-        "gamma": device_array(gamma, dtype),
+        "N": jnp.asarray(float(config.N), dtype),
+        "directions": jnp.asarray(R, dtype),
+        "gamma": jnp.asarray(gamma, dtype),
     }
 
 

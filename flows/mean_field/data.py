@@ -16,7 +16,6 @@ import jax.numpy as jnp
 from jax.typing import DTypeLike
 
 from .._checks import INT_MAX, SEED_MAX, check_choice, check_int, check_real
-from .._xla import device_array
 from .._xla import jit as xla_jit
 
 __all__ = ["INITS", "Config", "Prompts", "held_out_set", "sample_prompts", "training_set"]
@@ -121,7 +120,7 @@ class Config:
     def keys(self) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(data key, init key, test key): independent streams split off `seed`."""
         if jax.config.jax_enable_x64:  # type: ignore[attr-defined]  # a flag; seeds up to 2**63 - 1 fit an int64
-            return _split_seed(device_array(self.seed, jnp.int64))
+            return _split_seed(jnp.asarray(self.seed, jnp.int64))
         return tuple(jax.random.split(jax.random.PRNGKey(self.seed), 3))
 
 

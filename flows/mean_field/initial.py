@@ -20,7 +20,7 @@ __all__ = ["init_curves", "init_particles"]
 
 def _uniform(key, shape, radius, dtype):
     """`jax.random.uniform(key, shape, dtype, -radius, radius)`, the same values (tests): a flat draw on the
-    `flows._prng.fused` key compiles one small program per size, far faster than the rank-3 or rank-4 draw."""
+    `flows._prng.fused` key compiles one small program per size (row `workarounds/fused_prng(mean_field data)`)."""
     if not jax.config.jax_threefry_partitionable:
         return jax.random.uniform(key, shape, dtype, -radius, radius)
     flat = jax.random.uniform(fused(key), (math.prod(shape),), dtype, -radius, radius)

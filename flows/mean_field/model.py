@@ -144,8 +144,8 @@ def attention_vjp(
     return dZ, dV, dW
 
 
-# Speed: keeping only (Z, V, W) and recomputing S in `attention_vjp` makes the gradient of Q 1.5x faster on
-# CPU than autodiff, which stores S of every layer (benchmarks/bench_mean_field.py gd_throughput shape).
+# Speed: keeping only (Z, V, W) and recomputing S in `attention_vjp` compiles faster than autodiff through
+# the softmax (row `workarounds/attention_vjp(mean_field.train)` of benchmarks/results/workarounds.json).
 @jax.custom_vjp
 def attention_update_rev(Z: jax.Array, V: jax.Array, W: jax.Array) -> jax.Array:
     """`attention_update` with the reverse-mode rule `attention_vjp` (no forward-mode AD); equal to

@@ -18,7 +18,6 @@ from scipy.spatial.distance import cdist
 
 from .._checks import check_choice, check_int, check_real
 from .._optional import require
-from .._xla import device_array
 from .._xla import jit as xla_jit
 from .data import Config, Particles, Prompts
 from .gradients import adjoint_states, velocity_autodiff
@@ -66,9 +65,9 @@ def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype:
         "y": data.y,
         "Z0_test": test.Z0,
         "y_test": test.y,
-        "lam": device_array(config.lam, dtype),
-        "threshold": device_array(config.threshold, dtype),
-        "d": device_array(config.d, jnp.int32),
+        "lam": jnp.asarray(config.lam, dtype),
+        "threshold": jnp.asarray(config.threshold, dtype),
+        "d": jnp.asarray(config.d, jnp.int32),
     }
 
 

@@ -14,7 +14,6 @@ import numpy as np
 
 from .._checks import check_int, check_real, real_array
 from .._prng import fused
-from .._xla import device_array
 
 __all__ = [
     "SYN_MEDIUM_QUERIES",
@@ -163,12 +162,12 @@ class SequenceClasses:
             c[-1] = 1.0
             cdf[n, : sup.size] = c
         return ClassArrays(
-            cond=device_array(self.cond_probs, dtype),
-            query=device_array(self.query, jnp.int32),
-            next_token=device_array(self.next_token, jnp.int32),
-            class_probs=device_array(self.class_probs, dtype),
-            support_index=device_array(idx),
-            support_cdf=device_array(cdf, dtype),
+            cond=jnp.asarray(self.cond_probs, dtype),
+            query=jnp.asarray(self.query, jnp.int32),
+            next_token=jnp.asarray(self.next_token, jnp.int32),
+            class_probs=jnp.asarray(self.class_probs, dtype),
+            support_index=jnp.asarray(idx),
+            support_cdf=jnp.asarray(cdf, dtype),
         )
 
 
@@ -252,7 +251,7 @@ def zipfian(
 
 def _draw(arrays: ClassArrays, key, batch_size: int, T: int):
     """Class indices (B,) and uniforms (B, T-1): the shared randomness of both samplers (`jax.random` on the
-    key rewrapped by `flows._prng.fused`: the same draws, a CPU program several times faster)."""
+    key rewrapped by `flows._prng.fused`: the same draws; see `flows._xla` for why)."""
     k_cls, k_tok = jax.random.split(fused(key))
     cls = jax.random.categorical(k_cls, jnp.log(arrays.class_probs), shape=(batch_size,))
     u = jax.random.uniform(k_tok, (batch_size, T - 1), dtype=arrays.support_cdf.dtype)

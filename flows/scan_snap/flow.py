@@ -14,7 +14,6 @@ import numpy as np
 
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from .._solve import FlowError, Trajectory, solve, solve_batch
-from .._xla import device_array
 from ..optim_limits.problem import OPTIMIZERS
 from ..optim_limits.problem import limit_problem as optimizer_limit
 from . import observables as obs
@@ -68,8 +67,8 @@ def flow_args(
     weights = p if (exact_slaving or not paper_time) else K * p
     a = dict(cond=classes.cond_probs, Q=Q, E=E, p=p, w=weights, eta_Y=eta_Y, eta_Z=eta_Z, K=K, Md=Md)
     a["center"], a["scale"] = (1.0, (Md / (Md - 1.0)) ** 2) if exact_slaving else (0.0, 1.0)
-    out = {k: device_array(v, dtype) for k, v in a.items()}
-    return out | {"next": device_array(np.asarray(classes.next_token, np.int32))}
+    out = {k: jnp.asarray(v, dtype) for k, v in a.items()}
+    return out | {"next": jnp.asarray(np.asarray(classes.next_token, np.int32))}
 
 
 def population_loss(params: dict[str, Array], args: Args) -> Array:

@@ -19,7 +19,6 @@ import numpy as np
 from .. import training
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from .._prng import fused
-from .._xla import device_array
 from ..training import NetworkRecord
 from . import observables as obs
 from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
@@ -173,7 +172,7 @@ def seed_init(M: int, init: str, seed: int, dtype: Any = None) -> Params:
     """The initial {"Y", "Z"} that `train(..., init=init, seed=seed)` draws (`init_params` on its key)."""
     check_choice("init", init, INITS)
     seed = check_int("seed", seed, 0, _SEED_MAX, integral_float=True)
-    return init_params(M, init, jax.random.split(fused(jax.random.PRNGKey(device_array(seed, jnp.uint32))))[0], dtype)
+    return init_params(M, init, jax.random.split(fused(jax.random.PRNGKey(jnp.asarray(seed, jnp.uint32))))[0], dtype)
 
 
 def _optimizer(optimizer, lr: dict, momentum):
@@ -315,7 +314,7 @@ def train(
     history = check_bool("history", history)
     save = training.save_steps(steps, check_int("save_every", save_every, 1))
     arrays = classes.arrays()
-    k_init, keys = _keys(device_array(seed, jnp.uint32), steps)
+    k_init, keys = _keys(jnp.asarray(seed, jnp.uint32), steps)
     params0 = init_params(classes.vocab_size, init, k_init, arrays.cond.dtype)
     rates = {"Y": eta_Y, "Z": eta_Z}
     opts = dict(form=form, T=T, batch_size=batch_size, history=history)
@@ -411,7 +410,7 @@ def train_embedding(
     init_scale = check_real("init_scale", init_scale, low=0.0, strict=True)
     history = check_bool("history", history)
     arrays = classes.arrays()
-    k_init, keys = _keys(device_array(seed, jnp.uint32), steps)
+    k_init, keys = _keys(jnp.asarray(seed, jnp.uint32), steps)
     emb0 = init_embedding(classes.vocab_size, d, k_init, 1.0, arrays.cond.dtype)
     emb0 = dict(emb0, W_Q=emb0["W_Q"] * init_scale, W_K=emb0["W_K"] * init_scale)
     rates = {"U": eta_U, "W_Q": eta_Z, "W_K": eta_Z, "W_V": eta_Y}
