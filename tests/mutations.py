@@ -446,8 +446,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "mf-decay-sign",
         "flows/mean_field/gradients.py",
-        "return {k: -g - lam * particles[k] for k",
-        "return {k: -g + lam * particles[k] for k",
+        "return {k: -g - lam * probes[k] for k",
+        "return {k: -g + lam * probes[k] for k",
         MF,
         "adjoint velocity: weight decay sign flipped",
     ),

@@ -100,11 +100,9 @@ def adjoint_states(
 def velocity_adjoint(
     particles: dict, Z0: jax.Array, y: jax.Array, lam: jax.Array | float, threshold: jax.Array, d: jax.Array
 ) -> dict:
-    """-(M L) dQ/dtheta per attention particle and -(M_mlp L) dQ/dw per MLP particle (first variation)."""
-    Z_att, Z_mlp, P_att, P_mlp = adjoint_states(particles, Z0, y, threshold, d)
-    layers = tuple(particles[k] for k in GROUPS)
-    grads = jax.vmap(particle_gradients, in_axes=(0, 0, 0, 0, 0, None))(Z_att, P_att, Z_mlp, P_mlp, layers, threshold)
-    return {k: -g - lam * particles[k] for k, g in zip(GROUPS, grads, strict=True)}
+    """-(M L) dQ/dtheta per attention particle and -(M_mlp L) dQ/dw per MLP particle (first variation): the
+    velocity field `probe_velocity` at the particles themselves."""
+    return probe_velocity(particles, Z0, y, lam, threshold, d, particles)
 
 
 def probe_velocity(
