@@ -43,6 +43,7 @@ from flows.mean_field import Config, training_set  # noqa: E402
 from flows.mean_field import chart as ch  # noqa: E402
 from flows.mean_field import grid as gd  # noqa: E402
 from flows.mean_field import grid_laws as gl  # noqa: E402
+from flows.mean_field.observables import make_args  # noqa: E402
 
 NAME = "mean_field_pde"
 CFG = Config(d=2, D=3, N=4, L=2, M=8, n_train=16, lam=0.01, seed=0)
@@ -117,7 +118,7 @@ def grid_solution(S, T, ts):
 
 
 def energy_gap(flow, state):
-    args = gd._args(CFG, training_set(CFG))
+    args = make_args(CFG, training_set(CFG))
 
     @jax.jit
     def gap(s):

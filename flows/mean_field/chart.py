@@ -40,6 +40,7 @@ from ..sde import solve_sde
 from .data import Config, Prompts, training_set
 from .gradients import probe_velocity, velocity_autodiff
 from .model import check_data, objective_value, risk_value
+from .observables import make_args
 
 __all__ = [
     "CHARTED_GROUPS",
@@ -239,17 +240,6 @@ def charted_probe_velocity(
     return pullback(chart, full)
 
 
-def _args(config: Config, data: Prompts) -> dict:
-    dtype = data.Z0.dtype
-    return {
-        "Z0": data.Z0,
-        "y": data.y,
-        "lam": jnp.asarray(config.lam, dtype),
-        "threshold": jnp.asarray(config.threshold, dtype),
-        "d": jnp.asarray(config.d, jnp.int32),
-    }
-
-
 def _complete(c: dict, args: dict) -> dict:
     """The charted particles with an empty group (q = 0: `flows.solve` takes no zero-size leaves) restored
     from its shape, carried in `args["empty"]`."""
@@ -323,7 +313,7 @@ def solve_charted(
     data = check_data(config, training_set(config) if data is None else data)
     temperature = check_real("temperature", temperature, low=0.0)
     ts = np.asarray(ts, float)
-    args = _args(config, data)
+    args = make_args(config, data)
     args["empty"] = {g: np.zeros(c.shape) for g, c in cparticles.items() if c.size == 0}
     cparticles = {g: c for g, c in cparticles.items() if c.size}
     if temperature > 0.0:
@@ -368,7 +358,7 @@ def train_charted(
     labels = {g: g for g in CHARTED_GROUPS}
     scale = {"attention": float(config.M * config.L), "mlp": float((config.M_mlp or 0) * config.L)}
     opt = training.make_optimizer("gd", eta_tau, labels=labels, scale=scale)
-    args = _args(config, data)
+    args = make_args(config, data)
     dtype = data.Z0.dtype
     state0 = jax.tree_util.tree_map(
         lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x, opt.init(cparticles)

@@ -47,6 +47,7 @@ from .._solve import Trajectory, solve
 from .chart import CHARTED_GROUPS, Chart, chart_key, charted_probe_velocity, expand
 from .data import Config, Prompts, training_set
 from .model import check_data, objective_value, risk_value
+from .observables import make_args
 
 __all__ = ["FLUXES", "Box", "GridFlow", "GridSolution", "solve_grid"]
 
@@ -308,17 +309,6 @@ class GridFlow:
         return observe
 
 
-def _args(config: Config, data: Prompts) -> dict:
-    dtype = data.Z0.dtype
-    return {
-        "Z0": data.Z0,
-        "y": data.y,
-        "lam": jnp.asarray(config.lam, dtype),
-        "threshold": jnp.asarray(config.threshold, dtype),
-        "d": jnp.asarray(config.d, jnp.int32),
-    }
-
-
 @dataclasses.dataclass(frozen=True)
 class GridSolution:
     """The result of `solve_grid`: `ts`, `observables` (of `GridFlow.summary`, at `ts`), `states` (the saved
@@ -376,7 +366,7 @@ def solve_grid(
     traj = solve(
         flow._field,  # type: ignore[attr-defined]
         state0,
-        args=_args(flow.config, data),
+        args=make_args(flow.config, data),
         observables=flow._observe,  # type: ignore[attr-defined]
         save_states=save_states,
         throw=False,

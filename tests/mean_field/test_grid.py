@@ -10,6 +10,7 @@ from flows.mean_field import Config, training_set
 from flows.mean_field import chart as ch
 from flows.mean_field import grid as gd
 from flows.mean_field import grid_laws as gl
+from flows.mean_field.observables import make_args
 
 CFG = Config(d=2, D=3, N=4, L=2, M=8, n_train=16, lam=0.01, seed=0)
 
@@ -65,7 +66,7 @@ def test_the_grid_law_is_the_particle_model_of_its_cell_centres():
     flow = gd.GridFlow(CFG, _chart(), {"attention": box})
     state = flow.initial_state({"attention": np.full(n, 1.0 / n)})
     data = training_set(CFG)
-    args = gd._args(CFG, data)
+    args = make_args(CFG, data)
     summary = jax.jit(flow.summary)(0.0, state, args)
     cfg = CFG.replace(M=n, M_mlp=1)
     c = {
@@ -91,7 +92,7 @@ def test_zero_data_leaves_the_weight_decay_drift():
     flow = gd.GridFlow(cfg, chart, {"attention": box})
     state = flow.initial_state({"attention": gl.gaussian_masses(box, (0.3, -0.2), 0.6)})
     faces = box.faces(1)
-    v = flow.velocity(state, {"attention": faces}, gd._args(cfg, gl.zero_data(cfg)))["attention"]
+    v = flow.velocity(state, {"attention": faces}, make_args(cfg, gl.zero_data(cfg)))["attention"]
     np.testing.assert_allclose(v, -0.7 * np.broadcast_to(faces, v.shape), rtol=1e-14, atol=1e-16)
 
 

@@ -12,6 +12,7 @@ from flows.mean_field import Config, training_set
 from flows.mean_field import chart as ch
 from flows.mean_field import grid as gd
 from flows.mean_field import grid_laws as gl
+from flows.mean_field.observables import make_args
 
 CFG = Config(d=2, D=3, N=4, L=2, M=8, n_train=16, lam=0.01, seed=0)
 BOX = ((-3.0,), (5.0,))
@@ -101,7 +102,7 @@ def test_full_flow_grid_convergence_order_slow():
 def _energy_gap(n, flux, state=None):
     box = _box(n)
     flow = gd.GridFlow(CFG, _chart(), {"attention": box}, flux=flux)
-    args = gd._args(CFG, training_set(CFG))
+    args = make_args(CFG, training_set(CFG))
     if state is None:
         state = flow.initial_state({"attention": gl.gaussian_masses(box, MEAN0, STD0)})
 
