@@ -8,36 +8,25 @@ registered derivation), the registry behind ``python -m flows derive NAME`` (`av
 
 from __future__ import annotations
 
+from flows import registry as _systems
+
 from . import codegen as codegen
 from . import verify as verify
 from ._printing import readable as readable
 from .base import Derivation as Derivation
-from .cooccurrence import Cooccurrence3TokenDerivation, CooccurrencePhase2Derivation
 from .gradient_flow import ParameterGroup as ParameterGroup
 from .gradient_flow import Projection as Projection
 from .gradient_flow import gradient_flow as gradient_flow
 from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
-from .linear_attention import SeparateDerivation, ZFBDerivation
-from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
-from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
 from .system import FlowSystem as FlowSystem
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
-# (.module is None: printed and checked only, no generated module); see `Derivation`
+# (.module is None: printed and checked only, no generated module); see `Derivation`. The package's own are
+# those of the systems registered in `flows.registry`, the one list of systems and derivations.
 _REGISTRY: dict[str, type[Derivation]] = {
-    cls.name: cls
-    for cls in (
-        DecoderDerivation,
-        Cooccurrence3TokenDerivation,
-        CooccurrencePhase2Derivation,
-        ReducedSymmetricDerivation,
-        MeanFieldAttentionDerivation,
-        MeanFieldMLPDerivation,
-        ZFBDerivation,
-        SeparateDerivation,
-    )
+    cls.name: cls for cls in map(_systems.load, _systems.derivation_paths())
 }
 # names added by `register` (a user's derivations: never written into the package by write_all)
 _USER: set = set()

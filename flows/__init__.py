@@ -7,6 +7,11 @@ The public surface (names re-exported from the submodules, each imported on firs
   diffrax wrapper every flow goes through (`flows._solve`); `batch_mesh` splits a `solve_batch` sweep over
   devices.
 - `solve_sde`: SDEs with additive noise by diffrax (`flows.sde`: Euler-Maruyama, Heun, SEA, SRA1, ShARK).
+- `System`, `Reduced`: a theory as a spec of plain functions (`flows.system`); `train`, `solve_flow`: the one
+  driver of every spec (`flows.driver`: the network trained by optax, the optimiser's ODE or SDE limit);
+  `compare`, `Comparison`: the network at several learning rates beside its limit, the gap's order in lr, the
+  figure and the run record (`flows.comparison`).
+- `registry`: the one list of the systems and their derivations.
 - `scan_snap`: Tian et al. 2023, *Scan and Snap* (sequence classes, finite-T Y/Z training, the T->inf
   and reduced flows, the decoder h-flow, closed forms).
 - `cooccurrence`: Yang et al. 2024, word co-occurrence (data, the eq. (1) network, the exact Gram flow,
@@ -31,16 +36,25 @@ Everything is imported on first use (`import flows` alone imports neither jax no
 
 __version__ = "0.1.0"
 
+from . import registry as _registry  # plain data: the systems' names
+
 # Each name is imported on first use: a script that needs one system does not pay for the others, nor for
 # scipy.stats (flows.fitting), and a records-only script (the CLI's main job) does not import diffrax.
-_SUBMODULES = tuple(
-    "cooccurrence experiments fitting linear_attention mean_field optim_limits scan_snap sde training "
-    "compile_cache network_records plotting records".split()
+_SUBMODULES = (
+    *_registry.names(),
+    *"comparison driver experiments fitting optim_limits registry sde system training".split(),
+    *"compile_cache network_records plotting records".split(),
 )
 _SOLVE_NAMES = "SOLVERS Event FlowError Trajectory batch_mesh linear_grid log_grid solve solve_batch".split()
 _LAZY_NAMES = {
     **dict.fromkeys(_SOLVE_NAMES, "_solve"),
     "solve_sde": "sde",
+    "System": "system",
+    "Reduced": "system",
+    "train": "driver",
+    "solve_flow": "driver",
+    "compare": "comparison",
+    "Comparison": "comparison",
     "event_time": "training",
     "TrainingError": "training",
 }

@@ -182,7 +182,13 @@ OPTIMIZERS = ("gd", "sgd", "adam")
 
 
 def make_optimizer(
-    optimizer: str, lr: Rate, momentum: float | None = None, *, labels: dict | None = None, scale: dict | None = None
+    optimizer: str,
+    lr: Rate,
+    momentum: float | None = None,
+    *,
+    labels: dict | None = None,
+    scale: dict | None = None,
+    options: dict | None = None,
 ) -> optax.GradientTransformation:
     """The optax transformation of `optimizer` ("gd" and "sgd": `optax.sgd`, heavy ball when `momentum` is
     not `None`; "adam": `optax.adam`) with its rates injected as hyperparameters: they live in the optimiser
@@ -194,12 +200,14 @@ def make_optimizer(
     - `labels`: parameter name -> group (a dict rate or a `scale` needs it; `None`: one transformation for
       every parameter).
     - `scale`: group -> factor multiplying its rate (the mean field's M L), default 1.
+    - `options`: Adam's other hyperparameters (`b1`, `b2`, `eps`; default optax's), injected as the rates are.
     """
     check_choice("optimizer", optimizer, OPTIMIZERS)
+    options = dict(options or {})
 
     def make(rate):
         if optimizer == "adam":
-            return optax.inject_hyperparams(optax.adam)(learning_rate=rate)
+            return optax.inject_hyperparams(optax.adam)(learning_rate=rate, **options)
         extra = {} if momentum is None else {"momentum": momentum}
         return optax.inject_hyperparams(optax.sgd)(learning_rate=rate, **extra)
 

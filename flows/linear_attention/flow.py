@@ -1,4 +1,6 @@
-"""The population-loss gradient flows of linear attention on in-context regression, and the optimiser limits.
+"""The reduced population-loss gradient flows of linear attention on in-context regression, the named limits of
+its spec (`spec.system(config).reduced`); the full flow and the optimiser limits are the shared driver's
+(`flows.solve_flow`, through `spec.solve_flow`).
 
 Convention: ZFB's loss L = (1/2) E[(y_hat - y_q)^2] and flow d theta/dt = -grad L (Zhang, Frei, Bartlett 2024,
 eqs 3.7-3.9); network time t = lr * step (`flows.training.flow_time`). See `docs/systems/linear_attention.md`.
@@ -21,6 +23,7 @@ same point (tests/linear_attention/test_flow.py holds them together).
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,18 +33,16 @@ from jax.typing import ArrayLike
 from .._checks import check_choice, real_array
 from .._generated import linear_attention_separate as _separate
 from .._generated import linear_attention_zfb as _zfb
-from .._solve import Trajectory, solve
-from ..optim_limits.ode import Limit
-from ..optim_limits.problem import limit_problem as optimizer_limit
+from ..system import Reduced
 from . import model, theory
-from . import observables as obs
 from .data import Config
-from .network import with_seed_init
 
-__all__ = ["REDUCED", "ZFB_DIM", "initial_reduced_state", "limit_loss", "limit_problem", "reduced_params", "solve_flow"]
+__all__ = ["REDUCED", "SOLVER", "ZFB_DIM", "initial_reduced_state", "reduced_limit", "reduced_params"]
 
 #: the reduced flows `solve_flow(reduced=...)` integrates.
 REDUCED = ("zfb", "separate")
+#: the default options of the solves of this system (tight: the flows are held against the networks to 1e-10).
+SOLVER = {"solver": "tsit5", "rtol": 1e-10, "atol": 1e-12, "max_steps": 200_000, "save_states": False}
 #: the dimension of the generated ZFB flow.
 ZFB_DIM = int(round(np.sqrt(len(_zfb.STATE) - 1)))
 
@@ -50,47 +51,6 @@ def _eig_frame(config: Config) -> tuple[np.ndarray, np.ndarray]:
     """(eigenvalues (d,), R (d, d)) of Lambda = R diag(eigenvalues) R^T."""
     R = np.eye(config.d) if config.rotation is None else np.asarray(config.rotation, dtype=float)
     return np.asarray(config.eigenvalues, dtype=float), R
-
-
-# -- full-parameter flow ----------------------------------------------------------------------------------------
-
-
-def limit_loss(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> jax.Array:
-    """The exact population loss `observables.loss` of `params` as `loss(theta, batch)` for
-    `flows.optim_limits`; `batch = observables.data_args(config)` (arrays: one compile per shape)."""
-    return obs.loss(0.0, params, batch)
-
-
-def _observe_limit(t, y, args):
-    return obs.observe(t, y["theta"] if "theta" in y else y, args["batch"])
-
-
-def limit_problem(
-    config: Config, optimizer: str, optim_args: dict | None = None, *, y0: dict | None = None
-) -> tuple[Limit, dict, dict[str, jax.Array]]:
-    """(limit, limit_args, params0) of `solve_flow(optimizer=...)`: the `flows.optim_limits.Limit` of `optimizer`
-    on `limit_loss`, its args (`{"batch": observables.data_args(config)}` and the rates) and the initial
-    parameters (`model.init_params(config)`, or `y0`).
-
-    **Arguments:** `config`; `optimizer`, `optim_args` as in `flows.optim_limits.limit_problem` ("lr" of
-    `network.train`, "beta", "eps" (sign: default 1e-3), "b1", "b2" or "c1", "c2"); `y0`: a parameter dict of
-    `config.form` to start from.
-
-    **Returns:** `(limit, args, params0)`.
-    """
-    if not isinstance(config, Config):
-        raise ValueError(f"config must be a linear_attention.Config, got {type(config).__name__}")
-    params = model.init_params(config)
-    limit, args = optimizer_limit(limit_loss, optimizer, optim_args, obs.data_args(config))
-    if y0 is not None:
-        if not isinstance(y0, dict) or set(y0) != set(params):
-            got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
-            raise ValueError(f"y0 must be a parameter dict with the keys {sorted(params)}, got {got}")
-        params = {k: jnp.asarray(real_array(f"y0[{k!r}]", y0[k]).astype(params[k].dtype)) for k in params}
-        bad = [k for k in params if params[k].shape != model.init_params(config)[k].shape]
-        if bad:
-            raise ValueError(f"y0[{bad[0]!r}] must have shape {model.init_params(config)[bad[0]].shape}")
-    return limit, args, params
 
 
 # -- reduced flows (generated) ----------------------------------------------------------------------------------
@@ -106,11 +66,14 @@ def _separate_args(config: Config) -> dict:
     return {"lam": lam, "N": float(config.N), "trace": float(lam.sum())}
 
 
-def initial_reduced_state(config: Config, reduced: str, y0: float | ArrayLike | None = None) -> jax.Array:
+def initial_reduced_state(
+    config: Config, reduced: str, y0: float | ArrayLike | None = None, *, params: dict | None = None
+) -> jax.Array:
     """The state of the reduced flow at t = 0.
 
-    - `"zfb"`: (u, U'11, ..., U'dd) of `model.init_params(config)` (`form="single"`, `init="paper"`:
-      the blocks outside w_22 and W_11 are zero), U' = R^T W_11 R in the eigenbasis; `y0` must be None.
+    - `"zfb"`: (u, U'11, ..., U'dd) of `params` (default `model.init_params(config)`; `form="single"`,
+      `init="paper"`: the blocks outside w_22 and W_11 are zero), U' = R^T W_11 R in the eigenbasis; `y0` must
+      be None.
     - `"separate"`: s_i = `config.init_scale` on every eigen-direction, or `y0` (a positive number or `(d,)`).
 
     **Returns:** the state, shape `(1 + d^2,)` ("zfb") or `(d, 1)` ("separate").
@@ -129,7 +92,7 @@ def initial_reduced_state(config: Config, reduced: str, y0: float | ArrayLike | 
             )
         if y0 is not None:
             raise ValueError("y0 is not taken with reduced='zfb' (it starts at model.init_params(config))")
-        params = model.init_params(config)
+        params = model.init_params(config) if params is None else params
         u = params["W_PV"][config.d, config.d]
         U = R.T @ np.asarray(params["W_KQ"][: config.d, : config.d]) @ R
         return jnp.concatenate([jnp.reshape(u, (1,)), jnp.asarray(U).reshape(-1)])
@@ -162,91 +125,35 @@ def reduced_params(config: Config, reduced: str, y: jax.Array) -> dict[str, jax.
     return {"W_PV": W_PV, "W_K": kq, "W_Q": kq}
 
 
-@functools.lru_cache(maxsize=32)
-def _reduced_observables(config: Config, reduced: str):
-    """The observables of `observables.observe` at `reduced_params` of the state (the generated fields' args hold
-    only their own parameters, so the data arrays are constants of this closure, one per config)."""
-    data = obs.data_args(config)
-
-    def observe(t, y, args):
-        return obs.observe(t, reduced_params(config, reduced, y), data)
-
-    return observe
-
-
-def solve_flow(
-    config: Config,
-    ts: ArrayLike,
-    *,
-    reduced: str | None = None,
-    optimizer: str | None = None,
-    optim_args: dict | None = None,
-    y0: dict | float | ArrayLike | None = None,
-    seed: int | None = None,
-    init: str | None = None,
-    solver: str = "tsit5",
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    max_steps: int = 200_000,
-    save_states: bool = False,
-    throw: bool = True,
-) -> Trajectory:
-    """Integrate the population-loss flow of `config` (module docstring) with `flows.solve`.
-
-    **Arguments:**
-
-    - `config`: the `Config` (form, Lambda, N, initialisation).
-    - `ts`: increasing save times starting at 0; the horizon is `ts[-1]` (time t = lr * step of `train`).
-    - `reduced`: None (the full flow of every parameter), `"zfb"` or `"separate"` (the generated reduced flows).
-    - `optimizer`, `optim_args`: None or `"gd"`: gradient flow; `"momentum"`, `"sign"`, `"adam"`: that optimiser's
-      limit on the parameters (`flows.optim_limits.limit_problem`; full flow only).
-    - `y0`: the start (a parameter dict for the full flow; the initial scales for `"separate"`).
-    - `seed`, `init`: override `config.seed`, `config.init` (`None`: the config's), as in `network.train`.
-    - `solver`, `rtol`, `atol`, `max_steps`, `save_states`, `throw`: as in `flows.solve`.
-
-    **Returns:** a `Trajectory` with the observables of `observables.OBSERVABLES` (as `network.train`'s record):
-    "loss" (the exact population loss), "G" `(k, d, d)`, "alignment" `(k, d)` and "n_learned".
-    """
-    if not isinstance(config, Config):
-        raise ValueError(f"config must be a linear_attention.Config, got {type(config).__name__}")
-    config = with_seed_init(config, seed, init)
-    ts = real_array("ts", ts)
-    if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0):
-        raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
-    if optimizer is None and optim_args is not None:
-        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
-    if reduced is not None:
-        reduced = check_choice("reduced", reduced, REDUCED)
-        if optimizer not in (None, "gd"):
-            raise ValueError(f"optimizer {optimizer!r} runs on the full parameters: use reduced=None")
-        if optim_args:
-            raise ValueError("optim_args: unknown keys for the reduced gradient flow (it takes none)")
-        field, args = (
-            (_zfb.vector_field, _zfb_args(config))
-            if reduced == "zfb"
-            else (_separate.vector_field, _separate_args(config))
+def reduced_limit(config: Config, reduced: str) -> Reduced:
+    """The reduced flow `reduced` of `config` as a named limit of its spec (`flows.Reduced`): the generated field
+    and its args, the start (`initial_reduced_state`, "zfb" from the spec's initial parameters) and the map to
+    the full parameters (`reduced_params`), at which the trajectory's observables are the network's."""
+    reduced = check_choice("reduced", reduced, REDUCED)
+    if reduced == "zfb":
+        return Reduced(
+            vector_field=_zfb.vector_field,
+            initial=functools.partial(_zfb_initial, config),
+            to_params=functools.partial(reduced_params, config, "zfb"),
+            args=functools.partial(_field_args, _zfb_args, config),
+            description="ZFB Lemma 5.2, eq 5.4: the single head in (u, U), G = u U^T",
         )
-        if isinstance(y0, dict):
-            raise ValueError(
-                "y0 must be the initial scales (a number or (d,) array) with reduced='separate', not a dict"
-            )
-        state0, observe = initial_reduced_state(config, reduced, y0), _reduced_observables(config, reduced)
-    else:
-        if y0 is not None and not isinstance(y0, dict):
-            raise ValueError(f"y0 must be a parameter dict of form {config.form!r} for the full flow")
-        limit, args, params = limit_problem(config, "gd" if optimizer is None else optimizer, optim_args, y0=y0)
-        field, state0, observe = limit.vector_field, limit.initial_state(params), _observe_limit
-    return solve(
-        field,
-        state0,
-        t1=float(ts[-1]),
-        ts=ts,
-        args=args,
-        observables=observe,
-        save_states=save_states,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        throw=throw,
+    return Reduced(
+        vector_field=_separate.vector_field,
+        initial=functools.partial(_separate_initial, config),
+        to_params=functools.partial(reduced_params, config, "separate"),
+        args=functools.partial(_field_args, _separate_args, config),
+        description="ZSLS eq 21: one balanced rank-one head per eigen-direction, ds/dt = lambda^2 s^2 - lambda^2 gamma s^5",
     )
+
+
+def _field_args(make: Any, config: Config, data: Any) -> dict:
+    return make(config)
+
+
+def _zfb_initial(config: Config, params: dict, data: Any) -> jax.Array:
+    return initial_reduced_state(config, "zfb", params=params)
+
+
+def _separate_initial(config: Config, params: dict, data: Any) -> jax.Array:
+    return initial_reduced_state(config, "separate")

@@ -9,6 +9,7 @@ import pytest
 
 from flows._generated import linear_attention_separate as gen_separate
 from flows._generated import linear_attention_zfb as gen_zfb
+from flows import linear_attention as la
 from flows.linear_attention import flow, model, theory
 from flows.linear_attention.data import Config
 
@@ -68,9 +69,9 @@ def test_separate_rhs_is_minus_the_autodiff_gradient_of_the_population_loss():
 def test_reduced_flow_equals_the_full_flow_from_the_reduced_initialisation(reduced):
     config = SINGLE if reduced == "zfb" else SEPARATE.replace(init_scale=0.3)
     ts = np.array([0.0, 0.5, 2.0, 8.0, 30.0])
-    red = flow.solve_flow(config, ts, reduced=reduced, rtol=1e-12, atol=1e-14)
+    red = la.solve_flow(config, ts, reduced=reduced, rtol=1e-12, atol=1e-14)
     y0 = flow.reduced_params(config, reduced, flow.initial_reduced_state(config, reduced))
-    full = flow.solve_flow(config, ts, y0=y0, rtol=1e-12, atol=1e-14)
+    full = la.solve_flow(config, ts, y0=y0, rtol=1e-12, atol=1e-14)
     for name in ("loss", "G"):
         a, b = np.asarray(red.observables[name]), np.asarray(full.observables[name])
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10, err_msg=name)
@@ -91,7 +92,7 @@ def test_zfb_initial_state_is_the_model_initialisation():
 
 
 def test_long_time_flow_reaches_gamma_inverse_and_the_minimum_loss():
-    traj = flow.solve_flow(SINGLE, np.array([0.0, 1e3, 1e4]), reduced="zfb")
+    traj = la.solve_flow(SINGLE, np.array([0.0, 1e3, 1e4]), reduced="zfb")
     G = np.asarray(traj.observables["G"][-1])
     np.testing.assert_allclose(G, theory.optimal_G(SINGLE.eigenvalues, SINGLE.N, SINGLE.rotation), atol=1e-8)
     assert float(traj.observables["loss"][-1]) == pytest.approx(
@@ -118,7 +119,7 @@ def test_separate_heads_plateau_at_the_pcr_losses_in_decreasing_eigenvalue_order
     t_sorted = t_half[order]
     mids = np.sqrt(t_sorted[:-1] * t_sorted[1:])
     ts = np.concatenate([[0.0], np.sort(np.concatenate([t_sorted, mids, [0.3 * t_sorted[0], 10 * t_sorted[-1]]]))])
-    traj = flow.solve_flow(config, ts, reduced="separate", rtol=1e-12, atol=1e-14)
+    traj = la.solve_flow(config, ts, reduced="separate", rtol=1e-12, atol=1e-14)
     align = np.asarray(traj.observables["alignment"])
     loss = np.asarray(traj.observables["loss"])
     plateaus = theory.plateau_losses(lam, config.N)
@@ -135,14 +136,14 @@ def test_separate_heads_plateau_at_the_pcr_losses_in_decreasing_eigenvalue_order
 
 def test_optimizer_limits_run_on_the_full_parameters():
     ts = np.linspace(0.0, 0.5, 3)
-    traj = flow.solve_flow(SINGLE, ts, optimizer="momentum", optim_args={"lr": 0.1, "beta": 0.5})
+    traj = la.solve_flow(SINGLE, ts, optimizer="momentum", optim_args={"lr": 0.1, "beta": 0.5})
     loss = np.asarray(traj.observables["loss"])
     assert np.all(np.isfinite(loss)) and loss[-1] < loss[0]
     with pytest.raises(ValueError, match="optimizer"):
-        flow.solve_flow(SINGLE, ts, optim_args={"eps": 1e-3})
+        la.solve_flow(SINGLE, ts, optim_args={"eps": 1e-3})
     with pytest.raises(ValueError, match="reduced"):
-        flow.solve_flow(SINGLE, ts, reduced="merged")
+        la.solve_flow(SINGLE, ts, reduced="merged")
     with pytest.raises(ValueError, match="form='single'"):
-        flow.solve_flow(SEPARATE, ts, reduced="zfb")
+        la.solve_flow(SEPARATE, ts, reduced="zfb")
     with pytest.raises(ValueError, match="ts"):
-        flow.solve_flow(SINGLE, [1.0, 2.0])
+        la.solve_flow(SINGLE, [1.0, 2.0])

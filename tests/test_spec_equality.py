@@ -1,0 +1,212 @@
+"""A built-in system's spec run by the shared driver gives the numbers of the system's own implementation before
+the port, to 1e-12, for the same seeds: `flows.train(S.system(cfg), ...)` against the system's training loop and
+`flows.solve_flow(S.system(cfg), ...)` against its limit.
+
+The references are the systems' own loops and limits as they were before they ran on the driver, kept here
+verbatim (loss, sampler, seeds, optimiser state, observables) as the independent reference. Parametrised over
+`CASES`: a session that ports a system adds its reference and its cases (the Gram and particle flows, which
+are other but equivalent forms, to the solvers' tolerance instead)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import flows
+from flows import training
+from flows._generated import linear_attention_separate as gen_separate
+from flows._generated import linear_attention_zfb as gen_zfb
+from flows.linear_attention import data as la_data
+from flows.linear_attention import flow as la_flow
+from flows.linear_attention import model as la_model
+from flows.linear_attention import observables as la_obs
+from flows.optim_limits.problem import limit_problem as optimizer_limit
+
+# -- linear attention before the port ----------------------------------------------------------------------------
+
+
+def _la_reference_train(config, optimizer, lr, steps, *, batch_size=None, sample_size=None, momentum=None):
+    """`flows.linear_attention.train` before it ran on the driver (population, online and fixed-sample modes)."""
+    names = ("W_PV", "W_K", "W_Q") if config.form == "separate" else ("W_PV", "W_KQ")
+    mode = "population" if sample_size is None and batch_size is None else "online" if sample_size is None else "sample"
+    N = config.N
+
+    def loss(params, data, batch):
+        if mode == "population":
+            lam = data["lam"]
+            return la_model.moment_loss(params, lam, lam, jnp.eye(lam.shape[0], dtype=lam.dtype), data["N"])
+        prompts = batch if mode == "online" else data["prompts"]
+        if mode == "sample" and batch is not None:
+            prompts = jax.tree_util.tree_map(lambda a: a[batch], prompts)
+        return 0.5 * jnp.mean((la_model.predict(params, None, prompts) - prompts.yq) ** 2)
+
+    def fresh(data, key, step):
+        key, sub = jax.random.split(key)
+        return key, la_data.draw(sub, batch_size, N, data["root"])
+
+    def minibatch(data, key, step):
+        key, sub = jax.random.split(key)
+        return key, jax.random.permutation(sub, data["prompts"].yq.shape[0])[:batch_size]
+
+    save = training.save_steps(steps, 1)
+    params = la_model.init_params(config)
+    labels = {k: k for k in names} if isinstance(lr, dict) else None
+    opt_state = training.make_optimizer(optimizer, lr, momentum, labels=labels).init(params)
+    template = training.make_optimizer(
+        optimizer, dict.fromkeys(names, 1.0) if labels else 1.0, None if momentum is None else 0.5, labels=labels
+    )
+    data = {**la_obs.data_args(config), "root": la_data.sqrt_covariance(config)}
+    key = config.key("data")
+    if sample_size is not None:
+        data["prompts"] = la_data.sample(config, key, sample_size)
+        key = jax.random.fold_in(key, 1)
+    sampler = None if batch_size is None else fresh if mode == "online" else minibatch
+    structure = (optimizer, mode, batch_size, N, momentum is not None, labels is not None)
+    final, series, *_ = training.run_training(
+        "reference.linear_attention.train",
+        structure,
+        lambda: training.training_program(
+            loss, lambda p, d: la_obs.observe(0.0, p, d), template, sample=sampler
+        ),
+        params,
+        opt_state,
+        key,
+        save,
+        data,
+    )
+    return {"ts": training.flow_time(training.clock_rate(lr), save, momentum), "params": final, **series}
+
+
+def _la_observe_limit(t, y, args):
+    return la_obs.observe(t, y["theta"] if "theta" in y else y, args["batch"])
+
+
+def _la_reference_flow(config, ts, *, optimizer=None, optim_args=None, reduced=None):
+    """`flows.linear_attention.solve_flow` before it ran on the driver: the full flow by autodiff of the exact
+    population loss and the optimiser limits on it, or the generated reduced flows with the observables of
+    the full parameters at the reduced state."""
+    options = dict(solver="tsit5", rtol=1e-10, atol=1e-12, max_steps=200_000, save_states=False)
+    if reduced is None:
+        limit, args = optimizer_limit(
+            lambda p, b: la_obs.loss(0.0, p, b), optimizer or "gd", optim_args, la_obs.data_args(config)
+        )
+        field, state0, observe = limit.vector_field, limit.initial_state(la_model.init_params(config)), _la_observe_limit
+    else:
+        lam = np.asarray(config.eigenvalues)
+        if reduced == "zfb":
+            field, args = gen_zfb.vector_field, {**{f"lambda{i + 1}": lam[i] for i in range(config.d)}, "N": float(config.N)}
+        else:
+            field, args = gen_separate.vector_field, {"lam": lam, "N": float(config.N), "trace": float(lam.sum())}
+        state0 = la_flow.initial_reduced_state(config, reduced)
+        data = la_obs.data_args(config)
+
+        def observe(t, y, a):
+            return la_obs.observe(t, la_flow.reduced_params(config, reduced, y), data)
+
+    traj = flows.solve(field, state0, t1=float(ts[-1]), ts=ts, args=args, observables=observe, **options)
+    return {"ts": np.asarray(traj.ts), **{k: np.asarray(v) for k, v in traj.observables.items()}}
+
+
+# -- the cases ---------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One comparison: `reference()` and `spec()` return {"ts", observables..., optionally "params"}."""
+
+    reference: Callable
+    spec: Callable
+    rtol: float = 1e-12
+    atol: float = 1e-14
+
+
+def _record(rec):
+    return {"ts": rec.ts, "params": rec.params, **rec.observables}
+
+
+def _traj(traj):
+    return {"ts": np.asarray(traj.ts), **{k: np.asarray(v) for k, v in traj.observables.items()}}
+
+
+_LA = la_data.Config(d=2, N=4, eigenvalues=(1.0, 0.4), init_scale=0.3, seed=5)
+_LA_SEP = _LA.replace(form="separate", heads=2, init="random")
+_LA_ZFB = la_data.Config(init_scale=0.2, seed=3)  # d = 4, the size of the generated (u, U) flow
+_LA_BAL = la_data.Config(d=2, N=4, eigenvalues=(1.0, 0.4), form="separate", heads=2, rank=1, init_scale=0.3)
+
+
+def _la_train(config, optimizer, lr, *, batch_size=None, sample_size=None, momentum=None):
+    la = flows.linear_attention
+    name, optim_args = ("momentum", {"beta": momentum}) if momentum is not None else (optimizer, None)
+    return Case(
+        lambda: _la_reference_train(
+            config, optimizer, lr, 5, batch_size=batch_size, sample_size=sample_size, momentum=momentum
+        ),
+        lambda: _record(
+            flows.train(
+                la.system(config, sample_size=sample_size),
+                name,
+                lr,
+                5,
+                save_every=1,
+                batch_size=batch_size,
+                optim_args=optim_args,
+            )
+        ),
+    )
+
+
+def _la_flow(config, optimizer=None, optim_args=None, reduced=None):
+    la = flows.linear_attention
+    ts = np.array([0.0, 0.1, 0.4, 1.0])
+    return Case(
+        lambda: _la_reference_flow(config, ts, optimizer=optimizer, optim_args=optim_args, reduced=reduced),
+        lambda: _traj(flows.solve_flow(la.system(config), ts, optimizer or "gd", optim_args, reduced=reduced)),
+    )
+
+
+#: system -> case id -> (Case factory, slow): the default run covers every mode and optimiser once.
+CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
+    "linear_attention": {
+        "train-population-gd": (lambda: _la_train(_LA, "gd", 0.05), False),
+        "train-population-adam": (lambda: _la_train(_LA_SEP, "adam", 0.02), True),
+        "train-population-momentum-groups": (
+            lambda: _la_train(_LA, "sgd", {"W_PV": 0.05, "W_KQ": 0.02}, momentum=0.5),
+            False,
+        ),
+        "train-online-sgd": (lambda: _la_train(_LA, "sgd", 0.05, batch_size=8), False),
+        "train-online-momentum": (lambda: _la_train(_LA, "sgd", 0.05, batch_size=8, momentum=0.3), True),
+        "train-online-adam": (lambda: _la_train(_LA_SEP, "adam", 0.02, batch_size=8), True),
+        "train-sample-gd": (lambda: _la_train(_LA, "gd", 0.05, sample_size=16), True),
+        "train-sample-sgd": (lambda: _la_train(_LA, "sgd", 0.05, batch_size=4, sample_size=16), False),
+        "train-sample-adam": (lambda: _la_train(_LA, "adam", 0.02, batch_size=4, sample_size=16), False),
+        "train-sample-momentum": (lambda: _la_train(_LA, "sgd", 0.05, batch_size=4, sample_size=16, momentum=0.5), True),
+        "flow-gd": (lambda: _la_flow(_LA), False),
+        "flow-momentum": (lambda: _la_flow(_LA, "momentum", {"lr": 0.05, "beta": 0.5}), True),
+        "flow-sign": (lambda: _la_flow(_LA, "sign", {"eps": 1e-2}), True),
+        "flow-adam": (lambda: _la_flow(_LA_SEP, "adam", {"c1": 2.0, "c2": 1.0}), False),
+        "flow-zfb": (lambda: _la_flow(_LA_ZFB, reduced="zfb"), False),
+        "flow-separate": (lambda: _la_flow(_LA_BAL, reduced="separate"), False),
+    },
+}
+
+
+def _params():
+    for system, cases in CASES.items():
+        for name, (factory, slow) in cases.items():
+            yield pytest.param(factory, id=f"{system}-{name}", marks=pytest.mark.slow if slow else ())
+
+
+@pytest.mark.parametrize("factory", _params())
+def test_the_spec_on_the_driver_gives_the_reference_numbers(factory):
+    case = factory()
+    ref, got = case.reference(), case.spec()
+    assert set(ref) == set(got), (sorted(ref), sorted(got))
+    np.testing.assert_array_equal(got["ts"], ref["ts"])
+    for key in sorted(set(ref) - {"ts"}):
+        for a, b in zip(jax.tree_util.tree_leaves(got[key]), jax.tree_util.tree_leaves(ref[key])):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=case.rtol, atol=case.atol, err_msg=key)
