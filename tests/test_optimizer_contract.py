@@ -1,7 +1,11 @@
 """One contract for `solve_flow(optimizer=..., optim_args=...)` in every system
 (`flows.optim_limits.limit_problem`): the same optimiser names, the same `optim_args` names and defaults (the
 sign smoothing a documented per-system default), the same clocks per parameter group, and a ValueError that
-names a bad or unknown key. Each solve is short (the limits' accuracy is in each system's test_optim.py)."""
+names a bad or unknown key. Each solve is short (the limits' accuracy is in each system's test_optim.py).
+
+The systems on the shared driver are checked through their spec (`flows.solve_flow(system, ...)`,
+`flows.driver.limit_problem`), one entry per demo registered in `flows.registry`; the others through their own
+`solve_flow` and `limit_problem` until they get their spec."""
 
 import functools
 from typing import NamedTuple
@@ -10,13 +14,13 @@ import jax
 import numpy as np
 import pytest
 
+import flows
 from flows import cooccurrence as co
-from flows import linear_attention as la
+from flows import driver, registry
 from flows import mean_field as mf
 from flows import optim_limits as ol
 from flows import scan_snap as ss
 from flows.cooccurrence.flow import limit_problem as co_problem
-from flows.linear_attention.flow import limit_problem as la_problem
 from flows.mean_field.flow import limit_problem as mf_problem
 from flows.scan_snap.flow import limit_problem as ss_problem
 
@@ -75,15 +79,24 @@ def _mean_field():
     )
 
 
-def _linear_attention():
-    config = la.Config(d=2, N=4, eigenvalues=(1.0, 0.4))
+def _spec(name):
+    """The entry of a system on the shared driver: its demo spec through `flows.solve_flow`."""
+    system = registry.demo(name)
+    params = system.initial_params(system.keys()["init"])
+
+    def group_lr(optimizer, lr):  # each leaf at lr times its group's rate scale (None: every leaf at lr)
+        if not system.rate_scale or optimizer not in ("momentum", "adam"):
+            return None
+        leaves = {g: params[g] if isinstance(params[g], dict) else {g: None} for g in params}
+        return {k: lr * system.rate_scale.get(g, 1.0) for g in params for k in leaves[g]}
+
     return System(
-        lambda ts, **kw: la.solve_flow(config, ts, **kw),
-        lambda o, a: la_problem(config, o, a)[:2],
+        lambda ts, **kw: flows.solve_flow(system, ts, **kw),
+        lambda o, a: driver.limit_problem(system, o, a)[:2],
         True,
-        lambda o, lr: None,
-        1e-3,
-        "loss",
+        group_lr,
+        system.sign_eps,
+        registry.entry(name).demo.scalar,
     )
 
 
@@ -91,7 +104,7 @@ SYSTEMS = {
     "scan_snap": _scan_snap,
     "cooccurrence": _cooccurrence,
     "mean_field": _mean_field,
-    "linear_attention": _linear_attention,
+    **{e.name: (lambda name=e.name: _spec(name)) for e in registry.SYSTEMS if e.demo is not None},
 }
 
 
