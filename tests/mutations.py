@@ -947,8 +947,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "om-contract-group-lr",
         "flows/optim_limits/problem.py",
-        "return {g: value_of_lr(lr * r) for g, r in rates.items()}",
-        "return {g: value_of_lr(lr) for g, r in rates.items()}",
+        "return jax.tree_util.tree_map(lambda r: value_of_lr(lr * r), rates)",
+        "return jax.tree_util.tree_map(lambda r: value_of_lr(lr), rates)",
         ("tests/test_optimizer_contract.py",),
         "optimiser-limit contract: friction and Adam rates at lr instead of each group's lr * rate",
     ),
@@ -1268,19 +1268,19 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "la-train-half",
-        "flows/linear_attention/network.py",
-        'return model.moment_loss(params, lam, lam, jnp.eye(lam.shape[0], dtype=lam.dtype), data["N"])',
-        'return 2.0 * model.moment_loss(params, lam, lam, jnp.eye(lam.shape[0], dtype=lam.dtype), data["N"])',
+        "flows/linear_attention/spec.py",
+        'return model.moment_loss(params, lam, lam, jnp.eye(lam.shape[0], dtype=lam.dtype), batch["N"])',
+        'return 2.0 * model.moment_loss(params, lam, lam, jnp.eye(lam.shape[0], dtype=lam.dtype), batch["N"])',
         ("tests/linear_attention/test_network.py",),
         "training: the population loss without ZFB's 1/2 (time off by 2)",
     ),
     Mutation(
         "la-online-frozen",
-        "flows/linear_attention/network.py",
-        "        key, sub = jax.random.split(key)\n        return key, draw(",
-        "        _, sub = jax.random.split(key)\n        return key, draw(",
-        ("tests/linear_attention/test_network.py",),
-        "online SGD: the same prompts at every step",
+        "flows/driver.py",
+        "        key, sub = jax.random.split(key)\n        return key, system.batch(",
+        "        _, sub = jax.random.split(key)\n        return key, system.batch(",
+        ("tests/linear_attention/test_network.py", "tests/test_driver.py"),
+        "the driver's minibatches (online SGD's prompts): the same batch at every step",
     ),
     # --- mean field: charted model and grid PDE ---------------------------------------------------------------
     Mutation(
