@@ -25,9 +25,7 @@ from .system import FlowSystem as FlowSystem
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
 # (.module is None: printed and checked only, no generated module); see `Derivation`. The package's own are
 # those of the systems registered in `flows.registry`, the one list of systems and derivations.
-_REGISTRY: dict[str, type[Derivation]] = {
-    cls.name: cls for cls in map(_systems.load, _systems.derivation_paths())
-}
+_REGISTRY: dict[str, type[Derivation]] = {cls.name: cls for cls in map(_systems.load, _systems.derivation_paths())}
 # names added by `register` (a user's derivations: never written into the package by write_all)
 _USER: set = set()
 

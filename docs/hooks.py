@@ -162,9 +162,15 @@ def on_config(config):
         if isinstance(item, dict) and "API reference" in item:
             nav[i] = {"API reference": _api_nav(modules)}
         elif isinstance(item, dict) and "Systems" in item:
-            # a system's page is written with its package; until then the site builds without it
-            present = [e for e in item["Systems"] if (docs / next(iter(e.values()))).is_file()]
-            for e in item["Systems"]:
+            # the registered systems' pages (flows.registry, the one list of systems), then the section's own
+            # pages (the shared layers); a system's page is written with its package, until then the site
+            # builds without it
+            from flows import registry
+
+            listed = [{e.title: e.page} for e in registry.SYSTEMS]
+            pages = listed + [e for e in item["Systems"] or [] if e not in listed]
+            present = [e for e in pages if (docs / next(iter(e.values()))).is_file()]
+            for e in pages:
                 if e not in present:
                     log.info("docs: no page %s yet; left out of the navigation", next(iter(e.values())))
             nav[i] = {"Systems": present}

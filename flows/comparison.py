@@ -73,7 +73,7 @@ class Comparison:
     @property
     def verdicts(self) -> dict:
         """observable -> True / False (the order against `expected_order`), or None (not fitted)."""
-        out = {}
+        out: dict[str, bool | None] = {}
         for name, fit in self.orders.items():
             if fit is None:
                 out[name] = None
@@ -104,8 +104,8 @@ class Comparison:
         axes = axes.ravel()
         palette = colors(len(self.lrs))
         flow_ts = np.asarray(self.flow.ts)
-        for ax, name in zip(axes, names):
-            for rec, color, lr in zip(self.records, palette, self.lrs):
+        for ax, name in zip(axes, names, strict=False):
+            for rec, color, lr in zip(self.records, palette, self.lrs, strict=True):
                 values = np.asarray(rec[name]).reshape(len(rec.ts), -1)
                 for j in range(values.shape[1]):
                     ax.plot(rec.ts, values[:, j], color=color, lw=1.2, label=f"lr = {lr:g}" if j == 0 else None)
@@ -263,7 +263,7 @@ def compare(
 
     if not isinstance(system, System):
         raise ValueError(f"system must be a flows.System, got {type(system).__name__}")
-    lrs = _check_lrs(lrs)
+    rates = _check_lrs(lrs)
     t_end = check_real("t_end", t_end, low=0.0, strict=True)
     optimizer = check_choice("optimizer", optimizer, tuple(LIMIT_OF))
     options = _check_optim_args(optimizer, optim_args)
@@ -277,7 +277,7 @@ def compare(
     beta = float(options.get("beta", 0.0))
 
     records = []
-    for lr in lrs:
+    for lr in rates:
         steps = max(1, round(t_end * (1.0 - beta) / lr))
         saved = np.unique(np.round(np.linspace(0, steps, saves + 1)).astype(np.int64))
         records.append(
@@ -301,21 +301,23 @@ def compare(
     names = shared if observables is None else ([observables] if isinstance(observables, str) else list(observables))
     unknown = [k for k in names if k not in shared]
     if unknown or not names:
-        raise ValueError(f"observables must be among those of the network and the flow {shared}, got {unknown or names}")
+        raise ValueError(
+            f"observables must be among those of the network and the flow {shared}, got {unknown or names}"
+        )
     aligned = []
     for rec in records:
         idx = np.searchsorted(flow_ts, rec.ts)
         aligned.append({k: np.asarray(flow.observables[k])[idx] for k in names})
-    gaps = {k: np.array([_gap(rec[k], al[k]) for rec, al in zip(records, aligned)]) for k in names}
+    gaps = {k: np.array([_gap(rec[k], al[k]) for rec, al in zip(records, aligned, strict=True)]) for k in names}
     orders = {}
     for k, gap in gaps.items():
-        fit_ok = lrs.size >= 3 and np.all(np.isfinite(gap)) and np.all(gap > 0)
-        orders[k] = power_law_fit(lrs, gap) if fit_ok else None
+        fit_ok = rates.size >= 3 and np.all(np.isfinite(gap)) and np.all(gap > 0)
+        orders[k] = power_law_fit(rates, gap) if fit_ok else None
     predictions = dict(system.predictions(flow)) if system.predictions is not None else {}
     result = Comparison(
         system=system.name,
         optimizer=optimizer,
-        lrs=lrs,
+        lrs=rates,
         t_end=t_end,
         optim_args=options,
         seed=seed,

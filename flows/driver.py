@@ -163,7 +163,9 @@ def train(
         save,
         data,
     )
-    logger.info("train %s %s lr=%s steps=%d: compile %.2f s, run %.2f s", system.name, optimizer, lr, steps, compile_s, run_s)
+    logger.info(
+        "train %s %s lr=%s steps=%d: compile %.2f s, run %.2f s", system.name, optimizer, lr, steps, compile_s, run_s
+    )
     return training.finish(
         save,
         series,
@@ -186,13 +188,18 @@ def train(
 
 def _check_y0(y0: Any, params: dict) -> dict:
     """`y0` as a parameter dict shaped like `params` (ValueError naming `y0`)."""
-    if not isinstance(y0, dict) or jax.tree_util.tree_structure(y0) != jax.tree_util.tree_structure(params):
+    same = isinstance(y0, dict) and jax.tree_util.tree_structure(y0) == jax.tree_util.tree_structure(params)
+    if not same:
         got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
         raise ValueError(f"y0 must be a parameter dict structured like System.init's {sorted(params)}, got {got}")
     out = {}
     for k in params:
         arr = jax.tree_util.tree_map(lambda v, p, k=k: real_array(f"y0[{k!r}]", v).astype(p.dtype), y0[k], params[k])
-        bad = [a.shape for a, p in zip(jax.tree_util.tree_leaves(arr), jax.tree_util.tree_leaves(params[k])) if a.shape != p.shape]
+        bad = [
+            a.shape
+            for a, p in zip(jax.tree_util.tree_leaves(arr), jax.tree_util.tree_leaves(params[k]), strict=True)
+            if a.shape != p.shape
+        ]
         if bad:
             raise ValueError(f"y0[{k!r}] must have the shapes of System.init's, got {bad[0]}")
         out[k] = jax.tree_util.tree_map(jnp.asarray, arr)
@@ -201,9 +208,10 @@ def _check_y0(y0: Any, params: dict) -> dict:
 
 def _rates(system: System, params: dict) -> dict | None:
     """The clock of every parameter leaf from `rate_scale` (a pytree like `params`), or `None`."""
-    if not system.rate_scale:
+    scale = system.rate_scale
+    if not scale:
         return None
-    return {g: jax.tree_util.tree_map(lambda _, g=g: system.rate_scale.get(g, 1.0), params[g]) for g in params}
+    return {g: jax.tree_util.tree_map(lambda _, g=g: scale.get(g, 1.0), params[g]) for g in params}
 
 
 def limit_problem(

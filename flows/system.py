@@ -283,7 +283,9 @@ def num_rows(data: PyTree, rows: tuple[str, ...] | None = None) -> int:
             f"{what} must be arrays sharing one leading sample axis (the default sample draws rows of it), got "
             f"leading sizes {sorted(map(str, sizes))}; give System.rows or System.sample"
         )
-    return int(sizes.pop())
+    n = sizes.pop()
+    assert n is not None  # None was refused above
+    return int(n)
 
 
 def take_rows(key: Any, data: PyTree, batch_size: int, rows: tuple[str, ...] | None = None) -> PyTree:

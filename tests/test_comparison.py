@@ -47,7 +47,7 @@ def gd(tmp_path_factory):
 def test_the_saved_steps_sit_on_the_flows_clock_and_the_gaps_are_each_runs_own(gd):
     cmp, _ = gd
     assert set(cmp.observables) == {"loss", "a", "W"} and cmp.optimizer == "gd"
-    for lr, rec, aligned in zip(LRS, cmp.records, cmp.aligned):
+    for lr, rec, aligned in zip(LRS, cmp.records, cmp.aligned, strict=True):
         steps = round(2.0 / lr)
         assert rec.steps[-1] == steps and len(rec.steps) == 9
         np.testing.assert_allclose(rec.ts, lr * rec.steps, rtol=1e-15)
@@ -93,7 +93,7 @@ def test_the_record_and_the_figure(gd):
 
 def test_heavy_ball_at_a_fixed_beta_approaches_the_gradient_flow_on_its_clock():
     cmp = flows.compare(NET, (0.04, 0.02, 0.01), 1.0, optimizer="momentum", optim_args={"beta": 0.5}, saves=4)
-    for lr, rec in zip(cmp.lrs, cmp.records):
+    for lr, rec in zip(cmp.lrs, cmp.records, strict=True):
         assert rec.steps[-1] == round(0.5 / lr) and rec.optimizer == "momentum"
         np.testing.assert_allclose(rec.ts, lr * rec.steps / 0.5, rtol=1e-15)
     assert 0.8 < cmp.orders["loss"].slope < 1.2 and cmp.holds

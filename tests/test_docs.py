@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from flows import registry
+
 # building the site takes tens of seconds: .ci/run runs this module after the default suite
 pytestmark = pytest.mark.slow
 
@@ -26,11 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = (
     "index.html",
     "getting_started.html",
-    "systems/scan_snap.html",
-    "systems/cooccurrence.html",
-    "systems/mean_field.html",
+    *(e.page.removesuffix(".md") + ".html" for e in registry.SYSTEMS),
     "systems/optim_limits.html",
-    "systems/linear_attention.html",
     "systems/mean_field_pde.html",
     "findings.html",
     "tutorials/bring_your_own_theory.html",

@@ -142,7 +142,7 @@ def test_gd_and_adam_are_the_literal_optax_loops_from_the_seeds_streams():
 
 
 def test_minibatches_follow_the_key_schedule():
-    """"chain": key, sub = split(key) every step; "split": the i-th of split(key, steps); rows drawn by
+    """ "chain": key, sub = split(key) every step; "split": the i-th of split(key, steps); rows drawn by
     permutation(sub, n)[:B] (the default sampler), the heavy ball at its beta on the clock lr step / (1 - beta)."""
     rec = flows.train(LINEAR, "momentum", 0.1, 6, save_every=1, batch_size=4, optim_args={"beta": 0.5})
     _close(rec, _literal(optax.sgd(0.1, momentum=0.5), 6, batch_size=4))
@@ -186,8 +186,7 @@ def test_the_gradient_flow_is_the_closed_form(scale):
 
 
 @pytest.mark.parametrize(
-    "optimizer, optim_args",
-    [("momentum", {"lr": 0.1, "beta": 0.5}), ("sign", None), ("adam", {"c1": 2.0, "c2": 1.0})],
+    "optimizer, optim_args", [("momentum", {"lr": 0.1, "beta": 0.5}), ("sign", None), ("adam", {"c1": 2.0, "c2": 1.0})]
 )
 def test_the_optimiser_limits_are_flows_optim_limits_on_the_spec(optimizer, optim_args):
     ts = np.array([0.0, 0.2, 0.5])
@@ -195,7 +194,9 @@ def test_the_optimiser_limits_are_flows_optim_limits_on_the_spec(optimizer, opti
     keys = default_streams(4)
     data = _data(keys["data"])
     limit, args = ol.limit_problem(_loss, optimizer, optim_args, data, sign_eps=LINEAR.sign_eps)
-    ref = ol.solve_limit(limit, _init(keys["init"]), args, ts, observables=lambda t, y, a: _observe(limit.params(y), data))
+    ref = ol.solve_limit(
+        limit, _init(keys["init"]), args, ts, observables=lambda t, y, a: _observe(limit.params(y), data)
+    )
     for k in ("loss", "w"):
         np.testing.assert_allclose(traj.observables[k], ref.observables[k], rtol=1e-12, atol=1e-14, err_msg=k)
     assert float(traj.observables["loss"][-1]) < float(traj.observables["loss"][0])
@@ -212,8 +213,15 @@ def test_the_sgd_sde_is_flows_optim_limits_sgd_sde_on_the_rows():
 
     sde = ol.sgd_sde(one, data, 4, 0.05)
     ref = ol.solve_sgd_sde(
-        sde, _init(keys["init"]), ts, dt=0.005, key=keys["noise"], num_paths=2, save_states=False,
-        brownian="tree", observables=lambda t, p, a: _observe(p, a["data"]),
+        sde,
+        _init(keys["init"]),
+        ts,
+        dt=0.005,
+        key=keys["noise"],
+        num_paths=2,
+        save_states=False,
+        brownian="tree",
+        observables=lambda t, p, a: _observe(p, a["data"]),
     )
     np.testing.assert_allclose(traj.observables["w"], ref.observables["w"], rtol=1e-12, atol=1e-14)
     spread = np.abs(np.asarray(traj.observables["w"])[0, -1] - np.asarray(traj.observables["w"])[1, -1])
@@ -240,8 +248,16 @@ def test_the_adam_sde_is_flows_optim_limits_adam_sde():
     data = _data(keys["data"])
     sde = ol.adam_sde(lambda p, row: _loss(p, jax.tree_util.tree_map(lambda a: a[None], row)), data, **given)
     ref = flows.solve_sde(
-        sde.drift, sde.initial_state(_init(keys["init"])), diffusion=sde.diffusion, noise_shape=sde.noise_shape,
-        args=sde.args, t1=0.1, ts=ts, dt=0.01, key=keys["noise"], save_states=False,
+        sde.drift,
+        sde.initial_state(_init(keys["init"])),
+        diffusion=sde.diffusion,
+        noise_shape=sde.noise_shape,
+        args=sde.args,
+        t1=0.1,
+        ts=ts,
+        dt=0.01,
+        key=keys["noise"],
+        save_states=False,
         observables=lambda t, y, a: _observe(sde.params(y), a["data"]),
     )
     np.testing.assert_allclose(traj.observables["w"], ref.observables["w"], rtol=1e-12, atol=1e-14)
@@ -256,7 +272,9 @@ def test_rows_keep_the_other_data_whole_in_training_and_in_the_noise():
 
     system = LINEAR.replace(data=data, loss=loss, observe=None, rows=("x", "y"))
     rec = flows.train(system, "sgd", 0.1, 3, save_every=1, batch_size=4)
-    shifted = _literal(optax.sgd(0.1), 3, batch_size=4, system=system.replace(loss=lambda p, b: loss(p, {**b, "shift": 0.5})))
+    shifted = _literal(
+        optax.sgd(0.1), 3, batch_size=4, system=system.replace(loss=lambda p, b: loss(p, {**b, "shift": 0.5}))
+    )
     keys = default_streams(4)
     full = {**_data(keys["data"]), "shift": jnp.asarray(0.5)}
     np.testing.assert_allclose(rec["loss"], [loss(p, full) for p in shifted], rtol=1e-12)
@@ -301,7 +319,9 @@ def test_a_reduced_limit_is_the_full_flow_on_its_invariant_set():
     np.testing.assert_allclose(red.observables["loss"], full.observables["loss"], rtol=1e-9, atol=1e-12)
     own = flows.solve_flow(BALANCED, ts, reduced="own", rtol=1e-11, atol=1e-13)
     assert set(own.observables) == {"product"}
-    np.testing.assert_allclose(own.observables["product"], 1.0 - np.sqrt(2.0 * np.asarray(full.observables["loss"])), rtol=1e-8)
+    np.testing.assert_allclose(
+        own.observables["product"], 1.0 - np.sqrt(2.0 * np.asarray(full.observables["loss"])), rtol=1e-8
+    )
     start = flows.solve_flow(BALANCED, ts, reduced="balanced", y0=jnp.asarray(0.5))
     assert float(start.observables["loss"][0]) == pytest.approx(0.5 * (0.25 - 1.0) ** 2)
 

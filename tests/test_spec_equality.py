@@ -70,9 +70,7 @@ def _la_reference_train(config, optimizer, lr, steps, *, batch_size=None, sample
     final, series, *_ = training.run_training(
         "reference.linear_attention.train",
         structure,
-        lambda: training.training_program(
-            loss, lambda p, d: la_obs.observe(0.0, p, d), template, sample=sampler
-        ),
+        lambda: training.training_program(loss, lambda p, d: la_obs.observe(0.0, p, d), template, sample=sampler),
         params,
         opt_state,
         key,
@@ -95,11 +93,18 @@ def _la_reference_flow(config, ts, *, optimizer=None, optim_args=None, reduced=N
         limit, args = optimizer_limit(
             lambda p, b: la_obs.loss(0.0, p, b), optimizer or "gd", optim_args, la_obs.data_args(config)
         )
-        field, state0, observe = limit.vector_field, limit.initial_state(la_model.init_params(config)), _la_observe_limit
+        field, state0, observe = (
+            limit.vector_field,
+            limit.initial_state(la_model.init_params(config)),
+            _la_observe_limit,
+        )
     else:
         lam = np.asarray(config.eigenvalues)
         if reduced == "zfb":
-            field, args = gen_zfb.vector_field, {**{f"lambda{i + 1}": lam[i] for i in range(config.d)}, "N": float(config.N)}
+            field, args = (
+                gen_zfb.vector_field,
+                {**{f"lambda{i + 1}": lam[i] for i in range(config.d)}, "N": float(config.N)},
+            )
         else:
             field, args = gen_separate.vector_field, {"lam": lam, "N": float(config.N), "trace": float(lam.sum())}
         state0 = la_flow.initial_reduced_state(config, reduced)
@@ -184,14 +189,17 @@ CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
         "train-sample-gd": (lambda: _la_train(_LA, "gd", 0.05, sample_size=16), True),
         "train-sample-sgd": (lambda: _la_train(_LA, "sgd", 0.05, batch_size=4, sample_size=16), False),
         "train-sample-adam": (lambda: _la_train(_LA, "adam", 0.02, batch_size=4, sample_size=16), False),
-        "train-sample-momentum": (lambda: _la_train(_LA, "sgd", 0.05, batch_size=4, sample_size=16, momentum=0.5), True),
+        "train-sample-momentum": (
+            lambda: _la_train(_LA, "sgd", 0.05, batch_size=4, sample_size=16, momentum=0.5),
+            True,
+        ),
         "flow-gd": (lambda: _la_flow(_LA), False),
         "flow-momentum": (lambda: _la_flow(_LA, "momentum", {"lr": 0.05, "beta": 0.5}), True),
         "flow-sign": (lambda: _la_flow(_LA, "sign", {"eps": 1e-2}), True),
         "flow-adam": (lambda: _la_flow(_LA_SEP, "adam", {"c1": 2.0, "c2": 1.0}), False),
         "flow-zfb": (lambda: _la_flow(_LA_ZFB, reduced="zfb"), False),
         "flow-separate": (lambda: _la_flow(_LA_BAL, reduced="separate"), False),
-    },
+    }
 }
 
 
@@ -208,5 +216,5 @@ def test_the_spec_on_the_driver_gives_the_reference_numbers(factory):
     assert set(ref) == set(got), (sorted(ref), sorted(got))
     np.testing.assert_array_equal(got["ts"], ref["ts"])
     for key in sorted(set(ref) - {"ts"}):
-        for a, b in zip(jax.tree_util.tree_leaves(got[key]), jax.tree_util.tree_leaves(ref[key])):
+        for a, b in zip(jax.tree_util.tree_leaves(got[key]), jax.tree_util.tree_leaves(ref[key]), strict=True):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=case.rtol, atol=case.atol, err_msg=key)

@@ -143,7 +143,7 @@ def reduced_limit(config: Config, reduced: str) -> Reduced:
         initial=functools.partial(_separate_initial, config),
         to_params=functools.partial(reduced_params, config, "separate"),
         args=functools.partial(_field_args, _separate_args, config),
-        description="ZSLS eq 21: one balanced rank-one head per eigen-direction, ds/dt = lambda^2 s^2 - lambda^2 gamma s^5",
+        description="ZSLS eq 21: a balanced rank-one head per eigen-direction, ds/dt = lambda^2 s^2 (1 - gamma s^3)",
     )
 
 

@@ -58,7 +58,7 @@ def observe(params: dict[str, jax.Array], data: dict[str, Any]) -> dict[str, jax
     return obs.observe(0.0, params, data)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fresh(N: int):
     """The online sampler of prompts of length N (one function per N: one compiled loop per shape)."""
 
@@ -170,15 +170,15 @@ def solve_flow(
         raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
     if reduced is not None:
         if isinstance(y0, dict):
-            raise ValueError("y0 must be the initial scales (a number or (d,) array) with reduced='separate', not a dict")
+            raise ValueError(
+                "y0 must be the initial scales (a number or (d,) array) with reduced='separate', not a dict"
+            )
         reduced = check_choice("reduced", reduced, REDUCED)
         if y0 is not None:
             y0 = initial_reduced_state(config, reduced, y0)
     elif y0 is not None and not isinstance(y0, dict):
         raise ValueError(f"y0 must be a parameter dict of form {config.form!r} for the full flow")
-    return driver.solve_flow(
-        system(config), ts, optimizer or "gd", optim_args, reduced=reduced, y0=y0, **options
-    )
+    return driver.solve_flow(system(config), ts, optimizer or "gd", optim_args, reduced=reduced, y0=y0, **options)
 
 
 def demo() -> System:

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from flows import linear_attention as la
 from flows._generated import linear_attention_separate as gen_separate
 from flows._generated import linear_attention_zfb as gen_zfb
-from flows import linear_attention as la
 from flows.linear_attention import flow, model, theory
 from flows.linear_attention.data import Config
 
