@@ -186,7 +186,7 @@ def train(
 # -- the limits --------------------------------------------------------------------------------------------------
 
 
-def _check_y0(y0: Any, params: dict) -> dict:
+def _check_y0(y0: Any, params: Any) -> dict:
     """`y0` as a parameter dict shaped like `params` (ValueError naming `y0`)."""
     same = isinstance(y0, dict) and jax.tree_util.tree_structure(y0) == jax.tree_util.tree_structure(params)
     if not same:
