@@ -186,10 +186,13 @@ def train(
 # -- the limits --------------------------------------------------------------------------------------------------
 
 
-def _check_y0(y0: Any, params: Any) -> dict:
+def _same_structure(a, b):
+    return jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+
+
+def _check_y0(y0: Any, params: dict) -> dict:
     """`y0` as a parameter dict shaped like `params` (ValueError naming `y0`)."""
-    same = isinstance(y0, dict) and jax.tree_util.tree_structure(y0) == jax.tree_util.tree_structure(params)
-    if not same:
+    if not isinstance(y0, dict) or not _same_structure(y0, params):
         got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
         raise ValueError(f"y0 must be a parameter dict structured like System.init's {sorted(params)}, got {got}")
     out = {}
