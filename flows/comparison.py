@@ -164,7 +164,9 @@ class Comparison:
                     )
                 rec.add_series(**{f"gap_{obs}": self.gaps[obs]})
             for key, pred in self.predictions.items():
-                rec.add_prediction(key, pred.get("measured"), str(pred.get("expected", "")), pred.get("holds"))
+                holds = pred.get("holds")
+                tested_at = str(pred.get("tested_at", "another size")) if holds is None else None
+                rec.add_prediction(key, pred.get("measured"), str(pred.get("expected", "")), holds, tested_at=tested_at)
             rec.add_series(lrs=self.lrs, flow_ts=np.asarray(self.flow.ts))
             for obs in self.gaps:
                 rec.add_series(**{f"flow_{obs}": np.asarray(self.flow.observables[obs])})
@@ -314,6 +316,11 @@ def compare(
         fit_ok = rates.size >= 3 and np.all(np.isfinite(gap)) and np.all(gap > 0)
         orders[k] = power_law_fit(rates, gap) if fit_ok else None
     predictions = dict(system.predictions(flow)) if system.predictions is not None else {}
+    for key, pred in predictions.items():
+        if not isinstance(pred, dict) or not {"measured", "expected", "holds"} <= set(pred):
+            raise ValueError(
+                f"System.predictions must return name -> {{'measured', 'expected', 'holds'}}, got {key!r}: {pred!r}"
+            )
     result = Comparison(
         system=system.name,
         optimizer=optimizer,

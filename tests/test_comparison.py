@@ -108,10 +108,23 @@ def test_adam_at_fixed_c_approaches_the_adam_ode():
     assert 0.8 < cmp.orders["loss"].slope < 1.2 and cmp.holds, (cmp.gaps, cmp.orders["loss"].slope)
 
 
-def test_two_learning_rates_give_gaps_without_an_order():
-    cmp = flows.compare(NET, (0.2, 0.1), 0.5, saves=2, observables=["loss"])
+def _predictions(flow):
+    final = float(flow.observables["loss"][-1])
+    return {
+        "loss_falls": {"measured": final, "expected": "below the initial loss", "holds": final < 0.2},
+        "later": {"measured": None, "expected": "decided at a larger width", "holds": None, "tested_at": "m = 64"},
+    }
+
+
+def test_two_learning_rates_give_gaps_without_an_order_and_the_predictions_are_recorded(tmp_path):
+    cmp = flows.compare(NET.replace(predictions=_predictions), (0.2, 0.1), 0.5, saves=2, observables=["loss"])
     assert cmp.observables == ("loss",) and cmp.orders == {"loss": None} and cmp.verdicts == {"loss": None}
-    assert cmp.holds
+    assert cmp.holds and cmp.predictions == _predictions(cmp.flow)
+    metrics = json.loads((cmp.save(tmp_path) / "metrics.json").read_text())
+    assert metrics["order_loss"]["holds"] is None and metrics["later"]["tested_at"] == "m = 64"
+    assert metrics["loss_falls"]["holds"] is (float(cmp.flow.observables["loss"][-1]) < 0.2)
+    with pytest.raises(ValueError, match="System.predictions"):
+        flows.compare(NET.replace(predictions=lambda flow: {"x": 1.0}), (0.2, 0.1), 0.5, saves=2)
 
 
 @pytest.mark.parametrize(
