@@ -1282,6 +1282,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/linear_attention/test_network.py", "tests/test_driver.py"),
         "the driver's minibatches (online SGD's prompts): the same batch at every step",
     ),
+    # --- the shared driver of every spec and flows.compare ---------------------------------------------------
+    Mutation(
+        "drv-momentum-clock",
+        "flows/driver.py",
+        "        momentum=beta,",
+        "        momentum=0.0,",
+        ("tests/test_vocabulary.py", "tests/test_driver.py"),
+        "driver: heavy ball's record on the clock lr * step instead of lr * step / (1 - beta)",
+    ),
+    Mutation(
+        "drv-rate-scale",
+        "flows/driver.py",
+        "training.make_optimizer(kind, lr, heavy, labels=labels, scale=scale, options=adam_options)",
+        "training.make_optimizer(kind, lr, heavy, labels=labels, scale=None, options=adam_options)",
+        ("tests/test_driver.py",),
+        "driver: a group's rate scale dropped from the optimiser",
+    ),
+    Mutation(
+        "drv-limit-rates",
+        "flows/driver.py",
+        "rates=_rates(system, params), sign_eps",
+        "rates=None, sign_eps",
+        ("tests/test_driver.py",),
+        "driver: a group's rate scale dropped from the limits' clocks",
+    ),
+    Mutation(
+        "cmp-momentum-steps",
+        "flows/comparison.py",
+        "steps = max(1, round(t_end * (1.0 - beta) / lr))",
+        "steps = max(1, round(t_end / lr))",
+        ("tests/test_comparison.py",),
+        "compare: heavy ball trained to t_end / (1 - beta) (the momentum clock forgotten)",
+    ),
     # --- mean field: charted model and grid PDE ---------------------------------------------------------------
     Mutation(
         "mfp-chart-transpose",
