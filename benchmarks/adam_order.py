@@ -138,8 +138,12 @@ def modified_check(scale: float, lrs, *, rotated: bool = False, saves: int = 200
         cont = ode_products(theta0, batch, ts)
         e1 = modified_error(scale, ts, rotated=rotated)
         rows.append(
-            {"lr": lr, "gap_over_lr": float(np.max(np.abs(disc - cont)) / lr), "e1_max": float(np.max(np.abs(e1))),
-             "residual": float(np.max(np.abs((disc - cont) / lr - e1)))}  # fmt: skip
+            {
+                "lr": lr,
+                "gap_over_lr": float(np.max(np.abs(disc - cont)) / lr),
+                "e1_max": float(np.max(np.abs(e1))),
+                "residual": float(np.max(np.abs((disc - cont) / lr - e1))),
+            }  # fmt: skip
         )
     return {"scale": scale, "rotated": rotated, "modified_equation": rows}
 

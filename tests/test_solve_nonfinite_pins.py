@@ -68,9 +68,7 @@ def test_a_state_made_non_finite_by_the_last_step_fails_even_when_no_save_sees_i
     def field(t, y, args):
         return jnp.where(t >= T1 - 1.5 * dt, jnp.inf, -y)  # only the last step, from t1 - dt
 
-    traj = solve(
-        field, Y0, t1=T1, ts=[0.0, 1.0], solver="euler", dt0=dt, constant_step=True, blowup=None, throw=False
-    )
+    traj = solve(field, Y0, t1=T1, ts=[0.0, 1.0], solver="euler", dt0=dt, constant_step=True, blowup=None, throw=False)
     assert traj.status == "nonfinite", traj.message
     np.testing.assert_allclose(traj.ys[-1], np.asarray(Y0) * (1 - dt) ** 4, rtol=1e-14)  # Euler at t = 1
 
@@ -95,10 +93,9 @@ def test_sde_nan_in_one_entry_at_a_save_time_is_reported_there(where):
     gives "nonfinite" and names that time."""
     ts = np.linspace(0.0, T1, 5)
     t_bad = float(ts[-1] if where == "last" else ts[2])
-    traj = solve_sde(
-        decay, Y0, sigma=0.1, t1=T1, dt=0.05, ts=ts, seed=0, args=at(t_bad), observables={"pair": one_entry_nan}, throw=False
-    )
+    kw = dict(sigma=0.1, t1=T1, dt=0.05, ts=ts, seed=0, args=at(t_bad), observables={"pair": one_entry_nan})
+    traj = solve_sde(decay, Y0, throw=False, **kw)
     assert traj.status == "nonfinite", traj.message
     assert f"by t = {t_bad:.6g}" in traj.message
     with pytest.raises(FlowError, match="non-finite"):
-        solve_sde(decay, Y0, sigma=0.1, t1=T1, dt=0.05, ts=ts, seed=0, args=at(t_bad), observables={"pair": one_entry_nan})
+        solve_sde(decay, Y0, **kw)

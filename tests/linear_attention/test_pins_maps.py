@@ -36,9 +36,7 @@ def used_counts():
     assert np.linalg.matrix_rank(basis) == N_SAMPLE
     thetas = [_flat(params0)]
     for k in range(1, STEPS + 1):
-        rec = network.train(
-            SEPARATE, "sgd", lr=lr, steps=k, sample_size=N_SAMPLE, batch_size=BATCH, save_every=k
-        )
+        rec = network.train(SEPARATE, "sgd", lr=lr, steps=k, sample_size=N_SAMPLE, batch_size=BATCH, save_every=k)
         thetas.append(_flat(rec.params))
     steps = -np.diff(np.stack(thetas), axis=0) * BATCH / lr
     counts = np.linalg.lstsq(basis, steps.T, rcond=None)[0].T

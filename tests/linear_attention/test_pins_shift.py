@@ -131,7 +131,8 @@ def test_covariate_shift_map_is_the_long_prompt_prediction_of_the_network():
     xq = rng.normal(size=(B, d)) @ _root(C_TEST)
     w = rng.normal(size=(B, d))
     y = np.einsum("bnd,bd->bn", X, w)
-    prompts = data.Prompts(jnp.asarray(X), jnp.asarray(y), jnp.asarray(xq), jnp.asarray(np.einsum("bi,bi->b", xq, w)), jnp.asarray(w))
+    yq = np.einsum("bi,bi->b", xq, w)
+    prompts = data.Prompts(*(jnp.asarray(a) for a in (X, y, xq, yq, w)))
     got = np.asarray(model.predict(params, None, prompts))
     wanted = np.einsum("bi,ij,bj->b", xq, want, w)
     # the error x_q^T G (h - Lambda' w) has variance ((g^T C g)(w^T C w) + (g^T C w)^2) / M, g = G^T x_q

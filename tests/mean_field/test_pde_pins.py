@@ -52,7 +52,7 @@ def _literal_rhs(m, T, flux, lam):
         edges = BOX.edges(k)
         for other in range(BOX.cells[1 - k]):
 
-            def cell(i, k=k, other=other):  # the mass of cell i along axis k (0 outside the box)
+            def cell(i, k=k, n=n, other=other):  # the mass of cell i along axis k (0 outside the box)
                 if i < 0 or i >= n:
                     return 0.0
                 return m[i, other] if k == 0 else m[other, i]
