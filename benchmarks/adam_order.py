@@ -11,10 +11,11 @@ log2(gap(lr) / gap(lr / 2)).
 `--clock` compares step k with the ODE at t = lr (k + offset) instead (offset 0.5 or 1: is the clock off by
 a fraction of a step?).
 
-    python benchmarks/adam_order.py --scales 1e-3 1e-2 0.1 --lrs 1e-2 3.125e-4 --out benchmarks/results/adam_order.json
-    python benchmarks/adam_order.py --rotated --scales 1e-3 --lrs 1e-2 9.765625e-6 --out ...
-    python benchmarks/adam_order.py --rotated --scales 0.1 --lrs 1e-2 1.25e-3 --offsets 0 0.5 1 --out ...
-    python benchmarks/adam_order.py --rotated --scales 0.1 1e-3 --lrs 2.5e-3 3.90625e-5 --modified --out ...
+    OUT=benchmarks/results/adam_order/gaps.json
+    python benchmarks/adam_order.py --scales 1e-3 1e-2 0.1 --lrs 1e-2 3.125e-4 --out $OUT
+    python benchmarks/adam_order.py --rotated --scales 1e-3 1e-2 0.1 --lrs 1e-2 9.765625e-6 --out $OUT
+    python benchmarks/adam_order.py --rotated --scales 0.1 --lrs 1e-2 1.25e-3 --offsets 0 0.5 1 --out $OUT
+    python benchmarks/adam_order.py --rotated --scales 0.1 1e-3 --lrs 2.5e-3 3.90625e-5 --modified --out $OUT
 
 `--modified` holds the gap against the leading term lr e1(t) that Adam's modified equation predicts
 (`modified_error`): max_t |gap(t) / lr - e1(t)| falls like lr where the expansion is asymptotic.
