@@ -115,12 +115,11 @@ def train(
         if "beta" not in options:
             raise ValueError("optim_args must give beta (in [0, 1)) for optimizer='momentum'")
         beta = check_real("optim_args['beta']", options["beta"], low=0.0, high=1.0, high_strict=True)
-    adam_options = {k: check_real(f"optim_args[{k!r}]", v) for k, v in options.items() if optimizer == "adam"}
-    for k in ("b1", "b2"):
-        if k in adam_options:
-            check_real(f"optim_args[{k!r}]", adam_options[k], low=0.0, high=1.0, high_strict=True)
-    if "eps" in adam_options:
-        check_real("optim_args['eps']", adam_options["eps"], low=0.0)
+    adam_options = {  # b1, b2 in [0, 1), eps >= 0
+        k: check_real(f"optim_args[{k!r}]", v, low=0.0, high=None if k == "eps" else 1.0, high_strict=True)
+        for k, v in options.items()
+        if optimizer == "adam"
+    }
     steps = check_int("steps", steps, 1)
     save = training.save_steps(steps, save_every, save_steps)
     keys = system.keys(seed)
