@@ -228,6 +228,7 @@ def test_the_sgd_sde_is_flows_optim_limits_sgd_sde_on_the_rows():
     assert spread.max() > 1e-6  # two paths, two noises
 
 
+@pytest.mark.slow  # the SDE's wiring: test_the_sgd_sde_is_flows_optim_limits_sgd_sde_on_the_rows
 def test_the_sgd_sde_without_noise_is_the_gradient_flow():
     """B = n without replacement: c = (n - B) / (n - 1) = 0, the SDE is Euler's scheme of the gradient flow
     (first order in dt against the closed form)."""
@@ -240,6 +241,7 @@ def test_the_sgd_sde_without_noise_is_the_gradient_flow():
     assert errs[0] < 1e-2 and 1.7 < errs[0] / errs[1] < 2.3
 
 
+@pytest.mark.slow  # the SDE's wiring: test_the_sgd_sde_is_flows_optim_limits_sgd_sde_on_the_rows
 def test_the_adam_sde_is_flows_optim_limits_adam_sde():
     ts = np.array([0.0, 0.1])
     given = {"c1": 2.0, "c2": 1.0, "sigma0": 0.3, "eps0": 1e-3}

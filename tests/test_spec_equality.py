@@ -188,7 +188,7 @@ CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
         "train-online-adam": (lambda: _la_train(_LA_SEP, "adam", 0.02, batch_size=8), True),
         "train-sample-gd": (lambda: _la_train(_LA, "gd", 0.05, sample_size=16), True),
         "train-sample-sgd": (lambda: _la_train(_LA, "sgd", 0.05, batch_size=4, sample_size=16), False),
-        "train-sample-adam": (lambda: _la_train(_LA, "adam", 0.02, batch_size=4, sample_size=16), False),
+        "train-sample-adam": (lambda: _la_train(_LA_SEP, "adam", 0.02, batch_size=4, sample_size=16), False),
         "train-sample-momentum": (
             lambda: _la_train(_LA, "sgd", 0.05, batch_size=4, sample_size=16, momentum=0.5),
             True,
@@ -196,9 +196,9 @@ CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
         "flow-gd": (lambda: _la_flow(_LA), False),
         "flow-momentum": (lambda: _la_flow(_LA, "momentum", {"lr": 0.05, "beta": 0.5}), True),
         "flow-sign": (lambda: _la_flow(_LA, "sign", {"eps": 1e-2}), True),
-        "flow-adam": (lambda: _la_flow(_LA_SEP, "adam", {"c1": 2.0, "c2": 1.0}), False),
+        "flow-adam": (lambda: _la_flow(_LA_SEP, "adam", {"c1": 2.0, "c2": 1.0}), True),
         "flow-zfb": (lambda: _la_flow(_LA_ZFB, reduced="zfb"), False),
-        "flow-separate": (lambda: _la_flow(_LA_BAL, reduced="separate"), False),
+        "flow-separate": (lambda: _la_flow(_LA_BAL, reduced="separate"), True),
     }
 }
 
