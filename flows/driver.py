@@ -15,17 +15,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from . import training
 from ._checks import INT_MAX, check_bool, check_choice, check_int, check_options, check_real, real_array
 from ._solve import solve
-from .optim_limits import noise as sde_limits
 from .optim_limits.ode import Limit
 from .optim_limits.problem import OPTIMIZERS as LIMITS
 from .optim_limits.problem import limit_problem as optimizer_limit
-from .system import System, num_rows
+from .spec_noise import solve_noise
+from .system import System, num_rows, params_like
 from .trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -185,29 +184,6 @@ def train(
 # -- the limits --------------------------------------------------------------------------------------------------
 
 
-def _same_structure(a, b):
-    return jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
-
-
-def _check_y0(y0: Any, params: dict) -> dict:
-    """`y0` as a parameter dict shaped like `params` (ValueError naming `y0`)."""
-    if not isinstance(y0, dict) or not _same_structure(y0, params):
-        got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
-        raise ValueError(f"y0 must be a parameter dict structured like System.init's {sorted(params)}, got {got}")
-    out = {}
-    for k in params:
-        arr = jax.tree_util.tree_map(lambda v, p, k=k: real_array(f"y0[{k!r}]", v).astype(p.dtype), y0[k], params[k])
-        bad = [
-            a.shape
-            for a, p in zip(jax.tree_util.tree_leaves(arr), jax.tree_util.tree_leaves(params[k]), strict=True)
-            if a.shape != p.shape
-        ]
-        if bad:
-            raise ValueError(f"y0[{k!r}] must have the shapes of System.init's, got {bad[0]}")
-        out[k] = jax.tree_util.tree_map(jnp.asarray, arr)
-    return out
-
-
 def _rates(system: System, params: dict) -> dict | None:
     """The clock of every parameter leaf from `rate_scale` (a pytree like `params`), or `None`."""
     scale = system.rate_scale
@@ -238,7 +214,7 @@ def limit_problem(
     keys = system.keys(seed)
     params = system.initial_params(keys["init"])
     if y0 is not None:
-        params = _check_y0(y0, params)
+        params = params_like(y0, params)
     data = system.dataset(keys["data"])
     limit, args = optimizer_limit(
         system.loss, optimizer, optim_args, data, rates=_rates(system, params), sign_eps=system.sign_eps
@@ -330,7 +306,7 @@ def solve_flow(
     if reduced is not None:
         return _solve_reduced(system, ts, optimizer, optim_args, reduced, seed, noise, batch_size, y0, options)
     if noise:
-        return _solve_noise(system, ts, optimizer, optim_args, seed, batch_size, y0, options)
+        return solve_noise(system, ts, optimizer, optim_args, seed=seed, batch_size=batch_size, y0=y0, **options)
     if batch_size is not None:
         raise ValueError("batch_size is for noise=True (the SGD SDE); the ODE limits are full batch")
     optimizer = check_choice("optimizer", optimizer, LIMITS)
@@ -370,85 +346,3 @@ def _solve_reduced(system, ts, optimizer, optim_args, name, seed, noise, batch_s
         else None,
         **{**system.solver, **red.solver, **options},
     )
-
-
-def _split_rows(system, data):
-    """(rows, the rest) of the data: the sample axis the SDE's per-sample gradients run over."""
-    if system.rows is None:
-        return data, {}
-    return {k: data[k] for k in system.rows}, {k: v for k, v in data.items() if k not in system.rows}
-
-
-def _per_sample(system, rest):
-    """The loss of one row, `loss(params, batch of that row)`, and the observables on the full data, with the
-    data outside the rows (`rest`) held as constants."""
-
-    def one(params, row):
-        batch = jax.tree_util.tree_map(lambda a: a[None], row)
-        return system.loss(params, {**rest, **batch} if system.rows is not None else batch)
-
-    def observe(t, params, args):
-        rows = args["data"]
-        return system.observables(params, {**rest, **rows} if system.rows is not None else rows)
-
-    return one, observe
-
-
-def _solve_noise(system, ts, optimizer, optim_args, seed, batch_size, y0, options):
-    from .sde import solve_sde
-
-    optimizer = check_choice("optimizer", optimizer, ("gd", "sgd", "adam"))
-    if system.rate_scale:
-        raise ValueError("noise=True needs one clock for every group: System.rate_scale must be None")
-    keys = system.keys(seed)
-    params = system.initial_params(keys["init"])
-    if y0 is not None:
-        params = _check_y0(y0, params)
-    data = system.dataset(keys["data"])
-    rows, rest = _split_rows(system, data)
-    n = num_rows(data, system.rows)
-    one, observe = _per_sample(system, rest)
-    kw = {"save_states": False, **options}
-    if optimizer == "adam":
-        given = check_options("optim_args", optim_args, ("c1", "c2", "sigma0", "eps0"), "the Adam SDE")
-        missing = [k for k in ("c1", "c2", "sigma0", "eps0") if k not in given]
-        if missing:
-            raise ValueError(f"optim_args must give {missing} for the Adam SDE (flows.optim_limits.adam_sde)")
-        if batch_size is not None:
-            raise ValueError("batch_size: the Adam SDE's noise scale is optim_args['sigma0'] (lr sqrt(c / B))")
-        if "dt" not in kw:
-            raise ValueError("dt (the SDE's step, on the clock t = lr^2 * step) must be given for the Adam SDE")
-        sde = sde_limits.adam_sde(one, rows, **given)
-        state = sde.initial_state(params)
-    else:
-        given = check_options("optim_args", optim_args, ("lr", "replacement"), "the SGD SDE")
-        if "lr" not in given:
-            raise ValueError("optim_args must give lr for the SGD SDE (its noise scale is lr c / B)")
-        if batch_size is None:
-            raise ValueError("batch_size must be given with noise=True (the SGD SDE's noise scale is lr c / B)")
-        batch_size = check_int("batch_size", batch_size, 1, n)
-        sde = sde_limits.sgd_sde(one, rows, batch_size, given["lr"], replacement=given.get("replacement", False))
-        state = params
-        kw.setdefault("dt", float(given["lr"]) / 10.0)
-    return solve_sde(
-        sde.drift,
-        state,
-        diffusion=sde.diffusion,
-        noise_shape=sde.noise_shape,
-        args=sde.args,
-        t1=float(ts[-1]),
-        ts=ts,
-        key=keys["noise"],
-        observables=_noise_observe(observe, sde.params if optimizer == "adam" else None),
-        **kw,
-    )
-
-
-def _noise_observe(observe, params_of):
-    if params_of is None:
-        return observe
-
-    def observables(t, y, args):
-        return observe(t, params_of(y), args)
-
-    return observables

@@ -49,9 +49,13 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._checks import SEED_MAX, check_choice, check_int, check_real
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["KEY_SCHEDULES", "STREAMS", "Reduced", "System", "default_streams", "num_rows", "take_rows"]
+from ._checks import SEED_MAX, check_choice, check_int, check_real, real_array
+
+__all__ = ["KEY_SCHEDULES", "STREAMS", "Reduced", "System", "default_streams", "num_rows", "params_like", "take_rows"]
 
 #: the random streams of `System.streams(seed)`.
 STREAMS = ("init", "data", "batch", "noise")
@@ -122,8 +126,6 @@ class Reduced:
 
 def default_streams(seed: int) -> dict:
     """The `jax.random` keys of the four streams of `seed`: `fold_in(PRNGKey(seed), i)` for `STREAMS[i]`."""
-    import jax
-
     root = jax.random.PRNGKey(seed)
     return {name: jax.random.fold_in(root, i) for i, name in enumerate(STREAMS)}
 
@@ -220,9 +222,6 @@ class System:
 
     def dataset(self, source: Any) -> PyTree:
         """The data: `data(source)` when `data` is a function, else `data`; the leaves as JAX arrays."""
-        import jax
-        import jax.numpy as jnp
-
         data = self.data(source) if callable(self.data) else self.data
         if self.rows is not None:
             if not isinstance(data, Mapping) or set(self.rows) - set(data):
@@ -232,9 +231,6 @@ class System:
 
     def initial_params(self, source: Any) -> dict:
         """`init(source)` checked to be a dict of parameter groups of floating arrays."""
-        import jax
-        import jax.numpy as jnp
-
         params = self.init(source)
         if not isinstance(params, Mapping) or not params:
             raise ValueError(
@@ -272,9 +268,6 @@ def num_rows(data: PyTree, rows: tuple[str, ...] | None = None) -> int:
     """The number n of samples: the shared leading size of the leaves of `data` (or of its `rows` entries).
 
     **Raises:** `ValueError` when they do not share one leading axis."""
-    import jax
-    import numpy as np
-
     leaves = jax.tree_util.tree_leaves(_row_part(data, rows))
     sizes = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
     if not leaves or None in sizes or len(sizes) != 1:
@@ -291,10 +284,32 @@ def num_rows(data: PyTree, rows: tuple[str, ...] | None = None) -> int:
 def take_rows(key: Any, data: PyTree, batch_size: int, rows: tuple[str, ...] | None = None) -> PyTree:
     """`batch_size` rows of the leading axis drawn without replacement, `permutation(key, n)[:batch_size]`, of
     every leaf of `data` (or of its `rows` entries, the others kept whole): the default `System.sample`."""
-    import jax
-
     part = _row_part(data, rows)
     n = jax.tree_util.tree_leaves(part)[0].shape[0]
     idx = jax.random.permutation(key, n)[:batch_size]
     taken = jax.tree_util.tree_map(lambda a: a[idx], part)
     return taken if rows is None else {**data, **taken}
+
+
+def _same_structure(a, b):
+    return jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+
+
+def params_like(y0: Any, params: dict) -> dict:
+    """`y0` as a parameter dict structured and shaped like `params`, in their dtypes: a start given to the
+    driver (ValueError naming `y0`)."""
+    if not isinstance(y0, dict) or not _same_structure(y0, params):
+        got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
+        raise ValueError(f"y0 must be a parameter dict structured like System.init's {sorted(params)}, got {got}")
+    out = {}
+    for k in params:
+        arr = jax.tree_util.tree_map(lambda v, p, k=k: real_array(f"y0[{k!r}]", v).astype(p.dtype), y0[k], params[k])
+        bad = [
+            a.shape
+            for a, p in zip(jax.tree_util.tree_leaves(arr), jax.tree_util.tree_leaves(params[k]), strict=True)
+            if a.shape != p.shape
+        ]
+        if bad:
+            raise ValueError(f"y0[{k!r}] must have the shapes of System.init's, got {bad[0]}")
+        out[k] = jax.tree_util.tree_map(jnp.asarray, arr)
+    return out
