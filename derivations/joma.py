@@ -94,13 +94,15 @@ def _invariants(attention: str) -> dict:
     return {sp.Symbol(f"I{i + 1}"): z[i] ** 2 - sq[i] for i in range(TOKENS)}
 
 
-def invariant_rates(attention: str, phi: Callable | None = None) -> list:
+def invariant_rates(attention: str, phi: Callable | None = None, *, simplify: bool = True) -> list:
     """d I_l / dt along `joint_flow(attention, phi)` for the invariants of Theorem 1 (exp: z_l - sum_j w_lj^2 /
     (2 tau); linear: z_l^2 - sum_j w_lj^2; softmax: the exp form, which is not invariant there), expanded and
-    simplified: [0, 0] for exp and linear attention, for any phi (default an undefined function phi)."""
+    simplified (`simplify=False`: as pushed forward, e.g. to evaluate the long softmax rates numerically):
+    [0, 0] for exp and linear attention, for any phi (default an undefined function phi)."""
     phi = sp.Function("phi") if phi is None else phi
-    rates = push_forward(joint_flow(attention, phi), _invariants("exp" if attention == "softmax" else attention))
-    return [sp.simplify(sp.expand(r)) for r in rates.values()]
+    invariants = _invariants("exp" if attention == "softmax" else attention)
+    rates = list(push_forward(joint_flow(attention, phi), invariants, simplify=False).values())
+    return [sp.simplify(sp.expand(r)) for r in rates] if simplify else rates
 
 
 class ExpReducedDerivation(Derivation):

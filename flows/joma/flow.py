@@ -225,9 +225,10 @@ def _v_args(mu, temperature, v0):
     if mu.ndim != 1 or mu.size < 1:
         raise ValueError(f"mu must be a non-empty 1-D array (one target per component), got shape {mu.shape}")
     T = check_real("temperature", temperature, low=0.0, strict=True)
-    v0 = real_array("v0", v0) * np.ones_like(mu)
-    if v0.shape != mu.shape:
+    v0 = real_array("v0", v0)
+    if v0.shape not in ((), mu.shape):
         raise ValueError(f"v0 must be a number or an array of the shape of mu {mu.shape}, got shape {v0.shape}")
+    v0 = v0 * np.ones_like(mu)
     return jnp.asarray(v0), {"mu": jnp.asarray(mu), "temperature": jnp.asarray(T)}
 
 
