@@ -87,7 +87,7 @@ def joint_gradients(params: Params, batch: dict, attention: str, mlp: str) -> Pa
     return {"W": dW, "z": dz}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def joint_field(attention: str, mlp: str) -> Callable:
     """The joint gradient flow `f(t, params, args)` = -`joint_gradients(params, args, ...)` for `flows.solve`
     (`args` = `data.population(config)`; one function object per pair, one compile)."""
@@ -113,7 +113,7 @@ def lift(W: jax.Array, args: dict, attention: str) -> Params:
     return {"W": W, "z": z_of_W(W, args, attention)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reduced_field(attention: str, mlp: str) -> Callable:
     """The reduced flow `f(t, W, args)` = -dL/dW at z = `z_of_W(W)` for `flows.solve`, with `args` =
     `model.observe_data(config, params0)`: exact for exp and linear attention, approximate for softmax."""
@@ -126,7 +126,7 @@ def reduced_field(attention: str, mlp: str) -> Callable:
     return field
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reduced_observables(attention: str, mlp: str) -> Callable:
     observe = model.make_observe(attention, mlp)
 
@@ -192,7 +192,7 @@ def _check_ts(ts: ArrayLike) -> np.ndarray:
 # -- the V-flow of Fig. 4 --------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def v_field(mlp: str = "nonlinear", attention: str = "softmax") -> Callable:
     """The V-flow `f(t, v, args)`, `args = {"mu": (n,), "temperature": T}`: v' = Delta o s(v) with Delta =
     mu - v ("nonlinear") or mu ("linear") and s = softmax(v^2 / T) or e^{v^2 / T} (module docstring)."""

@@ -138,7 +138,7 @@ def loss(params: Params, batch: Batch, attention: str = "softmax", mlp: str = "l
     return jnp.mean(jax.nn.logsumexp(out, axis=1) - jnp.diagonal(out))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def make_loss(attention: str, mlp: str) -> Callable[[Params, Batch], jax.Array]:
     """`loss(params, batch)` of one attention variant and MLP (the spec's `loss`; one function object per pair,
     so the optimiser limits and the training loop compile once per pair)."""
@@ -213,7 +213,7 @@ def observe(params: Params, data: dict[str, jax.Array], attention: str, mlp: str
     return obs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def make_observe(attention: str, mlp: str) -> Callable[[Params, dict], dict[str, jax.Array]]:
     """`observe(params, data) -> dict` of one attention variant and MLP (the spec's `observe`)."""
     check_choice("attention", attention, ATTENTIONS)

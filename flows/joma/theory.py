@@ -126,9 +126,7 @@ def limit_entropy(mu: ArrayLike, temperature: float = 3.0) -> float:
     return float(entropy(jax.nn.softmax(jnp.asarray(mu**2 / T))))
 
 
-def blowup_time(
-    delta: ArrayLike, temperature: float = 2.0, v0: ArrayLike = 0.0, level: float = math.inf
-) -> np.ndarray:
+def blowup_time(delta: ArrayLike, temperature: float = 2.0, v0: ArrayLike = 0.0, level: float = math.inf) -> np.ndarray:
     """The finite time at which v' = delta e^{v^2 / T} reaches infinity (or `level`) from v0: the linear-MLP,
     exp-attention V-flow, each component on its own. From int_{v0}^{v} e^{-s^2/T} ds = delta t,
 

@@ -26,7 +26,12 @@ def official_frequencies(common: np.ndarray, n_distinct=10, K=20) -> np.ndarray:
 def test_defaults_are_the_official_sizes():
     cfg = joma.Config()
     assert (cfg.attention, cfg.mlp, cfg.n_distinct, cfg.n_common, cfg.n_classes, cfg.d) == (
-        "softmax", "linear", 10, 10, 20, 30
+        "softmax",
+        "linear",
+        10,
+        10,
+        20,
+        30,
     )
     assert (cfg.tau, cfg.bump_width, cfg.common_scale, cfg.init_scale, cfg.n_tokens) == (0.5, 30.0, 0.5, 0.01, 20)
     assert hash(cfg) == hash(joma.Config()) and cfg.replace(seed=3).seed == 3 and cfg.seed == 0

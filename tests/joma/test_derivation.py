@@ -47,7 +47,10 @@ def test_generated_reduced_flow_is_the_hand_written_one():
         args = {**pop, "z_offset": jnp.asarray(c), "z_sign": jnp.ones(2)}
         want = np.asarray(field(0.0, jnp.asarray(W), args))
         gen_args = {f"x{i + 1}{j + 1}": X[i, j] for i in range(2) for j in range(2)} | {
-            "tau": 0.7, "c1": c[0], "c2": c[1]}
+            "tau": 0.7,
+            "c1": c[0],
+            "c2": c[1],
+        }
         got = np.asarray(generated.vector_field(0.0, jnp.asarray(W.reshape(-1)), gen_args)).reshape(3, 2)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
         assert np.max(np.abs(want)) > 1e-3

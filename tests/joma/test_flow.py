@@ -27,8 +27,16 @@ def _joint(cfg, params0, ts, **kw):
     data = joma.observe_data(cfg, params0)
     observe = joma.make_observe(cfg.attention, cfg.mlp)
     limit = gradient_flow(joma.make_loss(cfg.attention, cfg.mlp))
-    return solve_limit(limit, params0, limit.make_args(joma.population(cfg)), ts,
-                       observables=lambda t, y, a: observe(limit.params(y), data), rtol=1e-11, atol=1e-13, **kw)
+    return solve_limit(
+        limit,
+        params0,
+        limit.make_args(joma.population(cfg)),
+        ts,
+        observables=lambda t, y, a: observe(limit.params(y), data),
+        rtol=1e-11,
+        atol=1e-13,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +59,15 @@ def test_written_out_joint_field_is_the_autodiff_flow(exp_joint):
     """flows.solve on flow.joint_field (JoMA's v' and z' written out) gives the trajectory of the autodiff
     gradient flow."""
     cfg, traj = exp_joint
-    ours = flows.solve(flow.joint_field("exp", "linear"), joma.init_params(cfg), t1=20.0, ts=TS,
-                       args=joma.population(cfg), rtol=1e-11, atol=1e-13)
+    ours = flows.solve(
+        flow.joint_field("exp", "linear"),
+        joma.init_params(cfg),
+        t1=20.0,
+        ts=TS,
+        args=joma.population(cfg),
+        rtol=1e-11,
+        atol=1e-13,
+    )
     for k in ("W", "z"):
         np.testing.assert_allclose(ours.ys[k], traj.ys[k], rtol=0, atol=1e-9)
 
@@ -110,8 +125,9 @@ def test_invariant_gap_along_gd_is_first_order_in_lr(exp_joint):
     gaps = []
     for lr in lrs:
         steps = int(round(20.0 / lr))
-        run = run_optax(joma.make_loss("exp", "linear"), p0, pop, lambda h: optax.sgd(h["lr"]), steps, steps,
-                        hyper={"lr": lr})
+        run = run_optax(
+            joma.make_loss("exp", "linear"), p0, pop, lambda h: optax.sgd(h["lr"]), steps, steps, hyper={"lr": lr}
+        )
         end = jax.tree_util.tree_map(lambda a: a[-1], run["params"])
         gaps.append(float(observe(end, data)["invariant_gap"]))
     order = np.polyfit(np.log(lrs), np.log(gaps), 1)[0]
@@ -229,8 +245,9 @@ def test_linear_entropy_only_falls():
 def test_exp_linear_blowup_event_is_the_closed_form(v0):
     """v' = mu e^{v^2/2} stops at max v = 6 (flows.Event) at the closed-form time to reach 6 (1e-9), within
     5e-9 of the blow-up time sqrt(pi/2) (1 - erf(v0/sqrt 2)) / max(mu)."""
-    traj = flow.solve_v_flow(MU, np.linspace(0.0, 1.0, 11), temperature=2.0, v0=v0, mlp="linear",
-                             attention="exp", blowup_level=6.0)
+    traj = flow.solve_v_flow(
+        MU, np.linspace(0.0, 1.0, 11), temperature=2.0, v0=v0, mlp="linear", attention="exp", blowup_level=6.0
+    )
     assert traj.status == "event"
     t_star = float(theory.blowup_time(MU.max(), 2.0, v0))
     assert float(traj.t_event) == pytest.approx(float(theory.blowup_time(MU.max(), 2.0, v0, level=6.0)), rel=1e-9)

@@ -14,7 +14,7 @@ import optax
 import pytest
 
 from flows import joma
-from flows.joma import flow, model, theory
+from flows.joma import flow, theory
 from flows.optim_limits import run_optax
 
 COMBOS = list(itertools.product(joma.ATTENTIONS, joma.MLPS))
@@ -22,8 +22,10 @@ COMBOS = list(itertools.product(joma.ATTENTIONS, joma.MLPS))
 
 def _random_params(cfg, scale=0.4, seed=0):
     rng = np.random.default_rng(seed)
-    return {"W": jnp.asarray(scale * rng.normal(size=(cfg.d, cfg.n_classes))),
-            "z": jnp.asarray(scale * rng.normal(size=cfg.n_tokens))}
+    return {
+        "W": jnp.asarray(scale * rng.normal(size=(cfg.d, cfg.n_classes))),
+        "z": jnp.asarray(scale * rng.normal(size=cfg.n_tokens)),
+    }
 
 
 def literal_loss(params, pop, attention, mlp):
@@ -117,8 +119,7 @@ def test_observables_are_the_literal_formulas(attention):
     else:
         est, zz = np.sqrt(z0**2 - (V0**2).sum(axis=1) + (V**2).sum(axis=1)), np.abs(z)
         inv = z**2 - (V**2).sum(axis=1) - (z0**2 - (V0**2).sum(axis=1))
-    assert got["z_estimate_corr"] == pytest.approx(
-        float(theory.normalized_correlation(zz, est)), rel=1e-12)
+    assert got["z_estimate_corr"] == pytest.approx(float(theory.normalized_correlation(zz, est)), rel=1e-12)
     zc, ec = zz - zz.mean(), est - est.mean()
     assert got["z_estimate_slope"] == pytest.approx(zc @ ec / (ec @ ec), rel=1e-10)
     if attention == "softmax":
@@ -187,7 +188,9 @@ def test_sgd_on_the_loss_is_the_official_training_loop():
     np.testing.assert_allclose(run["params"]["W"][-1], W_end, rtol=0, atol=1e-12)
     np.testing.assert_allclose(run["params"]["z"][-1], z_end, rtol=0, atol=1e-12)
     observe = jax.jit(joma.make_observe("softmax", "linear"))
-    ours = [float(observe(jax.tree_util.tree_map(lambda a, i=i: a[i], run["params"]), data)["z_estimate_corr"])
-            for i in range(steps)]
+    ours = [
+        float(observe(jax.tree_util.tree_map(lambda a, i=i: a[i], run["params"]), data)["z_estimate_corr"])
+        for i in range(steps)
+    ]
     np.testing.assert_allclose(ours, corrs, rtol=0, atol=1e-10)
     assert corrs[0] < 1 and corrs[0] > 1 - 1e-5  # the eps of the official normalisation

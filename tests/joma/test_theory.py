@@ -15,11 +15,11 @@ from flows.joma import theory
 def test_invariants_and_estimate_are_the_componentwise_formulas():
     rng = np.random.default_rng(0)
     z, V, W, xbar = rng.normal(size=5), rng.normal(size=(5, 3)), rng.normal(size=(8, 3)), rng.uniform(size=5)
-    for l in range(5):
-        s = sum(V[l, k] ** 2 for k in range(3))
-        assert float(theory.exp_invariant(z, V, 0.5)[l]) == pytest.approx(z[l] - s / (2 * 0.5), rel=1e-14)
-        assert float(theory.exp_invariant(z, V)[l]) == pytest.approx(z[l] - s / 2, rel=1e-14)
-        assert float(theory.linear_invariant(z, V)[l]) == pytest.approx(z[l] ** 2 - s, rel=1e-14)
+    for i in range(5):
+        s = sum(V[i, k] ** 2 for k in range(3))
+        assert float(theory.exp_invariant(z, V, 0.5)[i]) == pytest.approx(z[i] - s / (2 * 0.5), rel=1e-14)
+        assert float(theory.exp_invariant(z, V)[i]) == pytest.approx(z[i] - s / 2, rel=1e-14)
+        assert float(theory.linear_invariant(z, V)[i]) == pytest.approx(z[i] ** 2 - s, rel=1e-14)
     # draw_figure_2_3.py: (W_tilde[:Mc].pow(2).sum(dim=1) - xbar * W.pow(2).sum()) / 2 / T
     want = (np.sum(V**2, axis=1) - xbar * np.sum(W**2)) / 2 / 0.5
     np.testing.assert_allclose(theory.softmax_estimate(V, W, xbar, 0.5), want, rtol=1e-14, atol=1e-13)
@@ -75,8 +75,10 @@ def test_linear_mlp_solution_solves_the_flow():
     t = np.linspace(0.0, 0.9 * float(theory.blowup_time(delta, T, v0)), 7)
     h = 1e-6
     v = np.asarray(theory.linear_mlp_solution(t, delta, T, v0))
-    dv = (np.asarray(theory.linear_mlp_solution(t + h, delta, T, v0)) - np.asarray(
-        theory.linear_mlp_solution(np.maximum(t - h, 0), delta, T, v0))) / (t + h - np.maximum(t - h, 0))
+    dv = (
+        np.asarray(theory.linear_mlp_solution(t + h, delta, T, v0))
+        - np.asarray(theory.linear_mlp_solution(np.maximum(t - h, 0), delta, T, v0))
+    ) / (t + h - np.maximum(t - h, 0))
     assert v[0] == pytest.approx(v0, rel=1e-14)
     np.testing.assert_allclose(dv[1:], delta * np.exp(v[1:] ** 2 / T), rtol=1e-6)
     assert np.isnan(float(theory.linear_mlp_solution(1.01 * float(theory.blowup_time(delta, T, v0)), delta, T, v0)))
