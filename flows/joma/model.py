@@ -195,15 +195,13 @@ def z_estimate(params: Params, data: dict[str, jax.Array], attention: str) -> ja
 
 def observe(params: Params, data: dict[str, jax.Array], attention: str, mlp: str) -> dict[str, jax.Array]:
     """The observables of the module docstring at `params`; `data` = `observe_data(config, params0)`."""
-    F, H = readout(params, data, attention, mlp)
-    out = _phi(mlp)(H)
     B = attention_weights(params["z"], data["X"], data["tau"], attention)
     p = jnp.abs(B) / jnp.sum(jnp.abs(B), axis=0, keepdims=True)
     z = jnp.abs(params["z"]) if attention == "linear" else params["z"]
     est = z_estimate(params, data, attention)
     zc, ec = z - jnp.mean(z), est - jnp.mean(est)
     obs = {
-        "loss": jnp.mean(jax.nn.logsumexp(out, axis=1) - jnp.diagonal(out)),
+        "loss": loss(params, data, attention, mlp),
         "entropy": jnp.mean(theory.entropy(p, axis=0)),
         "z_estimate_corr": theory.normalized_correlation(z, est),
         "z_estimate_slope": jnp.dot(zc, ec) / jnp.dot(ec, ec),
