@@ -87,13 +87,14 @@ def joint_gradients(params: Params, batch: dict, attention: str, mlp: str) -> Pa
     return {"W": dW, "z": dz}
 
 
-@functools.cache
 def joint_field(attention: str, mlp: str) -> Callable:
     """The joint gradient flow `f(t, params, args)` = -`joint_gradients(params, args, ...)` for `flows.solve`
     (`args` = `data.population(config)`; one function object per pair, one compile)."""
-    check_choice("attention", attention, ATTENTIONS)
-    check_choice("mlp", mlp, MLPS)
+    return _joint_field(check_choice("attention", attention, ATTENTIONS), check_choice("mlp", mlp, MLPS))
 
+
+@functools.cache
+def _joint_field(attention: str, mlp: str) -> Callable:
     def field(t, params, args):
         return jax.tree_util.tree_map(jnp.negative, joint_gradients(params, args, attention, mlp))
 
@@ -113,13 +114,14 @@ def lift(W: jax.Array, args: dict, attention: str) -> Params:
     return {"W": W, "z": z_of_W(W, args, attention)}
 
 
-@functools.cache
 def reduced_field(attention: str, mlp: str) -> Callable:
     """The reduced flow `f(t, W, args)` = -dL/dW at z = `z_of_W(W)` for `flows.solve`, with `args` =
     `model.observe_data(config, params0)`: exact for exp and linear attention, approximate for softmax."""
-    check_choice("attention", attention, ATTENTIONS)
-    check_choice("mlp", mlp, MLPS)
+    return _reduced_field(check_choice("attention", attention, ATTENTIONS), check_choice("mlp", mlp, MLPS))
 
+
+@functools.cache
+def _reduced_field(attention: str, mlp: str) -> Callable:
     def field(t, W, args):
         return -joint_gradients(lift(W, args, attention), args, attention, mlp)["W"]
 
@@ -192,13 +194,14 @@ def _check_ts(ts: ArrayLike) -> np.ndarray:
 # -- the V-flow of Fig. 4 --------------------------------------------------------------------------------------
 
 
-@functools.cache
 def v_field(mlp: str = "nonlinear", attention: str = "softmax") -> Callable:
     """The V-flow `f(t, v, args)`, `args = {"mu": (n,), "temperature": T}`: v' = Delta o s(v) with Delta =
     mu - v ("nonlinear") or mu ("linear") and s = softmax(v^2 / T) or e^{v^2 / T} (module docstring)."""
-    check_choice("mlp", mlp, V_MLPS)
-    check_choice("attention", attention, V_ATTENTIONS)
+    return _v_field(check_choice("mlp", mlp, V_MLPS), check_choice("attention", attention, V_ATTENTIONS))
 
+
+@functools.cache
+def _v_field(mlp: str, attention: str) -> Callable:
     def field(t, v, args):
         logits = v**2 / args["temperature"]
         s = jax.nn.softmax(logits) if attention == "softmax" else jnp.exp(logits)

@@ -138,13 +138,14 @@ def loss(params: Params, batch: Batch, attention: str = "softmax", mlp: str = "l
     return jnp.mean(jax.nn.logsumexp(out, axis=1) - jnp.diagonal(out))
 
 
-@functools.cache
 def make_loss(attention: str, mlp: str) -> Callable[[Params, Batch], jax.Array]:
     """`loss(params, batch)` of one attention variant and MLP (the spec's `loss`; one function object per pair,
     so the optimiser limits and the training loop compile once per pair)."""
-    check_choice("attention", attention, ATTENTIONS)
-    check_choice("mlp", mlp, MLPS)
+    return _make_loss(check_choice("attention", attention, ATTENTIONS), check_choice("mlp", mlp, MLPS))
 
+
+@functools.cache
+def _make_loss(attention: str, mlp: str) -> Callable[[Params, Batch], jax.Array]:
     def loss_fn(params: Params, batch: Batch) -> jax.Array:
         return loss(params, batch, attention, mlp)
 
@@ -211,12 +212,13 @@ def observe(params: Params, data: dict[str, jax.Array], attention: str, mlp: str
     return obs
 
 
-@functools.cache
 def make_observe(attention: str, mlp: str) -> Callable[[Params, dict], dict[str, jax.Array]]:
     """`observe(params, data) -> dict` of one attention variant and MLP (the spec's `observe`)."""
-    check_choice("attention", attention, ATTENTIONS)
-    check_choice("mlp", mlp, MLPS)
+    return _make_observe(check_choice("attention", attention, ATTENTIONS), check_choice("mlp", mlp, MLPS))
 
+
+@functools.cache
+def _make_observe(attention: str, mlp: str) -> Callable[[Params, dict], dict[str, jax.Array]]:
     def observe_fn(params: Params, data: dict[str, jax.Array]) -> dict[str, jax.Array]:
         return observe(params, data, attention, mlp)
 
