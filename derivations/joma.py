@@ -43,7 +43,9 @@ TOKENS = 2
 CLASSES = 2
 
 
-def joma_symbols(tokens: int = TOKENS, classes: int = CLASSES):
+def joma_symbols(
+    tokens: int = TOKENS, classes: int = CLASSES
+) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix, sp.Matrix, sp.Symbol]:
     """(X, W, z, c, tau): frequencies x_lk `(tokens, classes)` (positive), MLP weights w_ij `(tokens + 1,
     classes)` (the last row: the query's), logits z_l, the invariant's constants c_l and the temperature."""
     X = sp.Matrix(tokens, classes, lambda i, j: sp.Symbol(f"x{i + 1}{j + 1}", positive=True))

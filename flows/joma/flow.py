@@ -72,7 +72,7 @@ def joint_gradients(params: Params, batch: dict, attention: str, mlp: str) -> Pa
     M, K = X.shape
     W, z = params["W"], params["z"]
     F, H = model.readout(params, batch, attention, mlp)
-    out = model._phi(mlp)(H)
+    out = model.activation(mlp)(H)
     P = jax.nn.softmax(out, axis=1)
     G = (P - jnp.eye(K, dtype=P.dtype)) / K * _dphi(mlp, H)  # dL/dH, (classes, units)
     dW = F @ G

@@ -38,6 +38,7 @@ from .data import ATTENTIONS, MLPS, Config, population
 
 __all__ = [
     "OBSERVABLES",
+    "activation",
     "attention_weights",
     "contextual_weights",
     "init_params",
@@ -105,7 +106,8 @@ def attention_weights(z: jax.Array, X: jax.Array, tau: jax.Array, attention: str
     raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
 
 
-def _phi(mlp: str) -> Callable[[jax.Array], jax.Array]:
+def activation(mlp: str) -> Callable[[jax.Array], jax.Array]:
+    """phi of the readout h = phi(w^T f): the identity ("linear"), `jax.nn.relu` or `jax.nn.silu`."""
     if mlp == "linear":
         return lambda h: h
     if mlp == "relu":
@@ -134,7 +136,7 @@ def loss(params: Params, batch: Batch, attention: str = "softmax", mlp: str = "l
     **Returns:** the scalar loss.
     """
     _, H = readout(params, batch, attention, mlp)
-    out = _phi(mlp)(H)
+    out = activation(mlp)(H)
     return jnp.mean(jax.nn.logsumexp(out, axis=1) - jnp.diagonal(out))
 
 
