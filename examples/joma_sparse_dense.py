@@ -22,8 +22,8 @@ The last panel draws the official WikiText-2 runs beside the synthetic curve: th
 summary `examples/data/joma_wikitext2_official_summary.json`: the attention entropy per layer at the first
 checkpoint, at its minimum and at the last checkpoint, seed means), not computed here.
 
-Full run (flow to t = 2000): about half a minute of CPU on 2 cores; `--quick` (flow to t = 100, the official
-horizon): about 20 s. The convergence of every component (D4) is decided at the full size only.
+Full run (flow to t = 2000) and `--quick` (flow to t = 100, the official horizon): about 15 s of CPU each, most
+of it compiling. The convergence of every component (D4b) is decided at the full size only.
 """
 
 from __future__ import annotations
