@@ -22,6 +22,7 @@ from .gradient_flow import push_forward as push_forward
 from .linear_attention import SeparateDerivation, ZFBDerivation
 from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
+from .matrix import MatrixFlowSystem as MatrixFlowSystem
 from .system import FlowSystem as FlowSystem
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
@@ -92,9 +93,9 @@ def derive(name: str):
     if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"unknown derivation {name!r}; available: {', '.join(available())}")
     d = _REGISTRY[name]()
-    if not isinstance(getattr(d, "system", None), FlowSystem):
+    if not isinstance(getattr(d, "system", None), FlowSystem | MatrixFlowSystem):
         raise ValueError(
-            f"derivation {name!r} did not set self.system to a FlowSystem in __init__ "
+            f"derivation {name!r} did not set self.system to a FlowSystem or MatrixFlowSystem in __init__ "
             f"(got {type(getattr(d, 'system', None)).__name__})"
         )
     return d

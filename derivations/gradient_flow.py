@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import sympy as sp
 
+from .matrix import MatrixFlowSystem, matrix_gradient_flow
 from .system import FlowSystem, check_same_symbols, check_symbols, ordered_params, simplified, sympy_value
 
 __all__ = ["ParameterGroup", "Projection", "gradient_flow", "naive_reduced_gradient", "project", "push_forward"]
@@ -55,7 +56,7 @@ class ParameterGroup:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"ParameterGroup.name must be a non-empty string, got {self.name!r}")
-        syms = check_symbols(f"ParameterGroup.symbols of {self.name!r}", self.symbols)
+        syms = check_symbols(f"ParameterGroup.symbols of {self.name!r}", self.symbols, matrices=True)
         object.__setattr__(self, "symbols", syms)
         mult = (1,) * len(syms) if self.multiplicities is None else self.multiplicities
         if isinstance(mult, sp.Basic | str | numbers.Number):
@@ -96,8 +97,13 @@ def gradient_flow(
     description: str = "",
     simplify: bool = True,
     params: Sequence[sp.Symbol] | None = None,
-) -> FlowSystem:
+    symmetric: Sequence[sp.MatrixSymbol] = (),
+) -> FlowSystem | MatrixFlowSystem:
     """The gradient flow d theta/dt = -eta_g / m_i * dL/d theta_i of `loss` over the symbols of `groups`.
+
+    A loss of matrices (traces of products of `MatrixSymbol`s whose sizes are symbols) gives the flow at
+    symbolic sizes, a `MatrixFlowSystem` (`derivations.matrix`): the groups may then hold matrix symbols,
+    and `symmetric` lists the matrix parameters known to be symmetric.
 
     **Arguments:**
 
@@ -112,6 +118,10 @@ def gradient_flow(
     loss = _check_loss(loss)
     groups = _check_groups(groups)
     _check_name(name)
+    if loss.atoms(sp.MatrixSymbol) or any(isinstance(s, sp.MatrixSymbol) for g in groups for s in g.symbols):
+        return matrix_gradient_flow(
+            loss, groups, name=name, description=description, params=params, symmetric=symmetric
+        )
     seen = set()
     for group in groups:
         for sym in group.symbols:
@@ -146,6 +156,7 @@ def gradient_flow(
         params=ordered_params(rhs, state, _declared_by_groups(groups), params),
         metric=tuple(metric),
         description=description,
+        loss=loss,
     )
 
 
