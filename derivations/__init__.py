@@ -12,7 +12,7 @@ from . import codegen as codegen
 from . import verify as verify
 from ._printing import readable as readable
 from .base import Derivation as Derivation
-from .cooccurrence import Cooccurrence3TokenDerivation, CooccurrencePhase2Derivation
+from .cooccurrence import Cooccurrence3TokenDerivation, CooccurrencePhase2Derivation, GramDerivation
 from .gradient_flow import ParameterGroup as ParameterGroup
 from .gradient_flow import Projection as Projection
 from .gradient_flow import gradient_flow as gradient_flow
@@ -33,6 +33,7 @@ _REGISTRY: dict[str, type[Derivation]] = {
         DecoderDerivation,
         Cooccurrence3TokenDerivation,
         CooccurrencePhase2Derivation,
+        GramDerivation,
         ReducedSymmetricDerivation,
         MeanFieldAttentionDerivation,
         MeanFieldMLPDerivation,

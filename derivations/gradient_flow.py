@@ -239,6 +239,7 @@ def project(
     name: str,
     description: str = "",
     params: Sequence[sp.Symbol] | None = None,
+    simplify: bool = True,
 ) -> Projection:
     """Restrict `system` to the ansatz theta = phi(h): h_dot = (J^T G J)^{-1} J^T G theta_dot(phi(h)).
 
@@ -250,6 +251,8 @@ def project(
     - `coords`: the new coordinates h (distinct sympy Symbols, each appearing in the ansatz).
     - `params`: the order of the reduced system's parameters, as in `gradient_flow`. Default: those of
       `system` in its order, then the ansatz's new symbols by name.
+    - `simplify`: simplify the reduced right-hand sides and the residual (`False` keeps them as computed:
+      for large expressions, whose equal terms sympy already combines).
 
     **Returns:** a `Projection` (the reduced system and the invariance residual); a `ValueError` names a bad
     argument, including a symbol with the name of one of `system`'s but other assumptions.
@@ -291,13 +294,14 @@ def project(
     phi = sp.Matrix([ansatz[s] for s in system.state])
     J = phi.jacobian(list(coords))
     G = sp.diag(*system.metric)
-    theta_dot = sp.Matrix([sp.sympify(e).subs(ansatz) for e in system.rhs])
+    theta_dot = sp.Matrix([sp.sympify(e).xreplace(ansatz) for e in system.rhs])
     normal = sp.simplify(J.T * G * J)
     if normal.det() == 0:
         raise ValueError("the ansatz Jacobian has dependent columns (J^T G J is singular)")
     h_dot = normal.inv() * (J.T * G * theta_dot)
-    h_dot = [simplified(e) for e in h_dot]
-    residual = tuple(sp.simplify(e) for e in (theta_dot - J * sp.Matrix(h_dot)))
+    tidy = simplified if simplify else (lambda e: e)
+    h_dot = [tidy(e) for e in h_dot]
+    residual = tuple((sp.simplify if simplify else tidy)(e) for e in (theta_dot - J * sp.Matrix(h_dot)))
     reduced = FlowSystem(
         name=name,
         state=coords,

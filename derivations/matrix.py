@@ -32,6 +32,7 @@ __all__ = [
     "matrix_gradient_flow",
     "matrix_push_forward",
     "matrix_terms",
+    "evaluate",
     "rewrite_products",
 ]
 
@@ -88,7 +89,8 @@ def _rotations(factors: tuple):
 def _canonical_cycle(factors: tuple) -> tuple:
     """The representative of tr(F_1 ... F_k) among its cyclic rotations and those of its transpose."""
     candidates = list(_rotations(factors)) + list(_rotations(_transpose_factors(factors)))
-    return min(candidates, key=lambda fs: tuple(sp.sstr(f) for f in fs))
+    # a rotation starting with a row (1 x n) first: tr(z^T G) is a dot product, tr(G z^T) an outer product
+    return min(candidates, key=lambda fs: (fs[0].shape[0] != 1, tuple(sp.sstr(f) for f in fs)))
 
 
 def _product(factors: tuple, rows) -> sp.MatrixExpr:
@@ -366,6 +368,45 @@ def _shape(s) -> tuple:
         return ()
     dims = tuple(int(n) if isinstance(n, sp.Integer | int) else str(n) for n in s.shape)
     return dims[:1] if dims[1:] == (1,) else dims
+
+
+def evaluate(expr, values: Mapping):
+    """`expr` (a matrix or scalar expression) computed with ordinary sympy matrix arithmetic after replacing
+    the symbols of `values` (matrix symbols by explicit matrices, sizes and scalars by values): what a
+    derivation at one size writes out entry by entry."""
+    if isinstance(expr, sp.MatrixSymbol):
+        return sp.Matrix(values[expr]) if expr in values else expr
+    if isinstance(expr, sp.Identity | sp.ZeroMatrix):
+        rows = int(sp.sympify(expr.rows).xreplace(dict(values)))
+        return sp.eye(rows) if isinstance(expr, sp.Identity) else sp.zeros(rows, int(sp.sympify(expr.cols).xreplace(dict(values))))
+    if isinstance(expr, sp.Transpose):
+        return evaluate(expr.arg, values).T
+    if isinstance(expr, sp.MatAdd):
+        parts = [evaluate(a, values) for a in expr.args]
+        out = parts[0]
+        for part in parts[1:]:
+            out = out + part
+        return out
+    if isinstance(expr, sp.MatMul):
+        out = None
+        scalar = sp.Integer(1)
+        for a in expr.args:
+            if isinstance(a, sp.MatrixExpr):
+                m = evaluate(a, values)
+                out = m if out is None else out * m
+            else:
+                scalar = scalar * evaluate(a, values)
+        return out if scalar == 1 else scalar * out
+    if isinstance(expr, sp.MatPow):
+        return evaluate(expr.base, values) ** int(expr.exp)
+    if isinstance(expr, sp.Trace):
+        return evaluate(expr.arg, values).trace()
+    if isinstance(expr, sp.MatrixExpr):
+        raise ValueError(f"evaluate: {type(expr).__name__} is not supported ({expr})")
+    expr = sp.sympify(expr)
+    if not expr.args:
+        return values.get(expr, expr)
+    return expr.func(*(evaluate(a, values) for a in expr.args))
 
 
 def _free_matrix_symbols(expr) -> set:
