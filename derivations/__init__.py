@@ -1,7 +1,8 @@
 """The symbolic layer: sympy models -> gradient-flow equations -> LaTeX and generated JAX code.
 
-The engine (`gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`), `codegen` (JAX
-emission), `verify` (checks against `jax.grad`), `readable` (printing), `Derivation` (the contract of a
+The engine (`gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`; at symbolic sizes
+`MatrixFlowSystem` and `derivations.matrix`), reductions by symmetry (`reduce_by_symmetry`,
+`find_symmetries`, `SymmetryReduction`), `codegen` (JAX emission), `verify` (checks against `jax.grad`), `readable` (printing), `Derivation` (the contract of a
 registered derivation), the registry behind ``python -m flows derive NAME`` (`available`, `derive`,
 `register`, `unregister`) and `write_all` / `check_generated` for the modules in `flows/_generated/`
 (derivations with `module = None` are printed and checked only)."""
@@ -23,6 +24,9 @@ from .linear_attention import SeparateDerivation, ZFBDerivation
 from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
 from .matrix import MatrixFlowSystem as MatrixFlowSystem
+from .symmetry import SymmetryReduction as SymmetryReduction
+from .symmetry import reduce_by_symmetry as reduce_by_symmetry
+from .symmetry_search import find_symmetries as find_symmetries
 from .system import FlowSystem as FlowSystem
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()

@@ -16,8 +16,8 @@ For a model predicting y_hat = x_q^T G h, with Lambda the covariance of the inpu
 2. `linear_attention-separate` (ZSLS eq 21): one rank-one head on eigen-direction i, value v, key k and query
    q along r_i, so G = v q k^T contributes g = v k q to G_ii and the loss of that direction is
    L_i = (1/2)(lambda^2 gamma g^2 - 2 lambda^2 g + lambda), gamma = (1 + 1/N) lambda + trace/N. Its gradient
-   flow in (v, k, q) is projected on the balanced ansatz v = k = q = s (invariant: the residual is zero),
-   giving ds/dt = lambda^2 s^2 - lambda^3 (1 + (1 + trace/lambda)/N) s^5, which is ZSLS eq 21 with tau = 1.
+   flow in (v, k, q) is reduced by its symmetries (the permutations of (v, k, q), found by `find_symmetries`)
+   to their fixed subspace v = k = q = s, giving ds/dt = lambda^2 s^2 - lambda^3 (1 + (1 + trace/lambda)/N) s^5, which is ZSLS eq 21 with tau = 1.
 
 `write()` emits both into `flows/_generated/` and `diff()` compares the committed modules with a fresh emission.
 """
@@ -30,7 +30,9 @@ import sympy as sp
 
 from . import codegen
 from .base import Derivation
-from .gradient_flow import ParameterGroup, gradient_flow, project
+from .gradient_flow import ParameterGroup, gradient_flow
+from .symmetry import reduce_by_symmetry
+from .symmetry_search import find_symmetries
 from .system import FlowSystem
 
 __all__ = [
@@ -128,27 +130,32 @@ class SeparateDerivation(Derivation):
             params=(lam, N, trace),
             description="One rank-one head on one eigen-direction: value v, key k, query q (ZSLS eqs 12-14).",
         )
-        self.ansatz = {v: s, k: s, q: s}
-        self.projection = project(
+        # no ansatz: the loss depends on v k q only, so permuting (v, k, q) is a symmetry; its fixed subspace
+        # v = k = q is invariant and the flow restricted to it is the balanced one
+        self.symmetries = find_symmetries(self.head_flow)
+        self.reduction = reduce_by_symmetry(
             self.head_flow,
-            self.ansatz,
-            (s,),
+            self.symmetries,
+            coords=(s,),
             name=self.name,
-            params=(lam, N, trace),
             description=(
                 "Linear attention with separate rank-one key and query (Zhang, Singh, Latham, Saxe 2025, eq 21):\n"
-                "one head on one eigen-direction of Lambda (eigenvalue lam, trace = tr Lambda), balanced ansatz\n"
-                "v = k = q = s; ds/dt = lam^2 s^2 - lam^3 (1 + (1 + trace/lam)/N) s^5 (tau = 1, ZFB's clock)."
+                "one head on one eigen-direction of Lambda (eigenvalue lam, trace = tr Lambda), reduced by the\n"
+                "permutations of (v, k, q) (found, not assumed) to v = k = q = s;\n"
+                "ds/dt = lam^2 s^2 - lam^3 (1 + (1 + trace/lam)/N) s^5 (tau = 1, ZFB's clock)."
             ),
         )
-        self.system: FlowSystem = self.projection.system
+        self.projection = self.reduction.projection
+        self.ansatz = self.projection.ansatz
+        self.system: FlowSystem = self.reduction.system
 
     def _steps(self) -> list:
         return [
             ("loss of one direction, G_ii = v k q", [sp.Eq(sp.Symbol("L_i"), self.loss)]),
             ("gradient flow of the head", self.head_flow.equations()),
-            ("balanced ansatz", [sp.Eq(key, val) for key, val in self.ansatz.items()]),
-            ("invariance residual (zero: the ansatz is invariant)", [sp.Matrix(self.projection.residual)]),
+            ("symmetries of the flow (find_symmetries: permutations of (v, k, q))", list(self.symmetries)),
+            ("fixed subspace of the symmetries", [sp.Eq(key, val) for key, val in self.ansatz.items()]),
+            ("invariance residual (zero: the subspace is invariant)", [sp.Matrix(self.projection.residual)]),
         ]
 
 

@@ -3,8 +3,9 @@
 Derivation: derivations.linear_attention:SeparateDerivation
 System: linear_attention-separate
 Linear attention with separate rank-one key and query (Zhang, Singh, Latham, Saxe 2025, eq 21):
-one head on one eigen-direction of Lambda (eigenvalue lam, trace = tr Lambda), balanced ansatz
-v = k = q = s; ds/dt = lam^2 s^2 - lam^3 (1 + (1 + trace/lam)/N) s^5 (tau = 1, ZFB's clock).
+one head on one eigen-direction of Lambda (eigenvalue lam, trace = tr Lambda), reduced by the
+permutations of (v, k, q) (found, not assumed) to v = k = q = s;
+ds/dt = lam^2 s^2 - lam^3 (1 + (1 + trace/lam)/N) s^5 (tau = 1, ZFB's clock).
 Equations:
     ds/dt = lam**2*s**2*(N - s**3*(lam*(N + 1) + trace))/N
 
