@@ -90,7 +90,8 @@ def matrix_module_body(system, local: dict, printer, cse_symbols, reduced_names)
     exprs = [sp.sympify(e).xreplace(rename) for e in system.rhs]
     # the shapes of the renamed matrix symbols refer to the sizes by their local names
     exprs = [e.xreplace({k: v for k, v in rename.items() if not isinstance(k, sp.MatrixSymbol)}) for e in exprs]
-    replacements, reduced = sp.cse(exprs, symbols=cse_symbols, optimizations="basic", order="canonical")
+    # no "basic" optimisations: their rewriting of negative factors turns a scaled matrix into a scalar Mul
+    replacements, reduced = sp.cse(exprs, symbols=cse_symbols, optimizations=None, order="canonical")
     assigned = [(sym, printer.doprint(expr)) for sym, expr in replacements]
     outs = [printer.doprint(e) for e in reduced]
     state_names = ", ".join(s.name for s in system.state)

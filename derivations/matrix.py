@@ -165,6 +165,13 @@ def matrix_diff(expr: sp.Expr, x: sp.Symbol) -> sp.Expr:
     return canonical_traces(total)
 
 
+def _scaled(c, M) -> sp.MatrixExpr:
+    """c M as a matrix product (an expression with traces times a matrix could otherwise become a scalar Mul)."""
+    if c == 1:
+        return M
+    return sp.MatMul(c, *(M.args if isinstance(M, sp.MatMul) else (M,)))
+
+
 def _collect(terms, shape) -> sp.MatrixExpr:
     """sum_terms c F_1 ... F_k with equal products combined and their coefficients simplified."""
     acc: dict = {}
@@ -174,7 +181,7 @@ def _collect(terms, shape) -> sp.MatrixExpr:
         (sp.factor_terms(sp.cancel(canonical_traces(c))), fs)
         for fs, c in sorted(acc.items(), key=lambda kv: [sp.sstr(f) for f in kv[0]])
     ]
-    mats = [c * _product(fs, shape[0]) for c, fs in out if c != 0]
+    mats = [_scaled(c, _product(fs, shape[0])) for c, fs in out if c != 0]
     if not mats:
         return sp.ZeroMatrix(*shape)
     return mats[0] if len(mats) == 1 else sp.MatAdd(*mats)

@@ -8,7 +8,7 @@ kept zero: value entry u = w_22, key-query block U = W_11 (d x d, any d), covari
 2 tr(Lambda G Lambda) + tr Lambda), Gamma = (1 + 1/N) Lambda + tr(Lambda)/N I (eqs 3.7-3.9).
 Equations:
     du/dt = -u*(1 + 1/N)*Trace(Lambda*Lambda*U*Lambda*U.T) + Trace(Lambda*Lambda*U.T) - u*Trace(Lambda*U*Lambda*U.T)*Trace(Lambda)/N
-    dU/dt = u*Lambda**2 + (-u**2*(N + 1)/N)*Lambda**2*U*Lambda + (-u**2*Trace(Lambda)/N)*Lambda*U*Lambda
+    dU/dt = u*Lambda*Lambda + (-u**2*(N + 1)/N)*Lambda*Lambda*U*Lambda + (-u**2*Trace(Lambda)/N)*Lambda*U*Lambda
 
 Re-generate with `python -m derivations --write`; a test fails when this file is out of date.
 """
@@ -34,12 +34,11 @@ def vector_field(t, y, args):
     N = args['N']
     _x0 = (U).T
     _x1 = N**(-1.0)
-    _x2 = _x1*u
-    _x3 = _x2*jnp.trace(Lambda)
-    _x4 = Lambda @ Lambda
+    _x2 = jnp.trace(Lambda)
+    _x3 = _x1*u**2
     return {
-        'u': jnp.asarray(-_x3*jnp.trace(Lambda @ U @ Lambda @ _x0) - u*(_x1 + 1)*jnp.trace(Lambda @ Lambda @ U @ Lambda @ _x0) + jnp.trace(Lambda @ Lambda @ _x0)),
-        'U': (u) * (((_x4) + ((-_x2*(N + 1)) * (_x4 @ U @ Lambda)) + ((-_x3) * (Lambda @ U @ Lambda)))),
+        'u': jnp.asarray(-_x1*_x2*u*jnp.trace(Lambda @ U @ Lambda @ _x0) - u*(_x1 + 1)*jnp.trace(Lambda @ Lambda @ U @ Lambda @ _x0) + jnp.trace(Lambda @ Lambda @ _x0)),
+        'U': ((u) * (Lambda @ Lambda)) + ((-_x2*_x3) * (Lambda @ U @ Lambda)) + ((-_x3*(N + 1)) * (Lambda @ Lambda @ U @ Lambda)),
     }
 
 
