@@ -2,10 +2,11 @@
 
 The engine (`gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`; at symbolic sizes
 `MatrixFlowSystem` and `derivations.matrix`), reductions by symmetry (`reduce_by_symmetry`,
-`find_symmetries`, `SymmetryReduction`), `codegen` (JAX emission), `verify` (checks against `jax.grad`), `readable` (printing), `Derivation` (the contract of a
-registered derivation), the registry behind ``python -m flows derive NAME`` (`available`, `derive`,
-`register`, `unregister`) and `write_all` / `check_generated` for the modules in `flows/_generated/`
-(derivations with `module = None` are printed and checked only)."""
+`find_symmetries`, `SymmetryReduction`), `codegen` (JAX emission), `verify` (checks against `jax.grad`),
+`readable` (printing), `Derivation` (the contract of a registered derivation), the registry behind
+``python -m flows derive NAME`` (`available`, `derive`, `register`, `unregister`) and `write_all` /
+`check_generated` for the modules in `flows/_generated/` (derivations with `module = None` are printed and
+checked only)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
 from .linear_attention import SeparateDerivation, ZFBDerivation
+from .matrix import MatrixFlowSystem as MatrixFlowSystem
 from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
-from .matrix import MatrixFlowSystem as MatrixFlowSystem
 from .symmetry import SymmetryReduction as SymmetryReduction
 from .symmetry import reduce_by_symmetry as reduce_by_symmetry
 from .symmetry_search import find_symmetries as find_symmetries

@@ -4,8 +4,10 @@ anywhere, load it, or compile it in memory.
 The state is one array whose last axis holds the coordinates (`y[..., i]`); each parameter is read from
 `args[name]`, and `args` must have exactly the keys in `PARAMS` (else a `ValueError` at trace time). The
 module imports `jax.numpy`, the few other modules its functions need, and the shared runtime of the generated
-modules (`flows._generated._runtime`: the `args` check, `pack_state`, `unpack_state`). A symbol whose name is not a safe, unique Python
-identifier gets a renamed local (`local_names`); `STATE`, `PARAMS` and the `args` keys keep the names."""
+modules (`flows._generated._runtime`: the `args` check, `pack_state`, `unpack_state`). A symbol whose name is
+not a safe, unique Python identifier gets a renamed local (`local_names`); `STATE`, `PARAMS` and the `args` keys
+keep the names. A `MatrixFlowSystem` (sizes as symbols) is emitted with matmul code on a state by name
+(`derivations._emit_matrix`)."""
 
 from __future__ import annotations
 
@@ -130,7 +132,7 @@ def _reserved(name: str) -> bool:
     return name in _RESERVED or _CSE_NAME.fullmatch(name) is not None
 
 
-def local_names(system: FlowSystem) -> dict:
+def local_names(system: FlowSystem | MatrixFlowSystem) -> dict:
     """{symbol: the local variable name the emitted code uses for it}, state first, then params.
 
     A symbol keeps its own name when that is a safe, unique identifier; otherwise it is sanitised (`eta.1` ->
@@ -196,7 +198,7 @@ def _check_module(module) -> str:
     return module
 
 
-def emit(system: FlowSystem, *, module: str | None = None, source: str = "") -> str:
+def emit(system: FlowSystem | MatrixFlowSystem, *, module: str | None = None, source: str = "") -> str:
     """The source text of the generated module for `system` (deterministic), as written into the package.
 
     `source` says where the derivation lives (it goes into the header); `module`, when given, is only
@@ -240,7 +242,11 @@ def _emit(system, *, module, source, footer) -> str:
     desc = "\n".join(line.rstrip() for line in system.description.strip().splitlines())
     fields = dict(source=source or "(not given)", name=system.name, description=desc, equations=eq_lines, footer=footer)
     imports = [*sorted(printer.imports, key=lambda line: ("jax" in line, line)), "import jax.numpy as jnp"]
-    body = [_HEADER.format(**{k: _doc_text(v) for k, v in fields.items()}), "\n".join(imports) + "\n", RUNTIME_IMPORT + "\n"]
+    body = [
+        _HEADER.format(**{k: _doc_text(v) for k, v in fields.items()}),
+        "\n".join(imports) + "\n",
+        RUNTIME_IMPORT + "\n",
+    ]
     text = "\n".join(body + lines) + "\n" + (MATRIX_HELPERS if matrix else _HELPERS)
     try:
         ast.parse(text)
@@ -303,7 +309,11 @@ def _footer(out_dir) -> str:
 
 
 def write(
-    system: FlowSystem, *, out_dir: PathLike | None = None, module: str | None = None, source: str = ""
+    system: FlowSystem | MatrixFlowSystem,
+    *,
+    out_dir: PathLike | None = None,
+    module: str | None = None,
+    source: str = "",
 ) -> pathlib.Path:
     """Write the emitted module to `<out_dir>/<module>.py` (atomically, creating `out_dir`) and return its path.
 
@@ -359,7 +369,7 @@ def load(path: PathLike) -> types.ModuleType:
 _COMPILED_COUNT = itertools.count()
 
 
-def compile_system(system: FlowSystem, *, source: str = "") -> types.ModuleType:
+def compile_system(system: FlowSystem | MatrixFlowSystem, *, source: str = "") -> types.ModuleType:
     """The module `write` + `load` would give, built in memory from `emit(system)` (no file is written).
 
     The emitted text is kept as `mod.SOURCE` and in `linecache`, so tracebacks show the generated lines.
@@ -377,7 +387,9 @@ def compile_system(system: FlowSystem, *, source: str = "") -> types.ModuleType:
     return _check_flow_module(mod, f"the module compiled from {system.name!r}")
 
 
-def diff(system: FlowSystem, *, module: str, source: str = "", out_dir: PathLike | None = None) -> str:
+def diff(
+    system: FlowSystem | MatrixFlowSystem, *, module: str, source: str = "", out_dir: PathLike | None = None
+) -> str:
     """Unified diff between the file `<out_dir>/<module>.py` and a fresh emission ('' when identical)."""
     path = generated_path(module, out_dir)
     fresh = _emit(system, module=module, source=source, footer=_footer(out_dir))

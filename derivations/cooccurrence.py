@@ -99,7 +99,9 @@ class GramDerivation(Derivation):
             s["M_Q"]: W_Q.T * W_Q,
             s["A"]: W_K.T * W_Q,
         }
-        self.linearised_loss = -sp.Trace(s["z"].T * self.grams[s["G"]]) - sp.Trace(s["B"].T * self.grams[s["A"]]) / s["sqrt_m"]
+        self.linearised_loss = (
+            -sp.Trace(s["z"].T * self.grams[s["G"]]) - sp.Trace(s["B"].T * self.grams[s["A"]]) / s["sqrt_m"]
+        )
         groups = [ParameterGroup(p.name, (p,), 1) for p in (W, W_V, W_K, W_Q)]
         self.parameter_flow = gradient_flow(self.linearised_loss, groups, name="cooccurrence-parameters")
         self.system: MatrixFlowSystem = matrix_push_forward(

@@ -4,7 +4,8 @@ Papers: (ZFB) Zhang, Frei, Bartlett, JMLR 2024, arXiv:2306.09927; (ZSLS) Zhang, 
 arXiv:2501.16265. Convention: ZFB's loss L = (1/2) E[(y_hat - y_q)^2] and flow d theta/dt = -grad L (eqs 3.7-3.9);
 ZSLS's flow tau dW/dt = -(1/2) dL_ZSLS/dW (eq 5) with L_ZSLS = 2 L runs on the same clock t/tau.
 
-For a model predicting y_hat = x_q^T G h, with Lambda the covariance of the inputs, the exact population loss is (docs/systems/linear_attention.md)
+For a model predicting y_hat = x_q^T G h, with Lambda the covariance of the inputs, the exact population loss
+is (docs/systems/linear_attention.md)
 
     2 L = tr(G^T Lambda G Gamma Lambda) - 2 tr(Lambda G Lambda) + tr(Lambda),
     Gamma = (1 + 1/N) Lambda + tr(Lambda)/N I.
@@ -17,7 +18,8 @@ For a model predicting y_hat = x_q^T G h, with Lambda the covariance of the inpu
    q along r_i, so G = v q k^T contributes g = v k q to G_ii and the loss of that direction is
    L_i = (1/2)(lambda^2 gamma g^2 - 2 lambda^2 g + lambda), gamma = (1 + 1/N) lambda + trace/N. Its gradient
    flow in (v, k, q) is reduced by its symmetries (the permutations of (v, k, q), found by `find_symmetries`)
-   to their fixed subspace v = k = q = s, giving ds/dt = lambda^2 s^2 - lambda^3 (1 + (1 + trace/lambda)/N) s^5, which is ZSLS eq 21 with tau = 1.
+   to their fixed subspace v = k = q = s, giving ds/dt = lambda^2 s^2 - lambda^3 (1 + (1 + trace/lambda)/N) s^5,
+   which is ZSLS eq 21 with tau = 1.
 
 `write()` emits both into `flows/_generated/` and `diff()` compares the committed modules with a fresh emission.
 """
@@ -35,14 +37,8 @@ from .symmetry import reduce_by_symmetry
 from .symmetry_search import find_symmetries
 from .system import FlowSystem
 
-__all__ = [
-    "SeparateDerivation",
-    "ZFBDerivation",
-    "diff",
-    "population_loss_of_G",
-    "separate_direction_loss",
-    "write",
-]
+__all__ = ["SeparateDerivation", "ZFBDerivation", "diff", "population_loss_of_G", "separate_direction_loss", "write"]
+
 
 def population_loss_of_G(G, Lam, N: sp.Symbol) -> sp.Expr:
     """L(G) = (1/2)(tr(G^T Lambda G Gamma Lambda) - 2 tr(Lambda G Lambda) + tr Lambda), Gamma = (1 + 1/N) Lambda +
@@ -130,6 +126,7 @@ class SeparateDerivation(Derivation):
             params=(lam, N, trace),
             description="One rank-one head on one eigen-direction: value v, key k, query q (ZSLS eqs 12-14).",
         )
+        assert isinstance(self.head_flow, FlowSystem)  # a loss of scalars
         # no ansatz: the loss depends on v k q only, so permuting (v, k, q) is a symmetry; its fixed subspace
         # v = k = q is invariant and the flow restricted to it is the balanced one
         self.symmetries = find_symmetries(self.head_flow)

@@ -385,7 +385,11 @@ def evaluate(expr, values: Mapping):
         return sp.Matrix(values[expr]) if expr in values else expr
     if isinstance(expr, sp.Identity | sp.ZeroMatrix):
         rows = int(sp.sympify(expr.rows).xreplace(dict(values)))
-        return sp.eye(rows) if isinstance(expr, sp.Identity) else sp.zeros(rows, int(sp.sympify(expr.cols).xreplace(dict(values))))
+        return (
+            sp.eye(rows)
+            if isinstance(expr, sp.Identity)
+            else sp.zeros(rows, int(sp.sympify(expr.cols).xreplace(dict(values))))
+        )
     if isinstance(expr, sp.Transpose):
         return evaluate(expr.arg, values).T
     if isinstance(expr, sp.MatAdd):
@@ -446,8 +450,12 @@ def matrix_gradient_flow(
             if isinstance(sym, sp.MatrixSymbol):
                 if sym not in _free_matrix_symbols(loss):
                     raise ValueError(f"groups: {sym} of group {g.name!r} does not appear in the loss")
-                rhs.append(_collect([(-g.learning_rate * c, fs) for c, fs in matrix_terms(
-                    matrix_gradient(loss, sym, symmetric))], sym.shape))
+                rhs.append(
+                    _collect(
+                        [(-g.learning_rate * c, fs) for c, fs in matrix_terms(matrix_gradient(loss, sym, symmetric))],
+                        sym.shape,
+                    )
+                )
             else:
                 if sym not in loss.free_symbols:
                     raise ValueError(f"groups: {sym} of group {g.name!r} does not appear in the loss")
@@ -508,14 +516,14 @@ def matrix_push_forward(
     parameter (the push-forward does not close on the observables).
     """
     table = dict(rules)
-    for O, value in observables.items():
+    for obs, value in observables.items():
         (c, fs), *more = matrix_terms(value)
         if more or c != 1:
-            raise ValueError(f"observables[{O}] must be a single product of parameters, got {value}")
-        table[fs] = O
+            raise ValueError(f"observables[{obs}] must be a single product of parameters, got {value}")
+        table[fs] = obs
     velocity = {X: matrix_terms(v) for X, v in flow.items()}
     state, rhs = [], []
-    for O, value in observables.items():
+    for obs, value in observables.items():
         terms = []
         for c, fs in matrix_terms(value):
             for i, f in enumerate(fs):
@@ -527,12 +535,12 @@ def matrix_push_forward(
         left = {f.arg if isinstance(f, sp.Transpose) else f for _, fs in terms for f in fs} & set(flow)
         if left:
             raise ValueError(
-                f"the push-forward of {O} does not close on the observables: it still holds {sorted(map(str, left))}"
+                f"the push-forward of {obs} does not close on the observables: it still holds {sorted(map(str, left))}"
             )
-        if isinstance(O, sp.MatrixSymbol):
-            rhs.append(_collect(terms, O.shape))
+        if isinstance(obs, sp.MatrixSymbol):
+            rhs.append(_collect(terms, obs.shape))
         else:
             size = value.shape[0]
             rhs.append(sp.factor_terms(sp.Add(*(c * _trace_of(fs, size) for c, fs in terms))))
-        state.append(O)
+        state.append(obs)
     return _system(name, state, rhs, params, description, None)

@@ -44,6 +44,7 @@ def decoder_logit_flow() -> tuple[FlowSystem, sp.Expr]:
         description="Decoder logits of one class, attention frozen: w_dot = eta_Y (e_n - alpha_n) "
         "(Tian et al. 2023, Lemma 3), in token classes (target, M-1 others).",
     )
+    assert isinstance(system, FlowSystem)  # a loss of scalars
     return system, loss
 
 
@@ -83,7 +84,9 @@ class DecoderDerivation(Derivation):
 
 def decoder_h_flow() -> FlowSystem:
     """The derived scalar flow dh/dt = eta_Y / ((M - 1) + e^{M h}) (Lemma 6, eq. 45)."""
-    return DecoderDerivation().system
+    system = DecoderDerivation().system
+    assert isinstance(system, FlowSystem)
+    return system
 
 
 def explicit_decoder_h_flow(M: int) -> sp.Expr:
@@ -98,6 +101,7 @@ def explicit_decoder_h_flow(M: int) -> sp.Expr:
     w = sp.symbols(f"w0:{M}", real=True)
     loss = -w[0] + sp.log(sum(sp.exp(wi) for wi in w))
     system = gradient_flow(loss, [ParameterGroup("w", w, eta_Y)], name=f"explicit-{M}", simplify=False)
+    assert isinstance(system, FlowSystem)  # a loss of scalars
     ansatz = {w[0]: (M - 1) * h, **{wi: -h for wi in w[1:]}}
     proj = project(system, ansatz, (h,), name=f"explicit-h-{M}")
     return proj.system.rhs[0]

@@ -287,6 +287,4 @@ def reduce_by_symmetry(
     loss = None if system.loss is None else system.loss.xreplace(ansatz)
     reduced = dataclasses.replace(projection.system, metric=metric, loss=loss)
     logger.debug("reduced %s from %d to %d coordinates", system.name, n, B.cols)
-    return SymmetryReduction(
-        system=reduced, full=system, generators=tuple(gens), basis=B, projection=projection
-    )
+    return SymmetryReduction(system=reduced, full=system, generators=tuple(gens), basis=B, projection=projection)

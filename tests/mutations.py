@@ -373,7 +373,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "co-derived-a2",
         "derivations/cooccurrence.py",
         '{(a.T, a): s["m1"]},',
-        '{(a.T, a): 1},',
+        "{(a.T, a): 1},",
         ("tests/derivations/test_generated.py",),
         "Gram derivation: a^T a = 1 instead of m1 (the generated Gram flow goes stale)",
     ),

@@ -106,7 +106,9 @@ def _separate_args(config: Config) -> dict:
     return {"lam": lam, "N": float(config.N), "trace": float(lam.sum())}
 
 
-def initial_reduced_state(config: Config, reduced: str, y0: float | ArrayLike | None = None) -> jax.Array:
+def initial_reduced_state(
+    config: Config, reduced: str, y0: float | ArrayLike | None = None
+) -> jax.Array | dict[str, jax.Array]:
     """The state of the reduced flow at t = 0.
 
     - `"zfb"`: `{"u": w_22, "U": W_11}` of `model.init_params(config)` (`form="single"`, `init="paper"`:

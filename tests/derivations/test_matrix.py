@@ -120,7 +120,30 @@ def test_refusals_name_what_is_wrong():
         gradient_flow(sp.Trace(P), [ParameterGroup("p", (X,), 1)], name="absent")
     W = sp.MatrixSymbol("W", n, n)
     G = sp.MatrixSymbol("G", n, n)
-    with pytest.raises(ValueError, match=r"push-forward of G does not close on the observables: it still holds \['W'\]"):
+    with pytest.raises(
+        ValueError, match=r"push-forward of G does not close on the observables: it still holds \['W'\]"
+    ):
         matrix_push_forward({W: P * W}, {G: W.T * W}, {}, name="open")  # W^T (P + P^T) W is no product of Grams
     with pytest.raises(ValueError, match="sizes: missing"):
         gradient_flow(_sym_losses()["quadratic"], [ParameterGroup("p", (X, c), eta)], name="q").instantiate({"n": 2})
+
+
+def test_pack_and_unpack_a_state_by_name_and_solve_it():
+    """The generated helpers of a matrix system: pack_state checks names, shapes and sizes; flows.solve takes
+    the dict state; unpack_state of the trajectory gives the saved arrays by name."""
+    import flows
+
+    gen = linear_attention_zfb
+    y0 = gen.pack_state({"u": 0.2, "U": 0.2 * np.eye(3)})
+    assert y0["U"].dtype == jnp.result_type(float) and y0["u"].shape == ()
+    with pytest.raises(ValueError, match=r"values of 'linear_attention-zfb': unknown key 'V'; missing 'U'"):
+        gen.pack_state({"u": 0.2, "V": np.eye(3)})
+    with pytest.raises(ValueError, match=r"values\['U'\] of 'linear_attention-zfb' must have shape \('d', 'd'\)"):
+        gen.pack_state({"u": 0.2, "U": np.ones(3)})
+    args = {"Lambda": jnp.diag(jnp.asarray([1.0, 0.5, 0.25])), "N": jnp.asarray(10.0)}
+    traj = flows.solve(gen.vector_field, y0, t1=5.0, ts=np.array([0.0, 5.0]), args=args, save_states=True)
+    assert traj.status == "ok"
+    out = gen.unpack_state(traj)
+    assert set(out) == {"u", "U"} and out["U"].shape == (2, 3, 3)
+    with pytest.raises(ValueError, match="ys must be a dict of states by name"):
+        gen.unpack_state(np.zeros(4))

@@ -4,6 +4,8 @@ from the full single head, the separate heads' scalar ODE), the metric and maps 
 refusals (a generator that is no symmetry is named)."""
 
 import math
+import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +22,7 @@ from flows._generated import linear_attention_zfb as gen_zfb
 from flows.linear_attention import model
 
 TOL = 1e-12
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _neurons(n=3):
@@ -146,7 +149,9 @@ def test_bad_coords_candidates_and_systems_are_refused():
     with pytest.raises(ValueError, match="sign-flips.*polynomial in the state"):
         find_symmetries(soft, "sign-flips")
     # a sequence of candidates: the symmetries among them are returned
-    assert find_symmetries(system, [Permutation([1, 0, 3, 2]), Permutation([1, 0, 2, 3])]) == [Permutation([1, 0, 3, 2])]
+    assert find_symmetries(system, [Permutation([1, 0, 3, 2]), Permutation([1, 0, 2, 3])]) == [
+        Permutation([1, 0, 3, 2])
+    ]
 
 
 # --------------------------------------------------------------------------- the papers' reductions
@@ -221,11 +226,11 @@ def _single_head_loss(d):
     total = sp.Integer(0)
     for w, weight in points:
         C, beta = A + w * b.T, u + v * w
-        Bl = [C[:, l] * beta.T for l in range(d)]
+        Bl = [C[:, i] * beta.T for i in range(d)]
         LB = [L * B for B in Bl]
-        rho = sp.Matrix([LB[l].trace() for l in range(d)]) - w + c / N
+        rho = sp.Matrix([LB[i].trace() for i in range(d)]) - w + c / N
         wishart = sum(
-            L[l, m] * ((LB[l] * LB[m]).trace() + (Bl[l].T * LB[m] * L).trace()) for l in range(d) for m in range(d)
+            L[i, j] * ((LB[i] * LB[j]).trace() + (Bl[i].T * LB[j] * L).trace()) for i in range(d) for j in range(d)
         )
         total += weight * ((rho.T * L * rho)[0, 0] + wishart / N)
     SL, Lu = S * L, L * u
@@ -282,10 +287,38 @@ def test_zfb_reduction_is_the_fixed_subspace_of_the_label_flip():
         ll, NN = rng.uniform(0.2, 2.0, size=d), float(rng.integers(2, 30))
         params = [{"lambda1": ll[0], "lambda2": ll[1], "N": NN}[p.name] for p in red.system.params]
         got = np.asarray(rates([vv, *AA.ravel()], params))
-        zfb = zfb_field(0.0, {"u": jnp.asarray(vv), "U": jnp.asarray(AA)}, {"Lambda": jnp.diag(ll), "N": jnp.asarray(NN)})
+        zfb = zfb_field(
+            0.0, {"u": jnp.asarray(vv), "U": jnp.asarray(AA)}, {"Lambda": jnp.diag(ll), "N": jnp.asarray(NN)}
+        )
         want = np.concatenate([[float(zfb["u"])], np.asarray(zfb["U"]).ravel()])
         np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL * np.abs(want).max())
 
 
 def test_the_package_exports_the_reduction_api():
     assert derivations.reduce_by_symmetry is reduce_by_symmetry and derivations.find_symmetries is find_symmetries
+
+
+def _blocks(path, heading):
+    text = (ROOT / path).read_text(encoding="utf-8")
+    section = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+def test_the_docs_worked_example_and_the_tutorial_one_liner_run_as_printed():
+    """The worked example of docs/derivations.md and the tutorial's one-line reduction run, and give what
+    their comments print."""
+    (example,) = _blocks("docs/derivations.md", "Reductions by symmetry")
+    ns: dict = {}
+    exec(example, ns)  # noqa: S102 - the documentation's own example
+    assert ns["reduced"].system.metric == (3, 3) and len(ns["symmetries"]) == 3
+    assert sp.sstr(ns["reduced"].system.rhs[0]) == "eta_a*(-a1*mu - 3*a1*w1**2 + w1)"
+    (one_liner,) = _blocks("docs/tutorials/bring_your_own_theory.md", "Reduce by symmetry in one line")
+    ns = {}
+    exec(one_liner, ns)  # noqa: S102
+    assert ns["reduced"].system.to_text() == "da/dt = a*eta*(-a**2 - lambda + 1)"
+    y = ns["gen"].vector_field(0.0, jnp.asarray([0.5]), {"eta": 1.0, "lambda": 0.1})
+    np.testing.assert_allclose(np.asarray(y), [0.5 * (1 - 0.25 - 0.1)], rtol=TOL)
+    (matrix_example,) = _blocks("docs/derivations.md", "Derivations at symbolic sizes")
+    ns = {}
+    exec(matrix_example, ns)  # noqa: S102
+    assert ns["system"].rhs == derivations.derive("linear_attention-zfb").system.rhs

@@ -76,7 +76,9 @@ def test_a_parameter_named_like_the_shared_runtime_is_renamed():
     system = derivations.FlowSystem(name="shadow", state=(x,), rhs=(-k * x,), params=(k,), metric=(1,))
     assert codegen.local_names(system)[k] != "_runtime"
     gen = codegen.compile_system(system)
-    np.testing.assert_allclose(np.asarray(gen.vector_field(0.0, jnp.asarray([2.0]), {"_runtime": 3.0})), [-6.0], rtol=TOL)
+    np.testing.assert_allclose(
+        np.asarray(gen.vector_field(0.0, jnp.asarray([2.0]), {"_runtime": 3.0})), [-6.0], rtol=TOL
+    )
 
 
 # --------------------------------------------------------------------------- pack / unpack
