@@ -40,7 +40,7 @@ from .system import FlowSystem
 __all__ = ["SeparateDerivation", "ZFBDerivation", "diff", "population_loss_of_G", "separate_direction_loss", "write"]
 
 
-def population_loss_of_G(G, Lam, N: sp.Symbol) -> sp.Expr:
+def population_loss_of_G(G: sp.MatrixExpr | sp.MatrixBase, Lam: sp.MatrixExpr | sp.MatrixBase, N: sp.Symbol) -> sp.Expr:
     """L(G) = (1/2)(tr(G^T Lambda G Gamma Lambda) - 2 tr(Lambda G Lambda) + tr Lambda), Gamma = (1 + 1/N) Lambda +
     tr(Lambda)/N I: `G`, `Lam` d x d matrix symbols (a loss at symbolic size) or explicit sympy matrices."""
     explicit = isinstance(Lam, sp.MatrixBase)

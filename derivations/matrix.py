@@ -216,7 +216,7 @@ def matrix_gradient(expr: sp.Expr, X: sp.MatrixSymbol, symmetric: Sequence = ())
     return _collect(terms, X.shape)
 
 
-def rewrite_products(M, rules: Mapping) -> list[Term]:
+def rewrite_products(M: sp.MatrixExpr | list, rules: Mapping) -> list[Term]:
     """The terms of `M` (or terms given) with every run of factors equal to a key of `rules` (a tuple of
     factors) replaced by its value: a matrix symbol (also matched transposed: the reversed, transposed run
     gives its transpose) or a scalar (a 1 x 1 product, e.g. a^T a = m1, a coefficient then)."""
@@ -377,7 +377,7 @@ def _shape(s) -> tuple:
     return dims[:1] if dims[1:] == (1,) else dims
 
 
-def evaluate(expr, values: Mapping):
+def evaluate(expr: sp.Basic, values: Mapping) -> sp.Basic:
     """`expr` (a matrix or scalar expression) computed with ordinary sympy matrix arithmetic after replacing
     the symbols of `values` (matrix symbols by explicit matrices, sizes and scalars by values): what a
     derivation at one size writes out entry by entry."""

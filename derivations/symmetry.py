@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -34,7 +35,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def describe(generator) -> str:
+def describe(generator: Any) -> str:
     """A short name of a generator for messages: the cycles of a permutation, the diagonal of a sign flip."""
     if isinstance(generator, Permutation):
         return f"Permutation{generator.cyclic_form}" if generator.cyclic_form else "the identity permutation"
@@ -44,7 +45,7 @@ def describe(generator) -> str:
     return f"the matrix {M.tolist()}"
 
 
-def as_matrix(generator, n: int, field: str) -> sp.Matrix:
+def as_matrix(generator: Any, n: int, field: str) -> sp.Matrix:
     """The n x n matrix g of a generator, acting on the state x by x -> g x: a `Permutation` p moves the
     entry at i to p(i) (g[p(i), i] = 1); a matrix must be exact (integers, rationals, sympy numbers such as
     sqrt(3)/2) and invertible."""
@@ -79,7 +80,7 @@ def as_matrix(generator, n: int, field: str) -> sp.Matrix:
 SIMPLIFY_OPS = 400
 
 
-def is_zero(expr, state: Sequence = ()) -> bool:
+def is_zero(expr: Any, state: Sequence = ()) -> bool:
     """`expr == 0` proved symbolically: structurally (what permutations of a flow built symmetrically give),
     after expansion for an expression polynomial in `state`, or by `sympy.simplify` for a small one; False
     when none of these proves it (the caller decides: numerically, it was already found zero)."""
@@ -109,7 +110,7 @@ class NumericCheck:
             if len(self.points) == points:
                 break
 
-    def rates(self, x, p) -> np.ndarray:
+    def rates(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             return np.broadcast_to(np.asarray(self.rhs(x, p), dtype=float), (len(x),))
 
@@ -205,11 +206,11 @@ class SymmetryReduction:
     def _lift_matrix(self) -> np.ndarray:
         return np.asarray(self.basis.evalf(17).tolist(), dtype=float)
 
-    def to_full(self, h):
+    def to_full(self, h: Any) -> Any:
         """The full state x = B h of reduced states `h` (last axis: the reduced coordinates)."""
         return h @ self._lift_matrix().T
 
-    def from_full(self, x):
+    def from_full(self, x: Any) -> Any:
         """h = (B^T G B)^{-1} B^T G x: the reduced coordinates of full states `x` (last axis: the state), the
         metric projection (exact on the fixed subspace)."""
         G = sp.diag(*self.full.metric)
