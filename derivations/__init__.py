@@ -22,7 +22,7 @@ from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
 from .linear_attention import SeparateDerivation, ZFBDerivation
-from .matrix import MatrixFlowSystem as MatrixFlowSystem
+from .matrix_system import MatrixFlowSystem as MatrixFlowSystem
 from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
 from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
 from .symmetry import SymmetryReduction as SymmetryReduction

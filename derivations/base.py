@@ -6,7 +6,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ._printing import readable
-from .matrix import MatrixFlowSystem
+from .matrix_system import MatrixFlowSystem
 from .system import FlowSystem
 
 __all__ = ["Derivation"]

@@ -28,7 +28,7 @@ import sympy as sp
 from sympy.printing.numpy import JaxPrinter
 
 from ._emit_matrix import MATRIX_HELPERS, matrix_module_body, print_matrix_methods
-from .matrix import MatrixFlowSystem
+from .matrix_system import MatrixFlowSystem
 from .system import FlowSystem
 
 __all__ = ["GENERATED_DIR", "compile_system", "diff", "emit", "generated_path", "load", "local_names", "write"]

@@ -19,7 +19,8 @@ import sympy as sp
 
 from .base import Derivation
 from .gradient_flow import ParameterGroup, gradient_flow
-from .matrix import MatrixFlowSystem, evaluate, matrix_push_forward
+from .matrix import matrix_push_forward
+from .matrix_system import MatrixFlowSystem, evaluate
 from .system import FlowSystem
 
 __all__ = [

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import sympy as sp
 
-from .matrix import MatrixFlowSystem, matrix_gradient_flow
+from .matrix import matrix_gradient_flow
+from .matrix_system import MatrixFlowSystem
 from .system import FlowSystem, check_same_symbols, check_symbols, ordered_params, simplified, sympy_value
 
 __all__ = ["ParameterGroup", "Projection", "gradient_flow", "naive_reduced_gradient", "project", "push_forward"]

@@ -3,14 +3,16 @@ against `jax.grad` at several sizes, the co-occurrence Gram push-forward against
 the parameters' gradient flow, one generated module whose graph does not grow with the size, the written-out
 instance, and the refusals."""
 
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import sympy as sp
 
-from derivations import ParameterGroup, codegen, gradient_flow
-from derivations.matrix import MatrixFlowSystem, matrix_push_forward, matrix_terms
+from derivations import MatrixFlowSystem, ParameterGroup, codegen, gradient_flow
+from derivations.matrix import matrix_push_forward, matrix_terms
 from flows._generated import cooccurrence_gram, linear_attention_zfb
 from flows.cooccurrence.observables import gram_state
 
@@ -48,13 +50,13 @@ def test_matrix_gradient_flow_is_minus_autodiff_at_several_sizes(name):
     system = gradient_flow(_sym_losses()[name], [ParameterGroup("p", (X, c), eta)], name=name)
     assert isinstance(system, MatrixFlowSystem) and system.sizes == (k, n)
     mod = codegen.compile_system(system)
-    field, loss = jax.jit(mod.vector_field), _jax_losses()[name]
+    field, grad = jax.jit(mod.vector_field), jax.jit(jax.grad(_jax_losses()[name], argnums=(0, 1)))
     rng = np.random.default_rng(1)
     for rows, cols in ((2, 3), (3, 2), (5, 4)):
         args = {"P": rng.normal(size=(rows, rows)), "Q": rng.normal(size=(cols, cols)), "x": rng.normal(size=rows)}
         args = {key: jnp.asarray(v) for key, v in args.items()} | {"eta": jnp.asarray(0.7)}
         y = {"X": jnp.asarray(rng.normal(size=(rows, cols)) * 0.5), "c": jnp.asarray(0.3)}
-        gX, gc = jax.grad(loss, argnums=(0, 1))(y["X"], y["c"], args["P"], args["Q"], args["x"])
+        gX, gc = grad(y["X"], y["c"], args["P"], args["Q"], args["x"])
         got = field(0.0, y, {key: args[key] for key in mod.PARAMS})
         scale = float(np.abs(gX).max())
         np.testing.assert_allclose(got["X"], -0.7 * np.asarray(gX), rtol=TOL, atol=TOL * scale)
@@ -77,9 +79,14 @@ def test_cooccurrence_gram_flow_is_the_push_forward_of_the_parameter_flow(d):
         grams = gram_state(theta, a)
         return -(z @ grams["G"]) - jnp.sum(B * grams["A"]) / sqrt_m
 
-    velocity = jax.tree_util.tree_map(lambda g: -g, jax.grad(linearised)(params))
-    grams, want = jax.jvp(lambda theta: gram_state(theta, a), (params,), (velocity,))
-    got = cooccurrence_gram.vector_field(0.0, grams, {"z": z, "B": B, "m1": jnp.asarray(float(m1)), "sqrt_m": sqrt_m})
+    @jax.jit
+    def reference(theta):
+        velocity = jax.tree_util.tree_map(lambda g: -g, jax.grad(linearised)(theta))
+        return jax.jvp(lambda th: gram_state(th, a), (theta,), (velocity,))
+
+    grams, want = reference(params)
+    args = {"z": z, "B": B, "m1": jnp.asarray(float(m1)), "sqrt_m": sqrt_m}
+    got = jax.jit(cooccurrence_gram.vector_field)(0.0, grams, args)
     for key in want:
         scale = float(np.abs(want[key]).max())
         np.testing.assert_allclose(np.asarray(got[key]), np.asarray(want[key]), rtol=TOL, atol=TOL * scale, err_msg=key)
@@ -128,11 +135,10 @@ def test_refusals_name_what_is_wrong():
         gradient_flow(_sym_losses()["quadratic"], [ParameterGroup("p", (X, c), eta)], name="q").instantiate({"n": 2})
 
 
-def test_pack_and_unpack_a_state_by_name_and_solve_it():
-    """The generated helpers of a matrix system: pack_state checks names, shapes and sizes; flows.solve takes
-    the dict state; unpack_state of the trajectory gives the saved arrays by name."""
-    import flows
-
+def test_pack_and_unpack_a_state_by_name():
+    """The generated helpers of a matrix system: pack_state checks names, shapes and sizes; unpack_state takes
+    saved states by name or a trajectory (`flows.solve` of this module: the reduced ZFB flow of
+    `flows.linear_attention`)."""
     gen = linear_attention_zfb
     y0 = gen.pack_state({"u": 0.2, "U": 0.2 * np.eye(3)})
     assert y0["U"].dtype == jnp.result_type(float) and y0["u"].shape == ()
@@ -140,10 +146,8 @@ def test_pack_and_unpack_a_state_by_name_and_solve_it():
         gen.pack_state({"u": 0.2, "V": np.eye(3)})
     with pytest.raises(ValueError, match=r"values\['U'\] of 'linear_attention-zfb' must have shape \('d', 'd'\)"):
         gen.pack_state({"u": 0.2, "U": np.ones(3)})
-    args = {"Lambda": jnp.diag(jnp.asarray([1.0, 0.5, 0.25])), "N": jnp.asarray(10.0)}
-    traj = flows.solve(gen.vector_field, y0, t1=5.0, ts=np.array([0.0, 5.0]), args=args, save_states=True)
-    assert traj.status == "ok"
-    out = gen.unpack_state(traj)
+    saved = types.SimpleNamespace(ts=np.zeros(2), ys={"u": np.zeros(2), "U": np.zeros((2, 3, 3))})
+    out = gen.unpack_state(saved)
     assert set(out) == {"u", "U"} and out["U"].shape == (2, 3, 3)
     with pytest.raises(ValueError, match="ys must be a dict of states by name"):
         gen.unpack_state(np.zeros(4))

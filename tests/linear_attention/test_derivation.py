@@ -48,6 +48,7 @@ def test_zfb_generated_flow_is_minus_the_gradient_of_loss_of_G_at_any_d(dim):
     """One generated module at every d: du/dt = -dL/du and dU/dt = -dL/dU with L = theory.loss_of_G(u U^T) in a
     rotated basis (Lambda not diagonal), by jax.grad, at random points (1e-12)."""
     rng = np.random.default_rng(dim)
+    field = jax.jit(gen_zfb.vector_field)  # one compile per d instead of one per operation
     for trial in range(3):
         lam = rng.uniform(0.1, 2.0, size=dim)
         R = _rotation(dim, rng)
@@ -57,10 +58,10 @@ def test_zfb_generated_flow_is_minus_the_gradient_of_loss_of_G_at_any_d(dim):
         def loss(u, U, lam=lam, N=N, R=R):
             return theory.loss_of_G(u * U.T, lam, N, R)
 
-        gu, gU = jax.grad(loss, argnums=(0, 1))(jnp.asarray(u), jnp.asarray(U))
+        gu, gU = jax.jit(jax.grad(loss, argnums=(0, 1)))(jnp.asarray(u), jnp.asarray(U))
         Lam = (R * lam) @ R.T
         args = {"Lambda": jnp.asarray(0.5 * (Lam + Lam.T)), "N": jnp.asarray(float(N))}
-        got = gen_zfb.vector_field(0.0, {"u": jnp.asarray(u), "U": jnp.asarray(U)}, args)
+        got = field(0.0, {"u": jnp.asarray(u), "U": jnp.asarray(U)}, args)
         scale = max(abs(float(gu)), float(np.abs(gU).max()))
         np.testing.assert_allclose(float(got["u"]), -float(gu), rtol=1e-12, atol=1e-12 * scale, err_msg=str(trial))
         np.testing.assert_allclose(np.asarray(got["U"]), -np.asarray(gU), rtol=1e-12, atol=1e-12 * scale)
