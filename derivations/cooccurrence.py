@@ -120,7 +120,7 @@ class GramDerivation(Derivation):
 
     def _steps(self) -> list:
         return [
-            ("Grams as products of the parameters", [sp.Eq(k, v) for k, v in self.grams.items()]),
+            ("Grams as products of the parameters", [sp.Eq(k, v, evaluate=False) for k, v in self.grams.items()]),
             ("linearised loss (z = -dL/dG, B = -sqrt(m) dL/dA)", [sp.Eq(sp.Symbol("L"), self.linearised_loss)]),
             ("parameter flow", self.parameter_flow.equations()),
         ]

@@ -59,7 +59,10 @@ class MatrixFlowSystem:
 
     def equations(self) -> list:
         t = sp.Symbol("t")
-        return [sp.Eq(sp.Derivative(sp.Function(str(s))(t), t), e) for s, e in zip(self.state, self.rhs, strict=True)]
+        return [
+            sp.Eq(sp.Derivative(sp.Function(str(s))(t), t), e, evaluate=False)
+            for s, e in zip(self.state, self.rhs, strict=True)
+        ]
 
     def to_text(self) -> str:
         return "\n".join(f"d{s}/dt = {sp.sstr(readable(e))}" for s, e in zip(self.state, self.rhs, strict=True))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+import derivations
 from derivations import MatrixFlowSystem, ParameterGroup, codegen, gradient_flow
 from derivations.matrix import matrix_push_forward, matrix_terms
 from flows._generated import cooccurrence_gram, linear_attention_zfb
@@ -151,3 +152,12 @@ def test_pack_and_unpack_a_state_by_name():
     assert set(out) == {"u", "U"} and out["U"].shape == (2, 3, 3)
     with pytest.raises(ValueError, match="ys must be a dict of states by name"):
         gen.unpack_state(np.zeros(4))
+
+
+@pytest.mark.parametrize("name", ["cooccurrence-gram", "linear_attention-zfb"])
+def test_derivations_at_symbolic_sizes_print_every_step(name):
+    d = derivations.derive(name)
+    text, latex = d.to_text(), d.to_latex()
+    assert "False" not in text.splitlines() and "False" not in latex.splitlines()
+    if name == "cooccurrence-gram":
+        assert "Eq(S, a.T*W*W.T*a)" in text and "dS/dt = 2*m1*Trace(G.T*z)" in text

@@ -238,12 +238,12 @@ def _single_head_loss(d):
     return sp.expand((total + rest / N**2) / 2), (u, v, A, b, lam, N)
 
 
-def test_zfb_reduction_is_the_fixed_subspace_of_the_label_flip():
-    """The full single head at d = 2 (its exact loss equal to model.moment_loss), reduced by the action of
-    the data symmetry y -> -y (w -> -w) on the parameters, W -> D W D with D = diag(1, 1, -1), is ZFB's (u, U)
-    flow (the generated module at d = 2) to 1e-12; find_symmetries("sign-flips") finds that flip among the
-    sign symmetries."""
-    d = 2
+@pytest.mark.parametrize("d", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_zfb_reduction_is_the_fixed_subspace_of_the_label_flip(d):
+    """The full single head (its exact loss equal to model.moment_loss), reduced by the action of the data
+    symmetry y -> -y (w -> -w) on the parameters, W -> D W D with D = diag(1, .., 1, -1), is ZFB's (u, U) flow
+    (the generated module) to 1e-12; find_symmetries("sign-flips") finds that flip among the sign
+    symmetries."""
     loss, (u, v, A, b, lam, N) = _single_head_loss(d)
     rng = np.random.default_rng(0)
     f = sp.lambdify([list(u), v, list(A), list(b), list(lam), N], loss)
@@ -285,7 +285,8 @@ def test_zfb_reduction_is_the_fixed_subspace_of_the_label_flip():
     for _ in range(4):
         vv, AA = rng.normal(), rng.normal(size=(d, d))
         ll, NN = rng.uniform(0.2, 2.0, size=d), float(rng.integers(2, 30))
-        params = [{"lambda1": ll[0], "lambda2": ll[1], "N": NN}[p.name] for p in red.system.params]
+        values = {f"lambda{i + 1}": ll[i] for i in range(d)} | {"N": NN}
+        params = [values[p.name] for p in red.system.params]
         got = np.asarray(rates([vv, *AA.ravel()], params))
         zfb = zfb_field(
             0.0, {"u": jnp.asarray(vv), "U": jnp.asarray(AA)}, {"Lambda": jnp.diag(ll), "N": jnp.asarray(NN)}
