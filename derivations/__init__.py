@@ -1,10 +1,12 @@
 """The symbolic layer: sympy models -> gradient-flow equations -> LaTeX and generated JAX code.
 
-The engine (`gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`), `codegen` (JAX
-emission), `verify` (checks against `jax.grad`), `readable` (printing), `Derivation` (the contract of a
-registered derivation), the registry behind ``python -m flows derive NAME`` (`available`, `derive`,
-`register`, `unregister`) and `write_all` / `check_generated` for the modules in `flows/_generated/`
-(derivations with `module = None` are printed and checked only)."""
+The engine (`gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`; at symbolic sizes
+`MatrixFlowSystem` and `derivations.matrix`), reductions by symmetry (`reduce_by_symmetry`,
+`find_symmetries`, `SymmetryReduction`), `codegen` (JAX emission), `verify` (checks against `jax.grad`),
+`readable` (printing), `Derivation` (the contract of a registered derivation), the registry behind
+``python -m flows derive NAME`` (`available`, `derive`, `register`, `unregister`) and `write_all` /
+`check_generated` for the modules in `flows/_generated/` (derivations with `module = None` are printed and
+checked only)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,10 @@ from .gradient_flow import gradient_flow as gradient_flow
 from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
+from .matrix_system import MatrixFlowSystem as MatrixFlowSystem
+from .symmetry import SymmetryReduction as SymmetryReduction
+from .symmetry import reduce_by_symmetry as reduce_by_symmetry
+from .symmetry_search import find_symmetries as find_symmetries
 from .system import FlowSystem as FlowSystem
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
@@ -79,9 +85,9 @@ def derive(name: str):
     if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"unknown derivation {name!r}; available: {', '.join(available())}")
     d = _REGISTRY[name]()
-    if not isinstance(getattr(d, "system", None), FlowSystem):
+    if not isinstance(getattr(d, "system", None), FlowSystem | MatrixFlowSystem):
         raise ValueError(
-            f"derivation {name!r} did not set self.system to a FlowSystem in __init__ "
+            f"derivation {name!r} did not set self.system to a FlowSystem or MatrixFlowSystem in __init__ "
             f"(got {type(getattr(d, 'system', None)).__name__})"
         )
     return d

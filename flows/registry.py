@@ -72,6 +72,7 @@ SYSTEMS: tuple[Entry, ...] = (
         (
             "derivations.cooccurrence:Cooccurrence3TokenDerivation",
             "derivations.cooccurrence:CooccurrencePhase2Derivation",
+            "derivations.cooccurrence:GramDerivation",
         ),
     ),
     Entry(

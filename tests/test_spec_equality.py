@@ -100,10 +100,12 @@ def _la_reference_flow(config, ts, *, optimizer=None, optim_args=None, reduced=N
         )
     else:
         lam = np.asarray(config.eigenvalues)
+        cov = la_data.covariance(config)
         if reduced == "zfb":
             field, args = (
                 gen_zfb.vector_field,
-                {**{f"lambda{i + 1}": lam[i] for i in range(config.d)}, "N": float(config.N)},
+                # the generated module's args since it runs at any d: the (symmetrised) covariance and N
+                {"Lambda": 0.5 * (cov + cov.T), "N": jnp.asarray(float(config.N), cov.dtype)},
             )
         else:
             field, args = gen_separate.vector_field, {"lam": lam, "N": float(config.N), "trace": float(lam.sum())}

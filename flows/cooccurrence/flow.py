@@ -5,7 +5,10 @@ For attention p[i, h, l] = softmax_h(A[x_h, x_l] / sqrt m), outputs F_i and c_i 
 
     z = sum_i c_i sum_l X_i p_l = -dL̂/dG,    B[x_h, x_l] += c_i p[h,l] (Gx[h] - Gx^T p_l) = -sqrt(m) dL̂/dA
     dG/dt = (S I + m1 M_V) z,   dS/dt = 2 m1 G^T z,   dM_V/dt = G z^T + z G^T,
-    dA/dt = (M_K B + B M_Q) / sqrt(m),   dM_K/dt = (A B^T + B A^T) / sqrt(m),   dM_Q/dt = (A^T B + B^T A) / sqrt(m)"""
+    dA/dt = (M_K B + B M_Q) / sqrt(m),   dM_K/dt = (A B^T + B A^T) / sqrt(m),   dM_Q/dt = (A^T B + B^T A) / sqrt(m)
+
+The Gram rows (given z and B) are derived at symbolic sizes by `derivations.cooccurrence` (the push-forward of
+the parameters' gradient flow) and generated into `flows/_generated/cooccurrence_gram.py`; z and B are here."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import numpy as np
 from jax import Array
 
 from .._checks import check_bool, check_dtype, real_array
+from .._generated import cooccurrence_gram as _gram
 from .._solve import Event, Trajectory, solve
 from ..optim_limits.problem import limit_problem as optimizer_limit
 from . import observables as obs
@@ -49,19 +53,7 @@ def vector_field(t: Any, state: Gram, args: Args) -> Gram:
     """d(Gram state)/dt of the module docstring; `state` a dict of G `(d,)`, S `()`, M_V, M_K, M_Q, A
     `(d, d)`; `args` from `network.data_args`."""
     z, B, _ = flow_gradients(state, args)
-    G, S, M_V, M_K, M_Q, A = (state[k] for k in ("G", "S", "M_V", "M_K", "M_Q", "A"))
-    m1, sqrt_m = args["m1"], args["sqrt_m"]
-    Gz = jnp.outer(G, z)
-    AB = A @ B.T
-    AtB = A.T @ B
-    return {
-        "G": S * z + m1 * (M_V @ z),
-        "S": 2.0 * m1 * (G @ z),
-        "M_V": Gz + Gz.T,
-        "M_K": (AB + AB.T) / sqrt_m,
-        "M_Q": (AtB + AtB.T) / sqrt_m,
-        "A": (M_K @ B + B @ M_Q) / sqrt_m,
-    }
+    return _gram.vector_field(t, state, {"z": z, "B": B, "m1": args["m1"], "sqrt_m": args["sqrt_m"]})
 
 
 def initial_state(config: Config, dtype: Any = None) -> Gram:

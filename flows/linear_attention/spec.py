@@ -154,7 +154,7 @@ def solve_flow(
       `optimizer` `"momentum"`, `"sign"`, `"adam"` (with `optim_args`, `flows.optim_limits.limit_problem`'s
       names) integrates that optimiser's limit instead of gradient flow (`None` or `"gd"`).
     - `reduced="zfb"` (ZFB Lemma 5.2): the generated (u, U) flow from the initial parameters (`form="single"`,
-      `init="paper"`, d = `flow.ZFB_DIM`); `reduced="separate"` (ZSLS eq 21): one balanced head per
+      `init="paper"`, any d); `reduced="separate"` (ZSLS eq 21): one balanced head per
       eigen-direction from s_i = `init_scale` or the scales `y0` (`flow.initial_reduced_state`).
     - `ts`: non-decreasing save times from 0 on the clock t = lr * step of `network.train`.
     - `seed`, `init`: override `config.seed`, `config.init`; `options`: `flows.solve` keywords (default
