@@ -22,6 +22,7 @@ __all__ = [
     "check_params",
     "check_save_times",
     "check_state",
+    "widest_dtype",
 ]
 
 
@@ -43,13 +44,20 @@ def as_state(y0):
     return y0
 
 
+def widest_dtype(*arrays):
+    """The dtype of a state or parameter tree whose leaves may mix precisions: JAX's standard promotion of the
+    leaves' dtypes (float32 and float64 -> float64), also where `jax_numpy_dtype_promotion` is "strict"."""
+    with jax.numpy_dtype_promotion("standard"):
+        return jnp.result_type(*arrays)
+
+
 def check_state(y0):
     """y0: a floating array or a pytree of floating arrays, every entry finite. Returns its dtype."""
     leaves = jax.tree_util.tree_leaves(y0)
     if not leaves:
         raise ValueError("y0 must contain at least one array")
     check_finite_tree("y0", y0)
-    dtype = jnp.result_type(*leaves)
+    dtype = widest_dtype(*leaves)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"y0 must be floating point, got dtype {dtype}")
     return dtype

@@ -48,9 +48,10 @@ EVENT_RTOL, EVENT_ATOL = 1e-14, 1e-14
 
 
 def max_abs(y):
-    """max |y| over every leaf of a pytree."""
+    """max |y| over every leaf of a pytree (in the widest dtype of its leaves)."""
     leaves = jax.tree_util.tree_leaves(y)
-    return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
+    with jax.numpy_dtype_promotion("standard"):  # leaves of mixed precisions
+        return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
 
 
 def all_finite(y):

@@ -23,7 +23,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from .._checks import INT_MAX, check_bool, check_finite_tree, check_int, check_real
-from .._inputs import check_loss_call, check_params
+from .._inputs import check_loss_call, check_params, widest_dtype
 from ..training import run_training, training_program
 from ..trajectory import Trajectory
 from ._checks import raise_if_nonfinite
@@ -175,7 +175,7 @@ def _dtype_and_weights(data, n, weights):
     floats = [
         jnp.result_type(x) for x in jax.tree_util.tree_leaves(data) if jnp.issubdtype(jnp.result_type(x), jnp.floating)
     ]
-    dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)
+    dtype = widest_dtype(*floats) if floats else jnp.result_type(float)
     if weights is None:
         return dtype, np.full(n, 1.0 / n)
     w = np.asarray(weights, dtype=float)
@@ -256,6 +256,11 @@ def solve_sgd_sde(
     if not isinstance(sde, SGDSDE):
         raise ValueError(f"sde must be an SGDSDE (see sgd_sde), got {type(sde).__name__}")
     theta0 = check_params("theta0", theta0)
+    if len({x.dtype for x in jax.tree_util.tree_leaves(theta0)}) > 1:
+        raise ValueError(
+            "theta0 must have leaves of one dtype for the SGD SDE (its noise acts on the flattened parameters): "
+            "cast them, e.g. jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), theta0)"
+        )
     _check_drift(sde.drift, theta0, sde.args)
     ts = np.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size == 0:
@@ -352,7 +357,7 @@ def run_sgd(
     theta0 = check_params("theta0", theta0)
     check_finite_tree("extra_args", extra_args)
     _check_sample_loss(per_sample_loss, theta0, data)
-    dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0))
+    dtype = widest_dtype(*jax.tree_util.tree_leaves(theta0))
     lr_arr = jnp.asarray(lr, dtype)
     opt = optax.inject_hyperparams(optax.sgd)(learning_rate=lr_arr)  # lr in the state: one program for every lr
 
@@ -377,7 +382,9 @@ def run_sgd(
     structure = (per_sample_loss, batch_size, replacement, obs_items)
     data = {"data": data, "lr": lr_arr, "extra": extra_args}
     _check_observables(observe, theta0, data)
-    _, out, _, _, bad, _, _ = run_training("run_sgd", structure, build, theta0, opt.init(theta0), keys, saved, data)
+    with jax.numpy_dtype_promotion("standard"):  # optax's state of a theta of mixed precisions
+        state = opt.init(theta0)
+    _, out, _, _, bad, _, _ = run_training("run_sgd", structure, build, theta0, state, keys, saved, data)
     if {"steps", "ts"} & set(out):
         raise ValueError("observables may not use the reserved names 'steps', 'ts'")
     raise_if_nonfinite(
