@@ -283,7 +283,8 @@ def solve_sde(
     **Arguments:**
 
     - `drift`: `f(t, y, args)` written with array operations; `y` is an array or a pytree of arrays.
-    - `y0`: the initial state (floating point; its dtype sets the precision).
+    - `y0`: the initial state, an array or any pytree of float arrays (its dtype sets the precision; with
+      `sigma`, leaves of mixed precisions are integrated at the widest and saved in their own dtypes).
     - `sigma`: the additive noise amplitude, `>= 0`: a scalar, or a pytree with the structure of `y0` whose
       leaves broadcast to the corresponding leaves of `y0` (a diagonal diffusion). `sigma = 0` is an ODE.
     - `diffusion`, `noise_shape`: instead of `sigma`, general (multiplicative, non-commutative) Itô noise:

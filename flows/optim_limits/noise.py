@@ -250,7 +250,8 @@ def solve_sgd_sde(
     not SGD's own discretisation of it). Observables are functions of (t, theta, args) with
     `args = sde.args`. `brownian="increments"` (default here: an independent Gaussian increment per step,
     the cheap choice for moments over many paths) or `"tree"`; `kwargs` go to `flows.solve_sde` (`tol`,
-    `max_steps`, `throw`)."""
+    `max_steps`, `throw`). `theta0`: any pytree of float arrays of one dtype (the noise acts on the flattened
+    parameters); a ValueError names it when the loss fails on it (a wrong shape)."""
     from ..sde import solve_sde
 
     if not isinstance(sde, SGDSDE):
@@ -323,7 +324,13 @@ def run_sgd(
     `flows.cooccurrence.train` draws it) or `randint(sub, (B,), 0, n)` (`replacement=True`). The loss is the
     batch mean of `per_sample_loss`. `observables`: name -> f(t, theta, args) with args = {"data": data,
     **extra_args} (the signature of the SDE's observables; `extra_args` travel traced), or one function
-    returning a dict of them."""
+    returning a dict of them. `theta0` is any pytree of real arrays (mixed precisions too).
+
+    **Raises:** `ValueError` naming the argument: NaN or inf in `theta0`, `data` or `extra_args`, a per-sample
+    loss that fails on one sample (a wrong data shape) or is not a real scalar, observables that fail at
+    theta0. `flows.TrainingError` (the failed-run rule of `flows.training.finish`) when a run's parameters or
+    observables go non-finite (a diverging learning rate): its `record` is the dict above truncated before
+    the first non-finite step of any run."""
 
     _check_loss(per_sample_loss)
     n = _num_samples(data)
