@@ -86,7 +86,7 @@ def check_limit_args(name: str, args) -> None:
     fix = f"pass args={_signature(name, ARG_KEYS[name][1:])} (the data goes in batch)"
     if not isinstance(args, Mapping) or "batch" not in args:
         got = f"a mapping with keys {sorted(map(str, args))}" if isinstance(args, Mapping) else type(args).__name__
-        raise ValueError(f"args must be the limit's make_args, not the data itself: {fix}; got {got}")
+        raise ValueError(f"args must be the limit's make_args (the data itself goes in it): {fix}; got {got}")
     missing = [k for k in ARG_KEYS[name] if k not in args]
     if missing:
         raise ValueError(

@@ -438,7 +438,12 @@ def run_optax(
         raise ValueError(f"save_every = {save_every} must divide steps = {steps}")
     theta0 = _floats(theta0)
     check_finite_tree("batch", batch)
-    check_loss_call(loss, theta0, batch)
+    try:
+        check_loss_call(loss, theta0, batch)
+    except ValueError as err:
+        if isinstance(batch, Mapping) and "batch" in batch:  # the reverse of args=data in solve_limit
+            raise ValueError(f"{err}; batch is the data itself, not a limit's make_args(data)") from err.__cause__
+        raise
     if hyper is not None:
         hyper = _tmap(lambda h: jnp.asarray(check_real("hyper (each entry)", h)), hyper)
     try:

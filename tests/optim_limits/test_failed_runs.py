@@ -110,6 +110,7 @@ OBS = {"w0": lambda t, theta, args: theta["w"][0]}
         (lambda: ol.run_optax(regression, THETA, NAN_DATA, optax.sgd(0.1), 5), "batch", "finite"),
         (lambda: ol.run_optax(regression, THETA, WIDE_DATA, optax.sgd(0.1), 5), "batch", "shapes"),
         (lambda: ol.run_optax(lambda th, b: th["w"], THETA, DATA, optax.sgd(0.1), 5), "loss", "scalar"),
+        (lambda: ol.run_optax(regression, THETA, GF.make_args(DATA), optax.sgd(0.1), 5), "batch", "not a limit's"),
         (lambda: ol.run_optax(regression, {"w": jnp.zeros(3, complex)}, DATA, optax.sgd(0.1), 5), "theta0", "real"),
         (lambda: ol.run_optax(regression, {"w": "abc"}, DATA, optax.sgd(0.1), 5), "theta0", "real"),
         (lambda: ol.run_optax(regression, {"w": True}, DATA, optax.sgd(0.1), 5), "theta0", "real"),
