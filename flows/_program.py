@@ -48,9 +48,10 @@ EVENT_RTOL, EVENT_ATOL = 1e-14, 1e-14
 
 
 def max_abs(y):
-    """max |y| over every leaf of a pytree."""
+    """max |y| over every leaf of a pytree (in the widest dtype of its leaves)."""
     leaves = jax.tree_util.tree_leaves(y)
-    return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
+    with jax.numpy_dtype_promotion("standard"):  # leaves of mixed precisions
+        return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
 
 
 def all_finite(y):
@@ -79,7 +80,10 @@ def _packing(example):
     def pack(tree):
         flat = jax.tree_util.tree_leaves(tree)
         return {
-            name: jnp.concatenate([jnp.ravel(x) for x, (n, *_) in zip(flat, layout, strict=True) if n == name])
+            # astype: a leaf diffrax promoted (a state of mixed dtypes) is saved in the dtype y0 gave it
+            name: jnp.concatenate(
+                [jnp.ravel(x).astype(n) for x, (n, *_) in zip(flat, layout, strict=True) if n == name]
+            )
             for name in dtypes
         }
 
@@ -219,7 +223,11 @@ def build(
         )
         code, hit = code_of(sol)
         t_end = sol.ts[1][-1]  # the SubSaveAt(t1=True): where the solve stopped
-        y_end = unravel(sol.ys[1][-1])
+        # the last entry of every leaf (`ys[1][-1]` would index a dict or a tuple state), in y0's dtypes: diffrax
+        # promotes a state of mixed dtypes to the widest, and the next chunk continues from y_end
+        y_end = jax.tree_util.tree_map(
+            lambda a, like: a.astype(like.dtype), unravel(jax.tree_util.tree_map(lambda a: a[-1], sol.ys[1])), y0
+        )
         packed, saved_ts = sol.ys[0], sol.ts[0]
         saved = unpack(packed)
         reached = saved_ts <= t_end

@@ -112,7 +112,9 @@ def solve(
     **Arguments:**
 
     - `vector_field`: `f(t, y, args)` written with array operations; `y` is an array or small pytree.
-    - `y0`: the initial state; its dtype sets the precision of the solve.
+    - `y0`: the initial state, an array or any pytree of float arrays; its dtype sets the precision of the solve
+      (leaves of mixed precisions are integrated at the widest, which the vector field then sees; the saved
+      states keep each leaf's dtype).
     - `t1`, `t0`: the horizon.
     - `ts`: save times within `[t0, t1]` (see `linear_grid`, `log_grid`); default: only `t1`.
     - `args`: parameters passed to `vector_field` (arrays are traced, so new values do not recompile).

@@ -283,7 +283,8 @@ def solve_sde(
     **Arguments:**
 
     - `drift`: `f(t, y, args)` written with array operations; `y` is an array or a pytree of arrays.
-    - `y0`: the initial state (floating point; its dtype sets the precision).
+    - `y0`: the initial state, an array or any pytree of float arrays (its dtype sets the precision; with
+      `sigma`, leaves of mixed precisions are integrated at the widest and saved in their own dtypes).
     - `sigma`: the additive noise amplitude, `>= 0`: a scalar, or a pytree with the structure of `y0` whose
       leaves broadcast to the corresponding leaves of `y0` (a diagonal diffusion). `sigma = 0` is an ODE.
     - `diffusion`, `noise_shape`: instead of `sigma`, general (multiplicative, non-commutative) Itô noise:
@@ -359,7 +360,10 @@ def solve_sde(
     y0 = as_state(y0)
     dtype = check_state(y0)
     check_finite_tree("args", args)
+    y_dtypes = jax.tree_util.tree_map(jnp.result_type, y0)
     if diffusion is None:
+        if len(set(jax.tree_util.tree_leaves(y_dtypes))) > 1:  # diffrax integrates mixed precisions at the widest:
+            y0 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), y0)  # so do sigma and the noise
         sig = _sigma_tree(sigma, y0)
     else:
         if len({jnp.result_type(a) for a in jax.tree_util.tree_leaves(y0)}) > 1:
@@ -385,6 +389,8 @@ def solve_sde(
 
     saved = raw["saved"]
     ys = saved.get("__y__") if save_states else None
+    if ys is not None:  # the saved states in y0's dtypes
+        ys = jax.tree_util.tree_map(lambda a, d: a if a.dtype == d else a.astype(d), ys, y_dtypes)
     obs = {k: v for k, v in saved.items() if k != "__y__"}
     codes = np.atleast_1d(np.asarray(raw["code"]))
     t_final = np.atleast_1d(np.asarray(raw["t_final"]))

@@ -33,6 +33,7 @@ import numpy as np
 import optax
 
 from ._checks import check_choice, check_int, check_real, real_array
+from ._inputs import widest_dtype
 from ._prng import fused
 from ._program import all_finite, compiled, signature
 from .trajectory import FlowError
@@ -259,10 +260,11 @@ def training_program(
             if sample is not None:
                 key, batch = sample(data, key, step)
             value, grads = value_and_grad(params, data, batch)
-            # optax's Adam mixes its int32 step count with floats; allow that under strict promotion
+            # optax's Adam mixes its int32 step count with floats, and the updates of parameters of mixed
+            # precisions come in the rates' dtype (apply_updates casts them back); allow that under strict promotion
             with jax.numpy_dtype_promotion("standard"):
                 updates, opt_state = optimizer.update(grads, opt_state, params)
-            params = optax.apply_updates(params, updates)
+                params = optax.apply_updates(params, updates)
             if losses.shape[0]:
                 losses = losses.at[step].set(value)
             bad = jnp.where((bad < 0) & ~finite(params), step + 1, bad)
@@ -297,7 +299,7 @@ def run_training(
     """Compile (once per `name`, `structure` and argument shapes) and run `build()`, a `training_program`, for
     the saved steps `save`. Returns `(final params, series, snapshots, losses, bad, compile_s, run_s)` as
     numpy (the parameters stay arrays; `bad` is an array of one entry per run when `build()` is vmapped)."""
-    dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
+    dtype = widest_dtype(*jax.tree_util.tree_leaves(params))
     losses = jnp.zeros((int(save[-1]) if batch_loss else 0,), dtype)
     increments = jnp.asarray(np.diff(save), jnp.int32)
     call = (params, opt_state, key, increments, data, losses)

@@ -55,6 +55,7 @@ CO_RED = ("tests/cooccurrence/test_reduced.py", "tests/cooccurrence/test_pins_re
 SOLVE = ("tests/test_solve_pins.py", "tests/test_solve.py")
 OM_ODE = ("tests/optim_limits/test_sign_pins.py", "tests/optim_limits/test_ode.py")
 OM_SDE = ("tests/optim_limits/test_noise.py",)
+OM_RUNS = ("tests/optim_limits/test_failed_runs.py",)
 MF = ("tests/mean_field/test_network.py", "tests/mean_field/test_flow.py", "tests/mean_field/test_observables.py")
 JM_DATA = ("tests/joma/test_data.py",)
 JM_MODEL = ("tests/joma/test_model.py",)
@@ -1004,6 +1005,63 @@ MUTATIONS: tuple[Mutation, ...] = (
         "sign_eps=1e-3\n    )",
         ("tests/test_optimizer_contract.py",),
         "mean-field sign smoothing default 1e-6 -> 1e-3",
+    ),
+    # --- the discrete runs' failed-run rule and the limits' input checks ---------------------------------
+    Mutation(
+        "om-run-truncate",
+        "flows/optim_limits/_checks.py",
+        "keep = np.asarray(save) < step",
+        "keep = np.asarray(save) <= step",
+        OM_RUNS,
+        "run_optax/run_sgd failed run: the record keeps the non-finite step",
+    ),
+    Mutation(
+        "om-run-param-step",
+        "flows/optim_limits/_checks.py",
+        "for k, v in series.items()}, int(b))",
+        "for k, v in series.items()}, -1)",
+        OM_RUNS,
+        "run_optax/run_sgd failed run: non-finite parameters ignored (a diverging run_optax returns NaN silently)",
+    ),
+    Mutation(
+        "om-run-first-run",
+        "flows/optim_limits/_checks.py",
+        "step, run = min(failed)",
+        "step, run = max(failed)",
+        OM_RUNS,
+        "run_sgd failed run: the last failing run (and step) reported instead of the first",
+    ),
+    Mutation(
+        "om-make-args-keywords",
+        "flows/optim_limits/_checks.py",
+        "unknown = sorted(k for k in kwargs if k not in keywords)",
+        "unknown = []",
+        OM_RUNS,
+        "make_args: another limit's keyword (c1 on gradient flow) reaches the function (a TypeError)",
+    ),
+    Mutation(
+        "om-sgd-data-finite",
+        "flows/optim_limits/noise.py",
+        'check_finite_tree("data", data)',
+        "None",
+        OM_RUNS,
+        "SGD SDE and run_sgd: NaN in the data not refused",
+    ),
+    Mutation(
+        "in-params-real",
+        "flows/_inputs.py",
+        'if np.dtype(dtype).kind not in "iuf":',
+        'if np.dtype(dtype).kind not in "biufc":',
+        OM_RUNS,
+        "parameters: complex or bool theta0 accepted (cast to float)",
+    ),
+    Mutation(
+        "in-loss-scalar",
+        "flows/_inputs.py",
+        "out.shape == () and",
+        "",
+        OM_RUNS,
+        "loss check: a loss that is not a scalar passes (a JAX TypeError from jax.grad)",
     ),
     Mutation(
         "om-adam-sde-noise",
