@@ -23,15 +23,7 @@ from .base import Derivation
 from .gradient_flow import ParameterGroup, gradient_flow, push_forward
 from .system import FlowSystem
 
-__all__ = [
-    "CLASSES",
-    "TOKENS",
-    "ExpReducedDerivation",
-    "invariant_rates",
-    "joint_flow",
-    "joma_loss",
-    "joma_symbols",
-]
+__all__ = ["CLASSES", "TOKENS", "ExpReducedDerivation", "invariant_rates", "joint_flow", "joma_loss", "joma_symbols"]
 
 #: the size of the symbolic instance: contextual tokens M_C and classes K
 TOKENS = 2

@@ -193,7 +193,8 @@ def _figure(rec, base, nets, fls, corr, slope, cmp, V, X):
     for m, c in zip(MLPS, ("C0", "C1", "C2"), strict=True):
         ax.plot(ts, corr[m], color=c, lw=1.5, label=f"GD, {m} MLP")
         if m in fls:
-            ax.plot(fls[m].ts, fls[m].observables["z_estimate_corr"], "k--", lw=0.8, label="flow" if m == "linear" else None)
+            label = "flow" if m == "linear" else None
+            ax.plot(fls[m].ts, fls[m].observables["z_estimate_corr"], "k--", lw=0.8, label=label)
     ax.axhline(CORR_MIN, color="gray", ls=":", lw=0.8)
     ax.set_xlabel("t = lr step")
     ax.set_ylabel("NC(z, z_hat)")

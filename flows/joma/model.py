@@ -7,10 +7,10 @@ stream f_k = U_C b_k + u_q, the readout h_kj = phi(w_j^T f_k) for the K output u
 the classes of the batch of the cross-entropy of h_k against its label (one-hot `"y"`; the full batch holds
 every class once, sample k with label k).
 
-The spec-shaped functions (for `flows.System`, `spec.system`): `init_params(config)`, `make_loss(attention, mlp)`
--> `loss(params, batch)` with `batch = data.population(config)` (or some of its rows), and `make_observe(attention,
-mlp)` -> `observe(params, data)` with `data = observe_data(config, params0)` (the full batch and the invariant's constant
-at the start `params0`). The observables:
+The spec-shaped functions (for `flows.System`, `spec.system`): `init_params(config)`, `make_loss(attention,
+mlp)` -> `loss(params, batch)` with `batch = data.population(config)` (or some of its rows), and
+`make_observe(attention, mlp)` -> `observe(params, data)` with `data = observe_data(config, params0)` (the full
+batch and the invariant's constant at the start `params0`). The observables:
 
 - `"loss"`: the cross-entropy above;
 - `"entropy"`: the mean over classes of the attention entropy H(|b_k| / sum |b_k|) (for softmax and exp
