@@ -233,7 +233,7 @@ def _figure(rec, base, nets, fls, corr, slope, cmp, V, X):
     ax.loglog(cmp.lrs, cmp.gaps["invariant_gap"], "o-", ms=5, label="max_t gap")
     ax.loglog(cmp.lrs, fit.predict(cmp.lrs), ":", color="k", label=f"order {fit.slope:.3f}")
     ax.set_xticks(cmp.lrs, [f"{lr:g}" for lr in cmp.lrs], minor=False)
-    ax.minorticks_off()
+    ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
     ax.set_xlabel("lr")
     ax.set_ylabel("invariant gap along GD")
     ax.set_title("J4: first order in lr", fontsize=9)
