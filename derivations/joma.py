@@ -9,34 +9,21 @@ loss (1/K) sum_k (log sum_j e^{h_kj} - h_kk). `joint_flow` is its gradient flow 
 exp, d/dt (z_l^2 - sum_j w_lj^2) for linear attention): both are 0 for any phi (an undefined sympy function)
 and any data. `ExpReducedDerivation` substitutes z_l = c_l + sum_j w_lj^2 / (2 tau) into the W rows of the
 joint flow (linear MLP): the reduced flow of the MLP weights alone, emitted to `flows/_generated/`, which holds
-`flows.joma.flow.reduced_field` at this size.
-
-`write()` emits it and `diff()` compares the committed module with a fresh emission.
+`flows.joma.flow.reduced_field` at this size. It is registered in `flows.registry` (`python -m flows derive
+joma-exp-reduced`; `python -m derivations --write` emits it, `derivations.check_generated` compares).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import sympy as sp
 
-from . import codegen
 from .base import Derivation
 from .gradient_flow import ParameterGroup, gradient_flow, push_forward
 from .system import FlowSystem
 
-__all__ = [
-    "CLASSES",
-    "TOKENS",
-    "ExpReducedDerivation",
-    "diff",
-    "invariant_rates",
-    "joint_flow",
-    "joma_loss",
-    "joma_symbols",
-    "write",
-]
+__all__ = ["CLASSES", "TOKENS", "ExpReducedDerivation", "invariant_rates", "joint_flow", "joma_loss", "joma_symbols"]
 
 #: the size of the symbolic instance: contextual tokens M_C and classes K
 TOKENS = 2
@@ -143,26 +130,3 @@ class ExpReducedDerivation(Derivation):
             ("invariant rates d/dt (z_l - sum_j w_lj^2 / (2 tau)) (zero)", rates),
             ("invariant substituted", [sp.Eq(k, v) for k, v in self.ansatz.items()]),
         ]
-
-
-DERIVATIONS = (ExpReducedDerivation,)
-
-
-def write(out_dir: str | os.PathLike | None = None) -> list:
-    """Emit the generated module (into `flows/_generated/` by default); returns the paths."""
-    paths = []
-    for cls in DERIVATIONS:
-        d = cls()
-        paths.append(codegen.write(d.system, out_dir=out_dir, module=d.module, source=d.source))
-    return paths
-
-
-def diff(out_dir: str | os.PathLike | None = None) -> dict:
-    """{name: unified diff} for each generated module that differs from a fresh emission (empty: current)."""
-    out = {}
-    for cls in DERIVATIONS:
-        d = cls()
-        delta = codegen.diff(d.system, module=d.module, source=d.source, out_dir=out_dir)
-        if delta:
-            out[d.name] = delta
-    return out

@@ -21,6 +21,8 @@ The public surface (names re-exported from the submodules, each imported on firs
   its flows, the closed forms).
 - `mean_field`: Gao et al. 2024, the mean-field transformer (data, the residual network trained by GD, the
   particle Wasserstein gradient flow, the continuous-depth reference, W2 per depth slice).
+- `joma`: Tian et al. 2024, JoMA (the one-layer network of MLP and attention, its joint flow, the invariants,
+  the flow of the MLP weights alone, the V-flow of Fig. 4).
 - `fitting`: power-law fits (log-log least squares, joint M^a L^b fits, model comparison) with bootstrap
   confidence intervals.
 - `training`: the one training layer of the systems' networks (`NetworkRecord`, the training loop, the

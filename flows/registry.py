@@ -90,6 +90,14 @@ SYSTEMS: tuple[Entry, ...] = (
         ("derivations.linear_attention:ZFBDerivation", "derivations.linear_attention:SeparateDerivation"),
         Demo("flows.linear_attention.spec:demo", lr=0.05, blowup=1e3),
     ),
+    Entry(
+        "joma",
+        "JoMA",
+        "Tian, Wang, Zhang, Chen, Du, ICLR 2024",
+        "systems/joma.md",
+        ("derivations.joma:ExpReducedDerivation",),
+        Demo("flows.joma.spec:demo", lr=0.5, blowup=1e6),
+    ),
 )
 
 

@@ -63,6 +63,7 @@ JM_THEORY = ("tests/joma/test_theory.py",)
 JM_FLOW = ("tests/joma/test_flow.py",)
 JM_V = ("tests/joma/test_v_flow.py",)
 JM_DERIV = ("tests/joma/test_derivation.py",)
+JM_SPEC = ("tests/joma/test_spec.py",)
 
 MUTATIONS: tuple[Mutation, ...] = (
     # --- Scan and Snap: the full (Y, Z) flow --------------------------------------------------------------
@@ -1833,7 +1834,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "jm-ce-label",
         "flows/joma/model.py",
-        "return jnp.mean(jax.nn.logsumexp(out, axis=1) - jnp.diagonal(out))",
+        'return jnp.mean(jax.nn.logsumexp(out, axis=1) - jnp.sum(batch["y"] * out, axis=1))',
         "return jnp.mean(jax.nn.logsumexp(out, axis=1) - out[:, 0])",
         JM_MODEL,
         "model: every class scored against label 0",
@@ -1969,8 +1970,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "jm-G-mean",
         "flows/joma/flow.py",
-        "G = (P - jnp.eye(K, dtype=P.dtype)) / K * _dphi(mlp, H)",
-        "G = (P - jnp.eye(K, dtype=P.dtype)) * _dphi(mlp, H)",
+        'G = (P - batch["y"]) / n * _dphi(mlp, H)',
+        'G = (P - batch["y"]) * _dphi(mlp, H)',
         JM_MODEL,
         "joint flow: the back-propagated gradient of the sum, not the mean, over classes",
     ),
@@ -2070,6 +2071,54 @@ MUTATIONS: tuple[Mutation, ...] = (
         "metric = tuple(sp.Integer(1) for j in range(B.cols))",
         ("tests/derivations/test_symmetry.py",),
         "reduce_by_symmetry: the reduced metric without the orbit sizes",
+    ),
+    Mutation(
+        "jm-G-batch-size",
+        "flows/joma/flow.py",
+        'G = (P - batch["y"]) / n * _dphi(mlp, H)',
+        'G = (P - batch["y"]) / W.shape[1] * _dphi(mlp, H)',
+        JM_SPEC,
+        "joint flow: a minibatch's gradient divided by the number of output units, not of its classes",
+    ),
+    Mutation(
+        "jm-spec-reseed",
+        "flows/joma/spec.py",
+        "    config = config.replace(seed=seed)\n",
+        "    config = config\n",
+        JM_SPEC,
+        "spec: the driver's seed ignored (the config's own data and start at every seed)",
+    ),
+    Mutation(
+        "jm-spec-batch-stream",
+        "flows/joma/spec.py",
+        '"batch": config.key("batch")',
+        '"batch": config.key("init")',
+        JM_SPEC,
+        "spec: the minibatches drawn from the init stream",
+    ),
+    Mutation(
+        "jm-spec-start-constant",
+        "flows/joma/spec.py",
+        "data=functools.partial(_data, params0),",
+        "data=functools.partial(_data, None),",
+        JM_SPEC,
+        "spec: the invariant's constant of the config's start, not of the given params0",
+    ),
+    Mutation(
+        "jm-spec-prediction",
+        "flows/joma/spec.py",
+        '"holds": bool(measured < INVARIANT_TOL),',
+        '"holds": bool(measured < 1e3 * INVARIANT_TOL),',
+        JM_SPEC,
+        "spec: the invariant along the flow counted as held at 1e-5",
+    ),
+    Mutation(
+        "jm-spec-branch",
+        "flows/joma/spec.py",
+        "        flow.check_branch(data, attention)\n",
+        "",
+        JM_FLOW,
+        "spec: the w_flow of linear attention from a start whose z can cross 0 (c <= 0) not refused",
     ),
 )
 

@@ -9,8 +9,9 @@ then each column normalised to sum 1. One sample per class: the full batch is th
 U = [I_{M_C+1}; 0] in R^{d x (M_C+1)} (orthonormal columns: the contextual tokens U_C, then the query u_q).
 
 Random streams of `seed` (`Config.key`): `"data"` draws the common-token entries of X, `"init"` the initial
-parameters (W, z) of `model.init_params`. The official script sets no seed; the defaults reproduce its sizes,
-its embedding, its readout and its initial scale 1/100.
+parameters (W, z) of `model.init_params`, `"batch"` the minibatches of classes of SGD and `"noise"` the Brownian
+motion of its SDE (`spec.system`). The official script sets no seed; the defaults reproduce its sizes, its
+embedding, its readout and its initial scale 1/100.
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ from jaxtyping import Float
 
 from .._checks import SEED_MAX, check_choice, check_int, check_real
 
-__all__ = ["ATTENTIONS", "MLPS", "STREAMS", "Config", "embedding", "frequencies", "population"]
+__all__ = ["ATTENTIONS", "MLPS", "ROWS", "STREAMS", "Config", "embedding", "frequencies", "population"]
 
 #: the attention variants of JoMA (Sec. 3): softmax over the contextual tokens, unnormalised exp, linear
 ATTENTIONS = ("softmax", "exp", "linear")
 #: the MLP nonlinearities phi of h_k = phi(w_k^T f)
 MLPS = ("linear", "relu", "silu")
 #: the random streams of one seed
-STREAMS = ("data", "init")
+STREAMS = ("data", "init", "batch", "noise")
+#: the entries of `population` that hold the samples (one row per class): what minibatches draw from
+ROWS = ("x", "y")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +98,8 @@ class Config:
         return dataclasses.replace(self, **changes)
 
     def key(self, stream: str) -> jax.Array:
-        """The `jax.random` key of one stream of `seed`: `"data"` (the common-token entries of X) or `"init"`
-        (the initial W and z)."""
+        """The `jax.random` key of one stream of `seed`: `"data"` (the common-token entries of X), `"init"` (the
+        initial W and z), `"batch"` (the minibatches of SGD) or `"noise"` (the Brownian motion of its SDE)."""
         index = STREAMS.index(check_choice("stream", stream, STREAMS))
         return jax.random.fold_in(jax.random.PRNGKey(self.seed), index)
 
@@ -148,10 +151,12 @@ def population(config: Config) -> dict[str, jax.Array]:
 
     **Arguments:** `config`: the `Config`.
 
-    **Returns:** `{"X": (M_C, K) frequencies, "U": (d, M_C + 1) embedding, "xbar": (M_C,) the mean of X over
-    the classes (the constant mean attention of the softmax estimate), "tau": the temperature (a 0-d array, so a
-    new tau does not recompile)}`; sample k has label k.
+    **Returns:** `{"x": (K, M_C) the frequencies x_k as rows (X^T), "y": (K, K) the one-hot labels (sample k has
+    label k), "U": (d, M_C + 1) embedding, "xbar": (M_C,) the mean of x_k over the classes (the constant mean
+    attention of the softmax estimate), "tau": the temperature (a 0-d array, so a new tau does not
+    recompile)}`; `ROWS` = ("x", "y") are the samples, a minibatch is some of their rows.
     """
     X = frequencies(config)
     tau = jnp.asarray(config.tau, X.dtype)
-    return {"X": X, "U": embedding(config), "xbar": jnp.mean(X, axis=1), "tau": tau}
+    y = jnp.eye(X.shape[1], dtype=X.dtype)
+    return {"x": X.T, "y": y, "U": embedding(config), "xbar": jnp.mean(X, axis=1), "tau": tau}

@@ -7,7 +7,8 @@
   (d b_k / d a)^T V G[k]^T, (d b / d a) = diag(b) (exp), diag(x) (linear), diag(b) - b b^T (softmax).
 - The **reduced flow** (`reduced_field`): dW/dt = -dL/dW at z = z(W), the logits given by the invariant
   (`theory`) and its constant at the start: exact for exp and linear attention (the joint flow started at
-  (W0, z0) and the reduced flow started at W0 are one trajectory), the approximate softmax estimate otherwise.
+  (W0, z0) and the reduced flow started at W0 are one trajectory), the approximate softmax estimate otherwise;
+  the named limit `"w_flow"` of the spec (`spec.system`), solved by `spec.solve_flow(..., reduced="w_flow")`.
 - The **V-flow of Fig. 4** (`solve_v_flow`): v' = (mu - v) o s(v) ("nonlinear": Delta = mu - v) or
   v' = mu o s(v) ("linear": Delta = mu), with s = softmax(v^2 / T) ("softmax") or e^{v^2 / T} ("exp", which
   blows up in finite time with the linear MLP: `theory.blowup_time`, `blowup_event`); `euler_v_flow` is the
@@ -27,7 +28,7 @@ from jax.typing import ArrayLike
 from .._checks import check_choice, check_int, check_real, real_array
 from .._solve import Event, Trajectory, solve
 from . import model, theory
-from .data import ATTENTIONS, MLPS, Config
+from .data import ATTENTIONS, MLPS
 
 __all__ = [
     "V_ATTENTIONS",
@@ -37,8 +38,9 @@ __all__ = [
     "joint_field",
     "joint_gradients",
     "lift",
+    "check_branch",
     "reduced_field",
-    "solve_reduced",
+    "reduced_observables",
     "solve_v_flow",
     "v_field",
     "z_of_W",
@@ -68,13 +70,13 @@ def joint_gradients(params: Params, batch: dict, attention: str, mlp: str) -> Pa
 
     **Returns:** `{"W": (d, K), "z": (M_C,)}`.
     """
-    X, U, tau = batch["X"], batch["U"], batch["tau"]
-    M, K = X.shape
+    X, U, tau = batch["x"].T, batch["U"], batch["tau"]
+    M, n = X.shape
     W, z = params["W"], params["z"]
     F, H = model.readout(params, batch, attention, mlp)
     out = model.activation(mlp)(H)
     P = jax.nn.softmax(out, axis=1)
-    G = (P - jnp.eye(K, dtype=P.dtype)) / K * _dphi(mlp, H)  # dL/dH, (classes, units)
+    G = (P - batch["y"]) / n * _dphi(mlp, H)  # dL/dH, (classes, units)
     dW = F @ G
     dB = U[:, :M].T @ (W @ G.T)  # dL/db_k as columns, (M_C, classes)
     B = model.attention_weights(z, X, tau, attention)
@@ -128,6 +130,12 @@ def _reduced_field(attention: str, mlp: str) -> Callable:
     return field
 
 
+def reduced_observables(attention: str, mlp: str) -> Callable:
+    """The observables `g(t, W, args)` of a reduced state: `model.observe` at `lift(W)` (one function object per
+    pair, one compile)."""
+    return _reduced_observables(check_choice("attention", attention, ATTENTIONS), check_choice("mlp", mlp, MLPS))
+
+
 @functools.cache
 def _reduced_observables(attention: str, mlp: str) -> Callable:
     observe = model.make_observe(attention, mlp)
@@ -138,50 +146,16 @@ def _reduced_observables(attention: str, mlp: str) -> Callable:
     return observables
 
 
-def solve_reduced(
-    config: Config,
-    ts: ArrayLike,
-    *,
-    params0: Params | None = None,
-    solver: str = "tsit5",
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    max_steps: int = 200_000,
-    save_states: bool = True,
-    throw: bool = True,
-) -> Trajectory:
-    """Integrate the reduced flow of W alone from `params0` (its z fixes the invariant's constant).
-
-    **Arguments:** `config`; `ts` increasing save times from 0; `params0` (default `model.init_params(config)`);
-    `solver`, `rtol`, `atol`, `max_steps`, `save_states`, `throw` as in `flows.solve`.
-
-    **Returns:** a `Trajectory` (states: W; observables: those of `model.observe` at `lift(W)`).
-    """
-    if not isinstance(config, Config):
-        raise ValueError(f"config must be a joma.Config, got {type(config).__name__}")
-    ts = _check_ts(ts)
-    params0 = model.init_params(config) if params0 is None else params0
-    args = model.observe_data(config, params0)
-    if config.attention == "linear" and not bool(jnp.all(args["z_offset"] > 0)):
+def check_branch(args: dict, attention: str) -> None:
+    """Refuse a linear-attention start off the reduction's domain: c = z0^2 - sum_k v0_k^2 must be > 0 in
+    every component (`args` = `model.observe_data(config, params0)`), else z can cross 0 and the branch
+    sign(z0) of z = sqrt(c + sum_k v_k^2) is lost (ValueError naming `params0`)."""
+    if attention == "linear" and not bool(jnp.all(args["z_offset"] > 0)):
         raise ValueError(
             "params0: the linear-attention reduction needs z0^2 > sum_k v0_k^2 in every component (c > 0): "
             "otherwise z can cross 0 and the branch sign(z0) of z = sqrt(c + sum_k v_k^2) is lost; start with "
-            "larger |z0| or solve the joint flow (flow.joint_field)"
+            "larger |z0| or solve the joint flow (reduced=None)"
         )
-    return solve(
-        reduced_field(config.attention, config.mlp),
-        jnp.asarray(params0["W"]),
-        t1=float(ts[-1]),
-        ts=ts,
-        args=args,
-        observables=_reduced_observables(config.attention, config.mlp),
-        save_states=save_states,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        throw=throw,
-    )
 
 
 def _check_ts(ts: ArrayLike) -> np.ndarray:

@@ -2,14 +2,15 @@
 (Tian et al., ICLR 2024, Sec. 3; the official Fig. 2/3 script). Conventions: docs/systems/joma.md.
 
 Parameters `{"W": (d, K), "z": (M_C,)}` (the two groups, trained at one learning rate). For class k (frequencies
-x_k, a column of X) the attention is b_k = attn(x_k, z / tau) (`attention_weights`), the residual stream
-f_k = U_C b_k + u_q, the readout h_kj = phi(w_j^T f_k) for the K output units j, and the loss the mean over the
-K classes of the cross-entropy of h_k against label k.
+x_k, a row of the batch's `"x"`) the attention is b_k = attn(x_k, z / tau) (`attention_weights`), the residual
+stream f_k = U_C b_k + u_q, the readout h_kj = phi(w_j^T f_k) for the K output units j, and the loss the mean over
+the classes of the batch of the cross-entropy of h_k against its label (one-hot `"y"`; the full batch holds
+every class once, sample k with label k).
 
-The spec-shaped functions (for `flows.System`): `make_init(config)` -> `init(key)`, `make_loss(attention,
-mlp)` -> `loss(params, batch)` with `batch = data.population(config)`, and `make_observe(config)` ->
-`observe(params, data)` with `data = observe_data(config, params0)` (the batch and the invariant's constant at
-the start `params0`). The observables:
+The spec-shaped functions (for `flows.System`, `spec.system`): `init_params(config)`, `make_loss(attention,
+mlp)` -> `loss(params, batch)` with `batch = data.population(config)` (or some of its rows), and
+`make_observe(attention, mlp)` -> `observe(params, data)` with `data = observe_data(config, params0)` (the full
+batch and the invariant's constant at the start `params0`). The observables:
 
 - `"loss"`: the cross-entropy above;
 - `"entropy"`: the mean over classes of the attention entropy H(|b_k| / sum |b_k|) (for softmax and exp
@@ -43,7 +44,6 @@ __all__ = [
     "contextual_weights",
     "init_params",
     "loss",
-    "make_init",
     "make_loss",
     "make_observe",
     "observe",
@@ -80,13 +80,6 @@ def _init(key, scale, *, d, K, M):
     return {"W": scale * jax.random.normal(kW, (d, K), dtype), "z": scale * jax.random.normal(kz, (M,), dtype)}
 
 
-def make_init(config: Config) -> Callable[[jax.Array], Params]:
-    """`init(key) -> params` of `config` (the spec's `init`): `init_params(config, key)`."""
-    if not isinstance(config, Config):
-        raise ValueError(f"config must be a joma.Config, got {type(config).__name__}")
-    return functools.partial(init_params, config)
-
-
 def attention_weights(z: jax.Array, X: jax.Array, tau: jax.Array, attention: str) -> Float[jax.Array, "M_C K"]:
     """b_k for every class (columns): with a = z / tau, "softmax" x o e^a / (x . e^a), "exp" x o e^a,
     "linear" x o a (Tian et al. 2024, Sec. 3).
@@ -118,9 +111,9 @@ def activation(mlp: str) -> Callable[[jax.Array], jax.Array]:
 
 
 def readout(params: Params, batch: Batch, attention: str, mlp: str) -> tuple[jax.Array, jax.Array]:
-    """(F, H): the residual streams f_k = U_C b_k + u_q as columns `(d, K)` and the MLP's pre-activations
-    H[k, j] = w_j^T f_k `(K classes, K units)`."""
-    X, U = batch["X"], batch["U"]
+    """(F, H): the residual streams f_k = U_C b_k + u_q of the batch's n classes as columns `(d, n)` and the
+    MLP's pre-activations H[k, j] = w_j^T f_k `(n classes, K units)`."""
+    X, U = batch["x"].T, batch["U"]
     M = X.shape[0]
     B = attention_weights(params["z"], X, batch["tau"], attention)
     F = U[:, :M] @ B + U[:, M][:, None]
@@ -128,16 +121,17 @@ def readout(params: Params, batch: Batch, attention: str, mlp: str) -> tuple[jax
 
 
 def loss(params: Params, batch: Batch, attention: str = "softmax", mlp: str = "linear") -> jax.Array:
-    """The mean over the K classes of the cross-entropy of phi(H[k]) against label k (the official
-    `CrossEntropyLoss` of `F^T W` with labels 0..K-1).
+    """The mean over the batch's classes of the cross-entropy of phi(H[k]) against the label of class k (the
+    official `CrossEntropyLoss` of `F^T W` with labels 0..K-1 on the full batch).
 
-    **Arguments:** `params` `{"W", "z"}`, `batch` = `data.population(config)`, `attention`, `mlp`.
+    **Arguments:** `params` `{"W", "z"}`, `batch` = `data.population(config)` or some of its rows `data.ROWS`
+    (the other entries whole), `attention`, `mlp`.
 
     **Returns:** the scalar loss.
     """
     _, H = readout(params, batch, attention, mlp)
     out = activation(mlp)(H)
-    return jnp.mean(jax.nn.logsumexp(out, axis=1) - jnp.diagonal(out))
+    return jnp.mean(jax.nn.logsumexp(out, axis=1) - jnp.sum(batch["y"] * out, axis=1))
 
 
 def make_loss(attention: str, mlp: str) -> Callable[[Params, Batch], jax.Array]:
@@ -156,7 +150,7 @@ def _make_loss(attention: str, mlp: str) -> Callable[[Params, Batch], jax.Array]
 
 def contextual_weights(params: Params, batch: Batch) -> Float[jax.Array, "M_C K"]:
     """V = U_C^T W: the MLP weights in the basis of the contextual tokens (column k: v_k)."""
-    M = batch["X"].shape[0]
+    M = batch["x"].shape[1]
     return batch["U"][:, :M].T @ params["W"]
 
 
@@ -198,7 +192,7 @@ def z_estimate(params: Params, data: dict[str, jax.Array], attention: str) -> ja
 
 def observe(params: Params, data: dict[str, jax.Array], attention: str, mlp: str) -> dict[str, jax.Array]:
     """The observables of the module docstring at `params`; `data` = `observe_data(config, params0)`."""
-    B = attention_weights(params["z"], data["X"], data["tau"], attention)
+    B = attention_weights(params["z"], data["x"].T, data["tau"], attention)
     p = jnp.abs(B) / jnp.sum(jnp.abs(B), axis=0, keepdims=True)
     z = jnp.abs(params["z"]) if attention == "linear" else params["z"]
     est = z_estimate(params, data, attention)

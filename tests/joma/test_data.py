@@ -85,8 +85,10 @@ def test_embedding_and_population():
     U = np.asarray(joma.embedding(cfg))
     assert U.shape == (30, 21) and np.array_equal(U[:21], np.eye(21)) and not U[21:].any()
     pop = joma.population(cfg)
-    assert set(pop) == {"X", "U", "xbar", "tau"} and float(pop["tau"]) == 0.5
-    np.testing.assert_allclose(pop["xbar"], np.asarray(pop["X"]).mean(axis=1), rtol=1e-15)
+    assert set(pop) == {"x", "y", "U", "xbar", "tau"} and float(pop["tau"]) == 0.5
+    np.testing.assert_array_equal(pop["x"], np.asarray(joma.frequencies(cfg)).T)  # one row per class
+    np.testing.assert_array_equal(pop["y"], np.eye(20))  # row k: label k
+    np.testing.assert_allclose(pop["xbar"], np.asarray(pop["x"]).mean(axis=0), rtol=1e-15)
 
 
 def test_streams_are_seeded_and_distinct():
@@ -96,4 +98,4 @@ def test_streams_are_seeded_and_distinct():
     assert not np.array_equal(a.key("data"), a.key("init"))
     with pytest.raises(ValueError, match="stream"):
         a.key("test")
-    assert data.STREAMS == ("data", "init")
+    assert data.STREAMS == ("data", "init", "batch", "noise")

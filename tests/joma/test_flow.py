@@ -133,8 +133,9 @@ def test_invariant_gap_along_gd_is_first_order_in_lr(exp_joint):
 
 
 def test_reduced_flow_is_the_joint_flow_from_the_same_start(exp_joint):
+    """The spec's named limit "w_flow" (W alone, z = z(W)) is the joint flow of (W, z) from the same start."""
     cfg, traj = exp_joint
-    red = flow.solve_reduced(cfg, TS, rtol=1e-11, atol=1e-13)
+    red = joma.solve_flow(cfg, TS, reduced="w_flow", rtol=1e-11, atol=1e-13)
     scale = float(np.max(np.abs(np.asarray(traj.ys["W"][-1] - traj.ys["W"][0]))))
     assert scale > 1e-2
     np.testing.assert_allclose(red.ys, traj.ys["W"], rtol=0, atol=1e-8 * scale)
@@ -145,11 +146,11 @@ def test_reduced_flow_is_the_joint_flow_from_the_same_start(exp_joint):
 
 def test_linear_reduced_flow_keeps_its_branch_and_refuses_a_crossing_start(linear_joint):
     cfg, p0, joint = linear_joint
-    red = flow.solve_reduced(cfg, np.asarray(joint.ts), params0=p0, rtol=1e-11, atol=1e-13)
+    red = joma.solve_flow(cfg, np.asarray(joint.ts), reduced="w_flow", params0=p0, rtol=1e-11, atol=1e-13)
     np.testing.assert_allclose(red.ys, joint.ys["W"], rtol=0, atol=1e-9)
     np.testing.assert_allclose(red.observables["entropy"], joint.observables["entropy"], rtol=1e-9)
-    with pytest.raises(ValueError, match="c > 0"):
-        flow.solve_reduced(cfg, np.asarray(joint.ts))  # the official start: |z0| < ||v0||, z can cross 0
+    with pytest.raises(ValueError, match="c > 0"):  # the official start: |z0| < ||v0||, z can cross 0
+        joma.solve_flow(cfg, np.asarray(joint.ts), reduced="w_flow")
 
 
 @pytest.mark.slow
@@ -159,6 +160,6 @@ def test_softmax_reduced_flow_is_only_approximate():
     test_invariant_rates_along_the_written_out_field, the estimate's nonzero rate.)"""
     cfg = joma.Config(attention="softmax")
     ts = np.linspace(0.0, 40.0, 3)
-    red, joint = flow.solve_reduced(cfg, ts), _joint(cfg, joma.init_params(cfg), ts)
+    red, joint = joma.solve_flow(cfg, ts, reduced="w_flow"), _joint(cfg, joma.init_params(cfg), ts)
     diff = float(np.max(np.abs(np.asarray(red.ys[-1]) - np.asarray(joint.ys["W"][-1]))))
     assert diff > 1e-3 * float(np.max(np.abs(np.asarray(joint.ys["W"][-1]))))

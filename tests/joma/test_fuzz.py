@@ -1,5 +1,6 @@
-"""Property-based tests of JoMA's `Config` and its V-flow entry points (rules in tests/fuzzing.py):
-`solve_v_flow` and `euler_v_flow` run up to the solver stub."""
+"""Property-based tests of JoMA's `Config` and its entry points (rules in tests/fuzzing.py): `solve_v_flow`,
+`euler_v_flow` and the spec's `solve_flow` run up to the solver stub, `train` up to the training stub, and a bad
+argument is a ValueError naming it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from tests.fuzzing import (
     raises_naming,
     real_edges,
     stop_at_solvers,
+    stop_at_trainings,
 )
 
 _SIZE = 100_000
@@ -116,3 +118,44 @@ def test_v_flow_entry_points_reach_the_solver_or_name_the_argument(n, T, v0, mlp
             flow.euler_v_flow(steps=steps, eta=eta, save_every=1, **kwargs)
         else:
             flow.solve_v_flow(ts=[0.0, 1.0], **kwargs)
+
+
+_SMALL = joma.Config(attention="exp", n_distinct=2, n_common=2, n_classes=3, d=5)
+
+
+@ENTRY
+@given(
+    optimizer=st.sampled_from(["gd", "sgd", "momentum", "adam"]),
+    lr=good_reals(1e-6, 10.0),
+    steps=st.integers(1, 50),
+    reduced=st.sampled_from([None, "w_flow"]),
+    t1=good_reals(1e-3, 100.0),
+    data=st.data(),
+)
+def test_spec_entry_points_reach_the_driver_or_name_the_argument(optimizer, lr, steps, reduced, t1, data):
+    optim_args = {"beta": 0.5} if optimizer == "momentum" else None
+    batch_size = 2 if optimizer == "sgd" else None
+    with stop_at_trainings(), pytest.raises(Reached):
+        joma.train(_SMALL, optimizer, lr, steps, 1, batch_size=batch_size, optim_args=optim_args)
+    with stop_at_solvers(), pytest.raises(Reached):
+        joma.solve_flow(_SMALL, [0.0, t1], reduced=reduced)
+    field = data.draw(st.sampled_from(["lr", "steps", "save_every", "ts", "params0", "reduced", "batch_size"]))
+    bad = data.draw(
+        {
+            "lr": bad_reals(0.0, strict=True),
+            "steps": bad_ints(1, 10**9),
+            "save_every": st.one_of(st.integers(-3, 0), st.just(1.5)),
+            "ts": st.one_of(st.just([1.0, 2.0]), st.just([0.0, np.nan]), st.just([[0.0, 1.0]])),
+            "params0": st.one_of(st.just({"W": np.zeros((2, 2)), "z": np.zeros(4)}), st.just({"W": np.zeros(3)})),
+            "reduced": st.one_of(st.just("v_flow"), st.just(3)),
+            "batch_size": st.one_of(st.integers(-2, 0), st.integers(4, 10)),
+        }[field]
+    )
+    with stop_at_solvers(), stop_at_trainings(), raises_naming(field):
+        if field in ("ts", "reduced"):
+            joma.solve_flow(_SMALL, **({"ts": bad} if field == "ts" else {"ts": [0.0, 1.0], "reduced": bad}))
+        elif field == "params0":
+            joma.solve_flow(_SMALL, [0.0, 1.0], params0=bad)
+        else:
+            kw = {"lr": lr, "steps": steps, "save_every": 1, "batch_size": None}
+            joma.train(_SMALL, "sgd", **{**kw, field: bad})

@@ -31,7 +31,7 @@ def _random_params(cfg, scale=0.4, seed=0):
 def literal_loss(params, pop, attention, mlp):
     """Per class k: b = attention of x_k, f = U_C b + u_q, h_j = phi(w_j . f), CE against label k; the mean."""
     W, z = np.asarray(params["W"]), np.asarray(params["z"])
-    X, U, tau = np.asarray(pop["X"]), np.asarray(pop["U"]), float(pop["tau"])
+    X, U, tau = np.asarray(pop["x"]).T, np.asarray(pop["U"]), float(pop["tau"])
     M, K = X.shape
     phi = {"linear": lambda h: h, "relu": lambda h: max(h, 0.0), "silu": lambda h: h / (1 + math.exp(-h))}[mlp]
     total = 0.0
@@ -76,7 +76,7 @@ def test_init_is_the_official_scale_and_seeded():
     assert p["W"].shape == (30, 20) and p["z"].shape == (20,)
     w = np.asarray(p["W"]).ravel()
     assert abs(w.std() / 0.01 - 1) < 0.15 and abs(w.mean()) < 3 * 0.01 / math.sqrt(w.size)
-    np.testing.assert_array_equal(p["W"], joma.make_init(cfg)(cfg.key("init"))["W"])
+    np.testing.assert_array_equal(p["W"], joma.init_params(cfg, cfg.key("init"))["W"])
     assert not np.allclose(p["W"], joma.init_params(cfg.replace(seed=1))["W"])
     with pytest.raises(ValueError, match="config"):
         joma.init_params("softmax")
@@ -99,7 +99,7 @@ def test_observables_are_the_literal_formulas(attention):
         p["z"] = p["z"].at[3].set(-p["z"][3])  # a component on the other branch
     data = joma.observe_data(cfg, p0)
     got = {k: float(v) for k, v in joma.make_observe(attention, "silu")(p, data).items()}
-    X, tau = np.asarray(data["X"]), cfg.tau
+    X, tau = np.asarray(data["x"]).T, cfg.tau
     W, z, W0, z0 = (np.asarray(a) for a in (p["W"], p["z"], p0["W"], p0["z"]))
     V, V0 = W[:20], W0[:20]
     ents = []
@@ -184,7 +184,7 @@ def test_sgd_on_the_loss_is_the_official_training_loop():
     p0, pop, data = joma.init_params(cfg), joma.population(cfg), joma.observe_data(cfg)
     steps = 60
     run = run_optax(joma.make_loss("softmax", "linear"), p0, pop, optax.sgd(0.1), steps)
-    corrs, W_end, z_end = official_training(np.asarray(pop["X"]), np.asarray(p0["W"]), np.asarray(p0["z"]), steps)
+    corrs, W_end, z_end = official_training(np.asarray(pop["x"]).T, np.asarray(p0["W"]), np.asarray(p0["z"]), steps)
     np.testing.assert_allclose(run["params"]["W"][-1], W_end, rtol=0, atol=1e-12)
     np.testing.assert_allclose(run["params"]["z"][-1], z_end, rtol=0, atol=1e-12)
     observe = jax.jit(joma.make_observe("softmax", "linear"))

@@ -116,5 +116,3 @@ def test_v_flow_rejects_bad_input():
         flow.euler_v_flow(MU, steps=100, save_every=7)
     with pytest.raises(ValueError, match="level"):
         flow.blowup_event(0.0)
-    with pytest.raises(ValueError, match="config"):
-        flow.solve_reduced("exp", ts)
