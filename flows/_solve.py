@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
+from . import _sweep as sweep
 from ._checks import check_bool, check_choice, check_finite_tree, check_int, check_real
 from ._chunked import SAVE_CHUNK, execute
 from ._inputs import as_state, check_observables, check_save_times, check_state
@@ -265,7 +266,7 @@ def solve_batch(
         if event is not None and not event.stop and jax.process_count() > 1:
             raise ValueError("event with stop=False is not supported on a mesh spanning several processes")
         call_args, padded, place = _shard_batch(call_args, in_axes, mesh)
-    traj = execute(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
+    traj = sweep.run(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
     if padded != size:
         traj = traj[:size]  # drop the padding of a sharded batch
     if throw and not traj.ok:
