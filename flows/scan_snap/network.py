@@ -21,7 +21,7 @@ from .._checks import check_bool, check_choice, check_int, check_real, real_arra
 from .._prng import fused
 from ..training import NetworkRecord
 from . import observables as obs
-from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
+from .data import ClassArrays, SequenceClasses, sample_counts, sample_support_counts, sample_tokens
 
 __all__ = [
     "NetworkRecord",
@@ -50,6 +50,20 @@ def count_loss(params: Params, arrays: ClassArrays, cls: jax.Array, counts: jax.
     """Batch-mean cross-entropy through the count-vector reduction; `counts` (B, M), `cls` (B,)."""
     u = obs.attention_weights(counts, params["Z"][arrays.query[cls]])
     return jnp.mean(obs.cross_entropy(obs.normalized_attention(u) @ params["Y"], arrays.next_token[cls]))
+
+
+def _support_loss(params: Params, arrays: ClassArrays, cls: jax.Array, counts: jax.Array) -> jax.Array:
+    """`count_loss` computed on the support of each sequence's class (`counts` (B, S) as
+    `data.sample_support_counts` draws them, entry j for token `arrays.support_index[cls, j]`): the counts are 0
+    off the support, so c_n and f_n are too and only the decoder product needs the vocabulary. `params["Z"]` may
+    hold only the query rows, with `arrays.query` indexing them. What `train_sweep` trains: its elementwise work
+    runs on S entries instead of M (pinned equal to `train`, which uses `count_loss`)."""
+    idx = arrays.support_index[cls]  # (B, S); padded entries repeat a token and have count 0
+    zs = params["Z"][arrays.query[cls][:, None], idx]  # z_{psi(n), l} on the support, (B, S)
+    f_s = obs.normalized_attention(obs.attention_weights(counts, zs))
+    rows = jnp.arange(counts.shape[0])[:, None]
+    f = jnp.zeros((counts.shape[0], params["Y"].shape[0]), f_s.dtype).at[rows, idx].add(f_s)
+    return jnp.mean(obs.cross_entropy(f @ params["Y"], arrays.next_token[cls]))
 
 
 def token_loss(params: Params, arrays: ClassArrays, cls: jax.Array, tokens: jax.Array) -> jax.Array:
@@ -192,8 +206,8 @@ def _state(optimizer, lr: dict, momentum, params):
 def _program(template, *, form, T, batch_size, history, observed=True):
     """The spec of this system on `flows.training.training_program`: loss of `form` ("counts", "tokens",
     "embedding") on a batch of `batch_size` sequences of length `T` drawn with the step's key."""
-    loss = {"counts": count_loss, "tokens": token_loss, "embedding": embedding_loss}[form]
-    sampler = sample_tokens if form == "tokens" else sample_counts
+    loss = {"counts": count_loss, "support": _support_loss, "tokens": token_loss, "embedding": embedding_loss}[form]
+    sampler = {"tokens": sample_tokens, "support": sample_support_counts}.get(form, sample_counts)
     to_yz = embedding_to_yz if form == "embedding" else (lambda params: params)
 
     def sample(arrays, keys, step):
@@ -361,11 +375,20 @@ def train_sweep(
     k_init, keys = jax.vmap(partial(_keys, steps=steps))(jnp.asarray(seeds.astype(np.int64), jnp.uint32))
     params0 = jax.vmap(lambda k: init_params(classes.vocab_size, init, k, dtype))(k_init)
     rates = {"Y": jnp.asarray(eta_Y, dtype), "Z": jnp.asarray(eta_Z, dtype)}
-    opts = dict(form="counts", T=T, batch_size=batch_size, history=False, observed=False)
+    # Z's rows other than the query tokens' get no gradient (c_n reads row psi(n) only), so every optimiser
+    # here leaves them as drawn: train the query rows (the loss on the class supports, `_support_loss`) and
+    # put them back into Z0 after
+    qt = np.asarray(classes.query_tokens)
+    row = {int(q): i for i, q in enumerate(qt)}
+    arrays_q = arrays._replace(query=jnp.asarray([row[int(q)] for q in classes.query], jnp.int32))
+    opts = dict(form="support", T=T, batch_size=batch_size, history=False, observed=False)
+    start = {"Y": params0["Y"], "Z": params0["Z"][:, qt]}
     final, _, _, losses, _, _, _ = _fit(
-        arrays, optimizer, rates, momentum, params0, keys, np.asarray([0, steps]), opts, True
+        arrays_q, optimizer, rates, momentum, start, keys, np.asarray([0, steps]), opts, True
     )
-    return losses, {k: np.asarray(v) for k, v in final.items()}
+    Z = np.array(params0["Z"])
+    Z[:, qt] = np.asarray(final["Z"])
+    return losses, {"Y": np.asarray(final["Y"]), "Z": Z}
 
 
 def train_embedding(
