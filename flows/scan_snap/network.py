@@ -351,11 +351,13 @@ def train_sweep(
     init: str = "zero",
     *,
     lr: Any = None,
+    timings: dict | None = None,
 ) -> tuple[jax.Array, dict[str, np.ndarray]]:
     """Many trainings in one vmapped, once-compiled call.
 
     **Arguments:** as `train`, with `eta_Y`, `eta_Z`, `seeds` 1-D arrays of one length R (or `lr=` an array for
-    both groups, or {"Y": eta_Y, "Z": eta_Z}).
+    both groups, or {"Y": eta_Y, "Z": eta_Z}); `timings`: a dict that receives `compile_s` (0 when the program
+    was compiled already) and `run_s` of the call.
 
     **Returns:** (batch loss (R, steps), final params {"Y", "Z"}: (R, M, M)); member i equals
     `train(classes, optimizer, eta_Y[i], eta_Z[i], ..., seed=seeds[i])` (final state).
@@ -383,9 +385,11 @@ def train_sweep(
     arrays_q = arrays._replace(query=jnp.asarray([row[int(q)] for q in classes.query], jnp.int32))
     opts = dict(form="support", T=T, batch_size=batch_size, history=False, observed=False)
     start = {"Y": params0["Y"], "Z": params0["Z"][:, qt]}
-    final, _, _, losses, _, _, _ = _fit(
+    final, _, _, losses, _, compile_s, run_s = _fit(
         arrays_q, optimizer, rates, momentum, start, keys, np.asarray([0, steps]), opts, True
     )
+    if timings is not None:
+        timings.update(compile_s=compile_s, run_s=run_s)
     Z = np.array(params0["Z"])
     Z[:, qt] = np.asarray(final["Z"])
     return losses, {"Y": np.asarray(final["Y"]), "Z": Z}
