@@ -94,8 +94,8 @@ def test_unbatched_args_and_observables_only():
 
 def test_error_norm_is_each_members_own():
     """63 members at rate 0 (exact in any step) and one at rate 3: the moving member's error equals its own
-    solve's (each member's RMS norm, the largest taken). An RMS over all 64 members would let its scaled error
-    grow 8x: measured 1.0x here against 5-8x with that norm."""
+    solve's (each member's RMS norm, the largest taken). An RMS over all 64 members lets its scaled error grow
+    8x: measured 1.0x its own solve's error here, 8.7x with that norm (28 steps instead of 40)."""
     rates = np.zeros(64)
     rates[17] = 3.0
     kw = dict(t1=4.0, ts=np.array([4.0]), rtol=1e-6, atol=1e-9)
