@@ -217,9 +217,14 @@ def solve_batch(
     throw: bool = False,
     mesh: jax.sharding.Mesh | None = None,
 ) -> Trajectory:
-    """A vmapped sweep: one compilation, one solve per member of the batch.
+    """A sweep: one compilation, one solution per member of the batch.
 
     `args` (if `batch_args`) and/or `y0` (if `batch_y0`) carry a leading batch axis on every array leaf.
+    Without an event or a mesh the members are solved in lockstep (`flows._sweep`): one solve of the stacked
+    members whose step-size control holds every member to `rtol`/`atol` as its own solve would (each member's
+    results agree with its own solve to the tolerances; `num_steps` is the shared count); with an event, on a
+    mesh, or when the lockstep solve fails (a member diverges, turns non-finite or exhausts `max_steps`), each
+    member gets its own solve, vmapped, and its own status.
     Every field of the returned `Trajectory` gains that leading axis; `status` and `message` become tuples,
     and `traj[i]` extracts member `i`. The batch does not raise unless `throw=True` (then `FlowError` lists
     the failed members); inspect `traj.status`.
