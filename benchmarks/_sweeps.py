@@ -1,10 +1,10 @@
 """What a batched sweep of `flows.solve_batch` is measured against (shared by the sweep benchmarks).
 
 - The vector-field floor (`field_floor`): the evaluations of the vector field that the members need in their
-  own adaptive solves (`evaluations`: 6 per step of an FSAL 7-stage method, accepted or rejected, and 3 to
-  start), done as one vmapped, jitted evaluation of all members at once, timed, times the mean number per
-  member. No batched solve can evaluate less; the Runge-Kutta updates, the error norm and the saves come on
-  top.
+  own adaptive solves (`evaluations`: the stages of a step less the reused one, 6 for Tsit5, accepted or
+  rejected, and 3 to start), done as one vmapped, jitted evaluation of all members at once, timed, times the
+  mean number per member. No batched solve can evaluate less; the Runge-Kutta updates, the error norm and the
+  saves come on top.
 - The best peer (`diffrax_vmap`): `jax.vmap` of a bare `diffrax.diffeqsolve` (Tsit5, the same tolerances and
   save times, no flows), what a diffrax user writes.
 - Where the time goes (`member_steps`): the members' own step counts (their spread is what a vmapped solve
@@ -22,8 +22,17 @@ from flows import _xla
 
 __all__ = ["FLOOR_CHAIN", "STAGES_PER_STEP", "diffrax_vmap", "evaluations", "field_floor", "member_steps"]
 
-#: new vector-field evaluations per step (accepted or rejected) of the FSAL 7-stage methods
-STAGES_PER_STEP = {"tsit5": 6, "dopri5": 6}
+
+def _new_stages(solver) -> int:
+    """New vector-field evaluations per step of an explicit Runge-Kutta solver of diffrax: its stages, less the
+    first when it reuses the last (FSAL)."""
+    tableau = solver.tableau
+    return len(tableau.a_lower) + 1 - int(tableau.fsal)
+
+
+#: new vector-field evaluations per step (accepted or rejected) of the explicit solvers the sweeps use
+STAGES_PER_STEP = {name: _new_stages(s) for name, s in (("tsit5", diffrax.Tsit5), ("dopri5", diffrax.Dopri5),
+                                                         ("dopri8", diffrax.Dopri8))}  # fmt: skip
 
 
 def evaluations(num_steps, solver: str = "tsit5") -> np.ndarray:
@@ -69,8 +78,8 @@ def field_floor(vector_field, ys, args, args_axis, evals, repeats: int = 5) -> t
 
 
 def diffrax_vmap(vector_field, y0, args, ts, *, rtol: float, atol: float, batch_y0: bool, batch_args: bool,
-                 repeats: int = 3, max_steps: int = 100_000) -> dict:  # fmt: skip
-    """The best peer of a sweep: `jax.vmap` of a bare `diffrax.diffeqsolve` (Tsit5, PID controller with `rtol`,
+                 repeats: int = 3, max_steps: int = 100_000, solver: str = "tsit5") -> dict:  # fmt: skip
+    """The best peer of a sweep: `jax.vmap` of a bare `diffrax.diffeqsolve` (`solver`, PID controller with `rtol`,
     `atol`, saved at `ts`), jitted with the library's compile options. Returns its best time of `repeats`
     (`run_s`), the members' step counts (`num_steps`) and the final states (`final`)."""
     ts = np.asarray(ts, float)
@@ -78,7 +87,7 @@ def diffrax_vmap(vector_field, y0, args, ts, *, rtol: float, atol: float, batch_
     def one(y, a):
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(vector_field),
-            diffrax.Tsit5(),
+            {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}[solver](),
             float(ts[0]),
             float(ts[-1]),
             None,
