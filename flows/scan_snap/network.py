@@ -19,6 +19,7 @@ import numpy as np
 from .. import training
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from .._prng import fused
+from .._xla import jit as xla_jit
 from ..training import NetworkRecord
 from . import observables as obs
 from .data import ClassArrays, SequenceClasses, sample_counts, sample_support_counts, sample_tokens
@@ -226,13 +227,15 @@ def _program(template, *, form, T, batch_size, history, observed=True):
     )
 
 
-def _fit(arrays, optimizer, lr: dict, momentum, params0, keys, save, opts: dict, batched=False):
+def _fit(arrays, optimizer, lr: dict, momentum, params0, keys, save, opts: dict, batched=False, state=None):
     """`flows.training.run_training` of this system with the `_program` options `opts` (`batched`: many runs,
-    vmapped over the leading axis of `params0`, `keys` and the rates in `lr`)."""
+    vmapped over the leading axis of `params0`, `keys` and the rates in `lr`; `state`: their optimiser state,
+    when computed already)."""
     template = _optimizer(optimizer, dict.fromkeys(lr, 1.0), 0.5 if momentum else 0.0)
     opts = {"observed": True, **opts}
     if batched:
-        state = jax.vmap(lambda p, rates: _state(optimizer, rates, momentum, p))(params0, lr)
+        if state is None:
+            state = jax.vmap(lambda p, rates: _state(optimizer, rates, momentum, p))(params0, lr)
         build = lambda: jax.vmap(_program(template, **opts), in_axes=(0, 0, 0, None, None, None))  # noqa: E731
     else:
         state = _state(optimizer, lr, momentum, params0)
@@ -374,25 +377,38 @@ def train_sweep(
     T, batch_size, steps, momentum, _ = _validate(classes, optimizer, T, batch_size, steps, momentum, init, 0, "counts")
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
-    k_init, keys = jax.vmap(partial(_keys, steps=steps))(jnp.asarray(seeds.astype(np.int64), jnp.uint32))
-    params0 = jax.vmap(lambda k: init_params(classes.vocab_size, init, k, dtype))(k_init)
-    rates = {"Y": jnp.asarray(eta_Y, dtype), "Z": jnp.asarray(eta_Z, dtype)}
     # Z's rows other than the query tokens' get no gradient (c_n reads row psi(n) only), so every optimiser
     # here leaves them as drawn: train the query rows (the loss on the class supports, `_support_loss`) and
     # put them back into Z0 after
-    qt = np.asarray(classes.query_tokens)
-    row = {int(q): i for i, q in enumerate(qt)}
+    qt = tuple(int(q) for q in classes.query_tokens)
+    row = {q: i for i, q in enumerate(qt)}
     arrays_q = arrays._replace(query=jnp.asarray([row[int(q)] for q in classes.query], jnp.int32))
+    rates = {"Y": np.asarray(eta_Y, dtype), "Z": np.asarray(eta_Z, dtype)}
+    seeds_u32 = np.asarray(seeds.astype(np.int64), np.uint32)
+    keys, Z0, start, state = _sweep_start(
+        seeds_u32, rates, M=classes.vocab_size, init=init, steps=steps, query=qt, optimizer=optimizer, momentum=momentum
+    )
     opts = dict(form="support", T=T, batch_size=batch_size, history=False, observed=False)
-    start = {"Y": params0["Y"], "Z": params0["Z"][:, qt]}
     final, _, _, losses, _, compile_s, run_s = _fit(
-        arrays_q, optimizer, rates, momentum, start, keys, np.asarray([0, steps]), opts, True
+        arrays_q, optimizer, rates, momentum, start, keys, np.asarray([0, steps]), opts, True, state
     )
     if timings is not None:
         timings.update(compile_s=compile_s, run_s=run_s)
-    Z = np.array(params0["Z"])
-    Z[:, qt] = np.asarray(final["Z"])
+    Z = np.array(Z0)
+    Z[:, list(qt)] = np.asarray(final["Z"])
     return losses, {"Y": np.asarray(final["Y"]), "Z": Z}
+
+
+@partial(xla_jit, one_shot=True, static_argnames=("M", "init", "steps", "query", "optimizer", "momentum"))
+def _sweep_start(seeds, rates, *, M, init, steps, query, optimizer, momentum):
+    """What `train_sweep` starts from, in one program (a first call compiles one program, not one per eager
+    step): the batch keys of every run, the drawn Z0 (R, M, M), the trained start {"Y", "Z": Z0's `query`
+    rows} and its optimiser state."""
+    k_init, keys = jax.vmap(partial(_keys, steps=steps))(seeds)
+    params0 = jax.vmap(lambda k: init_params(M, init, k, rates["Y"].dtype))(k_init)
+    start = {"Y": params0["Y"], "Z": params0["Z"][:, list(query)]}
+    state = jax.vmap(lambda p, r: _state(optimizer, r, momentum, p))(start, rates)
+    return keys, params0["Z"], start, state
 
 
 def train_embedding(
