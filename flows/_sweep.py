@@ -2,19 +2,23 @@
 advances with one step size) or vmapped (one adaptive solve per member, `jax.vmap` over the solve).
 
 A vmapped adaptive solve is a vmapped `while_loop`: every iteration steps every member (the finished ones
-too, their results masked), and on CPU each Runge-Kutta stage copies the whole batch of stage values into
-another layout and each save is a scatter looping over the members. On small states these copies cost more
-than the vector field itself. The lockstep solve has no batched control flow: the vector field is vmapped
-over the members inside one `diffrax.diffeqsolve`, whose step-size controller measures the error of every
-member separately (the RMS norm of each member's scaled error, the largest of them), so that every member
-meets `rtol`/`atol` as its own solve would. It takes the step sequence the most demanding member asks for at
-each time, so its step count is at least the largest of the members' own; each member's results agree with
-its own solve to the tolerances, not bit for bit.
+too, their results masked); its conditionals become selects, so the saved observables are computed at every
+step for every member, not only at the save times; and on CPU each Runge-Kutta stage copies the whole batch of
+stage values into another layout and each save is a scatter looping over the members. On small states these
+copies cost about as much as the vector field itself. The lockstep solve has no batched control flow: the
+vector field is vmapped over the members inside one `diffrax.diffeqsolve`, whose step-size controller measures
+the error of every member separately (the RMS norm of each member's scaled error, the largest of them), so that
+every member meets `rtol`/`atol` as its own solve would. It takes the step sequence the most demanding member
+asks for at each time, so its step count is at least the largest of the members' own; each member's results
+agree with its own solve to the tolerances, not bit for bit.
+
+A lockstep solve pays for members that need small steps at different times (it takes them all); a vmapped one
+for the spread of the members' step counts (every member steps until the slowest is done).
 
 `config.strategy` chooses: `"auto"` (default) runs in lockstep where it applies (no event, no mesh, a state
-of one floating dtype) and falls back to the vmapped solve for the whole batch when the lockstep solve fails
-(a member diverges, turns non-finite or exhausts `max_steps`), so that each member's status and message are
-its own; `"vmap"` always vmaps; `"lockstep"` refuses nothing but still falls back on a failure.
+of one floating dtype, two members or more) and falls back to the vmapped solve for the whole batch when the
+lockstep solve fails (a member diverges, turns non-finite or exhausts `max_steps`), so that each member's
+status and message are its own; `"vmap"` always vmaps.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["STRATEGIES", "SweepConfig", "config", "lockstep_applies", "run"]
 
-STRATEGIES = ("auto", "lockstep", "vmap")
+STRATEGIES = ("auto", "vmap")
 #: the name under which the stacked solve saves the members' states (an observable of the single solve)
 _STATE = "__members_y__"
 #: lockstep programs whose member field was checked (`check_field`), most recent last
@@ -50,8 +54,7 @@ class SweepConfig:
 
     **Arguments:**
 
-    - `strategy`: `"auto"` (lockstep where it applies, else vmapped), `"lockstep"` or `"vmap"` (module
-      docstring).
+    - `strategy`: `"auto"` (lockstep where it applies, else vmapped) or `"vmap"` (module docstring).
     """
 
     strategy: str = "auto"
