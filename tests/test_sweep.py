@@ -1,7 +1,8 @@
 """`flows._sweep`: how `solve_batch` runs a sweep (lockstep or vmapped). Each member of a lockstep sweep equals its
 own solve to the tolerances (against closed forms and against the vmapped sweep), the stacked state keeps the
 members apart, the error norm is each member's own, and a failed lockstep solve falls back to the vmapped one
-so that every member reports its own status."""
+so that every member reports its own status (on a divergence in the default run; on an exhausted step
+budget in the slow one)."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -133,6 +134,7 @@ def bump(t, y, args):
     return jnp.exp(-(((t - args) / 0.05) ** 2)) * jnp.ones_like(y)
 
 
+@pytest.mark.slow
 def test_max_steps_in_lockstep_falls_back(caplog):
     """Pulses at different times: the lockstep solve takes both members' small steps and exhausts a budget that
     each member meets alone (measured 69 and 79 steps alone, 127 in lockstep); the vmapped fallback solves every
