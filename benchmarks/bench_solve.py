@@ -8,7 +8,10 @@ and the same right-hand side written in numpy (`benchmarks/_numpy_rhs.py`, check
 atol 1e-10) and the same method: `RK45` vs `dopri5` (the same Dormand-Prince 5(4) tableau; the row with the
 issue's target, ratio = scipy run / flows.solve run >= 10) and `DOP853` vs `dopri8` (ratio recorded, no
 target). Run times are the best of repeats after compile (the whole `flows.solve` call, as a user pays it);
-the JAX compile time is `compile_s`. `error` is the relative max-norm error of the final state against a
+the JAX compile time is `compile_s`. The best peer of each flows.solve run is `jax.jit` of a bare
+`diffrax.diffeqsolve` of the same field, solver and tolerances (`bare_diffrax_run_s`, this run): the scipy row
+carries the flows run against it (`floor`, kind "peer"); a target above scipy / bare diffrax is restated as
+the flows run within 1.5x of bare diffrax. `error` is the relative max-norm error of the final state against a
 tight reference (`dopri8` at rtol 1e-12, atol 1e-14) at the final time. The scipy side runs in its own
 subprocess with `OPENBLAS_CORETYPE` / `OPENBLAS_L2_SIZE` unset (`_harness.numpy_kernel_env`); its row records
 the BLAS kernel numpy ran there (`numpy_kernel`: threadpoolctl internal_api, architecture, version), one
@@ -50,7 +53,7 @@ import numpy as np  # noqa: E402
 
 import flows  # noqa: E402
 from benchmarks import _numpy_rhs  # noqa: E402
-from benchmarks._harness import bench_main, best_of, fresh_process, numpy_kernel_env, ratio, row  # noqa: E402
+from benchmarks._harness import bench_main, best_of, fresh_process, numpy_kernel_env, ratio, restate, row, versus  # noqa: E402
 from flows import cooccurrence as co  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
 from flows.scan_snap import flow as ss_flow  # noqa: E402
@@ -204,6 +207,33 @@ def jax_solve(p: Problem, solver: str, rtol: float, atol: float, repeats: int) -
     }
 
 
+def bare_diffrax_run_s(p: Problem, solver: str, rtol: float, atol: float, repeats: int) -> float:
+    """The best peer of a `flows.solve` run: `jax.jit` of a bare `diffrax.diffeqsolve` of the same vector field,
+    state, solver and tolerances (PID controller, saved at t1; no flows), best of `repeats` after compile."""
+    import diffrax
+
+    solver_obj = flows.SOLVERS[solver]()
+
+    def run(y0, args):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(p.vector_field),
+            solver_obj,
+            0.0,
+            p.t1,
+            None,
+            y0,
+            args,
+            saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=100_000,
+            throw=False,
+        ).ys
+
+    fn = jax.jit(run)
+    jax.block_until_ready(fn(p.y0, p.args))
+    return best_of(lambda: fn(p.y0, p.args), repeats)
+
+
 def jax_rhs_call_s(p: Problem, repeats: int = 20) -> float:
     f = jax.jit(p.vector_field)
     jax.block_until_ready(f(0.0, p.y0, p.args))
@@ -263,6 +293,13 @@ def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_ru
     for (method, solver, target), s in zip(pairs, sp["runs"], strict=True):
         j = jax_runs[solver]
         params = {**p.params, "rtol": RTOL, "atol": ATOL}
+        bare_s = bare_diffrax_run_s(p, solver, RTOL, ATOL, max(1, repeats))
+        peer = versus(j["run_s_min"], bare_s, f"jax.jit of a bare diffeqsolve ({solver}, same tolerances)", kind="peer")
+        rat, fl = restate(
+            ratio(s["run_s_min"] / j["run_s_min"], f"scipy {method} run / flows.solve {solver} run", target=target),
+            s["run_s_min"] / bare_s,
+            peer,
+        )
         rows.append(
             row(
                 f"solve_vs_scipy/{p.system}/flows.solve({solver})",
@@ -281,6 +318,7 @@ def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_ru
                 jax_rhs_call_s=rhs_jax,
                 rhs_evals_per_step=stages[solver],
                 reference=ref_info,
+                bare_diffrax_run_s=bare_s,
             )
         )
         nfev = s["nfev"]
@@ -304,9 +342,10 @@ def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_ru
                 numpy=sp["numpy"],
                 numpy_env="OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE unset",
                 subprocess_wall_s=sp["wall_s"],
-                ratio=ratio(
-                    s["run_s_min"] / j["run_s_min"], f"scipy {method} run / flows.solve {solver} run", target=target
-                ),
+                task="solver",
+                ratio=rat,
+                floor=fl,
+                bare_diffrax_run_s=bare_s,
             )
         )
     return rows

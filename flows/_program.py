@@ -140,10 +140,17 @@ def build(
     blowup,
     progress,
     constant_step=False,
+    norm=None,
 ):
-    """Build the function (y0, args, t0, t1, ts) -> raw outputs that is jitted (and possibly vmapped)."""
+    """Build the function (y0, args, t0, t1, ts) -> raw outputs that is jitted (and possibly vmapped); `norm`:
+    the error norm of the step-size controller (default diffrax's RMS norm; `flows._sweep`'s lockstep solve
+    passes the largest of the members' norms)."""
     solver_obj = SOLVERS[solver]()
-    controller = diffrax.ConstantStepSize() if constant_step else diffrax.PIDController(rtol=rtol, atol=atol)
+    controller = (
+        diffrax.ConstantStepSize()
+        if constant_step
+        else diffrax.PIDController(rtol=rtol, atol=atol, **({} if norm is None else {"norm": norm}))
+    )
     save_fn = saved_outputs(observables, save_states)
 
     def final_fn(t, y, args):

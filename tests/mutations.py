@@ -66,6 +66,30 @@ JM_DERIV = ("tests/joma/test_derivation.py",)
 JM_SPEC = ("tests/joma/test_spec.py",)
 
 MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "sweep-norm-all-members",
+        "flows/_sweep.py",
+        "return jnp.max(jnp.sqrt(jnp.mean(per_member**2, axis=1)))",
+        "return jnp.sqrt(jnp.mean(per_member**2))",
+        ("tests/test_sweep.py",),
+        "lockstep sweep: the RMS error over all members instead of each member's own (the largest)",
+    ),
+    Mutation(
+        "sweep-stack-order",
+        "flows/_sweep.py",
+        "leaves = [np.asarray(x).reshape(size, -1) for x in jax.tree_util.tree_leaves(y0)]",
+        "leaves = [np.asarray(x).reshape(-1, size).T for x in jax.tree_util.tree_leaves(y0)]",
+        ("tests/test_sweep.py",),
+        "lockstep sweep: the members' initial states stacked in the wrong order (members mixed)",
+    ),
+    Mutation(
+        "ss-support-normalise",
+        "flows/scan_snap/network.py",
+        "f_s = obs.normalized_attention(obs.attention_weights(counts, zs))",
+        "f_s = obs.attention_weights(counts, zs)",
+        SS_NET,
+        "train_sweep's support loss: f = c / ||c|| not normalised",
+    ),
     # --- Scan and Snap: the full (Y, Z) flow --------------------------------------------------------------
     Mutation(
         "ss-Ydot-rate",

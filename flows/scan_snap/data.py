@@ -20,6 +20,7 @@ __all__ = [
     "ClassArrays",
     "SequenceClasses",
     "sample_counts",
+    "sample_support_counts",
     "sample_tokens",
     "syn_medium",
     "syn_small",
@@ -262,8 +263,9 @@ def _sizes(batch_size, T):
     return check_int("batch_size", batch_size, 1, integral_float=True), check_int("T", T, 2, integral_float=True)
 
 
-def sample_counts(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
-    """(cls (B,), counts (B, M)): classes n ~ P(n) and context counts N ~ Multinomial(T-1, P(.|n)).
+def sample_support_counts(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
+    """(cls (B,), counts (B, S)): `sample_counts` on the support of each drawn class, entry j counting the
+    tokens `arrays.support_index[cls, j]` (padded entries count 0): the same draws, without the (B, M) vector.
 
     Token t of a sequence is the support entry j with cdf_{j-1} <= u_t < cdf_j, i.e. j = #{k : cdf_k <= u_t}
     (the padded entries, cdf = 1 > u_t, are never hit); N_j counts the tokens with entry j.
@@ -272,12 +274,19 @@ def sample_counts(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) 
     cls, u = _draw(arrays, key, batch_size, T)
     cdf = arrays.support_cdf[cls]  # (B, S)
     # support entry of each token, j = #{k : cdf_k <= u_t} (integer sums: a float reduction over (B, T-1, S)
-    # is slower on CPU), then two small scatter-adds: counts over the support, then into the vocabulary
+    # is slower on CPU), then one scatter-add of the counts over the support
     j = jnp.sum(cdf[:, None, :] <= u[:, :, None], axis=-1, dtype=jnp.int32)  # (B, T-1)
     rows = jnp.arange(batch_size)[:, None]
-    counts_s = jnp.zeros(cdf.shape, cdf.dtype).at[rows, j].add(1.0)  # (B, S)
+    return cls, jnp.zeros(cdf.shape, cdf.dtype).at[rows, j].add(1.0)
+
+
+def sample_counts(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
+    """(cls (B,), counts (B, M)): classes n ~ P(n) and context counts N ~ Multinomial(T-1, P(.|n)): the counts
+    of `sample_support_counts` placed into the vocabulary."""
+    cls, counts_s = sample_support_counts(arrays, key, batch_size, T)
+    rows = jnp.arange(counts_s.shape[0])[:, None]
     M = arrays.cond.shape[1]
-    counts = jnp.zeros((batch_size, M), cdf.dtype).at[rows, arrays.support_index[cls]].add(counts_s)
+    counts = jnp.zeros((counts_s.shape[0], M), counts_s.dtype).at[rows, arrays.support_index[cls]].add(counts_s)
     return cls, counts
 
 

@@ -19,9 +19,10 @@ import numpy as np
 from .. import training
 from .._checks import check_bool, check_choice, check_int, check_real, real_array
 from .._prng import fused
+from .._xla import jit as xla_jit
 from ..training import NetworkRecord
 from . import observables as obs
-from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens
+from .data import ClassArrays, SequenceClasses, sample_counts, sample_support_counts, sample_tokens
 
 __all__ = [
     "NetworkRecord",
@@ -50,6 +51,20 @@ def count_loss(params: Params, arrays: ClassArrays, cls: jax.Array, counts: jax.
     """Batch-mean cross-entropy through the count-vector reduction; `counts` (B, M), `cls` (B,)."""
     u = obs.attention_weights(counts, params["Z"][arrays.query[cls]])
     return jnp.mean(obs.cross_entropy(obs.normalized_attention(u) @ params["Y"], arrays.next_token[cls]))
+
+
+def _support_loss(params: Params, arrays: ClassArrays, cls: jax.Array, counts: jax.Array) -> jax.Array:
+    """`count_loss` computed on the support of each sequence's class (`counts` (B, S) as
+    `data.sample_support_counts` draws them, entry j for token `arrays.support_index[cls, j]`): the counts are 0
+    off the support, so c_n and f_n are too and only the decoder product needs the vocabulary. `params["Z"]` may
+    hold only the query rows, with `arrays.query` indexing them. What `train_sweep` trains: its elementwise work
+    runs on S entries instead of M (pinned equal to `train`, which uses `count_loss`)."""
+    idx = arrays.support_index[cls]  # (B, S); padded entries repeat a token and have count 0
+    zs = params["Z"][arrays.query[cls][:, None], idx]  # z_{psi(n), l} on the support, (B, S)
+    f_s = obs.normalized_attention(obs.attention_weights(counts, zs))
+    rows = jnp.arange(counts.shape[0])[:, None]
+    f = jnp.zeros((counts.shape[0], params["Y"].shape[0]), f_s.dtype).at[rows, idx].add(f_s)
+    return jnp.mean(obs.cross_entropy(f @ params["Y"], arrays.next_token[cls]))
 
 
 def token_loss(params: Params, arrays: ClassArrays, cls: jax.Array, tokens: jax.Array) -> jax.Array:
@@ -192,8 +207,8 @@ def _state(optimizer, lr: dict, momentum, params):
 def _program(template, *, form, T, batch_size, history, observed=True):
     """The spec of this system on `flows.training.training_program`: loss of `form` ("counts", "tokens",
     "embedding") on a batch of `batch_size` sequences of length `T` drawn with the step's key."""
-    loss = {"counts": count_loss, "tokens": token_loss, "embedding": embedding_loss}[form]
-    sampler = sample_tokens if form == "tokens" else sample_counts
+    loss = {"counts": count_loss, "support": _support_loss, "tokens": token_loss, "embedding": embedding_loss}[form]
+    sampler = {"tokens": sample_tokens, "support": sample_support_counts}.get(form, sample_counts)
     to_yz = embedding_to_yz if form == "embedding" else (lambda params: params)
 
     def sample(arrays, keys, step):
@@ -212,13 +227,15 @@ def _program(template, *, form, T, batch_size, history, observed=True):
     )
 
 
-def _fit(arrays, optimizer, lr: dict, momentum, params0, keys, save, opts: dict, batched=False):
+def _fit(arrays, optimizer, lr: dict, momentum, params0, keys, save, opts: dict, batched=False, state=None):
     """`flows.training.run_training` of this system with the `_program` options `opts` (`batched`: many runs,
-    vmapped over the leading axis of `params0`, `keys` and the rates in `lr`)."""
+    vmapped over the leading axis of `params0`, `keys` and the rates in `lr`; `state`: their optimiser state,
+    when computed already)."""
     template = _optimizer(optimizer, dict.fromkeys(lr, 1.0), 0.5 if momentum else 0.0)
     opts = {"observed": True, **opts}
     if batched:
-        state = jax.vmap(lambda p, rates: _state(optimizer, rates, momentum, p))(params0, lr)
+        if state is None:
+            state = jax.vmap(lambda p, rates: _state(optimizer, rates, momentum, p))(params0, lr)
         build = lambda: jax.vmap(_program(template, **opts), in_axes=(0, 0, 0, None, None, None))  # noqa: E731
     else:
         state = _state(optimizer, lr, momentum, params0)
@@ -337,11 +354,13 @@ def train_sweep(
     init: str = "zero",
     *,
     lr: Any = None,
+    timings: dict | None = None,
 ) -> tuple[jax.Array, dict[str, np.ndarray]]:
     """Many trainings in one vmapped, once-compiled call.
 
     **Arguments:** as `train`, with `eta_Y`, `eta_Z`, `seeds` 1-D arrays of one length R (or `lr=` an array for
-    both groups, or {"Y": eta_Y, "Z": eta_Z}).
+    both groups, or {"Y": eta_Y, "Z": eta_Z}); `timings`: a dict that receives `compile_s` (0 when the program
+    was compiled already) and `run_s` of the call.
 
     **Returns:** (batch loss (R, steps), final params {"Y", "Z"}: (R, M, M)); member i equals
     `train(classes, optimizer, eta_Y[i], eta_Z[i], ..., seed=seeds[i])` (final state).
@@ -358,14 +377,38 @@ def train_sweep(
     T, batch_size, steps, momentum, _ = _validate(classes, optimizer, T, batch_size, steps, momentum, init, 0, "counts")
     arrays = classes.arrays()
     dtype = arrays.cond.dtype
-    k_init, keys = jax.vmap(partial(_keys, steps=steps))(jnp.asarray(seeds.astype(np.int64), jnp.uint32))
-    params0 = jax.vmap(lambda k: init_params(classes.vocab_size, init, k, dtype))(k_init)
-    rates = {"Y": jnp.asarray(eta_Y, dtype), "Z": jnp.asarray(eta_Z, dtype)}
-    opts = dict(form="counts", T=T, batch_size=batch_size, history=False, observed=False)
-    final, _, _, losses, _, _, _ = _fit(
-        arrays, optimizer, rates, momentum, params0, keys, np.asarray([0, steps]), opts, True
+    # Z's rows other than the query tokens' get no gradient (c_n reads row psi(n) only), so every optimiser
+    # here leaves them as drawn: train the query rows (the loss on the class supports, `_support_loss`) and
+    # put them back into Z0 after
+    qt = tuple(int(q) for q in classes.query_tokens)
+    row = {q: i for i, q in enumerate(qt)}
+    arrays_q = arrays._replace(query=jnp.asarray([row[int(q)] for q in classes.query], jnp.int32))
+    rates = {"Y": np.asarray(eta_Y, dtype), "Z": np.asarray(eta_Z, dtype)}
+    seeds_u32 = np.asarray(seeds.astype(np.int64), np.uint32)
+    keys, Z0, start, state = _sweep_start(
+        seeds_u32, rates, M=classes.vocab_size, init=init, steps=steps, query=qt, optimizer=optimizer, momentum=momentum
     )
-    return losses, {k: np.asarray(v) for k, v in final.items()}
+    opts = dict(form="support", T=T, batch_size=batch_size, history=False, observed=False)
+    final, _, _, losses, _, compile_s, run_s = _fit(
+        arrays_q, optimizer, rates, momentum, start, keys, np.asarray([0, steps]), opts, True, state
+    )
+    if timings is not None:
+        timings.update(compile_s=compile_s, run_s=run_s)
+    Z = np.array(Z0)
+    Z[:, list(qt)] = np.asarray(final["Z"])
+    return losses, {"Y": np.asarray(final["Y"]), "Z": Z}
+
+
+@partial(xla_jit, one_shot=True, static_argnames=("M", "init", "steps", "query", "optimizer", "momentum"))
+def _sweep_start(seeds, rates, *, M, init, steps, query, optimizer, momentum):
+    """What `train_sweep` starts from, in one program (a first call compiles one program, not one per eager
+    step): the batch keys of every run, the drawn Z0 (R, M, M), the trained start {"Y", "Z": Z0's `query`
+    rows} and its optimiser state."""
+    k_init, keys = jax.vmap(partial(_keys, steps=steps))(seeds)
+    params0 = jax.vmap(lambda k: init_params(M, init, k, rates["Y"].dtype))(k_init)
+    start = {"Y": params0["Y"], "Z": params0["Z"][:, list(query)]}
+    state = jax.vmap(lambda p, r: _state(optimizer, r, momentum, p))(start, rates)
+    return keys, params0["Z"], start, state
 
 
 def train_embedding(

@@ -6,6 +6,7 @@ tests/fuzzing.py). The flows run up to the solver stub, the trainings up to thei
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from flows import _sweep
 from flows import scan_snap as ss
 from flows.scan_snap import theory
 from tests.fuzzing import (
@@ -198,7 +200,9 @@ _bad_ts = st.sampled_from(
 def test_solve_flow_valid_calls_reach_the_solver(
     eta_Y, eta_Z, ts, reduced, paper_time, exact_slaving, decoder_size, Z0
 ):
-    with stop_at_solvers(), pytest.raises(Reached) as info:
+    # a sweep's members as the vmapped program takes them (the lockstep one stacks the same: tests/test_sweep.py)
+    vmapped = mock.patch.object(_sweep.config, "strategy", "vmap")
+    with vmapped, stop_at_solvers(), pytest.raises(Reached) as info:
         ss.solve_flow(
             CLASSES,
             eta_Y,

@@ -47,7 +47,9 @@ def test_same_seed_same_record_and_sweep_member():
     a = train(c, "sgd", 1.0, 1.0, **RUN, momentum=0.9, init="random", seed=2)
     b = train(c, "sgd", 1.0, 1.0, **RUN, momentum=0.9, init="random", seed=2)
     assert np.array_equal(a.Z, b.Z) and np.array_equal(a.Y, b.Y)
-    loss, p = train_sweep(c, "sgd", [1.0, 3.0], [1.0, 0.5], [2, 7], **RUN, momentum=0.9, init="random")
+    timings: dict = {}
+    loss, p = train_sweep(c, "sgd", [1.0, 3.0], [1.0, 0.5], [2, 7], **RUN, momentum=0.9, init="random", timings=timings)
+    assert set(timings) == {"compile_s", "run_s"} and timings["run_s"] > 0 and timings["compile_s"] >= 0
     assert np.max(np.abs(p["Z"][0] - a.Z[-1])) <= 1e-12 and np.max(np.abs(p["Y"][0] - a.Y[-1])) <= 1e-12
     assert np.max(np.abs(loss[0] - a.batch_loss)) <= 1e-12
     assert np.max(np.abs(p["Z"][1] - a.Z[-1])) > 1e-3  # the other member (other rates, other seed) differs
