@@ -48,7 +48,7 @@ def population(classes: SequenceClasses, T: int, dtype: Any = None) -> tuple[dic
         )
     M, class_probs = classes.vocab_size, np.asarray(classes.class_probs)
     query, nxt, counts, weights = [], [], [], []
-    row = {q: i for i, q in enumerate(classes.query_tokens)}
+    row_of = {q: i for i, q in enumerate(classes.query_tokens)}
     for n in range(classes.num_classes):
         sup = np.flatnonzero(classes.support[n])
         p = classes.cond_probs[n, sup]
@@ -66,7 +66,7 @@ def population(classes: SequenceClasses, T: int, dtype: Any = None) -> tuple[dic
     data = {
         "query": jnp.asarray(query, jnp.int32),
         "next": jnp.asarray(nxt, jnp.int32),
-        "query_row": jnp.asarray([row[q] for q in query], jnp.int32),
+        "query_row": jnp.asarray([row_of[q] for q in query], jnp.int32),
         "counts": jnp.asarray(np.asarray(counts), dtype),
     }
     return data, w / w.sum()

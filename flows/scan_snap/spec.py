@@ -104,18 +104,18 @@ def _frozen_finite(U, params):
     return within_bound(params) & within_bound(embedding_to_yz({**params, "U": U}))
 
 
+def _sample(T, tokens, key, data, batch_size):
+    """`batch_size` sequences of length T drawn with `key` (counts or tokens), with the data."""
+    if T is None:
+        raise ValueError("T: this system was built without a context length T; give T to train on sequences")
+    cls, x = (sample_tokens if tokens else sample_counts)(data["arrays"], key, batch_size, T)
+    return {**data, "cls": cls, "tokens" if tokens else "counts": x}
+
+
 @functools.cache
-def _sampler(T: int | None, tokens: bool):
-    """The minibatch sampler of sequences of length T (one function per (T, form): one compiled loop)."""
-    draw = sample_tokens if tokens else sample_counts
-
-    def sample(key, data, batch_size):
-        if T is None:
-            raise ValueError("T: this system was built without a context length T; give T to train on sequences")
-        cls, x = draw(data["arrays"], key, batch_size, T)
-        return {**data, "cls": cls, "tokens" if tokens else "counts": x}
-
-    return sample
+def _sampler(T: int | None, tokens: bool) -> functools.partial:
+    """The minibatch sampler of sequences of length T (one object per (T, form): one compiled loop)."""
+    return functools.partial(_sample, T, tokens)
 
 
 def _yz_init(M, rows, init, key):
@@ -290,15 +290,19 @@ def _square(name, a, M):
     return a
 
 
-def _with_full_Z(traj, Z0, qt):
-    """The trajectory with ys["Z"] rebuilt as (..., M, M) (`model.full_Z`); an optimiser limit's state
-    {"theta": {"Y", "Z"}, moments...} flattened to {"Y", "Z", moments...}."""
-    if traj is None or traj.ys is None:
+def _as_given(traj, Z0, qt, first, sweep):
+    """The trajectory at the times asked for (from save `first` on) with ys["Z"] rebuilt as (..., M, M)
+    (`model.full_Z`); an optimiser limit's state {"theta": {"Y", "Z"}, moments...} flattened to {"Y", "Z",
+    moments...}."""
+    if traj is None:
         return traj
-    ys = traj.ys
-    if "theta" in ys:
+    index = (slice(None),) * bool(sweep) + (slice(first, None),)
+    ys, observables = jax.tree_util.tree_map(lambda a: np.asarray(a)[index], (traj.ys, traj.observables))
+    if ys is not None and "theta" in ys:
         ys = {**ys["theta"], **{k: v for k, v in ys.items() if k != "theta"}}
-    return dataclasses.replace(traj, ys={**ys, "Z": full_Z(ys["Z"], Z0, qt)}) if "Z" in ys else traj
+    if ys is not None and "Z" in ys:
+        ys = {**ys, "Z": full_Z(ys["Z"], Z0, qt)}
+    return dataclasses.replace(traj, ts=np.asarray(traj.ts)[index], ys=ys, observables=observables)
 
 
 def solve_flow(
@@ -362,6 +366,8 @@ def solve_flow(
     if ts is None:
         raise ValueError("ts must be given (the save times)")
     ts = check_ts(ts)
+    first = int(ts[0] > 0)  # the limits start at t = 0: a grid that does not is solved from 0, that save dropped
+    grid = np.concatenate([[0.0], ts]) if first else ts
     if optimizer is not None:
         check_choice("optimizer", optimizer, OPTIMIZERS)
         if reduced or n:
@@ -390,16 +396,15 @@ def solve_flow(
     options = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw)
     try:
         if n:
-            traj = _sweep(spec, name, params, eta_Y, eta_Z, ts, options)
+            traj = _sweep(spec, name, params, eta_Y, eta_Z, grid, options)
         elif optimizer is not None:
-            traj = driver.solve_flow(spec, ts, optimizer, optim_args, y0=params, **options)
+            traj = driver.solve_flow(spec, grid, optimizer, optim_args, y0=params, **options)
         else:
-            data = spec.dataset(None)
-            y0 = spec.reduced[name].initial(params, data)
-            traj = driver.solve_flow(spec, ts, reduced=name, y0=y0, **options)
+            y0 = spec.reduced[name].initial(params, spec.dataset(None))
+            traj = driver.solve_flow(spec, grid, reduced=name, y0=y0, **options)
     except FlowError as err:
-        raise FlowError(str(err), _with_full_Z(err.trajectory, Zfull, qt)) from None
-    return _with_full_Z(traj, Zfull, qt)
+        raise FlowError(str(err), _as_given(err.trajectory, Zfull, qt, first, n)) from None
+    return _as_given(traj, Zfull, qt, first, n)
 
 
 def _unit_lr(optimizer, optim_args):
