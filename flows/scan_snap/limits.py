@@ -35,7 +35,7 @@ from .decoder import decoder_vector_field, target_probability
 from .flow import flow_args, full_vector_field, reduced_vector_field, symmetric_vector_field
 from .theory import gamma_of_h
 
-__all__ = ["LIMITS", "limits", "symmetric_sizes"]
+__all__ = ["LIMITS", "decoder_field", "decoder_params", "limits", "symmetric_Z", "symmetric_sizes"]
 
 #: the named limits of a Y/Z system.
 LIMITS = ("population", "reduced", "decoder", "symmetric")
@@ -140,14 +140,14 @@ def _symmetric_args(classes, eta_Y, eta_Z, options, data):
     args = _args(classes, eta_Y, eta_Z, options, False, data)
     sizes = symmetric_sizes(classes) or {"p_d": 1.0, "p_c": 0.0, "D": 1.0, "C": 0.0}
     rows = np.asarray(args["Q"]).T @ classes.distinct_mask  # (L, M): the distinct tokens of each query row
-    extra = {**sizes, "M": args["Md"], "distinct": rows, "common": classes.common_mask.astype(float)}
+    extra = {**sizes, "M": args["Md"], "distinct": rows, "common": classes.common_mask[None, :].astype(float)}
     return {**args, **{k: jnp.asarray(v, args["cond"].dtype) for k, v in extra.items()}}
 
 
 def symmetric_Z(y: Any, args: dict) -> Any:
     """Z's query rows (L, M) of a symmetric state (h, z_d, z_c): z_d on each row's distinct tokens, z_c on
     the common tokens (and 0 elsewhere, where the attention has no support)."""
-    return y[..., 1, None, None] * args["distinct"] + y[..., 2, None, None] * args["common"]
+    return y[1] * args["distinct"] + y[2] * args["common"]
 
 
 def _obs_symmetric(t, y, args):
