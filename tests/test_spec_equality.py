@@ -264,7 +264,15 @@ def _ss_flow(reduced=None, optimizer=None, optim_args=None, init="zero", **conve
     return Case(
         lambda: _traj(
             ss_ref.solve_flow(
-                _SS, 1.0, 0.5, ts, bool(reduced), init=init, seed=4, optimizer=optimizer, optim_args=optim_args,
+                _SS,
+                1.0,
+                0.5,
+                ts,
+                bool(reduced),
+                init=init,
+                seed=4,
+                optimizer=optimizer,
+                optim_args=optim_args,
                 **conventions,
             )
         ),

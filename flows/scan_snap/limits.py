@@ -117,14 +117,14 @@ def symmetric_sizes(classes: SequenceClasses) -> dict[str, float] | None:
     """(p_d, p_c, D, C) of class-symmetric classes (one query token per class, uniform P(n), every class D
     distinct tokens of probability p_d and the C common tokens, shared by every class, of probability p_c), or
     `None` when `classes` are not class-symmetric."""
-    cond = classes.cond_probs
+    cond, probs = np.asarray(classes.cond_probs), np.asarray(classes.class_probs)
     K = classes.num_classes
     on = cond > 0
-    common, distinct = on.all(axis=0), classes.distinct_mask
+    common, distinct = np.asarray(on.all(axis=0)), classes.distinct_mask
     D = distinct.sum(axis=1)
     if (
         len(classes.query_tokens) != K
-        or not np.allclose(classes.class_probs, 1.0 / K, rtol=0, atol=1e-12)
+        or not np.allclose(probs, 1.0 / K, rtol=0, atol=1e-12)
         or np.any(on != (distinct | common[None, :]))
         or np.any(D != D[0])
         or D[0] == 0
@@ -133,7 +133,12 @@ def symmetric_sizes(classes: SequenceClasses) -> dict[str, float] | None:
     p_d, p_c = cond[distinct], cond[:, common]
     if np.ptp(p_d) > 1e-12 or (p_c.size and np.ptp(p_c) > 1e-12):
         return None
-    return {"p_d": float(p_d[0]), "p_c": float(p_c.flat[0]) if p_c.size else 0.0, "D": float(D[0]), "C": float(common.sum())}
+    return {
+        "p_d": float(p_d[0]),
+        "p_c": float(p_c.flat[0]) if p_c.size else 0.0,
+        "D": float(D[0]),
+        "C": float(common.sum()),
+    }
 
 
 def _symmetric_args(classes, eta_Y, eta_Z, options, data):

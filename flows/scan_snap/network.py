@@ -68,8 +68,15 @@ def _run(spec, optimizer, rates, momentum, steps, batch_size, save, history, con
 
     try:
         record = driver.train(
-            spec, name, 1.0, steps, save_steps=save, batch_size=batch_size, optim_args=optim_args,
-            history=history, batch_loss=True,
+            spec,
+            name,
+            1.0,
+            steps,
+            save_steps=save,
+            batch_size=batch_size,
+            optim_args=optim_args,
+            history=history,
+            batch_loss=True,
         )
     except TrainingError as err:
         record = None if err.record is None else as_here(err.record)

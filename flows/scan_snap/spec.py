@@ -37,9 +37,9 @@ from ..optim_limits.problem import OPTIMIZERS
 from ..system import System, default_streams
 from ..trajectory import Trajectory
 from . import observables as obs
-from .data import ClassArrays, SequenceClasses, sample_counts, sample_tokens, syn_small
+from .data import SequenceClasses, sample_counts, sample_tokens, syn_small
 from .flow import check_ts
-from .limits import LIMITS, limits
+from .limits import limits
 from .model import (
     INITS,
     count_loss,
@@ -385,7 +385,7 @@ def solve_flow(
     check_choice("init", init, INITS)
     if init == "random" and (Y0 is not None or Z0 is not None):
         raise ValueError("init='random' draws Y0 and Z0: do not pass Y0 or Z0 with it")
-    conventions = dict(paper_time=paper_time, exact_slaving=exact_slaving, decoder_size=decoder_size)
+    conventions: dict[str, Any] = dict(paper_time=paper_time, exact_slaving=exact_slaving, decoder_size=decoder_size)
     spec = system(classes, 1.0 if n else eta_Y, 1.0 if n else eta_Z, init=init, seed=seed, **conventions)
     M, qt = classes.vocab_size, list(classes.query_tokens)
     Zfull = np.asarray(seed_init(M, init, seed)["Z"]) if Z0 is None else _square("Z0", Z0, M)
@@ -393,7 +393,7 @@ def solve_flow(
     if Y0 is not None or Z0 is not None:
         params = {"Y": params["Y"] if Y0 is None else _square("Y0", Y0, M), "Z": Zfull[qt]}
     name = "reduced" if reduced else "population"
-    options = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw)
+    options: dict[str, Any] = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw)
     try:
         if n:
             traj = _sweep(spec, name, params, eta_Y, eta_Z, grid, options)

@@ -166,8 +166,9 @@ def train(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, momentum=0.0, 
     return _finish(optimizer, rates, momentum, save, out)
 
 
-def train_embedding(classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, d, momentum=0.0, seed=0, *, eta_U=None,
-                    init_scale=1.0):
+def train_embedding(
+    classes, optimizer, eta_Y, eta_Z, T, batch_size, steps, d, momentum=0.0, seed=0, *, eta_U=None, init_scale=1.0
+):
     """`flows.scan_snap.train_embedding` (history kept) before the port."""
     eta_U = eta_Z if eta_U is None else eta_U
     arrays = classes.arrays()
@@ -211,9 +212,23 @@ def _full_Z(traj, Z0, qt):
     return dataclasses.replace(traj, ys={**ys, "Z": Z})
 
 
-def solve_flow(classes, eta_Y, eta_Z, ts, reduced=False, *, paper_time=None, exact_slaving=False,
-               decoder_size=None, init="zero", seed=0, optimizer=None, optim_args=None,
-               rtol=1e-8, atol=1e-10) -> Any:
+def solve_flow(
+    classes,
+    eta_Y,
+    eta_Z,
+    ts,
+    reduced=False,
+    *,
+    paper_time=None,
+    exact_slaving=False,
+    decoder_size=None,
+    init="zero",
+    seed=0,
+    optimizer=None,
+    optim_args=None,
+    rtol=1e-8,
+    atol=1e-10,
+) -> Any:
     """One (eta_Y, eta_Z) pair of `flows.scan_snap.solve_flow` before the port."""
     ts = np.asarray(ts, float)
     paper_time = reduced if paper_time is None else paper_time

@@ -86,11 +86,7 @@ def test_losses_and_embedding_form_agree():
         Z = emb["U"] @ emb["W_Q"] @ emb["W_K"].T @ emb["U"].T / math.sqrt(d)
         Y = emb["U"] @ emb["W_V"].T @ emb["U"].T
         yz = {"Y": Y, "Z": Z[a.query_tokens]}  # the network's parameters: Z's query rows
-        losses = (
-            embedding_loss(emb, a, cls, N),
-            count_loss(yz, a, cls, N),
-            token_loss(yz, a, cls, tok),
-        )
+        losses = (embedding_loss(emb, a, cls, N), count_loss(yz, a, cls, N), token_loss(yz, a, cls, tok))
         # chain rule: dL/dW_V through Y equals the embedding gradient
         gY = jax.grad(count_loss)(yz, a, cls, N)["Y"]
         gV = jax.grad(embedding_loss)(emb, a, cls, N)["W_V"]
