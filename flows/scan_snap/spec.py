@@ -422,17 +422,14 @@ def _unit_lr(optimizer, optim_args):
 
 
 def _sweep(spec, name, params, eta_Y, eta_Z, ts, options):
-    """The limit `name` for every (eta_Y[i], eta_Z[i]) in one `flows.solve_batch` call (the system at unit
-    rates, its args broadcast, the rates set per member)."""
+    """The limit `name` for every (eta_Y[i], eta_Z[i]) in one `flows.solve_batch` call: the args of the system
+    at unit rates (with the paper's time, the population flow's eta_Z is K there) broadcast, times the rates."""
     red = spec.reduced[name]
     data = spec.dataset(None)
-    args = red.field_args(data)
-    R = len(eta_Y)
-    args = {k: jnp.broadcast_to(v, (R,) + v.shape) for k, v in args.items()}
+    args = {k: jnp.broadcast_to(v, (len(eta_Y),) + v.shape) for k, v in red.field_args(data).items()}
     dtype = args["eta_Y"].dtype
-    args["eta_Y"], args["eta_Z"] = jnp.asarray(eta_Y, dtype), jnp.asarray(eta_Z, dtype)
-    if name == "population" and dict(spec.config.get("options", ())).get("paper_time"):
-        args["eta_Z"] = args["eta_Z"] * len(spec.data["arrays"].query)
+    args["eta_Y"] = args["eta_Y"] * jnp.asarray(eta_Y, dtype)
+    args["eta_Z"] = args["eta_Z"] * jnp.asarray(eta_Z, dtype)
     y0 = red.initial(params, data)
     return solve_batch(red.vector_field, y0, t1=float(ts[-1]), ts=ts, args=args, observables=red.observe, **options)
 
