@@ -178,7 +178,7 @@ def fig6_sweep(quick: bool) -> list[dict]:
 # --------------------------------------------------------------------------- first calls, Fig. 4 sizes
 def fig4_times(steps: int) -> np.ndarray:
     """The save times of `examples/scan_snap_fig4.py`: iterations 0, 2, ..., 10 and the last, in flow time."""
-    t = np.arange(steps + 1) * (1.0 / (1.0 - MOMENTUM))  # TrainRecord.t
+    t = np.arange(steps + 1) * (1.0 / (1.0 - MOMENTUM))  # the record's ts (step / (1 - beta))
     return np.unique(t[[0, 2, 4, 6, 8, 10, steps]])
 
 

@@ -46,8 +46,9 @@ def _check_system(system: Any) -> System:
 # -- training ----------------------------------------------------------------------------------------------------
 
 
-def _program(system, batch_size, template):
-    """The training loop of `system` on `flows.training.training_program`."""
+def _program(system, batch_size, template, history=False):
+    """The training loop of `system` on `flows.training.training_program` (`history`: keep the parameters at
+    the saved steps)."""
 
     def loss(params, data, batch):
         return system.loss(params, data if batch is None else batch)
@@ -60,7 +61,9 @@ def _program(system, batch_size, template):
         return keys, system.batch(keys[step], data, batch_size)
 
     sample = None if batch_size is None else chain if system.key_schedule == "chain" else split
-    return training.training_program(loss, system.observables, template, sample=sample)
+    checks = {} if system.finite is None else {"finite": system.finite}
+    snapshot = (lambda params: params) if history else None
+    return training.training_program(loss, system.observables, template, sample=sample, snapshot=snapshot, **checks)
 
 
 def _batch_key(system, key, steps):
@@ -81,6 +84,8 @@ def train(
     seed: int | None = None,
     batch_size: int | None = None,
     optim_args: dict | None = None,
+    history: bool = False,
+    batch_loss: bool = False,
 ) -> training.NetworkRecord:
     """Train the network of `system` with optax and record its observables at the saved steps.
 
@@ -99,15 +104,20 @@ def train(
       them); not with `"gd"`.
     - `optim_args`: `"momentum"`: `{"beta"}` (required, in [0, 1)); `"adam"`: `{"b1", "b2", "eps"}` (optax's
       defaults 0.9, 0.999, 1e-8); none for `"gd"` and `"sgd"`.
+    - `history`: keep the parameters at every saved step (`record.params` then holds them with a leading axis
+      of the saved steps; default: the final parameters only).
+    - `batch_loss`: record the loss of every step on its batch, before the step (`extras["batch_loss"]`, one
+      entry per step).
 
     **Returns:** a `flows.training.NetworkRecord`: `ts` = `flow_time(lr, steps, beta)`, the observables of
     `System.observe`, the final `params`, `config` the system's, `extras`: `batch_size`, `system` (the name).
 
-    **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` at the first non-finite step, with
-    `.record` the saved steps before it.
+    **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` at the first non-finite step (or the
+    first that fails `System.finite`), with `.record` the saved steps before it.
     """
     system = _check_system(system)
     optimizer = check_choice("optimizer", optimizer, OPTIMIZERS)
+    history, batch_loss = check_bool("history", history), check_bool("batch_loss", batch_loss)
     options = check_options("optim_args", optim_args, TRAIN_ARGS[optimizer], f"optimizer {optimizer!r}")
     beta = 0.0
     if optimizer == "momentum":
@@ -150,16 +160,19 @@ def train(
         system.sample,
         system.rows,
         system.key_schedule,
+        system.finite,
+        history,
     )
-    final, series, _, _, bad, compile_s, run_s = training.run_training(
+    final, series, snaps, losses, bad, compile_s, run_s = training.run_training(
         f"{system.name}.train",
         structure,
-        lambda: _program(system, batch_size, template),
+        lambda: _program(system, batch_size, template, history),
         params,
         opt_state,
         key,
         save,
         data,
+        batch_loss=batch_loss,
     )
     logger.info(
         "train %s %s lr=%s steps=%d: compile %.2f s, run %.2f s", system.name, optimizer, lr, steps, compile_s, run_s
@@ -171,7 +184,9 @@ def train(
         params=final,
         clock=training.clock_rate(lr),
         momentum=beta,
-        hint="lower lr",
+        snapshots=snaps if history else None,
+        batch_loss=losses if batch_loss else None,
+        hint="lower lr" if system.finite is None else "or they fail System.finite; lower lr",
         optimizer=optimizer,
         lr=dict(lr) if isinstance(lr, dict) else float(lr),
         config=system.config,
@@ -220,6 +235,17 @@ def limit_problem(
         system.loss, optimizer, optim_args, data, rates=_rates(system, params), sign_eps=system.sign_eps
     )
     return limit, args, params
+
+
+@functools.lru_cache(maxsize=64)
+def _observer(observe, loss):
+    """`System.observables` as a function of the spec's `observe` and `loss` (one object for every system with
+    the same functions, so that `flows.solve` compiles once for them: a system per learning rate, say)."""
+
+    def observables(params, data):
+        return {"loss": loss(params, data)} if observe is None else dict(observe(params, data))
+
+    return observables
 
 
 @functools.lru_cache(maxsize=64)
@@ -317,7 +343,7 @@ def solve_flow(
         t1=float(ts[-1]),
         ts=ts,
         args=args,
-        observables=_limit_observe(system.observables, limit.params),
+        observables=_limit_observe(_observer(system.observe, system.loss), limit.params),
         **{**system.solver, **options},
     )
 
@@ -341,7 +367,7 @@ def _solve_reduced(system, ts, optimizer, optim_args, name, seed, noise, batch_s
         t1=float(ts[-1]),
         ts=ts,
         args={"field": red.field_args(data), "data": data},
-        observables=_reduced_observe(red.observe, red.to_params, system.observables)
+        observables=_reduced_observe(red.observe, red.to_params, _observer(system.observe, system.loss))
         if red.observe is not None or red.to_params is not None
         else None,
         **{**system.solver, **red.solver, **options},

@@ -63,6 +63,7 @@ SYSTEMS: tuple[Entry, ...] = (
         "Tian, Wang, Chen, Du, NeurIPS 2023",
         "systems/scan_snap.md",
         ("derivations.scan_snap:DecoderDerivation", "derivations.scan_snap:ReducedSymmetricDerivation"),
+        Demo("flows.scan_snap.spec:demo", lr=0.5, blowup=1e6),
     ),
     Entry(
         "cooccurrence",

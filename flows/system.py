@@ -28,6 +28,10 @@ like a user's (`flows.linear_attention.system(config)`).
   and generated flows, Gram flows, particle and grid flows).
 - `predictions(trajectory) -> {name: {"measured", "expected", "holds"}}`: the theory's checkable predictions on
   a flow trajectory (`flows.compare` records them).
+- `finite(params) -> bool`: whether the parameters of a training step are acceptable, a traced boolean
+  (default: every entry finite); `flows.train` stops a run at the first step that fails it, as at a NaN
+  (`flows.TrainingError`). A system whose network passes a bound before it overflows says so here (Scan and
+  Snap: logits past ln of the largest float).
 
 **Seeds.** Every random draw of the driver comes from `streams(seed)`, a dict of four streams: `"init"` (what
 `init` is called with), `"data"` (what `data` is called with when it is a function), `"batch"` (the
@@ -135,7 +139,7 @@ class System:
     """A theory's finite network as a spec of plain functions (module docstring: the contract).
 
     **Arguments** (keywords): `init`, `loss`, `data` (required); `observe`, `sample`, `rows`, `rate_scale`,
-    `name`, `reduced`, `predictions`, `seed`, `streams`, `key_schedule`, `sign_eps`, `solver`, `config`.
+    `name`, `reduced`, `predictions`, `finite`, `seed`, `streams`, `key_schedule`, `sign_eps`, `solver`, `config`.
 
     **Raises:** `ValueError` naming the field (a value that is not callable where a function is due, a
     non-positive rate scale, an unknown key schedule, ...). What needs the parameters or the data (the groups
@@ -161,6 +165,7 @@ class System:
     name: str = "system"
     reduced: Mapping[str, Reduced] = dataclasses.field(default_factory=dict)
     predictions: Callable | None = None
+    finite: Callable | None = None
     seed: int = 0
     streams: Callable | None = None
     key_schedule: str = "chain"
@@ -176,6 +181,7 @@ class System:
         _callable("System", "observe", self.observe, "observe(params, data) -> dict", optional=True)
         _callable("System", "sample", self.sample, "sample(key, data, batch_size) -> batch", optional=True)
         _callable("System", "predictions", self.predictions, "predictions(trajectory) -> dict", optional=True)
+        _callable("System", "finite", self.finite, "finite(params) -> bool", optional=True)
         _callable("System", "streams", self.streams, "streams(seed) -> dict of the streams", optional=True)
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"System.name must be a non-empty identifier (letters, digits, _), got {self.name!r}")

@@ -94,6 +94,7 @@ def _close(record, params_path, rtol=1e-12):
         (dict(rows=()), "System.rows"),
         (dict(data={"x": np.ones((3, 1))}, rows=("z",)), "System.rows"),
         (dict(predictions="yes"), "System.predictions"),
+        (dict(finite=True), "System.finite"),
     ],
 )
 def test_a_bad_spec_names_the_field(changes, field):
@@ -350,3 +351,56 @@ def test_bad_solve_flow_arguments_name_the_field(kw, field):
         flows.solve_flow(system, [0.0, 0.1], **kw)
     with pytest.raises(ValueError, match="ts"):
         flows.solve_flow(system, [0.1, 0.2])
+
+
+# -- a system's own failed-run check, the parameter history, the batch losses -------------------------------------
+
+
+def _bounded(params):  # a system's own acceptance check: |w| at most 2 (finite alone accepts any size)
+    return jnp.all(jnp.abs(params["w"]) <= 2.0)
+
+
+def test_finite_fails_a_run_where_the_system_says():
+    """`System.finite` stops a run at the first step whose parameters fail it, as a NaN does: the error names
+    that step, its record holds the saved steps before it; without the check the same run trains on."""
+    free = flows.train(LINEAR, "gd", 0.5, 12, save_every=1)
+    first = int(np.argmax(np.max(np.abs(free["w"]), axis=1) > 2.0))
+    assert first > 0 and np.all(np.isfinite(free["w"]))  # the unchecked run passes the bound, finite throughout
+    with pytest.raises(flows.TrainingError, match=f"non-finite at step {first} .*System.finite") as info:
+        flows.train(LINEAR.replace(finite=_bounded), "gd", 0.5, 12, save_every=1)
+    assert info.value.step == first and info.value.record.steps.tolist() == list(range(first))
+
+
+def test_history_and_batch_loss():
+    """`history=True` keeps the parameters at every saved step (the last one the final parameters of the same
+    run without it); `batch_loss=True` the loss of each step on its batch, before the step: on the full batch,
+    the loss the record saves at that step."""
+    plain = flows.train(LINEAR, "gd", 0.1, 6, save_every=2)
+    rec = flows.train(LINEAR, "gd", 0.1, 6, save_every=2, history=True, batch_loss=True)
+    assert rec.params["w"].shape == (4, DIM) and rec.params["b"].shape == (4,)
+    np.testing.assert_array_equal(rec.params["w"][-1], plain.params["w"])
+    np.testing.assert_allclose(rec.params["w"], rec["w"], rtol=1e-15)  # the observable w at the same steps
+    assert rec.extras["batch_loss"].shape == (6,)
+    np.testing.assert_allclose(rec.extras["batch_loss"][rec.steps[:-1]], rec["loss"][:-1], rtol=1e-13)
+    assert "batch_loss" not in plain.extras
+    sgd = flows.train(LINEAR, "sgd", 0.1, 4, save_every=1, batch_size=4, batch_loss=True)
+    path = _literal(optax.sgd(0.1), 4, batch_size=4)  # the literal loop's batches, drawn again
+    keys, key = default_streams(4), default_streams(4)["batch"]
+    data = _data(keys["data"])
+    for i in range(4):
+        key, sub = jax.random.split(key)
+        idx = jax.random.permutation(sub, N_ROWS)[:4]
+        want = _loss(path[i], {k: v[idx] for k, v in data.items()})
+        np.testing.assert_allclose(sgd.extras["batch_loss"][i], want, rtol=1e-12)
+    for kw in (dict(history=1), dict(batch_loss="yes")):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            flows.train(LINEAR, "gd", 0.1, 2, **kw)
+
+
+def test_systems_of_the_same_functions_share_one_compiled_limit():
+    """Two systems built from the same `loss` and `observe` (a system per learning rate, say) solve their limit
+    with one compiled program."""
+    ts = np.array([0.0, 0.1])
+    flows.solve_flow(LINEAR.replace(rate_scale={"b": 2.0}), ts)
+    again = flows.solve_flow(LINEAR.replace(rate_scale={"b": 3.0}), ts)
+    assert again.compile_s == 0.0

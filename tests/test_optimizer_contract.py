@@ -19,13 +19,10 @@ from flows import cooccurrence as co
 from flows import driver, registry
 from flows import mean_field as mf
 from flows import optim_limits as ol
-from flows import scan_snap as ss
 from flows.cooccurrence.flow import limit_problem as co_problem
 from flows.mean_field.flow import limit_problem as mf_problem
-from flows.scan_snap.flow import limit_problem as ss_problem
 
 LR, BETA = 0.1, 0.5
-ETA = {"Y": LR, "Z": 2 * LR}  # Scan and Snap's solve_flow takes the groups' rates itself (lr = 1, clock = step)
 
 
 class System(NamedTuple):
@@ -35,18 +32,6 @@ class System(NamedTuple):
     group_lr: callable  # (optimizer, lr) -> {leaf: that leaf's learning rate} (None: every leaf at lr)
     sign_eps: float  # the system's documented default smoothing
     loss: str  # the observable that falls along every limit
-
-
-def _scan_snap():
-    classes = ss.syn_small()
-    return System(
-        lambda ts, **kw: ss.solve_flow(classes, ETA["Y"], ETA["Z"], ts, **kw),
-        lambda o, a: ss_problem(classes, ETA["Y"], ETA["Z"], o, a),
-        False,
-        lambda o, lr: dict(ETA),
-        1e-3,
-        "loss",
-    )
 
 
 def _cooccurrence():
@@ -101,7 +86,6 @@ def _spec(name):
 
 
 SYSTEMS = {
-    "scan_snap": _scan_snap,
     "cooccurrence": _cooccurrence,
     "mean_field": _mean_field,
     **{e.name: (lambda name=e.name: _spec(name)) for e in registry.SYSTEMS if e.demo is not None},

@@ -26,6 +26,8 @@ from flows.linear_attention import flow as la_flow
 from flows.linear_attention import model as la_model
 from flows.linear_attention import observables as la_obs
 from flows.optim_limits.problem import limit_problem as optimizer_limit
+from flows.scan_snap.model import embedding_to_yz
+from tests.scan_snap import pre_port as ss_ref
 
 # -- linear attention before the port ----------------------------------------------------------------------------
 
@@ -202,6 +204,98 @@ CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
         "flow-zfb": (lambda: _la_flow(_LA_ZFB, reduced="zfb"), False),
         "flow-separate": (lambda: _la_flow(_LA_BAL, reduced="separate"), True),
     }
+}
+
+
+# -- Scan and Snap (the pre-port code: tests/scan_snap/pre_port.py) -------------------------------------------------
+
+_SS = flows.scan_snap.syn_small()
+_SS_ROWS = list(_SS.query_tokens)
+
+
+def _ss_record(rec, rows=True):
+    """The reference record as the spec's: the final parameters, Z as its query rows."""
+    params = {"Y": rec.Y[-1], "Z": rec.Z[-1][_SS_ROWS] if rows else rec.Z[-1]}
+    return {"ts": rec.ts, "params": params, **rec.observables}
+
+
+def _ss_train(optimizer, *, momentum=0.0, form="counts", init="random", seed=3):
+    ss = flows.scan_snap
+    name, optim_args = ("momentum", {"beta": momentum}) if momentum else (optimizer, None)
+    return Case(
+        lambda: _ss_record(ss_ref.train(_SS, optimizer, 1.0, 0.5, 16, 4, 5, momentum, init, seed, form=form)),
+        lambda: _record(
+            flows.train(
+                ss.system(_SS, 1.0, 0.5, 16, init=init, seed=seed, form=form),
+                name,
+                1.0,
+                5,
+                save_every=1,
+                batch_size=4,
+                optim_args=optim_args,
+            )
+        ),
+    )
+
+
+def _ss_embedding(optimizer, eta_U, momentum=0.0):
+    ss = flows.scan_snap
+    name, optim_args = ("momentum", {"beta": momentum}) if momentum else (optimizer, None)
+    system = ss.system(_SS, 1.0, 0.5, 16, seed=3, form="embedding", d=6, eta_U=eta_U, init_scale=2.0)
+
+    def spec():
+        rec = flows.train(system, name, 1.0, 5, save_every=1, batch_size=4, optim_args=optim_args)
+        U = rec.params["U"] if "U" in rec.params else system.dataset(system.keys()["data"])["U"]
+        return {"ts": rec.ts, "params": embedding_to_yz({**rec.params, "U": U}), **rec.observables}
+
+    def reference():
+        rec = ss_ref.train_embedding(_SS, optimizer, 1.0, 0.5, 16, 4, 5, 6, momentum, 3, eta_U=eta_U, init_scale=2.0)
+        return _ss_record(rec, rows=False)
+
+    return Case(reference, spec)
+
+
+def _ss_flow(reduced=None, optimizer=None, optim_args=None, init="zero", **conventions):
+    ss = flows.scan_snap
+    ts = np.array([0.0, 0.5, 2.0])
+    name = {None: "population", True: "reduced"}[reduced] if optimizer is None else None
+    spec_args = dict(optim_args or {})
+    if optimizer == "momentum" or (optimizer == "adam" and "c1" not in spec_args):
+        spec_args["lr"] = 1.0  # the clock is the step: the groups run at eta_Y, eta_Z
+    system = ss.system(_SS, 1.0, 0.5, init=init, seed=4, **conventions)
+    return Case(
+        lambda: _traj(
+            ss_ref.solve_flow(
+                _SS,
+                1.0,
+                0.5,
+                ts,
+                bool(reduced),
+                init=init,
+                seed=4,
+                optimizer=optimizer,
+                optim_args=optim_args,
+                **conventions,
+            )
+        ),
+        lambda: _traj(flows.solve_flow(system, ts, optimizer or "gd", spec_args or None, reduced=name)),
+    )
+
+
+CASES["scan_snap"] = {
+    "train-counts-sgd": (lambda: _ss_train("sgd"), False),
+    "train-tokens-momentum": (lambda: _ss_train("sgd", momentum=0.5, form="tokens", init="zero"), True),
+    "train-counts-adam": (lambda: _ss_train("adam", seed=1), True),
+    "train-embedding-momentum": (lambda: _ss_embedding("sgd", 0.2, momentum=0.5), True),
+    "train-embedding-frozen-U-adam": (lambda: _ss_embedding("adam", 0.0), False),
+    "flow-population": (lambda: _ss_flow(init="random"), False),
+    "flow-population-paper-time": (lambda: _ss_flow(paper_time=True), True),
+    "flow-reduced": (lambda: _ss_flow(reduced=True), True),
+    "flow-reduced-exact-slaving": (lambda: _ss_flow(reduced=True, exact_slaving=True, decoder_size=40.0), True),
+    "flow-gd": (lambda: _ss_flow(optimizer="gd"), True),
+    "flow-momentum": (lambda: _ss_flow(optimizer="momentum", optim_args={"beta": 0.5}), False),
+    "flow-sign": (lambda: _ss_flow(optimizer="sign"), True),
+    "flow-adam": (lambda: _ss_flow(optimizer="adam", init="random"), True),
 }
 
 

@@ -33,7 +33,10 @@ class ClassArrays(NamedTuple):
 
     - `cond`: (K, M) P(l|n); `query`: (K,) psi(n); `next_token`: (K,) vocabulary index of n;
     - `class_probs`: (K,) P(n); `support_index`: (K, S) token indices of supp(n), padded;
-    - `support_cdf`: (K, S) cumulative P(l|n) over `support_index` (last entry 1).
+    - `support_cdf`: (K, S) cumulative P(l|n) over `support_index` (last entry 1);
+    - `query_tokens`: (L,) the distinct query tokens, sorted (`SequenceClasses.query_tokens`): the rows of Z
+      that the network's parameters hold; `query_row`: (K,) the row of psi(n) among them; `query_onehot`:
+      (K, L) that row one-hot (z_{psi(n)} = `query_onehot` @ Z_q for the (L, M) query rows Z_q).
     """
 
     cond: jax.Array
@@ -42,6 +45,9 @@ class ClassArrays(NamedTuple):
     class_probs: jax.Array
     support_index: jax.Array
     support_cdf: jax.Array
+    query_tokens: jax.Array
+    query_row: jax.Array
+    query_onehot: jax.Array
 
 
 def _readonly(a):
@@ -162,6 +168,8 @@ class SequenceClasses:
             c = np.cumsum(self.cond_probs[n, sup])
             c[-1] = 1.0
             cdf[n, : sup.size] = c
+        row = {q: i for i, q in enumerate(self.query_tokens)}
+        query_row = np.asarray([row[q] for q in self.query], np.int32)
         return ClassArrays(
             cond=jnp.asarray(self.cond_probs, dtype),
             query=jnp.asarray(self.query, jnp.int32),
@@ -169,6 +177,9 @@ class SequenceClasses:
             class_probs=jnp.asarray(self.class_probs, dtype),
             support_index=jnp.asarray(idx),
             support_cdf=jnp.asarray(cdf, dtype),
+            query_tokens=jnp.asarray(self.query_tokens, jnp.int32),
+            query_row=jnp.asarray(query_row),
+            query_onehot=jnp.asarray(np.eye(len(row))[query_row], dtype),
         )
 
 
