@@ -410,11 +410,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "co-gd-clock",
-        "flows/cooccurrence/network.py",
+        "flows/driver.py",
         "clock=training.clock_rate(lr),\n        momentum=beta,",
         "clock=1.0,\n        momentum=beta,",
-        ("tests/test_vocabulary.py",),
-        "time convention: GD clock t = lr step -> step",
+        ("tests/cooccurrence/test_network.py",),
+        "time convention: the driver's GD clock t = lr step -> step",
     ),
     Mutation(
         "co-3token-weights",
