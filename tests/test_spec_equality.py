@@ -195,9 +195,7 @@ def _co_train(optimizer, lr, *, batch_size=None, momentum=None, batch_seed=None)
     co = flows.cooccurrence
     name, optim_args = ("momentum", {"beta": momentum}) if momentum is not None else (optimizer, None)
     return Case(
-        lambda: co_pre.train(
-            _CO, optimizer, lr, 5, batch_size, momentum=momentum, num_test=4, batch_seed=batch_seed
-        ),
+        lambda: co_pre.train(_CO, optimizer, lr, 5, batch_size, momentum=momentum, num_test=4, batch_seed=batch_seed),
         lambda: _record(
             flows.train(
                 co.system(_CO, num_test=4, batch_seed=batch_seed),

@@ -30,7 +30,16 @@ from .data import Config
 from .network import init_params
 from .observables import Args, Gram
 
-__all__ = ["GRAM_STATE", "SOLVER", "T1_EVENTS", "flow_gradients", "gram_limit", "host_grams", "initial_state", "vector_field"]
+__all__ = [
+    "GRAM_STATE",
+    "SOLVER",
+    "T1_EVENTS",
+    "flow_gradients",
+    "gram_limit",
+    "host_grams",
+    "initial_state",
+    "vector_field",
+]
 
 #: the keys of the Gram state.
 GRAM_STATE = ("G", "S", "M_V", "M_K", "M_Q", "A")

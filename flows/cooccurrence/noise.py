@@ -114,7 +114,11 @@ def train_sgd_runs(
     data = spec.dataset(source["data"])
     n = data["tokens"].shape[0]
     # the signs repeated per sample, so that the loss of one sample is one module-level function
-    rows = {"tokens": data["tokens"], "labels": data["labels"], "a": jnp.broadcast_to(data["a"], (n,) + data["a"].shape)}
+    rows = {
+        "tokens": data["tokens"],
+        "labels": data["labels"],
+        "a": jnp.broadcast_to(data["a"], (n,) + data["a"].shape),
+    }
     return _noise.run_sgd(
         _per_sample_loss,
         spec.initial_params(source["init"]),

@@ -78,7 +78,12 @@ def phase2_loss(t: Any, y: Array, args: Any) -> Array:
 
 def _three_token_observe(t, y, args):
     lead = y.shape[:-1]
-    return {"G": y[..., :3], "S": y[..., 3], "A": y[..., 4:13].reshape(lead + (3, 3)), "M_V": y[..., 13:22].reshape(lead + (3, 3))}
+    return {
+        "G": y[..., :3],
+        "S": y[..., 3],
+        "A": y[..., 4:13].reshape(lead + (3, 3)),
+        "M_V": y[..., 13:22].reshape(lead + (3, 3)),
+    }
 
 
 def _phase2_observe(t, y, args):

@@ -186,7 +186,13 @@ def train(
 
     try:
         record = driver.train(
-            spec, name, lr, steps, save_every=save_every, save_steps=save_steps, batch_size=batch_size,
+            spec,
+            name,
+            lr,
+            steps,
+            save_every=save_every,
+            save_steps=save_steps,
+            batch_size=batch_size,
             optim_args=optim_args,
         )
     except training.TrainingError as err:
@@ -202,7 +208,9 @@ def _check_y0(reduced: str | None, y0: Any) -> Any:
     if reduced == "gram":
         if not isinstance(y0, dict) or set(y0) != set(GRAM_STATE):
             got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
-            raise ValueError(f"y0 must be a Gram state, a dict with the keys {GRAM_STATE} (see initial_state), got {got}")
+            raise ValueError(
+                f"y0 must be a Gram state, a dict with the keys {GRAM_STATE} (see initial_state), got {got}"
+            )
         return {k: jnp.asarray(real_array(f"y0[{k!r}]", y0[k])) for k in GRAM_STATE}
     y0 = real_array("y0", y0)
     if y0.shape != REDUCED[reduced]:

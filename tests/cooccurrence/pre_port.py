@@ -78,7 +78,9 @@ def _training_program(batch_size, a_template):
     return training.training_program(loss, observe, a_template, sample=None if batch_size is None else sample)
 
 
-def train(config, optimizer="gd", lr=0.01, steps=1000, batch_size=None, *, momentum=None, num_test=600, batch_seed=None):
+def train(
+    config, optimizer="gd", lr=0.01, steps=1000, batch_size=None, *, momentum=None, num_test=600, batch_seed=None
+):
     """`cooccurrence.train` before the port (saved at every step), returning {"ts", "params", observables}."""
     beta = training.check_momentum(optimizer, momentum)
     save = training.save_steps(int(steps), 1)

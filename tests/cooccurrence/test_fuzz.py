@@ -277,17 +277,7 @@ def test_train_valid_calls_reach_the_compile(stop_at_jit, kw):
 
 @pytest.mark.parametrize(
     "field",
-    [
-        "optimizer",
-        "lr",
-        "steps",
-        "batch_size",
-        "save_every",
-        "save_steps",
-        "momentum",
-        "num_test",
-        "batch_seed",
-    ],
+    ["optimizer", "lr", "steps", "batch_size", "save_every", "save_steps", "momentum", "num_test", "batch_seed"],
 )
 @FIELD
 @given(data=st.data())

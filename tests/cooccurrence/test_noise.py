@@ -58,7 +58,9 @@ def test_sgd_runs_are_the_trainer():
     batch_seed=5)`: the loss, G and A at the saved steps to 1e-12 (the same batches, the same optax step)."""
     lr = LRS[0]
     steps = int(round(T_DEFAULT / lr))
-    record = co.train(CFG, "sgd", lr, steps, batch_size=B, save_every=steps // 2, batch_seed=BATCH_SEED, num_test=NUM_TEST)
+    record = co.train(
+        CFG, "sgd", lr, steps, batch_size=B, save_every=steps // 2, batch_seed=BATCH_SEED, num_test=NUM_TEST
+    )
     sgd = _run(lr, T_DEFAULT)[2]
     for name in ("loss", "G", "A"):
         assert np.max(np.abs(sgd[name][0] - record[name])) <= 1e-12, name
@@ -150,7 +152,9 @@ def test_sde_mismatch_is_first_order_in_lr():
     for lr, calls in zip(LADDER, LADDER_CALLS, strict=True):
         sde, sgd = _pooled(lr, calls)
         steps = int(round(T / lr))
-        fine, gd = (co.train(CFG, "gd", h, k, save_every=k, num_test=NUM_TEST) for h, k in ((lr / 4, 4 * steps), (lr, steps)))
+        fine, gd = (
+            co.train(CFG, "gd", h, k, save_every=k, num_test=NUM_TEST) for h, k in ((lr / 4, 4 * steps), (lr, steps))
+        )
         bias = {"loss": fine["loss"][-1] - gd["loss"][-1], "logit": (fine["A"][-1] - gd["A"][-1])[LOGIT]}
         table[lr] = {k: mismatch(sde[k], sgd[k]) + (float(bias[k]),) for k in sde}
     measured = summary(table)
@@ -175,9 +179,9 @@ def test_sde_mismatch_is_first_order_in_lr():
 
 def test_zero_noise_is_gradient_descent_at_the_sde_step():
     """Batches of all n = 12 samples (c = (n - B) / (n - 1) = 0: no noise): every SDE path is Euler on gradient
-    flow, i.e. full-batch GD with lr = dt (`train(CFG, "gd", dt)`) at the saved times, to 1e-10 (the SDE program of the agreement tests, run to t = 0.05: 16
-    of its 160 steps; the horizon is an argument of that program and every path is the same, so the check
-    does not need the full horizon, whose run costs 3 s)."""
+    flow, i.e. full-batch GD with lr = dt (`train(CFG, "gd", dt)`) at the saved times, to 1e-10 (the SDE
+    program of the agreement tests, run to t = 0.05: 16 of its 160 steps; the horizon is an argument of that
+    program and every path is the same, so the check does not need the full horizon, whose run costs 3 s)."""
     dt, horizon = LRS[0] / 4, T / 10
     tr = con.solve_sgd_sde(
         CFG, tuple(t / 10 for t in TS), CFG.n, LRS[0], PATHS, seed=1, num_test=NUM_TEST, max_steps=MAX_STEPS

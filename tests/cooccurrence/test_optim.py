@@ -75,9 +75,7 @@ def test_adam_parameter_field_at_t0_is_the_first_adam_step():
     opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
     heavy = optax.sgd(lr, momentum=beta)
     h = lr / (1.0 - beta)
-    out = wiring_gaps(jax.grad(loss), (limit, args), opt, (sign, sargs), eps_sign, (mom, margs), heavy, h)(
-        params0
-    )
+    out = wiring_gaps(jax.grad(loss), (limit, args), opt, (sign, sargs), eps_sign, (mom, margs), heavy, h)(params0)
     field, updates, sign_gap, heavy_gap = out["field"], out["updates"], out["sign_gap"], out["heavy_gap"]
     for name in field:
         assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
@@ -117,9 +115,7 @@ def _adam_gap(lr):
         atol=1e-12,
     )
     params, _ = co.init_params(CFG)
-    disc = ol.run_optax(
-        loss, params, ARGS, optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS), steps, steps // 10
-    )
+    disc = ol.run_optax(loss, params, ARGS, optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS), steps, steps // 10)
     gaps = jax.tree_util.tree_map(
         lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))), flow.ys["theta"], disc["params"]
     )
