@@ -284,7 +284,7 @@ CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
         "flow-separate": (lambda: _la_flow(_LA_BAL, reduced="separate"), True),
     },
     "cooccurrence": {
-        "train-gd": (lambda: _co_train("gd", 0.05), False),
+        "train-gd": (lambda: _co_train("gd", 0.05), True),
         "train-sgd": (lambda: _co_train("sgd", 0.05, batch_size=2), False),
         "train-sgd-batch-seed": (lambda: _co_train("sgd", 0.05, batch_size=2, batch_seed=7), True),
         "train-momentum-groups": (
@@ -292,12 +292,12 @@ CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
             False,
         ),
         "train-adam": (lambda: _co_train("adam", 0.02), True),
-        "flow-gram": (lambda: _co_gram(False), False),
+        "flow-gram": (lambda: _co_gram(False), True),
         "flow-generic-gd-is-the-gram-flow": (lambda: _co_gram(True), False),
         "flow-momentum": (lambda: _co_flow("momentum", {"lr": 0.05, "beta": 0.5}), True),
         "flow-sign": (lambda: _co_flow("sign", {"eps": 1e-2}), True),
-        "flow-adam": (lambda: _co_flow("adam", {"c1": 2.0, "c2": 1.0}), False),
-        "sgd-sde": (lambda: _co_sde(), False),
+        "flow-adam": (lambda: _co_flow("adam", {"c1": 2.0, "c2": 1.0}), True),
+        "sgd-sde": (lambda: _co_sde(), True),
     },
 }
 
