@@ -63,7 +63,7 @@ stages = {{"imports": time.perf_counter() - t_start}}
 shape, lr, steps, side = {shape!r}, {lr!r}, {steps!r}, {side!r}
 cfg = co.Config(**shape, variant="paper", seed=0)
 t = time.perf_counter()
-args = jax.block_until_ready(co.data_args(cfg, num_test=600))
+data = jax.block_until_ready(co.spec.data(cfg, num_test=600))
 stages["data"] = time.perf_counter() - t
 ts = flows.log_grid(0.0, lr * steps, 161, first=lr)
 if side == "flow":
@@ -71,7 +71,7 @@ if side == "flow":
     y0 = jax.block_until_ready(co.initial_state(cfg))
     stages["initial_state"] = time.perf_counter() - t
     t = time.perf_counter()
-    traj = co.solve_flow(cfg, ts, args=args, y0=y0)
+    traj = co.solve_flow(cfg, ts, y0=y0)
     stages["solve_call"] = time.perf_counter() - t
     stages["compile"], stages["run"] = traj.compile_s, traj.run_s
     out = {{"loss_end": float(traj.observables["loss"][-1]), "T1": float(traj.t_event),
@@ -79,7 +79,7 @@ if side == "flow":
 else:
     save = np.unique(np.round(ts / lr).astype(int))
     t = time.perf_counter()
-    rec = co.train(cfg, "gd", lr, steps, save_steps=save, args=args)
+    rec = co.train(cfg, "gd", lr, steps, save_steps=save)
     stages["train_call"] = time.perf_counter() - t
     stages["compile"], stages["run"] = rec.compile_s, rec.run_s
     out = {{"loss_end": float(rec["loss"][-1]), "steps": steps}}
@@ -155,7 +155,7 @@ from flows import _xla
 from flows import cooccurrence as co
 from flows.cooccurrence import flow
 cfg = co.Config(**{shape!r}, variant="paper", seed=0)
-args, y0 = co.data_args(cfg, num_test=600), co.initial_state(cfg)
+args, y0 = co.spec.data(cfg, num_test=600), co.initial_state(cfg)
 jax.block_until_ready(jax.jit(lambda x: x + 1.0)(1.0))  # the backend's own start-up is not a compile
 t = time.perf_counter(); _xla.compile_lowered(jax.jit(lambda x: 2.0 * x + 1.0).lower(1.0))
 trivial_s = time.perf_counter() - t
@@ -189,13 +189,13 @@ def compile_and_event(quick: bool, bare: dict) -> list[dict]:
     the cost of locating T1 (against the same solve without it)."""
     shape, lr, steps, _ = SIZES["paper"]
     cfg = co.Config(**shape, variant="paper", seed=0)
-    args, y0 = co.data_args(cfg, num_test=600), co.initial_state(cfg)
+    y0 = co.initial_state(cfg)
     ts = np.concatenate([[0.0], np.geomspace(lr, lr * steps, 160)])
     repeats = 3 if quick else 5
-    with_event = co.solve_flow(cfg, ts, args=args, y0=y0)
-    plain = co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False)
-    event_s = best_of(lambda: co.solve_flow(cfg, ts, args=args, y0=y0).observables, repeats)
-    plain_s = best_of(lambda: co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False).observables, repeats)
+    with_event = co.solve_flow(cfg, ts, y0=y0)
+    plain = co.solve_flow(cfg, ts, y0=y0, locate_T1=False)
+    event_s = best_of(lambda: co.solve_flow(cfg, ts, y0=y0).observables, repeats)
+    plain_s = best_of(lambda: co.solve_flow(cfg, ts, y0=y0, locate_T1=False).observables, repeats)
     diff = float(np.max(np.abs(np.asarray(with_event.observables["loss"]) - np.asarray(plain.observables["loss"]))))
     params = {**shape, "t": lr * steps, "save_points": int(ts.size)}
     # issue 11: a new number of save points must not recompile (<= 0.5 s extra); the grid runs in chunks of
@@ -204,7 +204,7 @@ def compile_and_event(quick: bool, bare: dict) -> list[dict]:
     for n in (11, 64, 65, 300):
         grid = np.concatenate([[0.0], np.geomspace(lr, lr * steps, n - 1)])
         start = time.perf_counter()
-        traj = co.solve_flow(cfg, grid, args=args, y0=y0)
+        traj = co.solve_flow(cfg, grid, y0=y0)
         regrid[n] = {"wall_s": time.perf_counter() - start, "compile_s": traj.compile_s, "run_s": traj.run_s}
     extra = max(r["wall_s"] - r["run_s"] for r in regrid.values())
     worst = max(regrid.values(), key=lambda r: r["wall_s"] - r["run_s"])
@@ -263,13 +263,11 @@ def scaling(quick: bool) -> list[dict]:
     rows = []
     for d in ds:
         cfg = co.Config(n=60, L=5, d=d, m=128, m1=256, variant="paper", seed=0)
-        args, y0 = co.data_args(cfg, num_test=60), co.initial_state(cfg)
+        y0 = co.initial_state(cfg)
         ts = np.array([0.0, horizon])
-        traj = co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False)
+        traj = co.solve_flow(cfg, ts, y0=y0, num_test=60, locate_T1=False)
         run_s = best_of(
-            lambda cfg=cfg, args=args, y0=y0, ts=ts: (
-                co.solve_flow(cfg, ts, args=args, y0=y0, locate_T1=False).observables
-            ),
+            lambda cfg=cfg, y0=y0, ts=ts: co.solve_flow(cfg, ts, y0=y0, num_test=60, locate_T1=False).observables,
             2 if quick else 3,
         )
         rows.append(

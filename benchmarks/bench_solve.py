@@ -88,7 +88,7 @@ class Problem:
 
 def cooccurrence_problem(n=60, L=5, d=64, m=128, m1=256, t1=300.0, seed=0) -> Problem:
     cfg = co.Config(n=n, L=L, d=d, m=m, m1=m1, variant="paper", seed=seed)
-    args = co.data_args(cfg, num_test=6)  # the test draws are not read by the vector field
+    args = co.spec.data(cfg, num_test=6)  # the test draws are not read by the vector field
     return Problem(
         "cooccurrence",
         co.vector_field,

@@ -68,16 +68,15 @@ def main(argv=None) -> int:
         "quick": ns.quick,
     }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
-        args = co.data_args(cfg, num_test=600)
         save = np.unique(np.concatenate([np.geomspace(1, steps, 160).astype(int), [0]]))
         start = time.perf_counter()
-        rec_net = co.train(cfg, "gd", lr, steps, save_steps=save, args=args)
+        rec_net = co.train(cfg, "gd", lr, steps, save_steps=save)
         gd_call_s = time.perf_counter() - start
         rec.add_timing("gd_call_s", gd_call_s)  # end to end: initialisation, compile, training, observables
         rec.add_timing("gd_compile_s", rec_net.compile_s)
         rec.add_timing("gd_train_s", rec_net.run_s)
         start = time.perf_counter()
-        traj = co.solve_flow(cfg, rec_net.ts, args=args)
+        traj = co.solve_flow(cfg, rec_net.ts)
         flow_call_s = time.perf_counter() - start
         rec.add_timing("flow_call_s", flow_call_s)  # end to end: initial Grams, compile, solve, T1 event
         rec.add_metric("gd_over_flow_wall_time_end_to_end", gd_call_s / flow_call_s)

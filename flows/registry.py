@@ -75,6 +75,7 @@ SYSTEMS: tuple[Entry, ...] = (
             "derivations.cooccurrence:CooccurrencePhase2Derivation",
             "derivations.cooccurrence:GramDerivation",
         ),
+        Demo("flows.cooccurrence.spec:demo", lr=1e-2, blowup=1e3),
     ),
     Entry(
         "mean_field",

@@ -8,6 +8,7 @@ system and seed: the data outside the rows is a constant of the per-row loss.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -44,6 +45,14 @@ def _per_sample(system, rest):
     return one, observe
 
 
+@functools.lru_cache(maxsize=32)
+def _prepared(system, seed):
+    """(data, per-row loss, observables) of `system` and `seed`, built once: the same functions on every call,
+    so that solves at other rates, paths or keys reuse one compiled program."""
+    data = system.dataset(system.keys(seed)["data"])
+    return (data, *_per_sample(system, _split_rows(system, data)[1]))
+
+
 def solve_noise(
     system: System,
     ts: np.ndarray,
@@ -58,8 +67,8 @@ def solve_noise(
     """`flows.solve_flow(system, ts, optimizer, optim_args, noise=True, ...)`: the SGD SDE (`optimizer` "gd" or
     "sgd": `optim_args` `{"lr"}` required and `{"replacement"}`, `batch_size` required; `dt` default lr / 10) or
     the Adam SDE (`"adam"`: `optim_args` `{"c1", "c2", "sigma0", "eps0"}`, `dt` required), over the rows of
-    the data, from the initial parameters (or `y0`), Brownian motion from the `"noise"` stream of `seed`;
-    `options` go to `flows.solve_sde`. The saved times `ts` are checked by the caller.
+    the data, from the initial parameters (or `y0`), Brownian motion from the `"noise"` stream of `seed` (or
+    the `key` of `options`); `options` go to `flows.solve_sde`. The saved times `ts` are checked by the caller.
 
     **Raises:** `ValueError` naming a bad argument; `flows.FlowError` for a failed solve.
     """
@@ -70,11 +79,10 @@ def solve_noise(
     params = system.initial_params(keys["init"])
     if y0 is not None:
         params = params_like(y0, params)
-    data = system.dataset(keys["data"])
-    rows, rest = _split_rows(system, data)
+    data, one, observe = _prepared(system, seed)
+    rows = _split_rows(system, data)[0]
     n = num_rows(data, system.rows)
-    one, observe = _per_sample(system, rest)
-    kw = {"save_states": False, **options}
+    kw = {"save_states": False, "key": keys["noise"], **options}
     if optimizer == "adam":
         given = check_options("optim_args", optim_args, ("c1", "c2", "sigma0", "eps0"), "the Adam SDE")
         missing = [k for k in ("c1", "c2", "sigma0", "eps0") if k not in given]
@@ -105,7 +113,6 @@ def solve_noise(
         args=args,
         t1=float(ts[-1]),
         ts=ts,
-        key=keys["noise"],
         observables=_noise_observe(observe, params_of),
         **kw,
     )

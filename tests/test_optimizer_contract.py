@@ -15,11 +15,9 @@ import numpy as np
 import pytest
 
 import flows
-from flows import cooccurrence as co
 from flows import driver, registry
 from flows import mean_field as mf
 from flows import optim_limits as ol
-from flows.cooccurrence.flow import limit_problem as co_problem
 from flows.mean_field.flow import limit_problem as mf_problem
 
 LR, BETA = 0.1, 0.5
@@ -32,19 +30,6 @@ class System(NamedTuple):
     group_lr: callable  # (optimizer, lr) -> {leaf: that leaf's learning rate} (None: every leaf at lr)
     sign_eps: float  # the system's documented default smoothing
     loss: str  # the observable that falls along every limit
-
-
-def _cooccurrence():
-    config = co.Config(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8, seed=1)
-    args = co.data_args(config, num_test=24)
-    return System(
-        lambda ts, **kw: co.solve_flow(config, ts, args=args, locate_T1=False, **kw),
-        lambda o, a: co_problem(config, o, a, args=args)[:2],
-        True,
-        lambda o, lr: None,
-        1e-3,
-        "loss",
-    )
 
 
 def _mean_field():
@@ -86,7 +71,6 @@ def _spec(name):
 
 
 SYSTEMS = {
-    "cooccurrence": _cooccurrence,
     "mean_field": _mean_field,
     **{e.name: (lambda name=e.name: _spec(name)) for e in registry.SYSTEMS if e.demo is not None},
 }

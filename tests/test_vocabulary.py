@@ -16,7 +16,6 @@ import pytest
 
 import flows
 from flows import FlowError, registry
-from flows import cooccurrence as co
 from flows import mean_field as mf
 from flows.training import NetworkRecord, TrainingError, flow_time
 
@@ -34,35 +33,14 @@ class System:
     blowup: float  # a rate at which a run goes non-finite
 
 
-_CO = co.Config(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=4, m1=2, seed=3)
 _MF = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
-
-
-def _co(optimizer, lr, steps, save_every=1, momentum=None, seed=None, init=None):
-    return co.train(
-        _CO,
-        optimizer,
-        lr,
-        steps,
-        batch_size=2 if optimizer == "sgd" else None,
-        save_every=save_every,
-        momentum=momentum,
-        seed=seed,
-        init=init,
-        num_test=4,
-    )
 
 
 def _mf(optimizer, lr, steps, save_every=1, momentum=0.0, seed=None, init=None):
     return mf.train(_MF, optimizer, lr, steps, save_every, momentum=momentum, seed=seed, init=init, observables="basic")
 
 
-SYSTEMS = {
-    "cooccurrence": System(
-        "cooccurrence", _co, "gd", ("W", "W_V", "W_K", "W_Q"), 1e-2, 1.0, ("theory", "kaiming"), "loss", 1e3
-    ),
-    "mean_field": System("mean_field", _mf, "gd", ("attention", "mlp"), 0.1, 1.0, ("tied", "smooth"), "Q", 1e6),
-}
+SYSTEMS = {"mean_field": System("mean_field", _mf, "gd", ("attention", "mlp"), 0.1, 1.0, ("tied", "smooth"), "Q", 1e6)}
 
 
 @pytest.fixture(params=sorted(SYSTEMS))
