@@ -66,13 +66,15 @@ def joint_flow(attention: str, phi: Callable = lambda h: h) -> FlowSystem:
     """The gradient flow of `joma_loss` in (W, z), one learning rate (unsimplified: it is only pushed forward
     and substituted)."""
     _, W, z, _, _ = joma_symbols()
-    return gradient_flow(
+    system = gradient_flow(
         joma_loss(attention, phi),
         [ParameterGroup("W", tuple(W), 1), ParameterGroup("z", tuple(z), 1)],
         name=f"joma-joint-{attention}",
         description=f"JoMA joint flow of (W, z), {attention} attention (Tian et al. 2024, Sec. 3).",
         simplify=False,
     )
+    assert isinstance(system, FlowSystem)  # a loss of scalar symbols: never the matrix engine's system
+    return system
 
 
 def _invariants(attention: str) -> dict:

@@ -146,9 +146,9 @@ def _field_args(make: Any, config: Config, data: Any) -> dict:
     return make(config)
 
 
-def _zfb_initial(config: Config, params: dict, data: Any) -> dict[str, jax.Array]:
+def _zfb_initial(config: Config, params: dict, data: Any) -> jax.Array | dict[str, jax.Array]:
     return initial_reduced_state(config, "zfb", params=params)
 
 
-def _separate_initial(config: Config, params: dict, data: Any) -> jax.Array:
+def _separate_initial(config: Config, params: dict, data: Any) -> jax.Array | dict[str, jax.Array]:
     return initial_reduced_state(config, "separate")
