@@ -223,6 +223,15 @@ def limit_problem(
 
 
 @functools.lru_cache(maxsize=64)
+def _observables(observe, loss):
+    """`System.observables` as a function of the spec's `observe` and `loss` alone: a system `replace`d with
+    other data or another start shares the compiled programs of the solves."""
+    if observe is None:
+        return lambda params, data: {"loss": loss(params, data)}
+    return lambda params, data: dict(observe(params, data))
+
+
+@functools.lru_cache(maxsize=64)
 def _limit_observe(observe, params_of):
     """The observables of a state of an optimiser limit: `observe(params_of(y), args["batch"])` (one function
     per pair, so that `flows.solve` compiles once)."""
@@ -317,7 +326,7 @@ def solve_flow(
         t1=float(ts[-1]),
         ts=ts,
         args=args,
-        observables=_limit_observe(system.observables, limit.params),
+        observables=_limit_observe(_observables(system.observe, system.loss), limit.params),
         **{**system.solver, **options},
     )
 
@@ -341,7 +350,7 @@ def _solve_reduced(system, ts, optimizer, optim_args, name, seed, noise, batch_s
         t1=float(ts[-1]),
         ts=ts,
         args={"field": red.field_args(data), "data": data},
-        observables=_reduced_observe(red.observe, red.to_params, system.observables)
+        observables=_reduced_observe(red.observe, red.to_params, _observables(system.observe, system.loss))
         if red.observe is not None or red.to_params is not None
         else None,
         **{**system.solver, **red.solver, **options},
