@@ -58,7 +58,7 @@ def fields():
 
 
 def test_gd_limit_field_is_the_particle_velocity(fields):
-    """The "gd" limit's field (gradient of Q on the clocks M L, M_mlp L) is the field solve_particles
+    """The "gd" limit's field (gradient of Q on the clocks M L, M_mlp L) is the field solve_flow
     integrates (explicit solvers), to 1e-12 relative. The exact reduction of the momentum limit (one program
     with it): on its slow manifold v = dQ/dtheta (any eta_tau, beta) dtheta/dtau is that velocity too, to
     1e-12 relative, and dv/dtau = 0."""
@@ -89,9 +89,9 @@ def test_adam_limit_field_at_t0_is_the_first_adam_step(fields):
 @pytest.mark.slow
 @pytest.mark.xla_default  # two programs, equal to 1e-10 at XLA's default level (0 measured; 2.9e-10 at level 0)
 def test_gd_limit_equals_the_particle_flow():
-    """optimizer="gd" (gradient flow of Q with the clocks M L, M_mlp L) is `solve_particles` to 1e-10."""
+    """optimizer="gd" (gradient flow of Q with the clocks M L, M_mlp L) is `solve_flow` to 1e-10."""
     ts = np.linspace(0.0, 2.0, 5)
-    today = mf.solve_particles(CFG, ts, observables="basic", save_states=True, **TIGHT)
+    today = mf.solve_flow(CFG, ts, observables="basic", save_states=True, **TIGHT)
     gd = mf.solve_flow(CFG, ts, optimizer="gd", observables="basic", save_states=True, **TIGHT)
     assert _sup(gd.ys, today.ys) < 1e-10
     assert _sup(gd.observables["Q"], today.observables["Q"]) < 1e-10
