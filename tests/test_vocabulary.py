@@ -17,7 +17,6 @@ import pytest
 import flows
 from flows import FlowError, registry
 from flows import cooccurrence as co
-from flows import mean_field as mf
 from flows import scan_snap as ss
 from flows.training import NetworkRecord, TrainingError, flow_time
 
@@ -37,7 +36,6 @@ class System:
 
 _SS = ss.syn_small()
 _CO = co.Config(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=4, m1=2, seed=3)
-_MF = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
 
 
 def _ss(optimizer, lr, steps, save_every=1, momentum=0.0, seed=2, init="random"):
@@ -70,16 +68,11 @@ def _co(optimizer, lr, steps, save_every=1, momentum=None, seed=None, init=None)
     )
 
 
-def _mf(optimizer, lr, steps, save_every=1, momentum=0.0, seed=None, init=None):
-    return mf.train(_MF, optimizer, lr, steps, save_every, momentum=momentum, seed=seed, init=init, observables="basic")
-
-
 SYSTEMS = {
     "scan_snap": System("scan_snap", _ss, "adam", ("Y", "Z"), 1.0, 0.0, ("zero", "random"), "loss", 1e308),
     "cooccurrence": System(
         "cooccurrence", _co, "gd", ("W", "W_V", "W_K", "W_Q"), 1e-2, 1.0, ("theory", "kaiming"), "loss", 1e3
     ),
-    "mean_field": System("mean_field", _mf, "gd", ("attention", "mlp"), 0.1, 1.0, ("tied", "smooth"), "Q", 1e6),
 }
 
 
@@ -167,9 +160,8 @@ def test_momentum_on_the_shared_clock(system):
     np.testing.assert_allclose(rec.ts, _ts(system, system.lr, np.arange(11), beta), rtol=1e-15, atol=0)
     plain = run("sgd", system.lr, 10, 1, momentum=0.0)
     assert np.max(np.abs(plain[system.scalar][2:] - rec[system.scalar][2:])) > 1e-10  # the momentum acts
-    other = "adam" if system.name != "mean_field" else "gd"
     with pytest.raises(ValueError, match="momentum"):
-        run(other, system.lr, 10, 1, momentum=beta)
+        run("adam", system.lr, 10, 1, momentum=beta)
 
 
 def test_a_failed_run_is_truncated_and_carries_its_record(system):
