@@ -300,32 +300,32 @@ def stop_at_compile():
     return mock.patch.object(importlib.import_module("flows.training"), "compiled", _compile_stub), None
 
 
-@pytest.mark.parametrize("field", ["eta_tau", "steps", "save_every", "observables", "particles", "data", "test"])
+@pytest.mark.parametrize("field", ["lr", "steps", "save_every", "observables", "particles", "data", "test"])
 @settings(ENTRY, max_examples=9)
 @given(
-    eta_tau=good_reals(0.0, 1e3, strict=True),
+    lr=good_reals(0.0, 1e3, strict=True),
     steps=good_ints(1, 10**6),
     save_every=good_ints(1, 10**7),
     observables=st.sampled_from(["all", "basic"]),
     data=st.data(),
 )
-def test_train_gd_valid_and_invalid(tiny, stop_at_compile, field, eta_tau, steps, save_every, observables, data):
+def test_train_valid_and_invalid(tiny, stop_at_compile, field, lr, steps, save_every, observables, data):
     particles, prompts, test, _ = tiny
     patch_network, _ = stop_at_compile
     kw = dict(particles=particles, data=prompts, test=test, observables=observables)
     with patch_network, pytest.raises(Reached) as info:
-        mf.train(CFG, "gd", eta_tau, steps, save_every, **kw)
+        mf.train(CFG, "gd", lr, steps, save_every, **kw)
     increments = np.asarray(info.value.inputs["call"][3])
     assert increments.sum() == int(steps) and np.all(increments >= 1)
-    args = [eta_tau, steps, save_every]
+    args = [lr, steps, save_every]
     bad = {
-        "eta_tau": bad_reals(0.0, strict=True),
+        "lr": bad_reals(0.0, strict=True),
         "steps": bad_ints(1),
         "save_every": bad_ints(1, None),
         "observables": bad_choices(["all", "basic"]),
     }
-    if field in ("eta_tau", "steps", "save_every"):
-        args[["eta_tau", "steps", "save_every"].index(field)] = data.draw(bad[field], label=field)
+    if field in ("lr", "steps", "save_every"):
+        args[["lr", "steps", "save_every"].index(field)] = data.draw(bad[field], label=field)
     elif field == "particles":
         kw["particles"] = _bad_particles(particles, data)
     elif field in ("data", "test"):
@@ -408,7 +408,7 @@ EDGES = {
         "dt": real_edges(0.0, strict=True),
         "num_paths": [x for x in int_edges(1) if x is not None],
     },
-    "train": {"eta_tau": real_edges(0.0, strict=True), "steps": int_edges(1), "save_every": int_edges(1, None)},
+    "train": {"lr": real_edges(0.0, strict=True), "steps": int_edges(1), "save_every": int_edges(1, None)},
     "sample_prompts": {"n": int_edges(1)},
 }
 
@@ -430,8 +430,8 @@ def test_edges_raise_naming_the_field(tiny, stop_at_compile, entry):
                 kw = {"temperature": 0.1, "dt": 0.1, "seed": 0, field: value}
                 mf.solve_particles_sde(CFG, [0.0, 1.0], particles=particles, **common, **kw)
             elif entry == "train":
-                kw = {"eta_tau": 0.1, "steps": 3, "save_every": 1, field: value}
-                mf.train(CFG, "gd", kw["eta_tau"], kw["steps"], kw["save_every"], particles=particles, **common)
+                kw = {"lr": 0.1, "steps": 3, "save_every": 1, field: value}
+                mf.train(CFG, "gd", kw["lr"], kw["steps"], kw["save_every"], particles=particles, **common)
             else:
                 mf.sample_prompts(CFG, jax.random.PRNGKey(0), value)
 
