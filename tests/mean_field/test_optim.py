@@ -177,6 +177,13 @@ def test_bad_optimizer_arguments(optimizer, options, field):
         mf.solve_flow(CFG, [0.0, 1.0], optimizer=optimizer, optim_args=options)
 
 
+def test_sign_smoothing_default_is_one_millionth():
+    """The mean field's default smoothing of sign descent, 1e-6 (its gradients are O(1 / (M L)): the other
+    systems' 1e-3 would blur the sign of most components)."""
+    assert S.sign_eps == 1e-6
+    assert driver.limit_problem(S, "sign")[1]["eps"] == 1e-6
+
+
 def test_mesh_is_for_the_particle_flow():
     with pytest.raises(ValueError, match="mesh"):
         mf.solve_flow(CFG, [0.0, 1.0], optimizer="gd", mesh=mf.particle_mesh(2))
