@@ -514,7 +514,9 @@ def scaling(quick: bool) -> list[dict]:
         repeats = 1 if P >= 32768 or quick else 3
         rec = mf.train(cfg, "gd", 0.05, steps, save_every=steps, observables="basic")  # compiles
         run_s = best_of(
-            lambda cfg=cfg, steps=steps: mf.train(cfg, "gd", 0.05, steps, save_every=steps, observables="basic").particles,
+            lambda cfg=cfg, steps=steps: (
+                mf.train(cfg, "gd", 0.05, steps, save_every=steps, observables="basic").particles
+            ),
             repeats,
         )
         rows.append(

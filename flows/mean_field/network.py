@@ -84,8 +84,7 @@ def train(
     beta = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
     if optimizer != "sgd" and beta != 0.0:
         raise ValueError(
-            f"momentum is for optimizer='sgd' only (heavy ball), got momentum={momentum!r} with "
-            f"optimizer={optimizer!r}"
+            f"momentum is for optimizer='sgd' only (heavy ball), got momentum={momentum!r} with optimizer={optimizer!r}"
         )
     spec, particles = overridden(system(config, observables), config, particles, data, test)
     if mesh is not None:
@@ -118,4 +117,3 @@ def train(
             err.record = err.trajectory = as_here(err.record)
         raise
     return as_here(record)
-

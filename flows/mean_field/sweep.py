@@ -22,8 +22,8 @@ from .._checks import SEED_MAX, check_int, check_real, real_array
 from ..training import NetworkRecord
 from . import observables as obs
 from .data import Config, Particles, Prompts, held_out_set, training_set
-from .initial import init_particles
 from .flow import nest, particles_of
+from .initial import init_particles
 from .model import check_data, check_particles
 from .spec import loss, observe
 
@@ -103,8 +103,8 @@ def train_gd_batch(
     test=test[i])` (tests); one compilation per shape.
 
     **Returns:** a `flows.training.NetworkRecord` whose observables have a leading run axis `(runs, k)` and
-    whose `params` (in the spec's groups) and `extras["particles"]` the final parameters with a leading run axis; `extras`:
-    `seeds` (the labels), `tau`, `eta_tau`. **Raises:** `ValueError` for bad arguments and
+    whose `params` (in the spec's groups) and `extras["particles"]` the final parameters with a leading run
+    axis; `extras`: `seeds` (the labels), `tau`, `eta_tau`. **Raises:** `ValueError` for bad arguments and
     `flows.TrainingError` when a run goes non-finite, naming it and carrying every run's record truncated
     before that step.
     """

@@ -94,13 +94,15 @@ def test_observables_all_and_basic_are_summary_and_basic():
         y0, args = inputs["y0"], inputs["args"]
         assert sorted(y0) == ["V", "W", "W1", "W2"]
         got = inputs["options"]["observables"](0.0, y0, args)
-        expected = want(0.0, y0, args["field"]) if callable(want) else {k: f(0.0, y0, args["field"]) for k, f in want.items()}
+        expected = (
+            want(0.0, y0, args["field"]) if callable(want) else {k: f(0.0, y0, args["field"]) for k, f in want.items()}
+        )
         assert sorted(got) == sorted(expected)
         for key in expected:
             np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(expected[key]), err_msg=key)
 
 
-def test_train_gd_basic_observables():
+def test_train_basic_observables():
     """`observables="basic"` records the Q and R of every observable, and the same particles (bitwise), on
     the shapes and saves of the GD program of the tests above (here, where that program is compiled anyway:
     moved from test_network.py, which compiled it a second time)."""

@@ -1,7 +1,7 @@
 """The mean field's `train` beyond the checks shared by every system (tests/test_vocabulary.py): `train` is the
-driver on the spec (`flows.train(mf.system(config), ...)`), the per-group rates eta M L and eta M_mlp L, heavy ball first order in lr on the shared clock, the
-overrides of `seed` and `init` in `train` and `solve_flow` (the Euler flow is the GD run), `event_time` on the
-record, and the errors naming the field.
+driver on the spec (`flows.train(mf.system(config), ...)`), the per-group rates eta M L and eta M_mlp L, heavy
+ball first order in lr on the shared clock, the overrides of `seed` and `init` in `train` and `solve_flow` (the
+Euler flow is the GD run), `event_time` on the record, and the errors naming the field.
 
 Every run uses the shapes and saves of tests/mean_field/test_flow.py (5 saves, Q and R only): one plain GD
 program, one heavy-ball program and the Euler solve program of test_flow's sharded test serve them all.
