@@ -48,6 +48,12 @@ def test_euler_particle_flow_equals_gd():
         assert np.max(np.abs(np.asarray(final[k]) - np.asarray(rec.particles[k]))) < 1e-12
     assert traj.num_steps == 20
     np.testing.assert_allclose(rec.tau, eta * rec.steps, rtol=0, atol=0)
+    # the training set given: the spec replaced with the same functions shares the compiled program
+    again = mf.solve_flow(
+        CFG, rec.tau, solver="euler", dt=eta, save_states=True, observables="basic", data=mf.training_set(CFG)
+    )
+    assert again.compile_s == 0.0
+    np.testing.assert_array_equal(np.asarray(again.observables["Q"]), np.asarray(traj.observables["Q"]))
     assert rec.lr_attention == pytest.approx(eta * CFG.M * CFG.L) and rec.lr_mlp == pytest.approx(eta * 6 * 2)
 
 
