@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import flows
 from flows import mean_field as mf
 from flows.mean_field import model
 from flows.mean_field import reference as ref
@@ -398,5 +399,8 @@ def test_validation_names_the_field(data):
         ref.reference_forward(CFG, nodes, data.Z0, depth_solver="euler")
     with pytest.raises(ValueError, match="K = 5"):
         mf.solve_reference(CFG, [0.0, 1.0], K=5, nodes=nodes)
+    # the spec's "reference" limit starts from the curves of the system's own config, not another seed's
+    with pytest.raises(ValueError, match="seed"):
+        flows.solve_flow(mf.system(CFG), [0.0, 1.0], reduced="reference", seed=CFG.seed + 1)
     with pytest.raises(ValueError, match="data.Z0"):
         ref.reference_forward(CFG, nodes, data.Z0[:, :2])
