@@ -4,7 +4,7 @@ Also the GD FLOP rate against the machine's matmul rate, and scaling in the part
 Sizes: the issue's network L = 8, M = 256 (M_mlp = M), D = 4, N = 8, 64 prompts (`--quick`: L = 4, M = 32).
 Rows (`benchmarks._harness.row`):
 
-- `mean_field/particle_solve(tsit5)`: `mf.solve_particles` to tau = 0.5 at rtol 1e-6 saving Q and R;
+- `mean_field/particle_solve(tsit5)`: `mf.solve_flow` to tau = 0.5 at rtol 1e-6 saving Q and R;
   compile_s, run_s_min, steps (accepted + rejected), error = |Q(tau)| relative gap to dopri8 at rtol 1e-10
   (full run only).
 - `mean_field/vector_field_compile`: cold compile of the particle vector field (the velocity of every
@@ -12,7 +12,7 @@ Rows (`benchmarks._harness.row`):
   options the library's programs use (`flows._xla.compiler_options()`), and of the
   whole solve in the same process (`solve_compile_s`); ratio = budget 1.5 s / vector-field compile.
 - `mean_field/gd` and `mean_field/gd_torch_eager`: full-batch GD steps (same forward, same loss with weight
-  decay, same learning rates) by `mf.train_gd` (recording Q and R only) and by the same network written
+  decay, same learning rates) by `mf.train` (recording Q and R only) and by the same network written
   in PyTorch eager (float64, the heads-last contraction order of `model.attention_update`, the fastest
   of the three orders tried; CPU, torch's default intra-op threads), timed back to back; error = the
   largest relative gap of Q and of the gradient between the two at the initial particles; ratio =
@@ -102,11 +102,11 @@ def run(quick: bool) -> list[dict]:
 def particle_solve(cfg: mf.Config, quick: bool) -> list[dict]:
     ts = np.array([0.0, 0.25, 0.5])
     repeats = 2 if quick else 3
-    traj = mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)
-    run_s = best_of(lambda: mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables, repeats)
+    traj = mf.solve_flow(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)
+    run_s = best_of(lambda: mf.solve_flow(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables, repeats)
     error = None
     if not quick:  # the reference compiles a second program; the full run measures the error
-        ref = mf.solve_particles(cfg, ts, observables="basic", solver="dopri8", rtol=1e-10, atol=1e-12)
+        ref = mf.solve_flow(cfg, ts, observables="basic", solver="dopri8", rtol=1e-10, atol=1e-12)
         q_ref = float(ref.observables["Q"][-1])
         error = abs(float(traj.observables["Q"][-1]) - q_ref) / abs(q_ref)
     return [
@@ -143,7 +143,7 @@ t = time.perf_counter(); compiled = _xla.compile_lowered(lowered); vf_compile_s 
 jax.block_until_ready(compiled(p, args))
 t = time.perf_counter(); _xla.compile_lowered(jax.jit(lambda x: 2.0 * x + 1.0).lower(1.0))
 trivial_s = time.perf_counter() - t
-traj = mf.solve_particles(cfg, np.array([0.0, 0.5]), observables="basic", rtol=1e-6, atol=1e-8)
+traj = mf.solve_flow(cfg, np.array([0.0, 0.5]), observables="basic", rtol=1e-6, atol=1e-8)
 print(json.dumps({{"import_s": t_import, "trace_s": trace_s, "vf_compile_s": vf_compile_s,
                   "solve_compile_s": traj.compile_s, "trivial_s": trivial_s}}))
 """
@@ -269,10 +269,10 @@ def gd_throughput(cfg: mf.Config, quick: bool, matmul_n: int = 2048) -> list[dic
     eta = 0.05
     P = cfg.num_particles
     params = {**_params(cfg), "steps": steps, "eta_tau": eta}
-    rec = mf.train_gd(cfg, eta, steps, save_every=steps, observables="basic")  # compiles
+    rec = mf.train(cfg, "gd", eta, steps, save_every=steps, observables="basic")  # compiles
 
     def flows_gd():
-        return mf.train_gd(cfg, eta, steps, save_every=steps, observables="basic").particles
+        return mf.train(cfg, "gd", eta, steps, save_every=steps, observables="basic").particles
 
     rows = []
     try:
@@ -394,7 +394,7 @@ from flows import mean_field as mf
 t_import = time.perf_counter() - t0
 t = time.perf_counter()
 cfg = mf.Config(**{shape}, lam=1e-3, init_scale=2.0, seed=0)
-traj = mf.solve_particles(cfg, np.array([0.0, {tau}]), observables="basic", rtol={rtol}, atol={atol})
+traj = mf.solve_flow(cfg, np.array([0.0, {tau}]), observables="basic", rtol={rtol}, atol={atol})
 print(json.dumps({{"import_s": t_import, "call_s": time.perf_counter() - t, "compile_s": traj.compile_s,
                   "Q": float(traj.observables["Q"][-1]), "steps": int(traj.num_steps)}}))
 """
@@ -408,7 +408,7 @@ from flows import mean_field as mf
 t_import = time.perf_counter() - t0
 t = time.perf_counter()
 cfg = mf.Config(**{shape}, lam=1e-3, init_scale=2.0, seed=0)
-rec = mf.train_gd(cfg, {eta}, {steps}, save_every={steps}, observables="basic")
+rec = mf.train(cfg, "gd", {eta}, {steps}, save_every={steps}, observables="basic")
 print(json.dumps({{"import_s": t_import, "call_s": time.perf_counter() - t, "compile_s": rec.compile_s,
                   "Q": float(rec.observables["Q"][-1])}}))
 """
@@ -417,7 +417,7 @@ print(json.dumps({{"import_s": t_import, "call_s": time.perf_counter() - t, "com
 def first_call_equal_accuracy(quick: bool) -> list[dict]:
     shape = dict(d=3, D=4, N=8, L=2, M=16, n_train=32) if quick else dict(d=3, D=4, N=8, L=4, M=64, n_train=64)
     cfg, tau = _config(shape), 1.0
-    ref = mf.solve_particles(cfg, np.array([0.0, tau]), observables="basic", solver="dopri8", rtol=1e-11, atol=1e-13)
+    ref = mf.solve_flow(cfg, np.array([0.0, tau]), observables="basic", solver="dopri8", rtol=1e-11, atol=1e-13)
     q_ref = float(ref.observables["Q"][-1])
 
     def rel(q):
@@ -430,7 +430,7 @@ def first_call_equal_accuracy(quick: bool) -> list[dict]:
         flow_tol = None
         for rtol in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7):  # each tolerance compiles its own solve
             if rtol not in flow_err:
-                traj = mf.solve_particles(cfg, np.array([0.0, tau]), observables="basic", rtol=rtol, atol=rtol * 1e-2)
+                traj = mf.solve_flow(cfg, np.array([0.0, tau]), observables="basic", rtol=rtol, atol=rtol * 1e-2)
                 flow_err[rtol] = rel(float(traj.observables["Q"][-1]))
             if flow_err[rtol] <= accuracy:
                 flow_tol = rtol
@@ -439,7 +439,7 @@ def first_call_equal_accuracy(quick: bool) -> list[dict]:
         for steps in 2 ** np.arange(1, 15):
             steps = int(steps)
             if steps not in gd_err:
-                rec = mf.train_gd(cfg, tau / steps, steps, save_every=steps, observables="basic")
+                rec = mf.train(cfg, "gd", tau / steps, steps, save_every=steps, observables="basic")
                 gd_err[steps] = rel(float(rec.observables["Q"][-1]))
             if gd_err[steps] <= accuracy:
                 gd_steps = steps
@@ -540,9 +540,11 @@ def scaling(quick: bool) -> list[dict]:
         P = cfg.num_particles
         steps = 2 if P >= 32768 or quick else 5
         repeats = 1 if P >= 32768 or quick else 3
-        rec = mf.train_gd(cfg, 0.05, steps, save_every=steps, observables="basic")  # compiles
+        rec = mf.train(cfg, "gd", 0.05, steps, save_every=steps, observables="basic")  # compiles
         run_s = best_of(
-            lambda cfg=cfg, steps=steps: mf.train_gd(cfg, 0.05, steps, save_every=steps, observables="basic").particles,
+            lambda cfg=cfg, steps=steps: (
+                mf.train(cfg, "gd", 0.05, steps, save_every=steps, observables="basic").particles
+            ),
             repeats,
         )
         rows.append(
@@ -568,10 +570,10 @@ def flow_scaling(quick: bool) -> list[dict]:
     for M in Ms:
         cfg = mf.Config(d=3, D=4, N=4, L=4, M=M, n_train=SCALING_PROMPTS, lam=1e-3, init_scale=2.0, seed=0)
         ts = np.array([0.0, tau])
-        traj = mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)  # compiles
+        traj = mf.solve_flow(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)  # compiles
         repeats = 1 if quick or cfg.num_particles >= 32768 else 2
         run_s = best_of(
-            lambda cfg=cfg, ts=ts: mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables,
+            lambda cfg=cfg, ts=ts: mf.solve_flow(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables,
             repeats,
         )
         rows.append(

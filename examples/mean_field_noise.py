@@ -26,7 +26,7 @@ tree tolerance and max_steps are fixed, see `solve_particles_sde`):
    (the same keys at every T), step 0.1 (0.05 at T = 1, where large weights make the drift stiff and SEA at
    0.1 blows up on some paths) to tau_end: final risk R, late-time risk (R averaged over tau >= tau_end / 2),
    H and F_T = Q - T H at tau_end, path mean +- standard deviation. The T = 0 solve is compared with the
-   particle ODE `solve_particles(solver="euler", dt=0.1)` (flows.solve, diffrax), and F_T of the noisy clouds
+   particle ODE `solve_flow(solver="euler", dt=0.1)` (flows.solve, diffrax), and F_T of the noisy clouds
    with F_T of the ODE's clouds.
 2. Weak convergence of E[R(tau_w = 2)] at T_w = 0.1 over several batches of P paths, dt = tau_w / 2^k. Common
    random numbers: the same keys and the same tree tolerance give the same Brownian paths at every dt, so
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
                 tr.compile_s,
                 tr.run_s,
             )
-        ode = mf.solve_particles(cfg, ts, solver="euler", dt=DT, observables="basic", save_states=True)
+        ode = mf.solve_flow(cfg, ts, solver="euler", dt=DT, observables="basic", save_states=True)
         rec.add_solver_stats("ode_euler", ode)
         log.info("ODE (euler, dt=%g): compile %.1f s, run %.1f s", DT, ode.compile_s, ode.run_s)
 
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
             "zero_T_sde_minus_ode_max_abs",
             diff0,
             "< 1e-12: at T = 0 the particle SDE (SEA, explicit Euler at sigma = 0) is the particle "
-            "ODE solve_particles(solver='euler', dt), on every path and at every save",
+            "ODE solve_flow(solver='euler', dt), on every path and at every save",
             diff0 < 1e-12,
         )
         H_ode = _entropy({k: v[-1] for k, v in ode.ys.items()})

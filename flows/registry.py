@@ -83,6 +83,7 @@ SYSTEMS: tuple[Entry, ...] = (
         "Gao et al., NeurIPS 2024",
         "systems/mean_field.md",
         ("derivations.mean_field:MeanFieldAttentionDerivation", "derivations.mean_field:MeanFieldMLPDerivation"),
+        Demo("flows.mean_field.spec:demo", lr=0.1, blowup=1e6, scalar="Q"),
     ),
     Entry(
         "linear_attention",

@@ -3,9 +3,8 @@
 sign smoothing a documented per-system default), the same clocks per parameter group, and a ValueError that
 names a bad or unknown key. Each solve is short (the limits' accuracy is in each system's test_optim.py).
 
-The systems on the shared driver are checked through their spec (`flows.solve_flow(system, ...)`,
-`flows.driver.limit_problem`), one entry per demo registered in `flows.registry`; the others through their own
-`solve_flow` and `limit_problem` until they get their spec."""
+Every system is checked through its spec (`flows.solve_flow(system, ...)`, `flows.driver.limit_problem`), one
+entry per demo registered in `flows.registry`."""
 
 import functools
 from typing import NamedTuple
@@ -16,9 +15,7 @@ import pytest
 
 import flows
 from flows import driver, registry
-from flows import mean_field as mf
 from flows import optim_limits as ol
-from flows.mean_field.flow import limit_problem as mf_problem
 
 LR, BETA = 0.1, 0.5
 
@@ -30,23 +27,6 @@ class System(NamedTuple):
     group_lr: callable  # (optimizer, lr) -> {leaf: that leaf's learning rate} (None: every leaf at lr)
     sign_eps: float  # the system's documented default smoothing
     loss: str  # the observable that falls along every limit
-
-
-def _mean_field():
-    config = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
-    att, mlp = config.M * config.L, config.M_mlp * config.L
-
-    def group_lr(optimizer, lr):  # GD and heavy ball at eta_tau M L; sign and Adam, scale-free, at one lr
-        return {"V": lr * att, "W": lr * att, "W1": lr * mlp, "W2": lr * mlp} if optimizer == "momentum" else None
-
-    return System(
-        lambda ts, **kw: mf.solve_flow(config, ts, observables="basic", **kw),
-        lambda o, a: mf_problem(config, o, a)[:2],
-        True,
-        group_lr,
-        1e-6,
-        "Q",
-    )
 
 
 def _spec(name):
@@ -70,10 +50,7 @@ def _spec(name):
     )
 
 
-SYSTEMS = {
-    "mean_field": _mean_field,
-    **{e.name: (lambda name=e.name: _spec(name)) for e in registry.SYSTEMS if e.demo is not None},
-}
+SYSTEMS = {**{e.name: (lambda name=e.name: _spec(name)) for e in registry.SYSTEMS if e.demo is not None}}
 
 
 @functools.cache
@@ -91,7 +68,11 @@ def _lr(system):
 
 
 def _per_leaf(value, like):
-    return {k: float(value[k]) for k in like} if isinstance(value, dict) else float(value)
+    """`value` (one number, or a pytree of one per parameter leaf) by leaf name, the names of `like`."""
+    if not isinstance(value, dict):
+        return float(value)
+    flat = {path[-1].key: float(leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(value)}
+    return {k: flat[k] for k in like}
 
 
 def test_optim_args_names_defaults_and_clocks(system):

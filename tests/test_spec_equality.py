@@ -25,6 +25,12 @@ from flows.linear_attention import data as la_data
 from flows.linear_attention import flow as la_flow
 from flows.linear_attention import model as la_model
 from flows.linear_attention import observables as la_obs
+from flows.mean_field import data as mf_data
+from flows.mean_field import flow as mf_flow
+from flows.mean_field import initial as mf_initial
+from flows.mean_field import model as mf_model
+from flows.mean_field import observables as mf_obs
+from flows.mean_field import reference as mf_ref
 from flows.optim_limits.problem import limit_problem as optimizer_limit
 from flows.scan_snap.model import embedding_to_yz
 from tests.cooccurrence import pre_port as co_pre
@@ -119,6 +125,101 @@ def _la_reference_flow(config, ts, *, optimizer=None, optim_args=None, reduced=N
             return la_obs.observe(t, la_flow.reduced_params(config, reduced, y), data)
 
     traj = flows.solve(field, state0, t1=float(ts[-1]), ts=ts, args=args, observables=observe, **options)
+    return {"ts": np.asarray(traj.ts), **{k: np.asarray(v) for k, v in traj.observables.items()}}
+
+
+# -- the mean field before the port ------------------------------------------------------------------------------
+
+_MF_LABELS = {"V": "attention", "W": "attention", "W1": "mlp", "W2": "mlp"}
+
+
+def _mf_args(config):
+    particles = mf_model.check_particles(config, mf_initial.init_particles(config))
+    data = mf_model.check_data(config, mf_data.training_set(config))
+    test = mf_model.check_data(config, mf_data.held_out_set(config), "test")
+    return particles, mf_obs.make_args(config, data, test)
+
+
+def _mf_scale(config):
+    return {"attention": config.M * config.L, "mlp": config.M_mlp * config.L}
+
+
+def _mf_reference_train(config, lr, steps, *, momentum=0.0, observables="all"):
+    """`flows.mean_field.train` before it ran on the driver: full-batch GD or heavy ball with optax at lr M L
+    (attention) and lr M_mlp L (MLP) on the flat particle dict, recording `observables.summary` or Q and R."""
+    basic, heavy = observables == "basic", momentum != 0.0
+
+    def loss(particles, args, batch):
+        return mf_model.objective_value(
+            particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], True
+        )
+
+    def observe(particles, args):
+        if basic:
+            return {k: f(0.0, particles, args) for k, f in mf_obs.BASIC_OBSERVABLES.items()}
+        return mf_obs.summary(0.0, particles, args)
+
+    save = training.save_steps(steps, 1)
+    particles, args = _mf_args(config)
+    optimizer = training.make_optimizer(
+        "sgd", lr, momentum if heavy else None, labels=_MF_LABELS, scale=_mf_scale(config)
+    )
+    dtype = particles["V"].dtype
+    opt_state = jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x,
+        optimizer.init(particles),
+    )
+    template = training.make_optimizer("sgd", 1.0, 0.5 if heavy else None, labels=_MF_LABELS)
+    final, series, *_ = training.run_training(
+        "reference.mean_field.train",
+        (observables, heavy),
+        lambda: training.training_program(loss, observe, template),
+        particles,
+        opt_state,
+        None,
+        save,
+        args,
+    )
+    return {"ts": training.flow_time(training.clock_rate(lr), save, momentum), "params": final, **series}
+
+
+def _mf_limit_loss(particles, batch):
+    return mf_model.objective_value(
+        particles, batch["Z0"], batch["y"], batch["lam"], batch["threshold"], batch["d"], True
+    )
+
+
+def _mf_on_limit(observable):
+    return lambda t, y, args: observable(t, y["theta"] if "theta" in y else y, args["batch"])
+
+
+def _mf_reference_flow(config, ts, *, optimizer=None, optim_args=None, **options):
+    """`flows.mean_field.solve_flow` before it ran on the driver (Q and R saved): the particle flow, or the
+    optimiser limits on the flat particle dict with the clocks M L, M_mlp L. One change from the pre-port
+    code, the port's fix: the sign and Adam limits run on those clocks too (they ran at unit rate, the limit
+    of optax at lr, not of the network trained at lr M L: tests/mean_field/test_optim.py)."""
+    particles, args = _mf_args(config)
+    options = {"solver": "tsit5", "rtol": 1e-7, "atol": 1e-9, "max_steps": 100_000, "save_states": False, **options}
+    field, y0, observe = mf_flow.field_for(options["solver"]), particles, mf_obs.BASIC_OBSERVABLES
+    if optimizer is not None:
+        scales = {k: float(_mf_scale(config)[g]) for k, g in _MF_LABELS.items()}
+        limit, args = optimizer_limit(_mf_limit_loss, optimizer, optim_args, args, rates=scales, sign_eps=1e-6)
+        field, y0 = limit.vector_field, limit.initial_state(particles)
+        observe = {name: _mf_on_limit(f) for name, f in mf_obs.BASIC_OBSERVABLES.items()}
+    traj = flows.solve(field, y0, t1=float(ts[-1]), ts=ts, args=args, observables=observe, **options)
+    return {"ts": np.asarray(traj.ts), **{k: np.asarray(v) for k, v in traj.observables.items()}}
+
+
+def _mf_reference_depth(config, ts, K=5):
+    """`flows.mean_field.reference.solve_reference` before it ran on the driver (Q and R, Tsit5 in depth)."""
+    nodes = mf_ref.check_nodes(config, mf_ref.init_reference(config, K))
+    data = mf_model.check_data(config, mf_data.training_set(config))
+    test = mf_model.check_data(config, mf_data.held_out_set(config), "test")
+    args = mf_ref.make_reference_args(config, data, test, 4)
+    field, _, basic = mf_ref._bundle("tsit5")
+    traj = flows.solve(
+        field, nodes, t1=float(ts[-1]), ts=ts, args=args, observables=basic, rtol=1e-7, atol=1e-9, save_states=False
+    )
     return {"ts": np.asarray(traj.ts), **{k: np.asarray(v) for k, v in traj.observables.items()}}
 
 
@@ -393,6 +494,61 @@ CASES["scan_snap"] = {
     "flow-momentum": (lambda: _ss_flow(optimizer="momentum", optim_args={"beta": 0.5}), False),
     "flow-sign": (lambda: _ss_flow(optimizer="sign"), True),
     "flow-adam": (lambda: _ss_flow(optimizer="adam", init="random"), True),
+}
+
+
+_MF = mf_data.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
+_MF_TS = np.array([0.0, 0.1, 0.4, 1.0])
+
+
+def _mf_train(optimizer, lr, momentum=0.0, observables="basic"):
+    mf = flows.mean_field
+    optim_args = {"beta": momentum} if momentum else None
+    return Case(
+        lambda: _mf_reference_train(_MF, lr, 5, momentum=momentum, observables=observables),
+        lambda: _record(
+            flows.train(mf.system(_MF, observables), optimizer, lr, 5, save_every=1, optim_args=optim_args)
+        ),
+    )
+
+
+def _mf_flow(optimizer=None, optim_args=None, reduced=None, tolerance=(1e-12, 1e-14), ts=_MF_TS, **options):
+    """The spec's limit against the pre-port solve: `reduced="particles"` and the optimiser limits are the same
+    forms (1e-12); the driver's generic "gd" against the pre-port particle flow is the same vector field on
+    another layout of the state (nested groups), equal to the solvers' tolerance."""
+    mf = flows.mean_field
+    spec_optimizer = optimizer or "gd"
+    reference_optimizer = None if optimizer == "gd" else optimizer
+    return Case(
+        lambda: _mf_reference_flow(_MF, ts, optimizer=reference_optimizer, optim_args=optim_args, **options),
+        lambda: _traj(
+            flows.solve_flow(mf.system(_MF, "basic"), ts, spec_optimizer, optim_args, reduced=reduced, **options)
+        ),
+        *tolerance,
+    )
+
+
+def _mf_depth():
+    mf = flows.mean_field
+    config = _MF.replace(init="smooth")
+    limit = mf_ref.reference_limit(config, 5, observables="basic")
+    return Case(
+        lambda: _mf_reference_depth(config, _MF_TS),
+        lambda: _traj(
+            flows.solve_flow(mf.system(config).replace(reduced={"reference": limit}), _MF_TS, reduced="reference")
+        ),
+    )
+
+
+CASES["mean_field"] = {
+    "train-gd-all": (lambda: _mf_train("gd", 0.1, observables="all"), False),
+    "train-momentum-groups": (lambda: _mf_train("momentum", {"attention": 0.05, "mlp": 0.02}, momentum=0.5), True),
+    "flow-particles": (lambda: _mf_flow(reduced="particles"), False),
+    "flow-gd": (lambda: _mf_flow("gd", tolerance=(1e-9, 1e-11), rtol=1e-11, atol=1e-13), True),
+    "flow-momentum": (lambda: _mf_flow("momentum", {"lr": 0.05, "beta": 0.5}), True),
+    "flow-sign": (lambda: _mf_flow("sign", {"eps": 1e-2}), True),
+    "flow-adam": (lambda: _mf_flow("adam", {"c1": 2.0, "c2": 1.0}, ts=_MF_TS / 10), True),
+    "flow-reference": (_mf_depth, True),
 }
 
 

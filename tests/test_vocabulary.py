@@ -2,151 +2,25 @@
 rate per parameter group, `save_every`, heavy-ball momentum on the shared clock t = lr * step / (1 - beta), and
 a failed run's record.
 
-The `test_spec_*` tests run the shared driver `flows.train` over the demo spec of every system registered with
-one (`flows.registry`); the others run the own `train` of the systems not yet on the driver (`SYSTEMS`: a
-system leaves that list when it gets its spec). Each system runs at one small size; its runs share a few
-compiled programs (the rates, seeds and momentum live in the optimiser state)."""
+The tests run the shared driver `flows.train` over the demo spec of every system registered with one
+(`flows.registry`): every built-in system is a spec, and its own `train` is a thin call of the driver. Each
+system runs at one small size; its runs share a few compiled programs (the rates, seeds and momentum live in the
+optimiser state)."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
 
 import flows
 from flows import FlowError, registry
-from flows import mean_field as mf
 from flows.training import NetworkRecord, TrainingError, flow_time
-
-
-@dataclasses.dataclass(frozen=True)
-class System:
-    name: str
-    run: object  # run(optimizer, lr, steps, save_every, momentum, seed, init) -> record
-    plain: str  # the optimiser without momentum
-    groups: tuple  # the keys of a per-group lr
-    lr: float  # a rate at which a run moves and stays finite
-    clock: float  # the clock's rate per unit of lr (Scan and Snap counts time in steps)
-    inits: tuple  # two initialisations
-    scalar: str  # a scalar observable
-    blowup: float  # a rate at which a run goes non-finite
-
-
-_MF = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
-
-
-def _mf(optimizer, lr, steps, save_every=1, momentum=0.0, seed=None, init=None):
-    return mf.train(_MF, optimizer, lr, steps, save_every, momentum=momentum, seed=seed, init=init, observables="basic")
-
-
-SYSTEMS = {"mean_field": System("mean_field", _mf, "gd", ("attention", "mlp"), 0.1, 1.0, ("tied", "smooth"), "Q", 1e6)}
-
-
-@pytest.fixture(params=sorted(SYSTEMS))
-def system(request):
-    return SYSTEMS[request.param]
 
 
 def _observables_close(a, b, rtol=1e-12):
     for k in a.observables:
         np.testing.assert_allclose(a[k], b[k], rtol=rtol, atol=1e-14, err_msg=k)
 
-
-def _ts(system, lr, steps, momentum=0.0):
-    """The record's clock: t = lr * step / (1 - beta) (Scan and Snap: lr = 1, time in steps)."""
-    return flow_time(lr if system.clock else 1.0, steps, momentum)
-
-
-def test_record_fields_seed_and_init(system):
-    run = system.run
-    rec = run("sgd", system.lr, 4, seed=2, init=system.inits[0])
-    assert isinstance(rec, NetworkRecord)
-    for field in (
-        "ts",
-        "steps",
-        "observables",
-        "params",
-        "optimizer",
-        "lr",
-        "momentum",
-        "config",
-        "compile_s",
-        "run_s",
-    ):
-        assert hasattr(rec, field), field
-    assert rec.optimizer == "sgd" and rec.momentum == 0.0 and rec.run_s > 0 and rec.compile_s >= 0
-    assert rec[system.scalar] is rec.observables[system.scalar] is getattr(rec, system.scalar)
-    np.testing.assert_array_equal(rec.steps, np.arange(5))
-    np.testing.assert_allclose(rec.ts, _ts(system, system.lr, rec.steps), rtol=1e-15, atol=0)
-    again = run("sgd", system.lr, 4, seed=2, init=system.inits[0])
-    for k in rec.observables:
-        np.testing.assert_array_equal(again[k], rec[k], err_msg=k)  # the same seed, the same record
-    other_seed = run("sgd", system.lr, 4, seed=3, init=system.inits[0])
-    other_init = run("sgd", system.lr, 4, seed=2, init=system.inits[1])
-    for other in (other_seed, other_init):
-        assert np.max(np.abs(other[system.scalar] - rec[system.scalar])) > 1e-8
-    for kw, field in ((dict(seed=-1), "seed"), (dict(init="nope"), "init")):
-        with pytest.raises(ValueError, match=field):
-            run("sgd", system.lr, 4, **kw)
-
-
-def test_lr_a_number_or_one_per_group(system):
-    run = system.run
-    one = run(system.plain, system.lr, 5)
-    groups = run(system.plain, dict.fromkeys(system.groups, system.lr), 5)
-    _observables_close(groups, one)
-    np.testing.assert_array_equal(groups.ts, one.ts)
-    assert groups.lr == dict.fromkeys(system.groups, system.lr)
-    slow = {**dict.fromkeys(system.groups, system.lr), system.groups[-1]: system.lr / 10}
-    moved = run(system.plain, slow, 5)  # a slower group: another path, the clock at the largest rate
-    np.testing.assert_array_equal(moved.ts, one.ts)
-    assert np.max(np.abs(moved[system.scalar][1:] - one[system.scalar][1:])) > 1e-10
-    bad_group = {**dict.fromkeys(system.groups, system.lr), system.groups[-1]: -1.0}
-    for lr, field in (({system.groups[0]: system.lr}, "lr"), (bad_group, system.groups[-1]), (0.0, "lr")):
-        with pytest.raises(ValueError, match=field):
-            run(system.plain, lr, 5)
-
-
-def test_save_every_keeps_the_same_training_at_fewer_steps(system):
-    run = system.run
-    full = run("sgd", system.lr, 10, 1, momentum=0.5)
-    sparse = run("sgd", system.lr, 10, 4, momentum=0.5)
-    assert sparse.steps.tolist() == [0, 4, 8, 10]
-    for k in full.observables:
-        np.testing.assert_allclose(sparse[k], full[k][sparse.steps], rtol=1e-12, atol=1e-14, err_msg=k)
-    with pytest.raises(ValueError, match="save_every"):
-        run("sgd", system.lr, 10, 0)
-
-
-def test_momentum_on_the_shared_clock(system):
-    run = system.run
-    beta = 0.5
-    rec = run("sgd", system.lr, 10, 1, momentum=beta)
-    assert rec.momentum == beta and rec.optimizer == "sgd"
-    np.testing.assert_allclose(rec.ts, _ts(system, system.lr, np.arange(11), beta), rtol=1e-15, atol=0)
-    plain = run("sgd", system.lr, 10, 1, momentum=0.0)
-    assert np.max(np.abs(plain[system.scalar][2:] - rec[system.scalar][2:])) > 1e-10  # the momentum acts
-    other = "adam" if system.name != "mean_field" else "gd"
-    with pytest.raises(ValueError, match="momentum"):
-        run(other, system.lr, 10, 1, momentum=beta)
-
-
-def test_a_failed_run_is_truncated_and_carries_its_record(system):
-    with pytest.raises(TrainingError, match="non-finite at step") as info:
-        system.run(system.plain if system.name != "scan_snap" else "sgd", system.blowup, 40, 3)
-    err = info.value
-    assert isinstance(err, FlowError) and 1 <= err.step <= 40
-    rec = err.record
-    assert rec is err.trajectory and isinstance(rec, NetworkRecord)
-    assert rec.steps[0] == 0 and np.all(rec.steps < err.step)
-    assert rec.steps.tolist() == [s for s in range(0, 40, 3) if s < err.step]
-    assert len(rec.ts) == len(rec.steps)
-    for k, v in rec.observables.items():
-        assert len(v) == len(rec.steps) and np.all(np.isfinite(v)), k
-
-
-# -- the shared driver over every registered spec -----------------------------------------------------------------
 
 SPECS = [e.name for e in registry.SYSTEMS if e.demo is not None]
 

@@ -58,7 +58,7 @@ def solve_particles_sde(
     **Arguments:**
 
     - `ts`: non-decreasing save times in flow time tau, starting at 0 (>= 2 entries); the horizon is `ts[-1]`.
-    - `temperature`: T >= 0 (T = 0: the particle ODE of `solve_particles` with the same constant-step solver).
+    - `temperature`: T >= 0 (T = 0: the particle ODE of `solve_flow` with the same constant-step solver).
     - `dt`: the constant step (Euler-Maruyama with `dt = eta_tau` is full-batch GD at learning rate eta_tau M L
       with Gaussian noise sqrt(2 T eta_tau) per coordinate).
     - `key` or `seed`: the Brownian motions (exactly one); the same seed gives the same result.
