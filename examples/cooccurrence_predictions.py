@@ -59,7 +59,7 @@ FULL_SIZES = "the full run (n = 60, d = 163, m in {64, 128, 256}, m1 = 256, t up
 def check(rec, name, measured, expected, holds, failures, tested_at=None, **extra):
     """Record a prediction; `tested_at`: not decided at this size (its measured value is still recorded)."""
     if tested_at is not None:
-        rec.add_prediction(name, measured, expected, None, tested_at=tested_at, holds_at_this_size=bool(holds), **extra)
+        rec.add_prediction(name, measured, expected, None, tested_at=tested_at, **extra)
         return
     rec.add_prediction(name, measured, expected, bool(holds), **extra)
     if not holds:

@@ -83,7 +83,23 @@ def test_example_quick_writes_a_complete_record(script, tmp_path):
     if script.stem in EXTRA_CHECKS:
         EXTRA_CHECKS[script.stem](out)
     check_verdicts(script.stem, preds)
+    check_names_agree(script.stem, rec["metrics"])
     check_report(script.stem, tmp_path, preds)
+
+
+def check_names_agree(stem, metrics):
+    """A metric and a prediction whose names extend one another (`weak_order`, `weak_order_sea`) read as one
+    quantity in the report's table and verdict line: both scalars, they must be equal."""
+    preds = {k: v["measured"] for k, v in metrics.items() if isinstance(v, dict) and "holds" in v}
+    scalars = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    clashes = [
+        f"prediction {p} = {measured!r}, metric {m} = {value!r}"
+        for p, measured in preds.items()
+        for m, value in scalars.items()
+        if (m.startswith(p + "_") or p.startswith(m + "_"))
+        and not (isinstance(measured, int | float) and abs(measured - value) <= 1e-12 * max(1.0, abs(value)))
+    ]
+    assert not clashes, f"{stem}: a metric named after a prediction shows another value: {clashes}"
 
 
 def check_report(stem, out, preds):
@@ -138,6 +154,15 @@ def check_verdicts(stem, preds):
             assert isinstance(p.get("tested_at"), str) and p["tested_at"], f"{stem} {name}: no tested_at"
         else:
             assert isinstance(p["holds"], bool), f"{stem} {name}: holds = {p['holds']!r}"
+
+
+def test_check_names_agree():
+    pred = {"measured": 6.76, "expected": "> 1", "holds": None, "tested_at": "the full run"}
+    check_names_agree("ex", {"weak_order": 1.0, "weak_order_sea": {**pred, "measured": 1.0}, "other_x": 2.0})
+    with pytest.raises(AssertionError, match="another value"):  # the old cooccurrence_fig1 record
+        check_names_agree("ex", {"gd_over_flow_wall_time": pred, "gd_over_flow_wall_time_end_to_end": 0.44})
+    with pytest.raises(AssertionError, match="another value"):
+        check_names_agree("ex", {"slope": {**pred, "measured": [1.0, 2.0]}, "slope_ci_lo": 0.9})
 
 
 def test_known_findings_are_listed_once_each_and_documented():
