@@ -67,6 +67,56 @@ def test_fig4_pairs_share_one_colour_scale_and_say_the_optimiser():
     assert fig4.optimizer_label("adam", 0.0, 0.5, 0.5) == "Adam, lr 0.5"
 
 
+def _overlapping_tick_labels(fig):
+    """(axes title, axis) pairs whose visible tick labels overlap once drawn."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.get_axes():
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            labels = [lab for lab in axis.get_ticklabels(which="both") if lab.get_visible() and lab.get_text()]
+            boxes = [lab.get_window_extent(renderer) for lab in labels]
+            if any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]):
+                found.append((ax.get_title(), name))
+    return found
+
+
+@pytest.mark.parametrize("temps", [(0.0,), (0.0, 0.02)], ids=["quick", "full"])
+def test_pde_figure_has_a_colour_bar_labels_and_no_empty_slot(temps):
+    """mean_field_pde's figure at its quick (one temperature) and full (two) shapes, from small synthetic data:
+    the density maps share one colour scale and one colour bar, every panel says what its axes are, no tick
+    labels overlap, and no panel slot is left empty."""
+    import numpy as np
+
+    from flows.mean_field import grid as gd
+
+    pde = _load("mean_field_pde")
+    rng = np.random.default_rng(0)
+    box = gd.Box((-2.0, -2.0), (3.0, 3.0), (6, 6))
+    taus = np.array([0.0, 2.0, 6.0, 12.0])
+    masses, clouds = rng.random((4, 2, 36)), rng.normal(size=(4, 2, 16, 2))
+    ou = np.array([[40, 2e-2, 0.3, 0.1], [80, 5e-3, 0.3, 0.1]])
+    box1 = gd.Box((-3.0,), (3.0,), (80,))
+    ou_last = (box1, rng.random(80), rng.random(80))
+    rows = np.array(
+        [(M, g, 0.1 / np.sqrt(M), 0.12 / np.sqrt(M), 1 / np.sqrt(M)) for M in (16, 64, 256) for g in range(3)]
+    )
+    rows[:, 2:] *= np.exp(0.1 * rng.normal(size=(9, 3)))
+    fig = pde.draw_figure(ou, ou_last, dict.fromkeys(temps, rows), (box, masses, clouds), taus)
+    panels = [ax for ax in fig.get_axes() if ax.get_label() != "<colorbar>"]
+    bars = [ax for ax in fig.get_axes() if ax.get_label() == "<colorbar>"]
+    assert len(panels) == len(taus) + 2 + len(temps) and len(bars) == 1, "one panel per slot, one colour bar"
+    images = [im for ax in panels for im in ax.get_images()]
+    assert len(images) == len(taus) and len({im.get_clim() for im in images}) == 1, "one colour scale"
+    assert bars[0].get_ylabel(), "the colour bar says what it shows"
+    assert all(ax.get_visible() and ax.axison and (ax.lines or ax.images) for ax in panels), "no empty slot"
+    unlabelled = [ax.get_title() for ax in panels if not ax.get_xlabel()]
+    unlabelled += [ax.get_title() for ax in panels if not ax.get_ylabel() and not ax.images]
+    assert not unlabelled and panels[0].get_ylabel(), f"panels without axis labels: {unlabelled}"
+    assert not _overlapping_tick_labels(fig), _overlapping_tick_labels(fig)
+    pde.plotting.plt.close(fig)
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
 def test_example_quick_writes_a_complete_record(script, tmp_path):
     spec = importlib.util.spec_from_file_location(f"example_{script.stem}", script)
