@@ -5,6 +5,16 @@ motion per coordinate) with `flows.solve_sde`; as M -> infinity every depth slic
 equation, the Wasserstein gradient flow of F = Q - T int_0^1 H(rho(., t)) dt (Mei-Montanari-Nguyen 2018, Thm 5).
 `entropy_knn` is the Kozachenko-Leonenko estimator of H, `entropy_per_slice` applies it per depth slice (the law
 of a slice taken as the product of its attention and MLP marginals), `entropic_objective` reports F.
+
+**The explicit step at high temperature.** The drift grows faster than linearly in the weights (the prediction
+is a polynomial in V, W1, W2), and the noise carries the particles out to where it does. An explicit step
+theta + h v(theta) on a drift growing like |theta|^k overshoots and diverges once h |v(theta)| / |theta| > 2 (the
+monomial case: x (1 - h c |x|^(k-1)) grows iff h c |x|^(k-1) > 2), and a finite step has a positive
+probability per path of meeting such a state, larger at higher T and over longer horizons. `step_rate` is
+Lambda(theta) = max_j |v_j(theta)| / max_j |theta_j| over the particles j; `solve_particles_sde_stable`
+takes the largest of dt, dt/2, dt/4, ... at which every path is finite and h Lambda <= `MAX_STEP_RATIO` at
+every saved state (a factor 20 below the monomial edge: many particles move at once and a path cascades from
+smaller ratios), solving again on the same Brownian paths (the same keys and tree tolerance) at each halving.
 See docs/systems/mean_field.md.
 """
 
@@ -21,12 +31,27 @@ from scipy.special import digamma, gammaln
 from .._checks import check_choice, check_int, check_real
 from .._solve import Trajectory
 from ..sde import SDE_SOLVERS, solve_sde
+from ..trajectory import FlowError
 from . import observables as obs
 from .data import Config, Particles, Prompts, training_set
 from .flow import field_for, particle_problem
-from .model import check_data, check_particles, objective, risk
+from .model import ATTENTION, MLP, check_data, check_particles, objective, risk
 
-__all__ = ["entropic_objective", "entropy_knn", "entropy_per_slice", "solve_particles_sde"]
+__all__ = [
+    "MAX_STEP_RATIO",
+    "STEP_RATE",
+    "entropic_objective",
+    "entropy_knn",
+    "entropy_per_slice",
+    "solve_particles_sde",
+    "solve_particles_sde_stable",
+    "step_rate",
+]
+
+#: The largest accepted h Lambda(theta) of `solve_particles_sde_stable` (module docstring).
+MAX_STEP_RATIO = 0.1
+#: The name of the `step_rate` observable that `solve_particles_sde_stable` adds.
+STEP_RATE = "step_rate"
 
 
 def _check_temperature(temperature) -> float:
@@ -88,6 +113,77 @@ def solve_particles_sde(
     options: dict[str, Any] = dict(key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps, throw=throw)
     options.update(solver=solver, observables=observables, save_states=save_states)
     return solve_sde(field_for(solver), particles, sigma=sigma, t1=float(ts[-1]), dt=dt, ts=ts, args=args, **options)
+
+
+def _particle_norms(tree: dict) -> jnp.ndarray:
+    """|theta_j| of every attention particle (V, W) and every MLP particle (W1, W2), one flat vector."""
+    att = jnp.sum(tree[ATTENTION[0]] ** 2 + tree[ATTENTION[1]] ** 2, axis=(-2, -1))  # (L, M)
+    mlp = jnp.sum(tree[MLP[0]] ** 2 + tree[MLP[1]] ** 2, axis=-1)  # (L, M_mlp)
+    return jnp.sqrt(jnp.concatenate([att.ravel(), mlp.ravel()]))
+
+
+def step_rate(t: float, particles: Particles, args: dict) -> jnp.ndarray:
+    """Lambda(theta) = max_j |v_j(theta)| / max_j |theta_j|: the largest particle speed over the largest particle
+    norm (per particle: (V, W) of a head, (W1, W2) of a neuron; v the particle velocity, `flow.vector_field`),
+    in 1/tau. An explicit step h moves the particles by at most h Lambda times the size of the largest one
+    (module docstring). An observable `f(t, particles, args)` (`args` from `observables.make_args`)."""
+    v = field_for("sea")(t, particles, args)
+    return jnp.max(_particle_norms(v)) / jnp.max(_particle_norms(particles))
+
+
+def solve_particles_sde_stable(
+    config: Config,
+    ts: Any,
+    temperature: float,
+    *,
+    dt: float,
+    max_step_ratio: float = MAX_STEP_RATIO,
+    halvings: int = 4,
+    observables: str | dict = "basic",
+    **options: Any,
+) -> tuple[Trajectory, float]:
+    """`solve_particles_sde` at the largest step of dt, dt/2, ..., dt/2^halvings whose solve is stable: every path
+    finite and h * `step_rate` <= `max_step_ratio` at every saved time of every path (module docstring). Each
+    halving solves again on the same Brownian paths (same key or seed, same `tol`): a smaller step refines the
+    same solution, it does not draw another.
+
+    **Arguments:** as `solve_particles_sde` (`options`: its keywords but `throw`), and
+
+    - `dt`: the first step tried.
+    - `max_step_ratio`: the largest h Lambda accepted (default `MAX_STEP_RATIO`), in (0, 2).
+    - `halvings`: how many times the step may be halved (>= 0). Save often enough (`ts`) for the check to see
+      the path: it reads Lambda at the saved times only. With `tol` given, keep dt / 2^halvings >= `tol`.
+    - `observables`: `"basic"` or a dict, as in `solve_particles_sde`; `STEP_RATE` is added.
+
+    **Returns:** `(trajectory, h)`: the accepted solve (with the observable `STEP_RATE`) and its step.
+
+    **Raises:** `flows.FlowError` (with the last trajectory) when no step down to dt / 2^halvings is stable: a
+    smaller first step, a lower temperature or a shorter horizon is needed.
+    """
+    dt = check_real("dt", dt, low=0.0, strict=True)
+    ratio = check_real("max_step_ratio", max_step_ratio, low=0.0, high=2.0, strict=True)
+    halvings = check_int("halvings", halvings, 0)
+    if "throw" in options:
+        raise ValueError("throw is not an option of solve_particles_sde_stable: an unstable step is halved")
+    if isinstance(observables, str):
+        observables = dict(obs.BASIC_OBSERVABLES) if check_choice("observables", observables, ("basic",)) else {}
+    elif not isinstance(observables, dict) or STEP_RATE in observables:
+        raise ValueError(f"observables must be 'basic' or a dict without the name {STEP_RATE!r}")
+    observables = {**observables, STEP_RATE: step_rate}
+    h, worst = dt, float("nan")
+    for _ in range(halvings + 1):
+        traj = solve_particles_sde(config, ts, temperature, dt=h, observables=observables, throw=False, **options)
+        rates = np.asarray(traj.observables[STEP_RATE])
+        worst = float(h * np.max(rates)) if np.all(np.isfinite(rates)) else float("inf")
+        if traj.ok and worst <= ratio:
+            return traj, h
+        h /= 2
+    raise FlowError(
+        f"no stable step down to dt = {2 * h:g} at temperature {temperature:g}: the last solve reached "
+        f"h * step_rate = {worst:.3g} (> {ratio:g}) or a non-finite state; start from a smaller dt, allow more "
+        "halvings, or lower the temperature or the horizon",
+        traj,
+    )
 
 
 def entropy_knn(points: Any, k: int = 3) -> float | np.ndarray:
