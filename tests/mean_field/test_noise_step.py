@@ -41,7 +41,7 @@ def test_step_rate_is_the_largest_speed_over_the_largest_norm():
     assert got != pytest.approx(max(s / n for s, n in zip(speeds, norms, strict=True)), rel=1e-3)  # not per particle
 
 
-@pytest.mark.parametrize("scale", [6.0, 9.0])
+@pytest.mark.parametrize("scale", [6.0])
 def test_an_explicit_step_beyond_the_bound_diverges_and_one_within_it_descends(scale):
     """T = 0 (the SDE is the particle ODE) from weights grown by `scale`, where the drift grows faster than
     linearly: Euler at h Lambda(theta0) = 4 (beyond the monomial edge 2) leaves the reals within 20 steps; at
