@@ -21,8 +21,9 @@ See docs/systems/mean_field.md.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.spatial import cKDTree
@@ -30,6 +31,7 @@ from scipy.special import digamma, gammaln
 
 from .._checks import check_choice, check_int, check_real
 from .._solve import Trajectory
+from .._xla import jit as xla_jit
 from ..sde import SDE_SOLVERS, solve_sde
 from ..trajectory import FlowError
 from . import observables as obs
@@ -39,7 +41,7 @@ from .model import ATTENTION, MLP, check_data, check_particles, objective, risk
 
 __all__ = [
     "MAX_STEP_RATIO",
-    "STEP_RATE",
+    "StableSolve",
     "entropic_objective",
     "entropy_knn",
     "entropy_per_slice",
@@ -50,8 +52,6 @@ __all__ = [
 
 #: The largest accepted h Lambda(theta) of `solve_particles_sde_stable` (module docstring).
 MAX_STEP_RATIO = 0.1
-#: The name of the `step_rate` observable that `solve_particles_sde_stable` adds.
-STEP_RATE = "step_rate"
 
 
 def _check_temperature(temperature) -> float:
@@ -131,6 +131,27 @@ def step_rate(t: float, particles: Particles, args: dict) -> jnp.ndarray:
     return jnp.max(_particle_norms(v)) / jnp.max(_particle_norms(particles))
 
 
+class StableSolve(NamedTuple):
+    """The result of `solve_particles_sde_stable`: the accepted solve, its step h and max h Lambda over its
+    saved states (<= the `max_step_ratio` asked for)."""
+
+    trajectory: Trajectory
+    dt: float
+    step_ratio: float
+
+
+# Lambda of a stack of particle configurations (saves, or paths x saves, flattened): one program per shape
+_rates = xla_jit(jax.vmap(step_rate, in_axes=(None, 0, None)))
+
+
+def _max_rate(states: Particles, args: dict) -> float:
+    """max Lambda over every saved state of every path (inf where a state is not finite)."""
+    lead = states["V"].ndim - 4  # (saves,) or (paths, saves) before (L, M, D, D)
+    flat = {k: jnp.reshape(v, (-1, *v.shape[lead:])) for k, v in states.items()}
+    rates = np.asarray(_rates(0.0, flat, args))
+    return float(np.max(rates)) if np.all(np.isfinite(rates)) else float("inf")
+
+
 def solve_particles_sde_stable(
     config: Config,
     ts: Any,
@@ -139,23 +160,22 @@ def solve_particles_sde_stable(
     dt: float,
     max_step_ratio: float = MAX_STEP_RATIO,
     halvings: int = 4,
-    observables: str | dict = "basic",
     **options: Any,
-) -> tuple[Trajectory, float]:
+) -> StableSolve:
     """`solve_particles_sde` at the largest step of dt, dt/2, ..., dt/2^halvings whose solve is stable: every path
-    finite and h * `step_rate` <= `max_step_ratio` at every saved time of every path (module docstring). Each
+    finite and h * `step_rate` <= `max_step_ratio` at every saved state of every path (module docstring). Each
     halving solves again on the same Brownian paths (same key or seed, same `tol`): a smaller step refines the
     same solution, it does not draw another.
 
-    **Arguments:** as `solve_particles_sde` (`options`: its keywords but `throw`), and
+    **Arguments:** as `solve_particles_sde` (`options`: its keywords but `throw` and `save_states`: the states
+    are saved, the check reads them), and
 
     - `dt`: the first step tried.
     - `max_step_ratio`: the largest h Lambda accepted (default `MAX_STEP_RATIO`), in (0, 2).
     - `halvings`: how many times the step may be halved (>= 0). Save often enough (`ts`) for the check to see
-      the path: it reads Lambda at the saved times only. With `tol` given, keep dt / 2^halvings >= `tol`.
-    - `observables`: `"basic"` or a dict, as in `solve_particles_sde`; `STEP_RATE` is added.
+      the path: it reads Lambda at the saved states only. With `tol` given, keep dt / 2^halvings >= `tol`.
 
-    **Returns:** `(trajectory, h)`: the accepted solve (with the observable `STEP_RATE`) and its step.
+    **Returns:** a `StableSolve` (trajectory, dt, step_ratio): the accepted solve, its step and max h Lambda.
 
     **Raises:** `flows.FlowError` (with the last trajectory) when no step down to dt / 2^halvings is stable: a
     smaller first step, a lower temperature or a shorter horizon is needed.
@@ -163,20 +183,18 @@ def solve_particles_sde_stable(
     dt = check_real("dt", dt, low=0.0, strict=True)
     ratio = check_real("max_step_ratio", max_step_ratio, low=0.0, high=2.0, strict=True)
     halvings = check_int("halvings", halvings, 0)
-    if "throw" in options:
-        raise ValueError("throw is not an option of solve_particles_sde_stable: an unstable step is halved")
-    if isinstance(observables, str):
-        observables = dict(obs.BASIC_OBSERVABLES) if check_choice("observables", observables, ("basic",)) else {}
-    elif not isinstance(observables, dict) or STEP_RATE in observables:
-        raise ValueError(f"observables must be 'basic' or a dict without the name {STEP_RATE!r}")
-    observables = {**observables, STEP_RATE: step_rate}
+    for name in ("throw", "save_states"):
+        if name in options:
+            raise ValueError(f"{name} is not an option of solve_particles_sde_stable (module docstring)")
+    _, _, args, _ = particle_problem(
+        config, ts, options.get("particles"), options.get("data"), options.get("test"), "basic"
+    )
     h, worst = dt, float("nan")
     for _ in range(halvings + 1):
-        traj = solve_particles_sde(config, ts, temperature, dt=h, observables=observables, throw=False, **options)
-        rates = np.asarray(traj.observables[STEP_RATE])
-        worst = float(h * np.max(rates)) if np.all(np.isfinite(rates)) else float("inf")
+        traj = solve_particles_sde(config, ts, temperature, dt=h, save_states=True, throw=False, **options)
+        worst = h * _max_rate(traj.ys, args)
         if traj.ok and worst <= ratio:
-            return traj, h
+            return StableSolve(traj, h, worst)
         h /= 2
     raise FlowError(
         f"no stable step down to dt = {2 * h:g} at temperature {temperature:g}: the last solve reached "
