@@ -56,6 +56,30 @@ def test_ci_runs_the_whole_main_job_and_the_seed_sweep_as_its_slow_steps():
     assert len(re.findall(r"pytest -m slow", text)) == 1, "the slow steps run from one place: the slow_steps loop"
 
 
+def summary_rows(report: str) -> dict[str, list[str]]:
+    """{example: its cells} of REPORT.md's summary table: status, wall time, holding, failing, not tested, known
+    findings."""
+    rows = re.finditer(r"^\| \[(\w+)\]\(#\w+\) \| (.*) \|$", report, re.MULTILINE)
+    return {m.group(1): m.group(2).split(" | ") for m in rows}
+
+
+def test_summary_rows_read_the_report(tmp_path):
+    from flows.experiments import records
+    from flows.experiments.report import Outcome, render_report
+
+    for stem, holds in (("good", True), ("bad", False)):
+        with records.RunRecord(tmp_path / stem, name=stem, config={}, quick=True) as rec:
+            rec.add_prediction("p", 1.0, "== 1", holds)
+            rec.add_prediction("q", 1.0, "== 1", None, tested_at="the full run")
+    outcomes = [Outcome("good", "ok", 1.0, 0), Outcome("bad", "ok", 2.0, 0), Outcome("crashed", "failed", 3.0, 1)]
+    rows = summary_rows(render_report(outcomes, tmp_path, ["reproduce", "--quick"], quick=True))
+    assert rows == {
+        "good": ["ok", "1.0", "1/1", "0", "1", "0"],
+        "bad": ["ok", "2.0", "0/1", "1", "1", "0"],
+        "crashed": ["FAILED", "3.0", "-", "-", "-", "-"],
+    }
+
+
 def _run(cmd: list[str], *, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
     res = subprocess.run(
         cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
@@ -118,11 +142,9 @@ def test_readme_first_command_on_a_fresh_clone_and_venv(tmp_path, capsys):
     assert rc == 0, f"the main job exited {rc}\n{log[-6000:]}"
     done = {m.group(1) for line in lines if (m := re.match(r"\[\d+/\d+\] (\w+): done in ", line))}
     assert done == set(EXAMPLES), f"examples without a done line: {sorted(set(EXAMPLES) - done)}\n{log[-4000:]}"
-    report = (out / "REPORT.md").read_text(encoding="utf-8")
-    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| \[(\w+)\]\(#\w+\) \| (.*) \|$", report, re.M)}
+    rows = summary_rows((out / "REPORT.md").read_text(encoding="utf-8"))
     assert set(rows) == set(EXAMPLES), sorted(set(EXAMPLES) ^ set(rows))
-    # Status | Wall time | Holding | Failing | Not tested | Known findings
-    bad = {stem: row for stem, row in rows.items() if row.split(" | ")[0] != "ok" or row.split(" | ")[3] != "0"}
+    bad = {stem: row for stem, row in rows.items() if row[0] != "ok" or row[3] != "0"}
     assert not bad, f"examples that failed or record a FAIL verdict: {bad}"
     with capsys.disabled():
         print(f"\ninstall {t_install:.1f} s, main job on {len(EXAMPLES)} examples {t_job:.1f} s")
