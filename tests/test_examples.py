@@ -67,6 +67,37 @@ def test_fig4_pairs_share_one_colour_scale_and_say_the_optimiser():
     assert fig4.optimizer_label("adam", 0.0, 0.5, 0.5) == "Adam, lr 0.5"
 
 
+def test_distinct_token_verdict_reads_the_mean_over_runs():
+    """scan_snap_fig4's distinct-token verdict: a token falls only when its mean change over the runs is below 0
+    by more than FALL_SE standard errors; one run's sign does not decide it."""
+    import numpy as np
+
+    fig4 = _load("scan_snap_fig4")
+    rng = np.random.default_rng(0)
+    runs = 8
+    rising = 0.05 + 0.01 * rng.normal(size=(runs, 18))
+    noisy = 0.001 * rng.normal(size=(runs, 1))  # a rarest token: its sign changes from run to run
+    noisy -= noisy.mean() + 0.0003  # mean -0.0003, far less than 4 standard errors below 0
+    falling = -0.01 + 0.001 * rng.normal(size=(runs, 1))
+    fraction, holds, extras = fig4.distinct_verdict(np.hstack([rising, noisy]))
+    assert holds and fraction == 1.0 and extras["falling_tokens"] == [] and extras["runs"] == runs
+    assert 0.0 < extras["runs_raising_every_dt_logit"] < 1.0  # single runs disagree; the mean decides
+    fraction, holds, extras = fig4.distinct_verdict(np.hstack([rising, noisy, falling]))
+    assert not holds and fraction == 19 / 20 and extras["falling_tokens"] == [19]
+    assert extras["lowest_mean_change"][0] == pytest.approx(falling.mean())
+
+
+def test_p1_ratio_of_the_means_and_its_interval():
+    import numpy as np
+
+    coocc = _load("cooccurrence_predictions")
+    products = np.array([[1.0, 2.0, 1.5], [1.2, 1.8, 1.5], [0.8, 2.2, 1.5]])  # draws x widths, means 1, 2, 1.5
+    r, lo, hi = coocc.p1_ratio(products)
+    assert r == pytest.approx(2.0) and lo <= r <= hi and hi > 2.0
+    same = np.tile([1.0, 1.5, 1.2], (5, 1))  # identical draws: no spread
+    assert coocc.p1_ratio(same) == pytest.approx((1.5, 1.5, 1.5))
+
+
 def _overlapping_tick_labels(fig):
     """(axes title, axis) pairs whose visible tick labels overlap once drawn."""
     fig.canvas.draw()
