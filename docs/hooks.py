@@ -1,9 +1,9 @@
 """mkdocs hooks of the documentation site (``hooks:`` in mkdocs.yml).
 
 - The API reference: one page per public module of ``flows`` and ``derivations``, found by walking the
-  packages' folders (modules and packages whose name starts with ``_``, ``__main__`` and the deprecated
-  forwarders are skipped), each page a mkdocstrings ``::: module`` block, listed in the navigation under
-  "API reference". A new module appears without an edit here.
+  packages' folders (modules and packages whose name starts with ``_``, and ``__main__``, are skipped), each
+  page a mkdocstrings ``::: module`` block, listed in the navigation under "API reference". A new module
+  appears without an edit here.
 - MathJax: the site renders its LaTeX with the copy of MathJax 3 (``tex-svg.js``, fonts included as paths)
   that the ``django-static-mathjax`` package installs, copied into the built site: nothing is fetched at
   view time.
@@ -23,7 +23,6 @@ import logging
 import re
 import sys
 import types
-import warnings
 from pathlib import Path
 
 from mkdocs.structure.files import File, Files
@@ -55,8 +54,6 @@ def public_modules() -> list[tuple[str, Path, bool]]:
             if child.is_dir() and (child / "__init__.py").is_file():
                 walk(child, f"{dotted}.{child.name}")
             elif child.suffix == ".py":
-                if _docstring(child).startswith("Deprecated"):
-                    continue
                 found.append((f"{dotted}.{child.stem}", child, False))
 
     for pkg in PACKAGES:
@@ -80,19 +77,17 @@ def private_exports(package: str) -> list[tuple[str, str]]:
 
     **Returns:** the pairs, in the order of the package's names.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pkg = importlib.import_module(package)
-        names = getattr(pkg, "__all__", None) or [n for n in dir(pkg) if not n.startswith("_")]
-        found = []
-        for attr in names:
-            obj = getattr(pkg, attr)
-            home, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-            if isinstance(obj, types.ModuleType) or not home or not qualname:
-                continue
-            parts = home.split(".")
-            if parts[0] in PACKAGES and any(p.startswith("_") for p in parts):
-                found.append((attr, f"{home}.{qualname}"))
+    pkg = importlib.import_module(package)
+    names = getattr(pkg, "__all__", None) or [n for n in dir(pkg) if not n.startswith("_")]
+    found = []
+    for attr in names:
+        obj = getattr(pkg, attr)
+        home, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        if isinstance(obj, types.ModuleType) or not home or not qualname:
+            continue
+        parts = home.split(".")
+        if parts[0] in PACKAGES and any(p.startswith("_") for p in parts):
+            found.append((attr, f"{home}.{qualname}"))
     return found
 
 

@@ -10,7 +10,6 @@ import importlib.util
 import re
 import subprocess
 import sys
-import warnings
 import zlib
 from pathlib import Path
 
@@ -72,10 +71,8 @@ def inventory(site: Path) -> set[str]:
 def public_names() -> dict[str, list[str]]:
     """{module: its __all__} of every public module the API reference documents."""
     names = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        for module, _, _ in _hooks().public_modules():
-            names[module] = list(getattr(importlib.import_module(module), "__all__", None) or [])
+    for module, _, _ in _hooks().public_modules():
+        names[module] = list(getattr(importlib.import_module(module), "__all__", None) or [])
     return names
 
 
@@ -108,9 +105,7 @@ def _documented(module: str, name: str, documented: set[str]) -> bool:
     module's page for a module, its defining path for a class or function."""
     if f"{module}.{name}" in documented:
         return True
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        obj = getattr(importlib.import_module(module), name)
+    obj = getattr(importlib.import_module(module), name)
     if isinstance(obj, type(sys)):
         return obj.__name__ in documented
     home, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
