@@ -30,8 +30,6 @@ The public surface (names re-exported from the submodules, each imported on firs
   record or a `Trajectory` (T1, a knee), and the error a training run raises when it goes non-finite.
 - `optim_limits`: the ODE/SDE limits of momentum, sign descent, Adam and SGD noise for any system's loss.
 - `experiments`: the tooling of the examples (run records, REPORT.md, reproduce, findings, compile cache).
-- `compile_cache`, `network_records`, `plotting`, `records`: the old paths of modules now in `experiments`
-  and `training`, deprecated.
 
 Everything is imported on first use (`import flows` alone imports neither jax nor diffrax).
 """
@@ -45,7 +43,6 @@ from . import registry as _registry  # plain data: the systems' names
 _SUBMODULES = (
     *_registry.names(),
     *"comparison driver experiments fitting optim_limits registry sde system training".split(),
-    *"compile_cache network_records plotting records".split(),
 )
 _SOLVE_NAMES = "SOLVERS Event FlowError Trajectory batch_mesh linear_grid log_grid solve solve_batch".split()
 _LAZY_NAMES = {

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import warnings
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -110,11 +109,6 @@ class NetworkRecord:
             if name != field and isinstance(found, dict) and name in found:
                 return found[name]
         raise AttributeError(name)
-
-    @property
-    def t(self):
-        warnings.warn("record.t is deprecated; use record.ts (the same flow times)", DeprecationWarning, stacklevel=2)
-        return self.ts
 
 
 def flow_time(lr: float, steps: ArrayLike, momentum: float | None = None) -> np.ndarray:

@@ -248,8 +248,6 @@ def test_save_every_batch_loss_history_and_flow_observables():
         np.testing.assert_allclose(sparse["loss"][i], population_loss(y, args), rtol=1e-12)
     assert sparse.attention is sparse.observables["attention"]
     assert sparse["loss"][-1] < sparse["loss"][0]
-    with pytest.warns(DeprecationWarning, match="ts"):
-        assert np.array_equal(full.t, full.ts)
     assert full.loss is full["loss"]  # the population loss, by the flow's name
     assert sparse.compile_s >= 0 and sparse.run_s > 0
     with pytest.raises(ValueError, match="save_every"):
