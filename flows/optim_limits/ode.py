@@ -19,9 +19,9 @@ import optax
 
 from .._checks import check_choice, check_finite_tree, check_int, check_real
 from .._inputs import check_loss_call, check_params
-from ..training import run_training, training_program
+from ..training import ArrayLike, PyTree, run_training, training_program
 from ..trajectory import Trajectory
-from ._checks import FACTORIES, check_limit_args, make_args_of, raise_if_nonfinite
+from ._checks import FACTORIES, check_field_traces, check_limit_args, make_args_of, raise_if_nonfinite
 
 __all__ = [
     "Limit",
@@ -38,8 +38,6 @@ __all__ = [
 ]
 
 _tmap = jax.tree_util.tree_map
-PyTree = Any  # a pytree of arrays
-ArrayLike = Any  # an array or a sequence of numbers
 
 
 class Limit(NamedTuple):
@@ -380,22 +378,10 @@ def solve_limit(
     for key in ("rates", "friction", "c1", "c2"):
         if key in args:
             _per_leaf(args[key], theta, key)
-    _check_field_on(limit, y0, args)
+    check_field_traces(
+        limit.vector_field, y0, args, theta, loss="loss", data="batch", source="the data given to make_args"
+    )
     return solve(limit.vector_field, y0, t1=float(ts[-1]), ts=ts, args=args, observables=observables, **solve_kwargs)
-
-
-def _check_field_on(limit: Limit, y0, args) -> None:
-    """Trace the limit's vector field at (y0, args) abstractly (no compile): a loss that fails on the data (a
-    wrong shape, a missing key) is a ValueError naming batch and theta0, not an error from inside the solve."""
-    try:
-        jax.eval_shape(limit.vector_field, 0.0, y0, args)
-    except Exception as err:  # noqa: BLE001 -- any error of the user's loss, reported with the shapes
-        shape = lambda tree: _tmap(lambda x: tuple(np.shape(x)), tree)  # noqa: E731
-        raise ValueError(
-            f"the loss failed on theta0 (shapes {shape(limit.params(y0))}) and batch (the data given to make_args, "
-            f"shapes {shape(args['batch'])}): {type(err).__name__}: {str(err)[:400]}; check that batch and theta0 "
-            "have the structure and shapes the loss expects"
-        ) from err
 
 
 def run_optax(
