@@ -1066,8 +1066,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "mf-limit-scale-free",
         "flows/optim_limits/ode.py",
-        'return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"])), theta, args)',
-        'return _tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"]))',
+        'return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args)), theta, args)',
+        'return _tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args))',
         ("tests/mean_field/test_optim.py",),
         "sign descent off the groups' clocks (the mean field's M L dropped, as before the port)",
     ),

@@ -130,6 +130,22 @@ def _clocked(dy, theta, args):
     return _tmap(lambda d, r: _rate(r, d) * d, dy, rates)
 
 
+def _loss_grad(loss, name, params=lambda y: y):
+    """`(y, args) -> grad L(params(y), args["batch"])`, `args` first checked to be the `make_args` of the limit
+    `name` (every limit's vector field starts so)."""
+    grad = jax.grad(loss)
+
+    def at(y, args):
+        check_limit_args(name, args)
+        return grad(params(y), args["batch"])
+
+    return at
+
+
+def _theta(y):
+    return y["theta"]
+
+
 @make_args_of("gd", ("rates",))
 def _batch_args(batch, *, rates=None):
     return _with_rates({"batch": batch}, rates)
@@ -140,11 +156,10 @@ def _batch_args(batch, *, rates=None):
 
 @cached
 def _gradient_flow(loss):
-    grad = jax.grad(loss)
+    grad = _loss_grad(loss, "gd")
 
     def vector_field(t, theta, args):
-        check_limit_args("gd", args)
-        return _clocked(_tmap(jnp.negative, grad(theta, args["batch"])), theta, args)
+        return _clocked(_tmap(jnp.negative, grad(theta, args)), theta, args)
 
     return Limit("gd", vector_field, _floats, lambda y: y, _batch_args)
 
@@ -173,11 +188,10 @@ def momentum_friction(lr: float, beta: float) -> float:
 
 @cached
 def _heavy_ball(loss):
-    grad = jax.grad(loss)
+    grad = _loss_grad(loss, "momentum", _theta)
 
     def vector_field(t, y, args):
-        check_limit_args("momentum", args)
-        g = grad(y["theta"], args["batch"])
+        g = grad(y, args)
         friction = _per_leaf(args["friction"], y["v"], "friction")
         dy = {
             "theta": _tmap(jnp.negative, y["v"]),
@@ -193,7 +207,7 @@ def _heavy_ball(loss):
     def make_args(batch, *, friction=None, rates=None):
         return _with_rates({"batch": batch, "friction": _positive_tree("friction", friction)}, rates)
 
-    return Limit("momentum", vector_field, initial_state, lambda y: y["theta"], make_args)
+    return Limit("momentum", vector_field, initial_state, _theta, make_args)
 
 
 def heavy_ball(loss: Callable) -> Limit:
@@ -224,11 +238,10 @@ def sign_eps(g: jax.Array, eps: float | jax.Array, form: str = "sqrt") -> jax.Ar
 
 @cached
 def _sign_descent(loss, form):
-    grad = jax.grad(loss)
+    grad = _loss_grad(loss, "sign")
 
     def vector_field(t, theta, args):
-        check_limit_args("sign", args)
-        return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"])), theta, args)
+        return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args)), theta, args)
 
     @make_args_of("sign", ("eps", "rates"), required=("eps",))
     def make_args(batch, *, eps=None, rates=None):
@@ -278,11 +291,10 @@ def bias_corrected(moment, weight, limit):
 
 @cached
 def _adam(loss):
-    grad = jax.grad(loss)
+    grad = _loss_grad(loss, "adam", _theta)
 
     def vector_field(t, y, args):
-        check_limit_args("adam", args)
-        g = grad(y["theta"], args["batch"])
+        g = grad(y, args)
 
         def dtheta(gi, mi, vi, wm, wv):
             mhat = bias_corrected(mi, wm, gi)
@@ -317,7 +329,7 @@ def _adam(loss):
             rates,
         )
 
-    return Limit("adam", vector_field, initial_state, lambda y: y["theta"], make_args)
+    return Limit("adam", vector_field, initial_state, _theta, make_args)
 
 
 def adam(loss: Callable) -> Limit:
