@@ -27,7 +27,7 @@ from .._inputs import check_loss_call, check_params, widest_dtype
 from ..training import ArrayLike, PyTree, run_training, training_program
 from ..trajectory import Trajectory
 from ._checks import check_field_traces, raise_if_nonfinite
-from .ode import bias_corrected, cached
+from .ode import adam_state, bias_corrected, cached
 
 __all__ = [
     "AdamSDE",
@@ -481,15 +481,7 @@ def _adam_fields(per_sample_loss):
 
 
 def _adam_initial_state(theta0):
-    theta = check_params("theta0", theta0)
-    zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
-    return {
-        "theta": theta,
-        "m": _tmap(jnp.zeros_like, theta),
-        "u": _tmap(jnp.zeros_like, theta),
-        "m_weight": zeros,
-        "u_weight": zeros,
-    }
+    return adam_state(check_params("theta0", theta0), "u")
 
 
 def adam_sde(

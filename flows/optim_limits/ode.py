@@ -289,6 +289,14 @@ def bias_corrected(moment, weight, limit):
     return jnp.where(ok, moment / jnp.where(ok, weight, 1.0), limit)
 
 
+def adam_state(theta: PyTree, second: str) -> dict:
+    """Adam's state at its start: `theta`, the moments "m" and `second` (the second moment's name) at zero like
+    theta, and their bias-correction weights "m_weight" and `second + "_weight"` at zero (one scalar per leaf)."""
+    zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
+    moments = {"m": _tmap(jnp.zeros_like, theta), second: _tmap(jnp.zeros_like, theta)}
+    return {"theta": theta, **moments, "m_weight": zeros, f"{second}_weight": zeros}
+
+
 @cached
 def _adam(loss):
     grad = _loss_grad(loss, "adam", _theta)
@@ -312,15 +320,7 @@ def _adam(loss):
         return {k: _clocked(d, y["theta"], args) for k, d in dy.items()}
 
     def initial_state(theta0):
-        theta = _floats(theta0)
-        zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
-        return {
-            "theta": theta,
-            "m": _tmap(jnp.zeros_like, theta),
-            "v": _tmap(jnp.zeros_like, theta),
-            "m_weight": zeros,
-            "v_weight": zeros,
-        }
+        return adam_state(_floats(theta0), "v")
 
     @make_args_of("adam", ("c1", "c2", "eps", "rates"), required=("c1", "c2"))
     def make_args(batch, *, c1=None, c2=None, eps=1e-8, rates=None):
