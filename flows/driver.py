@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -29,7 +29,7 @@ from .trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LIMITS", "OPTIMIZERS", "TRAIN_ARGS", "limit_problem", "solve_flow", "train"]
+__all__ = ["LIMITS", "OPTIMIZERS", "TRAIN_ARGS", "limit_problem", "solve_flow", "train", "train_relabelled"]
 
 #: the optimisers `train` runs.
 OPTIMIZERS = ("gd", "sgd", "momentum", "adam")
@@ -194,6 +194,26 @@ def train(
         run_s=run_s,
         extras={"batch_size": batch_size, "system": system.name},
     )
+
+
+def train_relabelled(
+    relabel: Callable[[training.NetworkRecord], training.NetworkRecord],
+    system: System,
+    optimizer: str,
+    lr: float | dict,
+    steps: int,
+    **options: Any,
+) -> training.NetworkRecord:
+    """`train(system, optimizer, lr, steps, **options)` with its record passed through `relabel` (a system's own
+    names: its optimiser, config, rates and extras), and so the record of a failed run (`TrainingError.record`,
+    also its `trajectory`) before the error goes on."""
+    try:
+        record = train(system, optimizer, lr, steps, **options)
+    except training.TrainingError as err:
+        if err.record is not None:
+            err.record = err.trajectory = relabel(err.record)
+        raise
+    return relabel(record)
 
 
 # -- the limits --------------------------------------------------------------------------------------------------
