@@ -10,13 +10,13 @@ from collections.abc import Mapping
 
 import sympy as sp
 
-from .system import FlowSystem, _Flow
+from .system import DerivedFlow, FlowSystem
 
 __all__ = ["MatrixFlowSystem", "evaluate"]
 
 
 @dataclasses.dataclass(frozen=True)
-class MatrixFlowSystem(_Flow):
+class MatrixFlowSystem(DerivedFlow):
     """d state/dt = rhs(state; params) with matrix and vector states at symbolic sizes.
 
     - `name`, `description`: as in `FlowSystem`.

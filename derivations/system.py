@@ -89,7 +89,7 @@ def check_same_symbols(named_exprs: Iterable[tuple[str, sp.Basic]]) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Flow:
+class DerivedFlow:
     """What every derived flow is, scalar (`FlowSystem`) or matrix (`MatrixFlowSystem`): d state/dt = rhs(state;
     params), named; one right-hand side per state entry."""
 
@@ -116,7 +116,7 @@ class _Flow:
 
 
 @dataclasses.dataclass(frozen=True)
-class FlowSystem(_Flow):
+class FlowSystem(DerivedFlow):
     """An autonomous-in-structure ODE system d state/dt = rhs(state; params).
 
     - `name`: registry name, e.g. `"scan_snap-decoder"`.

@@ -27,6 +27,7 @@ from jax.typing import ArrayLike
 
 from .._checks import check_choice, check_int, check_real, real_array
 from .._solve import Event, Trajectory, solve
+from ..system import Params
 from . import model, theory
 from .data import ATTENTIONS, MLPS
 
@@ -50,8 +51,6 @@ __all__ = [
 V_MLPS = ("nonlinear", "linear")
 #: the attention of the V-flow: "softmax" softmax(v^2 / T), "exp" e^{v^2 / T}
 V_ATTENTIONS = ("softmax", "exp")
-
-Params = dict[str, jax.Array]
 
 
 def _dphi(mlp: str, H: jax.Array) -> jax.Array:
