@@ -29,7 +29,16 @@ from .trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LIMITS", "OPTIMIZERS", "TRAIN_ARGS", "limit_problem", "solve_flow", "train", "train_relabelled"]
+__all__ = [
+    "LIMITS",
+    "OPTIMIZERS",
+    "TRAIN_ARGS",
+    "check_optim_args",
+    "limit_problem",
+    "solve_flow",
+    "train",
+    "train_relabelled",
+]
 
 #: the optimisers `train` runs.
 OPTIMIZERS = ("gd", "sgd", "momentum", "adam")
@@ -302,6 +311,12 @@ def _check_ts(ts: Any) -> np.ndarray:
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     return ts
+
+
+def check_optim_args(optimizer: str | None, optim_args: dict | None) -> None:
+    """A system's `solve_flow` without an `optimizer` (its own flow) takes no `optim_args` (a `ValueError`)."""
+    if optimizer is None and optim_args is not None:
+        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
 
 
 def solve_flow(

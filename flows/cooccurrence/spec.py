@@ -246,8 +246,7 @@ def solve_flow(
     """
     config = with_seed_init(config, seed, init)
     spec = system(config, num_test)
-    if optimizer is None and optim_args is not None:
-        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
+    driver.check_optim_args(optimizer, optim_args)
     if reduced is None and optimizer is None:
         reduced = "gram"
     if reduced is not None:

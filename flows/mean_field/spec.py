@@ -205,8 +205,7 @@ def solve_flow(
     config = with_seed_init(config, seed, init)
     if init is not None and particles is not None:
         raise ValueError("init must be None when particles are given (the particles are the initialisation)")
-    if optimizer is None and optim_args is not None:
-        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
+    driver.check_optim_args(optimizer, optim_args)
     spec, particles = overridden(system(config, observables), config, particles, data, test)
     options: dict[str, Any] = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, progress=progress)
     options.update(throw=throw, save_states=save_states)
