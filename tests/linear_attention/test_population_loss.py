@@ -78,7 +78,9 @@ def _config(form, d=2, **kw):
                        **FORMS[form], **kw)  # fmt: skip
 
 
-@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize(
+    "form", [pytest.param(f, marks=pytest.mark.slow) if f == "merged" else f for f in sorted(FORMS)]
+)
 def test_population_loss_equals_the_exact_reference(form):
     cfg = _config(form)
     params = model.init_params(cfg)
