@@ -360,7 +360,7 @@ def _co_sde():
     )
 
 
-#: system -> case id -> (Case factory, slow): the default run covers each system's training and its flow; -m slow every case.
+#: system -> case id -> (Case factory, slow): the default run covers each system's training and flow.
 CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
     "linear_attention": {
         "train-population-gd": (lambda: _la_train(_LA, "gd", 0.05), False),
