@@ -54,7 +54,6 @@ def test_richardson_weights(rates):
     assert np.array_equal(rates.richardson(np.array([1.0, -2.0]), np.array([3.0, 0.5])), [5.0, 3.0])
 
 
-@pytest.mark.slow  # Richardson's arithmetic is pinned above; the 1/L^2 fall needs several depths
 def test_richardson_reference_falls_like_one_over_L_squared_towards_the_depth_ode(rates, setting):
     members, results = setting
     assert len(members) == 4 and {m[1] for m in members} == {"smooth", "tied"}
