@@ -176,5 +176,11 @@ def test_particles_approach_the_pde_like_m_to_the_minus_half(T):
 @pytest.mark.parametrize("T", [0.0, 0.02])
 def test_particles_approach_the_pde_like_m_to_the_minus_half_slow(T):
     fits = _fits(_particle_gaps((16, 64, 256, 1024, 4096), range(10), T=T, n=400, dt=0.005))
-    for name in ("Q", "R", "W2"):
+    for name in ("Q", "R"):
         assert fits[name].contains(-0.5) and fits[name].slope_ci[1] < -0.25, fits[name]
+    # W2 of M samples from a law with Gaussian tails falls slower than M^(-1/2) by a log factor (in one
+    # dimension E W2^2 ~ log log M / M for the normal law: Bobkov and Ledoux 2019): over M = 16 .. 4096 its
+    # fitted slope is about -0.46 with an interval too narrow to hold -0.5, so the check is a band around -1/2
+    # that excludes the -1/4 of a W2 that saturates on the grid and anything steeper than the log factor allows
+    w2 = fits["W2"]
+    assert -0.55 <= w2.slope_ci[0] and w2.slope_ci[1] <= -0.38, w2
