@@ -25,7 +25,7 @@ import numpy as np
 
 from ._checks import check_bool, check_choice, check_finite_tree, check_int, check_real
 from ._chunked import SAVE_CHUNK, execute
-from ._inputs import as_state, check_observables, check_save_times, check_state
+from ._inputs import as_state, check_observables, check_save_times, check_state, warn_precision
 from ._program import FIXED_STEP_ONLY, SOLVERS
 from .events import Event
 from .grids import check_horizon, linear_grid, log_grid
@@ -80,6 +80,8 @@ def _prepare(vector_field, y0, t0, t1, ts, args, options: dict):
     if options["event"] is not None and not isinstance(options["event"], Event):
         raise ValueError("event must be a flows.Event")
     dtype = check_state(y0)
+    if not options["constant_step"]:  # the tolerances steer the step size only when it adapts
+        warn_precision(options["rtol"], dtype)
     check_finite_tree("args", args)
     key_opts = (vector_field, *(obs_key if k == "observables" else options[k] for k in OPTIONS))
     # host arrays: the compiled program takes them as they are (a jnp.asarray is a dispatch each)
