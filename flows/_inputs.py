@@ -14,14 +14,7 @@ import numpy as np
 
 from ._checks import check_finite_tree, real_array
 
-__all__ = [
-    "as_state",
-    "check_field",
-    "check_observables",
-    "check_save_times",
-    "check_state",
-    "warn_precision",
-]
+__all__ = ["as_state", "check_field", "check_observables", "check_save_times", "check_state", "warn_precision"]
 
 
 def as_state(y0):
