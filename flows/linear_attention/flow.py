@@ -184,10 +184,10 @@ def solve_flow(
     y0: dict | float | ArrayLike | None = None,
     seed: int | None = None,
     init: str | None = None,
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-10,
     atol: float = 1e-12,
-    max_steps: int = 200_000,
+    max_steps: int | None = None,
     save_states: bool = False,
     throw: bool = True,
 ) -> Trajectory:

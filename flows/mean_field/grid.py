@@ -334,11 +334,11 @@ def solve_grid(
     masses: dict,
     *,
     data: Prompts | None = None,
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-7,
     atol: float = 1e-10,
     dt: float | None = None,
-    max_steps: int = 100_000,
+    max_steps: int | None = None,
     save_states: bool = False,
     mass_tol: float = 1e-6,
 ) -> GridSolution:
