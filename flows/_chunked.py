@@ -51,14 +51,19 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     size = np.shape(t0)[0] if batched else 1
     place = place or (lambda x, axis: x)
     args_placed = place(args, in_axes[1] if batched else None)
-    extra_placed = tuple(place(x, ax) for x, ax in zip(extra, in_axes[6] if batched else (None,) * len(extra)))
+    extra_axes = in_axes[6] if batched else (None,) * len(extra)
+    extra_placed = tuple(place(x, ax) for x, ax in zip(extra, extra_axes, strict=True))
     t1_placed = place(np.asarray(t1), None)
     event, budget = options["event"], options["max_steps"]
     chunk = grid.shape[0] if options.get("noise") is not None else SAVE_CHUNK
     solvers = (EXPLICIT, IMPLICIT) if options["solver"] == AUTO else (options["solver"],)
+
     # the host's view of every member (a single solve is a batch of one here)
-    lead = (lambda tree: tree) if batched else (lambda tree: jax.tree_util.tree_map(lambda a: np.asarray(a)[None], tree))
-    strip = (lambda tree: tree) if batched else (lambda tree: jax.tree_util.tree_map(lambda a: a[0], tree))
+    def lead(tree):
+        return tree if batched else jax.tree_util.tree_map(lambda a: np.asarray(a)[None], tree)
+
+    def strip(tree):
+        return tree if batched else jax.tree_util.tree_map(lambda a: a[0], tree)
 
     def chunk_call(y, start, piece, end, on):
         # the slots after a short piece get NaN times: diffrax's save loop (`ts[i] <= t_next`) and its checks

@@ -115,7 +115,7 @@ def check_observables(observables, save_states: bool):
 
 #: A relative tolerance below this many machine epsilons of the state's dtype cannot be met: the rounding of the
 #: steps and of the error estimate is of that size already.
-RTOL_FLOOR_EPS = 10.0
+RTOL_FLOOR_EPS = 4.0
 #: The dtypes already warned about (the warning is given once per process and dtype).
 _PRECISION_WARNED: set[str] = set()
 
@@ -129,7 +129,7 @@ def warn_precision(rtol: float, dtype) -> None:
     if rtol >= RTOL_FLOOR_EPS * eps or dtype.name in _PRECISION_WARNED:
         return
     _PRECISION_WARNED.add(dtype.name)
-    if dtype.itemsize < 8 and not jax.config.jax_enable_x64:
+    if dtype.itemsize < 8 and not jax.config.read("jax_enable_x64"):
         fix = (
             "for float64 call jax.config.update('jax_enable_x64', True) at start-up (before any array is made) "
             "and pass a float64 y0"

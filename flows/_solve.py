@@ -285,15 +285,7 @@ def solve_batch(
     # host-side broadcasts: eager jnp ops would each compile a small program on the first call
     if not batch_y0:
         y0 = jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (size,) + np.shape(a)), y0)
-    call_args = (
-        y0,
-        args,
-        np.full((size,), np.asarray(t0_arr)),
-        t1_arr,
-        np.asarray(ts_arr),
-        np.ones((size,), bool),
-        (),
-    )
+    call_args = (y0, args, np.full((size,), np.asarray(t0_arr)), t1_arr, np.asarray(ts_arr), np.ones((size,), bool), ())
     in_axes = (0, 0 if batch_args else None, 0, None, 0, 0, ())
     padded, place = size, None
     if mesh is not None:

@@ -96,12 +96,13 @@ def _error_direction(tableau) -> np.ndarray:
 def _h_rho(y_error, k, coeffs: np.ndarray):
     """(h rho, <e.k, w>) of one step from its error estimate e.k and its stage increments `k` (pytrees of
     arrays, `k`'s leaves with a leading stage axis)."""
-    top = bottom = dot = 0.0
-    for err, leaf in zip(jax.tree_util.tree_leaves(y_error), jax.tree_util.tree_leaves(k), strict=True):
-        w = jnp.tensordot(jnp.asarray(coeffs, leaf.dtype), leaf, axes=1)
-        top = top + jnp.sum(err * err)
-        bottom = bottom + jnp.sum(w * w)
-        dot = dot + jnp.sum(err * w)
+    pairs = [
+        (err, jnp.tensordot(jnp.asarray(coeffs, leaf.dtype), leaf, axes=1))
+        for err, leaf in zip(jax.tree_util.tree_leaves(y_error), jax.tree_util.tree_leaves(k), strict=True)
+    ]
+    top = sum(jnp.sum(err * err) for err, _ in pairs)
+    bottom = sum(jnp.sum(w * w) for _, w in pairs)
+    dot = sum(jnp.sum(err * w) for err, w in pairs)
     ratio = jnp.sqrt(top / jnp.where(bottom > 0, bottom, 1.0))
     return jnp.where((bottom > 0) & jnp.isfinite(ratio), ratio, 0.0), dot
 
@@ -144,7 +145,8 @@ class CalmWatch(diffrax.Kvaerno5):
         y1, y_error, dense_info, inner, result = super().step(terms, t0, t1, y0, args, inner, made_jump)
         _, image = jax.jvp(lambda y: terms.vf(t1, y, args), (y1,), (probe,))
         rho = _norm(image)
-        probe = jax.tree_util.tree_map(lambda p, q: jnp.where(rho > 0, q / jnp.where(rho > 0, rho, 1.0), p), probe, image)
+        scale = jnp.where(rho > 0, rho, 1.0)
+        probe = jax.tree_util.tree_map(lambda p, q: jnp.where(rho > 0, q / scale, p), probe, image)
         calm = jnp.where((t1 - t0) * rho < RELAX_FRACTION * BOUND, calm + 1, 0)
         fire = (calm >= PATIENCE) & (result == diffrax.RESULTS.successful)
         return y1, y_error, dense_info, (inner, calm, probe), diffrax.RESULTS.where(fire, SWITCH_RESULT, result)

@@ -204,12 +204,13 @@ def solve_sde(
     check_choice("brownian", brownian, BROWNIAN)
     if (sigma is None) == (diffusion is None):
         raise ValueError("give exactly one of sigma (additive noise) or diffusion (general noise, with noise_shape)")
+    shape = None
     if diffusion is not None:
         if not callable(diffusion):
             raise ValueError("diffusion must be callable g(t, y, args)")
         if noise_shape is None:
             raise ValueError("noise_shape (the shape of W) must be given with diffusion")
-        noise_shape = _noise_shape(noise_shape)
+        shape = _noise_shape(noise_shape)
         if solver not in GENERAL_NOISE_SOLVERS:
             why = (
                 "converges to the Stratonovich solution" if solver in ("heun", "sea") else "is for additive noise only"
@@ -243,7 +244,7 @@ def solve_sde(
     else:
         if len({jnp.result_type(a) for a in jax.tree_util.tree_leaves(y0)}) > 1:
             raise ValueError("y0 must have leaves of one dtype with diffusion (the state is one flat vector)")
-        _check_diffusion(diffusion, t0, y0, args, noise_shape)
+        _check_diffusion(diffusion, t0, y0, args, shape)
         sig = None
     keys, batched = _as_keys(key, seed, num_paths)
 
@@ -259,7 +260,7 @@ def solve_sde(
         "blowup": None,
         "progress": False,
         "constant_step": True,
-        "noise": Noise(solver, brownian, tol if brownian == "tree" else None, diffusion, noise_shape),
+        "noise": Noise(solver, brownian, tol if brownian == "tree" else None, diffusion, shape),
     }
     # the increments do not use tol: one program for every dt
     key_opts = ("sde", drift, *(obs_key if k == "observables" else v for k, v in options.items()))

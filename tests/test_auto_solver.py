@@ -87,7 +87,8 @@ def test_stiffness_that_fades_switches_back_to_tsit5():
     names = [s[0] for s in traj.segments]
     assert names == ["tsit5", "kvaerno5", "tsit5"], traj.segments
     t_back = traj.segments[2][1]
-    assert traj.segments[1][1] < 0.1 and 2.0 < t_back < 9.0, traj.segments
+    # h rho = 1000 e^{-t} h < 1.75 with Kvaerno5's h ~ 0.05: t ~ 3 (rho alone < 1.75 only from t = 6.4)
+    assert traj.segments[1][1] < 0.1 and 2.0 < t_back < 4.5, traj.segments
     np.testing.assert_allclose(np.asarray(traj.ys), _radau(FADING, 12.0, ts), rtol=1e-6, atol=1e-8)
 
 
