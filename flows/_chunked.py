@@ -48,6 +48,10 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     batched = in_axes is not None
     y0, args, t0, t1, grid, event_on, extra = call_args
     grid = np.asarray(grid)
+    solvers = (EXPLICIT, IMPLICIT) if options["solver"] == AUTO else (options["solver"],)
+    if len(solvers) > 1:  # the watching explicit solver is told the whole solve's horizon
+        extra = (np.asarray(t1, grid.dtype),)
+        in_axes = None if in_axes is None else (*in_axes[:6], (None,))
     size = np.shape(t0)[0] if batched else 1
     place = place or (lambda x, axis: x)
     args_placed = place(args, in_axes[1] if batched else None)
@@ -56,7 +60,6 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     t1_placed = place(np.asarray(t1), None)
     event, budget = options["event"], options["max_steps"]
     chunk = grid.shape[0] if options.get("noise") is not None else SAVE_CHUNK
-    solvers = (EXPLICIT, IMPLICIT) if options["solver"] == AUTO else (options["solver"],)
 
     # the host's view of every member (a single solve is a batch of one here)
     def lead(tree):

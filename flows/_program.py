@@ -161,12 +161,17 @@ def build(
 
     `noise`: `None` (an ODE), or a `flows._terms.Noise` (an SDE with constant steps; `extra = (sigma, key, dt)`
     its traced inputs, `solver` a name of `flows._terms.SDE_SOLVERS`). `watch`: run the watching form of
-    `solver` (`flows._stiffness`, for `solver="auto"`), which may stop with status code `SWITCH`.
+    `solver` (`flows._stiffness`, for `solver="auto"`; `extra = (horizon,)`, the whole solve's t1), which may
+    stop with status code `SWITCH`.
     """
-    if noise is not None:
-        solver_obj = noise.solver_object()
-    else:
-        solver_obj = (WATCHED if watch else SOLVERS)[solver]()
+
+    def solver_for(extra):
+        if noise is not None:
+            return noise.solver_object()
+        if watch:
+            return WATCHED[solver](horizon=extra[0])
+        return SOLVERS[solver]()
+
     fixed = constant_step or noise is not None
     controller = diffrax.ConstantStepSize() if fixed else diffrax.PIDController(rtol=rtol, atol=atol)
     save_fn = saved_outputs(observables, save_states)
@@ -234,7 +239,7 @@ def build(
             step0, adjoint = extra[2], noise.adjoint()
         sol = diffrax.diffeqsolve(
             terms,
-            solver_obj,
+            solver_for(extra),
             t0=t0,
             t1=t1,
             dt0=step0,

@@ -16,8 +16,8 @@ is h |lambda| of the direction that dominates the error (in the spirit of Hairer
 II*, IV.2, whose DOPRI5 estimate uses the two stages at the end of the step; those of Tsit5 differ at low
 order, so that quotient sees the smooth part). When a stiff direction pins the step at the stability bound
 it dominates the error and the estimate is h |lambda_max|, near `BOUND`. `PATIENCE` accepted steps above
-`STIFF_FRACTION * BOUND` along decaying directions, not interrupted by `CALM` accepted steps below it: switch
-to Kvaerno5.
+`STIFF_FRACTION * BOUND` along decaying directions, not interrupted by `CALM` accepted steps below it, while
+the rest of the horizon would still take more than `MIN_REMAINING` such steps: switch to Kvaerno5.
 
 Implicit (`CalmWatch`, Kvaerno5): h times a power-iteration estimate of the Jacobian's spectral radius (one
 Jacobian-vector product per step; the stage quotient of a long implicit step is at the rounding level once the
@@ -54,6 +54,10 @@ PATIENCE, CALM = 15, 6
 STIFF_FRACTION = 0.8
 #: h rho below this fraction of the bound, in the implicit solver, counts as a step the explicit one could take.
 RELAX_FRACTION = 0.5
+#: The explicit solver switches only while the rest of the horizon would take it more steps than this at the
+#: pinned step: fewer explicit steps cost less than compiling and running the implicit solver (a Kvaerno5
+#: step costs tens of Tsit5 steps, its first compile seconds), so a solve that ends soon stays explicit.
+MIN_REMAINING = 20_000
 #: The result a watching solver ends its solve with. It belongs to `diffrax.ClipStepSizeController`, which no
 #: solve here uses, so it cannot mean anything else.
 SWITCH_RESULT = diffrax.RESULTS.max_steps_rejected
@@ -109,8 +113,10 @@ def _h_rho(y_error, k, coeffs: np.ndarray):
 
 class StiffnessWatch(diffrax.Tsit5):
     """Tsit5 that ends its solve with `SWITCH_RESULT` once its accepted steps are pinned at the stability bound
-    (module docstring). The state carries (Tsit5's state, the stiff-step count, the calm-step count)."""
+    (module docstring), `horizon` (the whole solve's t1, traced) still far. The state carries (Tsit5's state,
+    the stiff-step count, the calm-step count)."""
 
+    horizon: Any = None
     coeffs: ClassVar[np.ndarray] = _error_direction(diffrax.Tsit5.tableau)
 
     def init(self, terms, t0, t1, y0, args) -> Any:
@@ -125,6 +131,8 @@ class StiffnessWatch(diffrax.Tsit5):
         calm = jnp.where(pinned, 0, calm + 1)
         stiff = jnp.where(pinned, stiff + 1, jnp.where(calm >= CALM, 0, stiff))
         fire = (stiff >= PATIENCE) & (result == diffrax.RESULTS.successful)
+        if self.horizon is not None:
+            fire = fire & (self.horizon - t1 > MIN_REMAINING * (t1 - t0))
         return y1, y_error, dense_info, (inner, stiff, calm), diffrax.RESULTS.where(fire, SWITCH_RESULT, result)
 
 
@@ -133,7 +141,9 @@ class CalmWatch(diffrax.Kvaerno5):
     enough for the explicit solver to be stable (module docstring). Here h rho is h times a power-iteration
     estimate of the Jacobian's spectral radius, one Jacobian-vector product per step, carried from step to step:
     the stage difference of a long implicit step is at the rounding level once the flow has converged, and its
-    quotient means nothing there."""
+    quotient means nothing there. `horizon` is not used (it is the explicit solver's)."""
+
+    horizon: Any = None
 
     def init(self, terms, t0, t1, y0, args) -> Any:
         count = jnp.arange(sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(y0)), dtype=float)
