@@ -7,8 +7,16 @@
   are measured in the same run and stored with what they compare and the issue's target (`ratio`).
 
 A row (`row`) is one JSON object: `bench`, `params`, `compile_s`, `run_s_min`, `repeats`, `steps`, `error`
-(`None` where nothing is compared), optionally `ratio = {"value", "of", "target", "met"}`, and whatever else
-the benchmark measures; `write_rows` adds `machine` (CPU, cores, memory, BLAS kernel, date) and `versions`.
+(`None` where nothing is compared), optionally `task` (what a user does: one of `TASKS`), `ratio = {"value",
+"of", "target", "met"}` (against the alternative a user would otherwise use), `floor` (`versus`: the measure
+against its floor or best peer, measured in the same run where possible) and whatever else the benchmark
+measures; `write_rows` adds `machine` (CPU, cores, memory, BLAS kernel, date) and `versions`.
+
+A floor is what the measure cannot go below on this stack (a bare `diffrax.diffeqsolve` compiled and run in
+a fresh process, the vector-field evaluations a sweep needs, the matrix products of a training run at the
+measured GEMM rate); a best peer is the best other tool doing the same job (raw diffrax, scipy, PyTorch). A
+target on a ratio that the floor does not allow (the alternative over the floor is below it) is restated as a
+target on the ratio to the floor (`restate`), naming the floor's measurement.
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ import jax
 from flows.experiments import records
 
 __all__ = [
+    "FLOOR_TARGET",
+    "TASKS",
+    "bare_diffrax",
     "best_of",
     "bench_main",
     "fresh_process",
@@ -35,11 +46,27 @@ __all__ = [
     "numpy_kernel_env",
     "parser",
     "ratio",
+    "restate",
     "row",
     "start",
     "write_results",
+    "versus",
     "write_rows",
 ]
+
+#: What a user does, in the order the performance page shows them (a row's `task`).
+TASKS = (
+    "first call",
+    "rerun with the compile cache",
+    "long run",
+    "sweep",
+    "network beside its limit",
+    "compile",
+    "solver",
+    "workaround",
+)
+#: The default target of a measure against its floor: within 1.5x of it (floor / measured >= 1 / 1.5).
+FLOOR_TARGET = 1 / 1.5
 
 #: Committed results (one JSON file per benchmark module) live here.
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -63,6 +90,52 @@ def ratio(value: float, of: str, target: float | None = None) -> dict:
     return {"value": value, "of": of, "target": target, "met": None if target is None else bool(value >= target)}
 
 
+def versus(
+    measured_s: float,
+    floor_s: float,
+    of: str,
+    *,
+    kind: str = "floor",
+    target: float | None = None,
+    source: str = "this run",
+) -> dict:
+    """A measure against its floor or best peer: `value` = floor_s / measured_s (1: at the floor; 0.5: twice
+    it), what the floor is (`of`), `kind` ("floor" or "peer"), where it was measured (`source`: "this run", or
+    the row or file it comes from) and the target on `value` (met when value >= target; None where the row's
+    target is on its ratio to the alternative, see `restate`)."""
+    if kind not in ("floor", "peer"):
+        raise ValueError(f"kind must be 'floor' or 'peer', got {kind!r}")
+    measured_s, floor_s = float(measured_s), float(floor_s)
+    value = floor_s / measured_s
+    met = None if target is None else bool(value >= target)
+    return {
+        "value": value,
+        "measured_s": measured_s,
+        "floor_s": floor_s,
+        "of": of,
+        "kind": kind,
+        "source": source,
+        "target": target,
+        "met": met,
+    }
+
+
+def restate(rat: dict, best_possible: float, floor: dict) -> tuple[dict, dict]:
+    """`(ratio, floor)` with the target of `rat` moved to `floor` when the floor does not allow it: the best
+    ratio any implementation could reach (`best_possible`, the alternative over the floor) is below the target.
+    The ratio then keeps its value without a target and says why (`restated`), and the floor gets the target
+    `FLOOR_TARGET` (within 1.5x of it); otherwise both are returned unchanged."""
+    target = rat.get("target")
+    if target is None or best_possible >= target:
+        return rat, floor
+    why = (
+        f"target {target:g}x is above the {best_possible:.3g}x that the floor allows ({floor['of']}, "
+        f"{floor['source']}): restated as within {1 / FLOOR_TARGET:.3g}x of the floor"
+    )
+    floor = {**floor, "target": FLOOR_TARGET, "met": bool(floor["value"] >= FLOOR_TARGET)}
+    return {**rat, "target": None, "met": None, "best_possible": float(best_possible), "restated": why}, floor
+
+
 def row(
     bench: str,
     *,
@@ -75,6 +148,8 @@ def row(
     **extra,
 ) -> dict:
     """One benchmark row in the common format (see the module docstring)."""
+    if "task" in extra and extra["task"] not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {extra['task']!r}")
     return {
         "bench": bench,
         "params": params,
@@ -147,15 +222,21 @@ def machine() -> dict:
     }
 
 
-def fresh_process(code: str, *, timeout: float = 600.0, env: dict | None = None) -> dict:
-    """Run `code` (Python source) in a fresh interpreter with the persistent compilation cache off and
+def fresh_process(code: str, *, timeout: float = 600.0, env: dict | None = None, cache_dir=None) -> dict:
+    """Run `code` (Python source) in a fresh interpreter with the persistent compilation cache off (or, with
+    `cache_dir`, on in that folder: the child enables it with `flows.experiments.compile_cache.enable()`) and
     return its wall time and the JSON object it prints on its last stdout line.
 
     This is how first calls are measured: imports, data, initial state, tracing, compile and run, nothing
-    warm. The child must print one JSON line last (e.g. its own stage timings).
+    warm; a rerun with the compile cache is the same child run twice with one `cache_dir`. The child must
+    print one JSON line last (e.g. its own stage timings).
     """
     child_env = dict(os.environ if env is None else env)
-    child_env["FLOWS_NO_COMPILE_CACHE"] = "1"
+    if cache_dir is None:
+        child_env["FLOWS_NO_COMPILE_CACHE"] = "1"
+    else:
+        child_env.pop("FLOWS_NO_COMPILE_CACHE", None)
+        child_env["FLOWS_CACHE_DIR"] = str(cache_dir)
     child_env.setdefault("MPLBACKEND", "Agg")
     root = str(Path(__file__).resolve().parent.parent)
     child_env["PYTHONPATH"] = root + (os.pathsep + child_env["PYTHONPATH"] if child_env.get("PYTHONPATH") else "")
@@ -169,6 +250,49 @@ def fresh_process(code: str, *, timeout: float = 600.0, env: dict | None = None)
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     out = json.loads(lines[-1]) if lines else {}
     return {"wall_s": wall, **out}
+
+
+_BARE_CHILD = """
+import json, time
+t_start = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import diffrax
+imports = time.perf_counter() - t_start
+
+def run(y0, ts):
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(lambda t, y, a: -y), diffrax.Tsit5(), 0.0, ts[-1], None, y0,
+                              saveat=diffrax.SaveAt(ts=ts), max_steps=200_000, throw=False,
+                              stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10))
+    return sol.ys[-1]
+
+y0, ts = jnp.ones({size}), jnp.linspace(0.0, 1.0, {saves})
+t = time.perf_counter()
+traced = jax.jit(run).trace(y0, ts)
+t_trace = time.perf_counter() - t
+t = time.perf_counter()
+lowered = traced.lower()
+t_lower = time.perf_counter() - t
+t = time.perf_counter()
+fn = lowered.compile()
+t_compile = time.perf_counter() - t
+jax.block_until_ready(fn(y0, ts))
+print(json.dumps({{"imports": imports, "trace": t_trace, "lower": t_lower, "compile": t_compile,
+                  "total": time.perf_counter() - t_start}}))
+"""
+
+
+def bare_diffrax(state_size: int, save_points: int) -> dict:
+    """What any diffrax flow pays before its own vector field, in a fresh process: the interpreter's start and
+    importing jax + diffrax (`imports`), tracing, lowering and compiling a bare `diffrax.diffeqsolve` (Tsit5,
+    PID controller, `save_points` save times) of dy/dt = -y on a flat state of `state_size` (`trace`, `lower`,
+    `compile`; `compile_total` their sum), without flows: the floor of a flow's first call is these plus the
+    flow's own data, initial state and run."""
+    out = fresh_process(_BARE_CHILD.format(size=int(state_size), saves=int(save_points)))
+    out["imports"] += out["wall_s"] - out["total"]  # the interpreter's start counts with the imports
+    out["compile_total"] = out["trace"] + out["lower"] + out["compile"]
+    return out
 
 
 def parser(description: str):
@@ -254,6 +378,11 @@ def format_row(r: dict) -> str:
             + ("" if rat["target"] is None else f" target >= {rat['target']:g}: {'met' if rat['met'] else 'MISSED'}")
         )
     )
+    fl = r.get("floor")
+    if fl:
+        rat_s += (" | " if rat_s else "") + f"{1 / fl['value']:.3g}x its {fl['kind']} ({fl['of']})"
+        if fl.get("target") is not None:
+            rat_s += f" target <= {1 / fl['target']:.3g}x: {'met' if fl['met'] else 'MISSED'}"
     return (
         f"{r['bench']:48s} {num(r['compile_s'], '10.3f')} {num(r['run_s_min'], '12.5f')} "
         f"{str(r['steps']) if r['steps'] is not None else '-':>8s} {num(r['error'], '10.2e')}  {rat_s}"

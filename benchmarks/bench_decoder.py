@@ -2,7 +2,9 @@
 and a vmapped sweep over eta_Y vs a Python loop over single solves.
 
 Every row: {"bench", "params", "compile_s", "run_s_min", "repeats", "num_steps", "error_vs_ref", ...};
-the reference is the closed form theory.h (eq. 45). Ratios are measured in the same run.
+the reference is the closed form theory.h (eq. 45). Ratios are measured in the same run; the sweep's floor is
+the vector-field evaluations of the members' own solves, batched (`benchmarks._sweeps`), and `vmapped_s` the
+same sweep vmapped (`flows._sweep`'s other strategy).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
-from benchmarks._harness import bench_main, best_of, ratio, row  # noqa: E402
+from benchmarks import _sweeps as sweeps  # noqa: E402
+from benchmarks._harness import bench_main, best_of, ratio, row, versus  # noqa: E402
+from flows import _sweep  # noqa: E402
 from flows.scan_snap import solve_decoder, theory  # noqa: E402
+from flows.scan_snap.decoder import decoder_vector_field  # noqa: E402
 
 
 def run(quick: bool) -> list[dict]:
@@ -72,8 +77,17 @@ def run(quick: bool) -> list[dict]:
     grid = np.linspace(0.0, 1e3, 50)
     sweep = solve_decoder(M, etas, grid)
     sweep_s = best_of(lambda: solve_decoder(M, etas, grid).ys, repeats)
+    _sweep.config.strategy = "vmap"
+    try:
+        vmapped = solve_decoder(M, etas, grid)  # the members' own step counts
+        vmapped_s = best_of(lambda: solve_decoder(M, etas, grid).ys, repeats)
+    finally:
+        _sweep.config.strategy = "auto"
     solve_decoder(M, etas[0], grid)  # compile the single solve once
     loop_s = best_of(lambda: [solve_decoder(M, e, grid).ys for e in etas], max(1, repeats // 2))
+    bargs = {"M": np.full(n, M), "eta_Y": etas}
+    evals = sweeps.evaluations(vmapped.num_steps, "dopri8")
+    floor_s, eval_s = sweeps.field_floor(decoder_vector_field, np.zeros(n), bargs, 0, evals, repeats=5)
     rows.append(
         row(
             "decoder_h/sweep_vmap",
@@ -82,7 +96,12 @@ def run(quick: bool) -> list[dict]:
             run_s_min=sweep_s,
             repeats=repeats,
             steps=int(np.max(sweep.num_steps)),
-            ratio=ratio(loop_s / sweep_s, "Python loop of cached solves / vmapped sweep"),
+            task="sweep",
+            ratio=ratio(loop_s / sweep_s, "Python loop of cached solves / sweep"),
+            floor=versus(sweep_s, floor_s, "the vector-field evaluations of the members' own solves, batched"),
+            member_steps=sweeps.member_steps(vmapped.num_steps),
+            vmapped_s=vmapped_s,
+            field_eval_s=eval_s,
         )
     )
     rows.append(

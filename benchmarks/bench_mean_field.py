@@ -4,7 +4,7 @@ Also the GD FLOP rate against the machine's matmul rate, and scaling in the part
 Sizes: the issue's network L = 8, M = 256 (M_mlp = M), D = 4, N = 8, 64 prompts (`--quick`: L = 4, M = 32).
 Rows (`benchmarks._harness.row`):
 
-- `mean_field/particle_solve(tsit5)`: `mf.solve_particles` to tau = 0.5 at rtol 1e-6 saving Q and R;
+- `mean_field/particle_solve(tsit5)`: `mf.solve_flow` to tau = 0.5 at rtol 1e-6 saving Q and R;
   compile_s, run_s_min, steps (accepted + rejected), error = |Q(tau)| relative gap to dopri8 at rtol 1e-10
   (full run only).
 - `mean_field/vector_field_compile`: cold compile of the particle vector field (the velocity of every
@@ -12,7 +12,7 @@ Rows (`benchmarks._harness.row`):
   options the library's programs use (`flows._xla.compiler_options()`), and of the
   whole solve in the same process (`solve_compile_s`); ratio = budget 1.5 s / vector-field compile.
 - `mean_field/gd` and `mean_field/gd_torch_eager`: full-batch GD steps (same forward, same loss with weight
-  decay, same learning rates) by `mf.train_gd` (recording Q and R only) and by the same network written
+  decay, same learning rates) by `mf.train` (recording Q and R only) and by the same network written
   in PyTorch eager (float64, the heads-last contraction order of `model.attention_update`, the fastest
   of the three orders tried; CPU, torch's default intra-op threads), timed back to back; error = the
   largest relative gap of Q and of the gradient between the two at the initial particles; ratio =
@@ -20,6 +20,10 @@ Rows (`benchmarks._harness.row`):
 - `mean_field/gd_flop_rate`: FLOPs of one GD step (counted analytically, `_step_flops`; XLA's cost
   analysis of the one-layer step times L as a cross-check) over its measured time, against the float64
   rate of a 2048 x 2048 `jnp.dot` (best of repeats) measured in the same run.
+- Floors: the vector-field compile against the compile of a trivial program in the same process; GD (and its
+  ratio to torch) against its FLOPs at the measured matmul rate; the flow's first call against imports + a
+  bare diffrax solve of the same state size compiled in a fresh process + the flow's own data and run
+  (`benchmarks._harness.bare_diffrax`), a ratio target the floor does not allow restated as within 1.5x of it.
 - `mean_field/first_call_equal_accuracy(...)`: the first call end to end (imports, data, initial state,
   compile, solve or train) of the adaptive particle solve and of GD, each in a fresh process with the
   compile cache off, at the same accuracy: the relative error of Q(tau = 1) against a dopri8 reference
@@ -48,7 +52,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from benchmarks._harness import bench_main, best_of, fresh_process, ratio, row  # noqa: E402
+from benchmarks._harness import bare_diffrax, bench_main, best_of, fresh_process, ratio, restate, row, versus  # noqa: E402
 from flows import fitting  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
 from flows.mean_field import model as mf_model  # noqa: E402
@@ -98,11 +102,11 @@ def run(quick: bool) -> list[dict]:
 def particle_solve(cfg: mf.Config, quick: bool) -> list[dict]:
     ts = np.array([0.0, 0.25, 0.5])
     repeats = 2 if quick else 3
-    traj = mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)
-    run_s = best_of(lambda: mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables, repeats)
+    traj = mf.solve_flow(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)
+    run_s = best_of(lambda: mf.solve_flow(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables, repeats)
     error = None
     if not quick:  # the reference compiles a second program; the full run measures the error
-        ref = mf.solve_particles(cfg, ts, observables="basic", solver="dopri8", rtol=1e-10, atol=1e-12)
+        ref = mf.solve_flow(cfg, ts, observables="basic", solver="dopri8", rtol=1e-10, atol=1e-12)
         q_ref = float(ref.observables["Q"][-1])
         error = abs(float(traj.observables["Q"][-1]) - q_ref) / abs(q_ref)
     return [
@@ -137,9 +141,11 @@ jitted = jax.jit(lambda p, a: flow._vector_field_rev(0.0, p, a))
 t = time.perf_counter(); lowered = jitted.lower(p, args); trace_s = time.perf_counter() - t
 t = time.perf_counter(); compiled = _xla.compile_lowered(lowered); vf_compile_s = time.perf_counter() - t
 jax.block_until_ready(compiled(p, args))
-traj = mf.solve_particles(cfg, np.array([0.0, 0.5]), observables="basic", rtol=1e-6, atol=1e-8)
+t = time.perf_counter(); _xla.compile_lowered(jax.jit(lambda x: 2.0 * x + 1.0).lower(1.0))
+trivial_s = time.perf_counter() - t
+traj = mf.solve_flow(cfg, np.array([0.0, 0.5]), observables="basic", rtol=1e-6, atol=1e-8)
 print(json.dumps({{"import_s": t_import, "trace_s": trace_s, "vf_compile_s": vf_compile_s,
-                  "solve_compile_s": traj.compile_s}}))
+                  "solve_compile_s": traj.compile_s, "trivial_s": trivial_s}}))
 """
 
 
@@ -155,7 +161,9 @@ def vector_field_compile(shape: dict) -> list[dict]:
             repeats=1,
             trace_s=out["trace_s"],
             solve_compile_s=out["solve_compile_s"],
+            task="compile",
             ratio=ratio(COMPILE_BUDGET_S / compile_s, f"budget {COMPILE_BUDGET_S} s / compile", target=1),
+            floor=versus(compile_s, out["trivial_s"], "XLA's compile of a trivial program (x -> 2x + 1), after it"),
         )
     ]
 
@@ -261,10 +269,10 @@ def gd_throughput(cfg: mf.Config, quick: bool, matmul_n: int = 2048) -> list[dic
     eta = 0.05
     P = cfg.num_particles
     params = {**_params(cfg), "steps": steps, "eta_tau": eta}
-    rec = mf.train_gd(cfg, eta, steps, save_every=steps, observables="basic")  # compiles
+    rec = mf.train(cfg, "gd", eta, steps, save_every=steps, observables="basic")  # compiles
 
     def flows_gd():
-        return mf.train_gd(cfg, eta, steps, save_every=steps, observables="basic").particles
+        return mf.train(cfg, "gd", eta, steps, save_every=steps, observables="basic").particles
 
     rows = []
     try:
@@ -349,6 +357,10 @@ def gd_throughput(cfg: mf.Config, quick: bool, matmul_n: int = 2048) -> list[dic
     flops_xla = _step_flops_xla(cfg)
     matmul = _matmul_rate(repeats + 2, matmul_n)
     achieved = flops * steps / rows[0]["run_s_min"]
+    floor = versus(rows[0]["run_s_min"], flops * steps / matmul, "the GD steps' FLOPs at the float64 matmul rate")
+    for r in rows:
+        if r["bench"] == "mean_field/gd_torch_eager" and r.get("ratio"):
+            r["floor"], r["task"] = floor, "network beside its limit"
     rows.append(
         row(
             "mean_field/gd_flop_rate",
@@ -362,7 +374,9 @@ def gd_throughput(cfg: mf.Config, quick: bool, matmul_n: int = 2048) -> list[dic
             achieved_flop_s=achieved,
             matmul_flop_s=matmul,
             matmul_size=matmul_n,
+            task="network beside its limit",
             ratio=ratio(achieved / matmul, "GD step FLOP rate / float64 matmul rate"),
+            floor=floor,
         )
     )
     return rows
@@ -380,7 +394,7 @@ from flows import mean_field as mf
 t_import = time.perf_counter() - t0
 t = time.perf_counter()
 cfg = mf.Config(**{shape}, lam=1e-3, init_scale=2.0, seed=0)
-traj = mf.solve_particles(cfg, np.array([0.0, {tau}]), observables="basic", rtol={rtol}, atol={atol})
+traj = mf.solve_flow(cfg, np.array([0.0, {tau}]), observables="basic", rtol={rtol}, atol={atol})
 print(json.dumps({{"import_s": t_import, "call_s": time.perf_counter() - t, "compile_s": traj.compile_s,
                   "Q": float(traj.observables["Q"][-1]), "steps": int(traj.num_steps)}}))
 """
@@ -394,7 +408,7 @@ from flows import mean_field as mf
 t_import = time.perf_counter() - t0
 t = time.perf_counter()
 cfg = mf.Config(**{shape}, lam=1e-3, init_scale=2.0, seed=0)
-rec = mf.train_gd(cfg, {eta}, {steps}, save_every={steps}, observables="basic")
+rec = mf.train(cfg, "gd", {eta}, {steps}, save_every={steps}, observables="basic")
 print(json.dumps({{"import_s": t_import, "call_s": time.perf_counter() - t, "compile_s": rec.compile_s,
                   "Q": float(rec.observables["Q"][-1])}}))
 """
@@ -403,19 +417,20 @@ print(json.dumps({{"import_s": t_import, "call_s": time.perf_counter() - t, "com
 def first_call_equal_accuracy(quick: bool) -> list[dict]:
     shape = dict(d=3, D=4, N=8, L=2, M=16, n_train=32) if quick else dict(d=3, D=4, N=8, L=4, M=64, n_train=64)
     cfg, tau = _config(shape), 1.0
-    ref = mf.solve_particles(cfg, np.array([0.0, tau]), observables="basic", solver="dopri8", rtol=1e-11, atol=1e-13)
+    ref = mf.solve_flow(cfg, np.array([0.0, tau]), observables="basic", solver="dopri8", rtol=1e-11, atol=1e-13)
     q_ref = float(ref.observables["Q"][-1])
 
     def rel(q):
         return abs(q - q_ref) / abs(q_ref)
 
     flow_err, gd_err = {}, {}  # the errors on each grid, computed in this process (programs reused)
+    bare = None  # the bare diffrax floor, measured once
     rows = []
     for accuracy in EQUAL_ACCURACY[:1] if quick else EQUAL_ACCURACY:
         flow_tol = None
         for rtol in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7):  # each tolerance compiles its own solve
             if rtol not in flow_err:
-                traj = mf.solve_particles(cfg, np.array([0.0, tau]), observables="basic", rtol=rtol, atol=rtol * 1e-2)
+                traj = mf.solve_flow(cfg, np.array([0.0, tau]), observables="basic", rtol=rtol, atol=rtol * 1e-2)
                 flow_err[rtol] = rel(float(traj.observables["Q"][-1]))
             if flow_err[rtol] <= accuracy:
                 flow_tol = rtol
@@ -424,7 +439,7 @@ def first_call_equal_accuracy(quick: bool) -> list[dict]:
         for steps in 2 ** np.arange(1, 15):
             steps = int(steps)
             if steps not in gd_err:
-                rec = mf.train_gd(cfg, tau / steps, steps, save_every=steps, observables="basic")
+                rec = mf.train(cfg, "gd", tau / steps, steps, save_every=steps, observables="basic")
                 gd_err[steps] = rel(float(rec.observables["Q"][-1]))
             if gd_err[steps] <= accuracy:
                 gd_steps = steps
@@ -452,6 +467,16 @@ def first_call_equal_accuracy(quick: bool) -> list[dict]:
             continue
         flow = fresh_process(_FLOW_CHILD.format(shape=repr(shape), tau=tau, rtol=flow_tol, atol=flow_tol * 1e-2))
         gd = fresh_process(_GD_CHILD.format(shape=repr(shape), eta=tau / gd_steps, steps=gd_steps))
+        if bare is None:
+            bare = bare_diffrax(int(sum(np.size(v) for v in mf.init_particles(cfg).values())), 2)
+        # the flow's own data, initial state and run, with a bare diffrax solve's imports and compile
+        floor_s = bare["imports"] + (flow["call_s"] - flow["compile_s"]) + bare["compile_total"]
+        of = "imports + a bare diffrax solve compiled + the flow's data and run"
+        rat, fl = restate(
+            ratio(gd["wall_s"] / flow["wall_s"], "GD first call / flow first call at equal accuracy", target=1),
+            gd["wall_s"] / floor_s,
+            versus(flow["wall_s"], floor_s, of),
+        )
         rows += [
             row(
                 f"mean_field/first_call_equal_accuracy(flow,{label})",
@@ -464,6 +489,9 @@ def first_call_equal_accuracy(quick: bool) -> list[dict]:
                 import_s=flow["import_s"],
                 call_s=flow["call_s"],
                 first_call_s=flow["wall_s"],
+                task="first call",
+                floor=versus(flow["wall_s"], floor_s, of),
+                bare_diffrax=bare,
             ),
             row(
                 f"mean_field/first_call_equal_accuracy(gd,{label})",
@@ -476,9 +504,9 @@ def first_call_equal_accuracy(quick: bool) -> list[dict]:
                 import_s=gd["import_s"],
                 call_s=gd["call_s"],
                 first_call_s=gd["wall_s"],
-                ratio=ratio(
-                    gd["wall_s"] / flow["wall_s"], "GD first call / flow first call at equal accuracy", target=1
-                ),
+                task="network beside its limit",
+                ratio=rat,
+                floor=fl,
             ),
         ]
     return rows
@@ -512,9 +540,11 @@ def scaling(quick: bool) -> list[dict]:
         P = cfg.num_particles
         steps = 2 if P >= 32768 or quick else 5
         repeats = 1 if P >= 32768 or quick else 3
-        rec = mf.train_gd(cfg, 0.05, steps, save_every=steps, observables="basic")  # compiles
+        rec = mf.train(cfg, "gd", 0.05, steps, save_every=steps, observables="basic")  # compiles
         run_s = best_of(
-            lambda cfg=cfg, steps=steps: mf.train_gd(cfg, 0.05, steps, save_every=steps, observables="basic").particles,
+            lambda cfg=cfg, steps=steps: (
+                mf.train(cfg, "gd", 0.05, steps, save_every=steps, observables="basic").particles
+            ),
             repeats,
         )
         rows.append(
@@ -540,10 +570,10 @@ def flow_scaling(quick: bool) -> list[dict]:
     for M in Ms:
         cfg = mf.Config(d=3, D=4, N=4, L=4, M=M, n_train=SCALING_PROMPTS, lam=1e-3, init_scale=2.0, seed=0)
         ts = np.array([0.0, tau])
-        traj = mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)  # compiles
+        traj = mf.solve_flow(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8)  # compiles
         repeats = 1 if quick or cfg.num_particles >= 32768 else 2
         run_s = best_of(
-            lambda cfg=cfg, ts=ts: mf.solve_particles(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables,
+            lambda cfg=cfg, ts=ts: mf.solve_flow(cfg, ts, observables="basic", rtol=1e-6, atol=1e-8).observables,
             repeats,
         )
         rows.append(

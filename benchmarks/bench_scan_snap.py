@@ -1,27 +1,39 @@
 """Scan and Snap (Tian et al. 2023): Fig. 6 sweep, first calls (T->inf flow vs SGD), compiles, scaling, sweeps.
 
-Rows (`benchmarks._harness.row`):
+Rows (`benchmarks._harness.row`), each with its floor or best peer (`floor`, measured in this run):
 
 - `scan_snap/fig6_sweep`: `examples/scan_snap_fig6.py` run in a fresh process (compile cache off);
   `run_s_min` = the summed wall time of its vmapped training sweeps (compiles included, as the example pays
-  them), `example_s` = the whole example (plots, record), and whether its predictions held. Full run: the
-  paper's 4 x 16 cells x 10 seeds with the 30 s budget as a ratio; --quick: the example's quick mode.
+  them; `sweep_run_s` without them), `example_s` = the whole example (plots, record), and whether its
+  predictions held. Floor (`fig6_floor`): per K, the three dense products of every member and step at the
+  batched float64 GEMM rate measured at the sweep's shapes, plus the uniforms the run draws, timed; target
+  within 1.5x of it. Full run: the paper's 4 L x 16 cells x 10 seeds; --quick: the example's quick mode.
 - `scan_snap/first_call(flow|sgd, steps=...)` and `scan_snap/first_call_ratio(steps=...)`: Fig. 4 on
   Syn-Small (SGD momentum 0.9, batch 128, T = 128, zero init, eta_Y = eta_Z = 1) end to end in fresh
   processes: imports, data, initial state, compile and solve of the T->inf (Y, Z) flow up to the flow time
   steps / (1 - 0.9) vs imports, data, init, compile and training. `error` is ||Z_SGD - Z_flow||_F /
-  ||Z_flow||_F at the final time. Targets: 10 at the Fig. 4 size (100 steps), 2 at the quick size (30).
+  ||Z_flow||_F at the final time. Targets: 10 at the Fig. 4 size (100 steps), 2 at the quick size (30);
+  floor: imports + a bare diffrax solve of the same state size and save points compiled in a fresh process
+  + the flow's own data and run (a target the floor does not allow is restated as within 1.5x of it).
+- `scan_snap/first_call_cached(flow,steps=30)`: the flow's script run twice in fresh processes with one new
+  compile-cache folder: the second run, against itself without tracing, lowering or loading its program.
 - `scan_snap/vector_field_compile(...)`: for the full (Y, Z) flow, the reduced Z-flow and the decoder h-flow,
   the compile of the jitted vector field alone (`compile_s`, target 1.5 s; with the compile options the
   library's programs use, `flows._xla.compiler_options()`) and of its whole `flows.solve`
-  program (`solve_compile_s`), in a fresh process.
+  program (`solve_compile_s`), in a fresh process; floor: the compile of a trivial program there.
 - `scan_snap/flow_scaling(M=...)` and `scan_snap/flow_scaling_fit`: wall time per unit flow time of the full
   (Y, Z) flow (tsit5, rtol 1e-8) on K = 2 Zipfian classes against the vocabulary M (64 ... 4096), and the
   exponent of s_per_unit_time ~ M^alpha (`flows.fitting.power_law_fit`).
-- `scan_snap/sweep_vmap(n=256)` and `scan_snap/sweep_python_loop(n=256)`: 256 (eta_Y, eta_Z) pairs of the
-  reduced Z-flow on Syn-Small in one vmapped `solve_flow` call vs a Python loop of cached single solves
-  (the same compiled program reused), timed in the same run; `error` = the largest difference of the final
-  Z between the two.
+- `scan_snap/sweep(n=256)`, `scan_snap/sweep_diffrax_vmap(n=256)`, `scan_snap/sweep_python_loop(n=256)`: 256
+  (eta_Y, eta_Z) pairs of the reduced Z-flow on Syn-Small in one `solve_flow` call (`flows.solve_batch`, its
+  default strategy: lockstep, `flows._sweep`) vs a Python loop of cached single solves (the same compiled
+  program reused) and vs the best peer, `jax.vmap` of a bare `diffrax.diffeqsolve`; `error` = the largest
+  difference of the final Z between them. Floor: the vector-field evaluations of the members' own solves,
+  batched (`benchmarks._sweeps`). Where the time goes: `member_steps` (the vmapped members' step counts),
+  `lockstep_steps`, `vmapped_s` (the same sweep vmapped), `no_observables_s` (without the saved
+  observables), `save_chunks`. Target: the loop / sweep >= 20 (restated against the floor when the loop over
+  the floor is below it). `scan_snap/sweep_symmetric...`: the same for the generated class-symmetric reduced
+  flow (target 50).
 - `scan_snap/adam_ode(t=20)`, `scan_snap/adam_train(lr=..., steps=...)` and `scan_snap/adam_ode_ratio(lr=...)`:
   the Adam ODE of `solve_flow(optimizer="adam")` (c1 = 1, c2 = 0.01, to t = 20, 101 saves; the sizes of
   `examples/scan_snap_adam.py`) against optax Adam (b = 1 - c lr) on the same population loss trained to the
@@ -42,14 +54,26 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from benchmarks._harness import bench_main, best_of, fresh_process, ratio, row  # noqa: E402
-from flows import fitting, solve, solve_batch  # noqa: E402
+from benchmarks import _sweeps as sweeps  # noqa: E402
+from benchmarks._harness import (  # noqa: E402
+    FLOOR_TARGET,
+    bare_diffrax,
+    bench_main,
+    best_of,
+    fresh_process,
+    ratio,
+    restate,
+    row,
+    versus,
+)
+from flows import _sweep, _xla, fitting, solve, solve_batch  # noqa: E402
+from flows._chunked import SAVE_CHUNK  # noqa: E402
 from flows.scan_snap import solve_flow, syn_small, zipfian  # noqa: E402
 from flows.scan_snap.flow import symmetric_vector_field  # noqa: E402
 
-FIG6_BUDGET_S = 30.0
 COMPILE_BUDGET_S = 1.5
 MOMENTUM = 0.9
 SCALING_M = (64, 128, 256, 512, 1024, 2048, 4096)
@@ -71,29 +95,82 @@ print(json.dumps({{"example_s": wall, "timings": timings, "predictions": preds}}
 """
 
 
+def fig6_sizes(quick: bool) -> dict:
+    """The sizes of `examples/scan_snap_fig6.py`: its query counts L, members per L, steps, batch, T."""
+    Ls, cells, seeds = ([1, 3], 4, 3) if quick else ([1, 3, 5, 10], 16, 10)
+    return {"L": Ls, "members": cells * seeds, "steps": 100, "batch": 128, "T": 128}
+
+
+def fig6_floor(quick: bool, repeats: int = 3) -> dict:
+    """The floor of the Fig. 6 sweep (module docstring), per K: the three dense products of each member and
+    step, (B, M) @ (M, M), (M, B) @ (B, M), (B, M) @ (M, M) (forward, decoder gradient, input gradient), timed
+    as one batched float64 product at the sweep's shape (members, B, M) @ (members, M, M) with the library's
+    compile options, three per step; and the draws: the (members, B, T - 1) uniforms of one step, timed. The
+    floor is their sum over the steps and the K. `dot_flops` counts 3 x 2 B M^2 per member and step."""
+    from flows.scan_snap import syn_medium
+
+    size = fig6_sizes(quick)
+    R, B, T, steps = size["members"], size["batch"], size["T"], size["steps"]
+    parts = {}
+    for L in size["L"]:
+        M = syn_medium(L).vocab_size
+        a = jax.random.normal(jax.random.PRNGKey(0), (R, B, M))
+        b = jax.random.normal(jax.random.PRNGKey(1), (R, M, M))
+        product = _xla.jit(lambda x, y: x @ y)
+        draw = _xla.jit(lambda k: jax.random.uniform(k, (R, B, T - 1), jnp.float64))
+        key = jax.random.PRNGKey(2)
+        jax.block_until_ready((product(a, b), draw(key)))
+        dot_s = best_of(lambda p=product, a=a, b=b: p(a, b), repeats)
+        draw_s = best_of(lambda d=draw, k=key: d(k), repeats)
+        flops = 3 * 2 * B * M * M * R * steps
+        parts[f"K{2 * L}"] = {
+            "M": M,
+            "dots_s": 3 * steps * dot_s,
+            "draws_s": steps * draw_s,
+            "dot_flops": flops,
+            "gemm_flop_s": 2 * B * M * M * R / dot_s,
+        }
+    total = sum(p["dots_s"] + p["draws_s"] for p in parts.values())
+    return {"floor_s": total, "parts": parts, "dot_flops": sum(p["dot_flops"] for p in parts.values())}
+
+
 def fig6_sweep(quick: bool) -> list[dict]:
-    """The Fig. 6 example in a fresh process: its sweep time (summed) and its predictions."""
+    """The Fig. 6 example in a fresh process: its sweep time (summed over K, compiles included, as the example
+    pays them), its compile and run parts, its predictions, and its floor (`fig6_floor`, this run)."""
     out = fresh_process(_FIG6_CHILD.format(argv=["--quick"] if quick else []))
-    sweeps = {k: v for k, v in out["timings"].items() if k.startswith("sweep_")}
-    sweep_s = float(sum(sweeps.values()))
+    timings = out["timings"]
+    sweeps_s = {k: v for k, v in timings.items() if k.startswith("sweep_")}
+    sweep_s = float(sum(sweeps_s.values()))
+    compile_s = float(sum(v for k, v in timings.items() if k.startswith("compile_")))
+    run_s = float(sum(v for k, v in timings.items() if k.startswith("run_")))
+    floor = fig6_floor(quick)
+    size = fig6_sizes(quick)
     params = {
         "quick": quick,
         "cells_x_seeds": "2 L x 4 cells x 3 seeds" if quick else "4 L x 16 cells x 10 seeds",
         "fresh_process": True,
+        **size,
     }
+    of = "the dense products at the measured batched GEMM rate + the uniforms drawn, per step and K"
     return [
         row(
             "scan_snap/fig6_sweep",
             params=params,
-            compile_s=None,
+            compile_s=compile_s,
             run_s_min=sweep_s,
             repeats=1,
-            sweep_s=sweeps,
+            task="sweep",
+            sweep_s=sweeps_s,
+            sweep_run_s=run_s,
             example_s=out["example_s"],
             process_s=out["wall_s"],
             predictions_hold=all(out["predictions"].values()),
             predictions=out["predictions"],
-            ratio=None if quick else ratio(FIG6_BUDGET_S / sweep_s, f"budget {FIG6_BUDGET_S:g} s / sweep", target=1),
+            floor=versus(sweep_s, floor["floor_s"], of, target=FLOOR_TARGET),
+            run_vs_floor=floor["floor_s"] / run_s if run_s else None,
+            floor_parts=floor["parts"],
+            dot_flops=floor["dot_flops"],
+            note="run_s_min: the summed sweeps, compiles included; sweep_run_s without them; run_vs_floor = floor / it",
         )
     ]
 
@@ -101,7 +178,7 @@ def fig6_sweep(quick: bool) -> list[dict]:
 # --------------------------------------------------------------------------- first calls, Fig. 4 sizes
 def fig4_times(steps: int) -> np.ndarray:
     """The save times of `examples/scan_snap_fig4.py`: iterations 0, 2, ..., 10 and the last, in flow time."""
-    t = np.arange(steps + 1) * (1.0 / (1.0 - MOMENTUM))  # TrainRecord.t
+    t = np.arange(steps + 1) * (1.0 / (1.0 - MOMENTUM))  # the record's ts (step / (1 - beta))
     return np.unique(t[[0, 2, 4, 6, 8, 10, steps]])
 
 
@@ -110,6 +187,9 @@ import json, time
 t0 = time.perf_counter()
 import jax
 jax.config.update("jax_enable_x64", True)
+if {cached!r}:
+    from flows.experiments import compile_cache
+    compile_cache.enable()
 import numpy as np
 from flows.scan_snap import solve_flow, syn_small
 t_import = time.perf_counter() - t0
@@ -143,14 +223,27 @@ print(json.dumps({{"import_s": t_import, "call_s": call_s}}))
 
 
 def first_call(steps: int, target: float) -> list[dict]:
-    """Flow vs SGD first call at `steps` SGD iterations (Fig. 4: 100; the example's quick mode: 30)."""
+    """Flow vs SGD first call at `steps` SGD iterations (Fig. 4: 100; the example's quick mode: 30), the flow's
+    first call against its bare-diffrax floor (`benchmarks._harness.bare_diffrax`, this run) and, at the quick
+    size, a rerun of the flow's script with the compile cache against the rerun without its program load."""
     ts = fig4_times(steps)
     with tempfile.TemporaryDirectory() as tmp:
         zf, zs = os.path.join(tmp, "flow.npy"), os.path.join(tmp, "sgd.npy")
-        flow = fresh_process(_FLOW_CHILD.format(ts=ts.tolist(), path=zf))
+        flow = fresh_process(_FLOW_CHILD.format(ts=ts.tolist(), path=zf, cached=False))
         sgd = fresh_process(_SGD_CHILD.format(steps=steps, momentum=MOMENTUM, path=zs))
         Z_flow, Z_sgd = np.load(zf), np.load(zs)
+        reruns = None
+        if steps == 30:
+            cache = os.path.join(tmp, "cache")
+            child = _FLOW_CHILD.format(ts=ts.tolist(), path=zf, cached=True)
+            reruns = [fresh_process(child, cache_dir=cache) for _ in range(2)]
     err = float(np.linalg.norm(Z_sgd - Z_flow) / np.linalg.norm(Z_flow))
+    classes = syn_small()
+    size = classes.vocab_size**2 + len(classes.query_tokens) * classes.vocab_size  # Y and Z's query rows
+    bare = bare_diffrax(size, len(ts))
+    own = flow["call_s"] - flow["compile_s"] - flow["run_s"]  # data, initial state, checks: the flow's own
+    floor_s = bare["imports"] + own + bare["compile_total"] + flow["run_s"]
+    of = "imports + a bare diffrax solve compiled + the flow's data and run"
     params = {
         "classes": "syn_small",
         "steps": steps,
@@ -160,7 +253,12 @@ def first_call(steps: int, target: float) -> list[dict]:
         "momentum": MOMENTUM,
         "fresh_process": True,
     }
-    return [
+    rat, fl = restate(
+        ratio(sgd["wall_s"] / flow["wall_s"], "SGD first call / flow first call", target=target),
+        sgd["wall_s"] / floor_s,
+        versus(flow["wall_s"], floor_s, of),
+    )
+    rows = [
         row(
             f"scan_snap/first_call(flow,steps={steps})",
             params=params,
@@ -169,10 +267,13 @@ def first_call(steps: int, target: float) -> list[dict]:
             repeats=1,
             steps=flow["steps"],
             error=err,
+            task="first call",
+            floor=versus(flow["wall_s"], floor_s, of),
             import_s=flow["import_s"],
             call_s=flow["call_s"],
             solve_run_s=flow["run_s"],
             first_call_s=flow["wall_s"],
+            bare_diffrax=bare,
         ),
         row(
             f"scan_snap/first_call(sgd,steps={steps})",
@@ -192,10 +293,35 @@ def first_call(steps: int, target: float) -> list[dict]:
             compile_s=None,
             run_s_min=None,
             error=err,
+            task="network beside its limit",
             after_imports=sgd["call_s"] / flow["call_s"],
-            ratio=ratio(sgd["wall_s"] / flow["wall_s"], "SGD first call / flow first call", target=target),
+            ratio=rat,
+            floor=fl,
         ),
     ]
+    if reruns is not None:
+        again = reruns[1]
+        rows.append(
+            row(
+                f"scan_snap/first_call_cached(flow,steps={steps})",
+                params={**params, "compile_cache": "a fresh folder, filled by the first of two runs"},
+                compile_s=again["compile_s"],
+                run_s_min=again["wall_s"],
+                repeats=1,
+                steps=again["steps"],
+                task="rerun with the compile cache",
+                ratio=ratio(flow["wall_s"] / again["wall_s"], "first call without the cache / rerun with it"),
+                floor=versus(
+                    again["wall_s"],
+                    again["wall_s"] - again["compile_s"],
+                    "the rerun without tracing, lowering or loading its program (imports, data, run)",
+                    target=FLOOR_TARGET,
+                ),
+                first_run_s=reruns[0]["wall_s"],
+                import_s=again["import_s"],
+            )
+        )
+    return rows
 
 
 # --------------------------------------------------------------------------- compile per vector field
@@ -211,6 +337,8 @@ from flows.scan_snap import flow
 from flows import _xla
 t_import = time.perf_counter() - t0
 jax.block_until_ready(jax.jit(lambda x: x + 1.0)(1.0))  # the backend's own start-up is not a field's compile
+t = time.perf_counter(); _xla.compile_lowered(jax.jit(lambda x: 2.0 * x + 1.0).lower(1.0))
+trivial_s = time.perf_counter() - t
 classes = syn_small()
 M, K = classes.vocab_size, classes.num_classes
 args = flow.flow_args(classes, 1.0, 1.0, query_rows=True)  # the state solve_flow integrates: Z's query rows
@@ -223,7 +351,7 @@ fields = {{
     "decoder_h_flow": (decoder.decoder_vector_field, np.zeros(()), {{"M": jnp.asarray(float(M)),
                        "eta_Y": jnp.asarray(1.0)}}, lambda: solve_decoder(float(M), 1.0, [0.0, 10.0])),
 }}
-out = {{"import_s": t_import}}
+out = {{"import_s": t_import, "trivial_s": trivial_s}}
 for name, (vf, y, a, solve_it) in fields.items():
     jitted = jax.jit(lambda y, a, vf=vf: vf(0.0, y, a))
     t = time.perf_counter(); lowered = jitted.lower(y, a); trace_s = time.perf_counter() - t
@@ -251,7 +379,9 @@ def vector_field_compile() -> list[dict]:
                 trace_s=o["trace_s"],
                 solve_compile_s=o["solve_compile_s"],
                 solve_first_call_s=o["solve_first_call_s"],
+                task="compile",
                 ratio=ratio(COMPILE_BUDGET_S / o["vf_compile_s"], f"budget {COMPILE_BUDGET_S:g} s / compile", target=1),
+                floor=versus(o["vf_compile_s"], out["trivial_s"], "XLA's compile of a trivial program (x -> 2x + 1)"),
             )
         )
     return rows
@@ -305,7 +435,7 @@ def scaling(quick: bool) -> list[dict]:
     return rows + [scaling_fit(rows, min_M=64 if quick else 256)]
 
 
-# --------------------------------------------------------------------------- vmapped sweep vs Python loop
+# --------------------------------------------------------------------------- batched sweep vs Python loop
 def sweep_pairs(n: int):
     """n (eta_Y, eta_Z) pairs on a sqrt(n) x sqrt(n) log grid (eta_Y in [1, 10], eta_Z in [0.5, 2])."""
     side = int(round(np.sqrt(n)))
@@ -315,44 +445,144 @@ def sweep_pairs(n: int):
     return eY.ravel(), eZ.ravel()
 
 
-def sweep(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int = 1, repeats: int = 3) -> list[dict]:
-    classes = syn_small()
-    eY, eZ = sweep_pairs(n)
-    batch = solve_flow(classes, eY, eZ, ts, reduced=True)
-    vmap_s = best_of(lambda: solve_flow(classes, eY, eZ, ts, reduced=True).ys, repeats)
-    single = solve_flow(classes, eY[0], eZ[0], ts, reduced=True)  # compile the single solve once
-    finals = []
-
-    def loop():
-        finals.clear()
-        for a, b in zip(eY, eZ, strict=True):
-            finals.append(solve_flow(classes, a, b, ts, reduced=True).ys["Z"][-1])
-        return finals[-1]
-
+def _sweep_rows(name, params, *, batch, loop, final, field, y0, bargs, ts, target, repeats, loop_repeats, no_obs=None):
+    """The rows of one sweep (module docstring). `batch()` runs the sweep as a user calls it (the default
+    strategy of `flows.solve_batch`), `loop()` the Python loop of cached single solves (a list of the members'
+    final states, each raveled); `final(ys, saved)` the same (n, -1) array from a batch's `ys` (`saved=True`:
+    leaves (n, saves, ...)) or from the diffrax peer's final states (`saved=False`: leaves (n, ...)); `field`,
+    `y0` (one member's state), `bargs` (batched args) and `ts` are the flow it solves, for the floor and the
+    peer; `no_obs()` the same sweep without observables (or None)."""
+    first = batch()
+    sweep_s = best_of(lambda: batch().ts, repeats)
+    with _strategy("vmap"):
+        vmapped = batch()  # compile
+        vmap_s = best_of(lambda: batch().ts, repeats)
+    finals = loop()  # compile the single solve
     loop_s = best_of(loop, loop_repeats)
-    err = float(np.max(np.abs(np.asarray(batch.ys["Z"][:, -1]) - np.stack([np.asarray(z) for z in finals]))))
-    params = {"classes": "syn_small", "flow": "reduced", "n": n, "t1": float(ts[-1]), "solver": "tsit5"}
+    err = float(np.max(np.abs(final(first.ys, True) - np.stack([np.ravel(f) for f in finals]))))
+    n = int(np.shape(first.ts)[0])
+    steps = sweeps.member_steps(vmapped.num_steps)
+    ys = jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (n,) + np.shape(a)), y0)
+    evals = sweeps.evaluations(vmapped.num_steps)
+    floor_s, eval_s = sweeps.field_floor(field, ys, bargs, 0, evals, repeats=max(5, repeats))
+    peer = sweeps.diffrax_vmap(field, y0, bargs, ts, rtol=1e-8, atol=1e-10, batch_y0=False, batch_args=True,
+                               repeats=repeats)  # fmt: skip
+    peer_err = float(np.max(np.abs(final(first.ys, True) - final(peer["final"], False))))
+    of_floor = "the vector-field evaluations of the members' own solves, batched (benchmarks._sweeps)"
+    rat, fl = restate(
+        ratio(loop_s / sweep_s, "Python loop of cached solves / sweep", target=target),
+        loop_s / floor_s,
+        versus(sweep_s, floor_s, of_floor),
+    )
+    diag = {
+        "member_steps": steps,
+        "lockstep_steps": int(np.max(first.num_steps)),
+        "vmapped_s": vmap_s,
+        "loop_over_vmapped": loop_s / vmap_s,
+        "field_eval_s": eval_s,
+        "evaluations_per_member": float(np.mean(evals)),
+        "save_chunks": -(-len(ts) // SAVE_CHUNK),
+        "strategy": _sweep.config.strategy,
+    }
+    if no_obs is not None:
+        no_obs()
+        diag["no_observables_s"] = best_of(lambda: no_obs().ts, repeats)
     return [
         row(
-            f"scan_snap/sweep_vmap(n={n})",
+            f"scan_snap/{name}(n={n})",
             params=params,
-            compile_s=batch.compile_s,
-            run_s_min=vmap_s,
+            compile_s=first.compile_s,
+            run_s_min=sweep_s,
             repeats=repeats,
-            steps=int(np.max(batch.num_steps)),
+            steps=int(np.max(first.num_steps)),
             error=err,
-            ratio=ratio(loop_s / vmap_s, "Python loop of cached solves / vmapped sweep", target=50),
+            task="sweep",
+            ratio=rat,
+            floor=fl,
+            **diag,
         ),
         row(
-            f"scan_snap/sweep_python_loop(n={n})",
+            f"scan_snap/{name}_diffrax_vmap(n={n})",
             params=params,
-            compile_s=single.compile_s,
+            compile_s=None,
+            run_s_min=peer["run_s"],
+            repeats=repeats,
+            steps=int(np.max(peer["num_steps"])),
+            error=peer_err,
+            task="sweep",
+            ratio=ratio(loop_s / peer["run_s"], "Python loop of cached flows solves / jax.vmap of bare diffeqsolve"),
+            floor=versus(peer["run_s"], floor_s, of_floor),
+            note="the best peer: jax.vmap of diffrax.diffeqsolve (Tsit5, same tolerances and saves), no flows",
+        ),
+        row(
+            f"scan_snap/{name}_python_loop(n={n})",
+            params=params,
+            compile_s=None,
             run_s_min=loop_s,
             repeats=loop_repeats,
-            steps=int(single.num_steps),
+            steps=None,
             error=err,
         ),
     ]
+
+
+class _strategy:
+    """`flows._sweep.config.strategy` set for a block (the benchmark times both strategies in one run)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.old, _sweep.config.strategy = _sweep.config.strategy, self.name
+
+    def __exit__(self, *exc):
+        _sweep.config.strategy = self.old
+
+
+def sweep(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int = 1, repeats: int = 3) -> list[dict]:
+    """The reduced Z-flow on Syn-Small over n (eta_Y, eta_Z) pairs (`sweep_pairs`): `solve_flow` with rate
+    arrays against a loop of `solve_flow` calls (module docstring)."""
+    from flows.scan_snap.flow import flow_args, reduced_vector_field
+
+    classes = syn_small()
+    eY, eZ = sweep_pairs(n)
+    M, K, L = classes.vocab_size, classes.num_classes, len(classes.query_tokens)
+    args = flow_args(classes, 1.0, 1.0, query_rows=True)
+    bargs = {k: np.broadcast_to(np.asarray(v), (n,) + np.shape(v)) for k, v in args.items()} | {
+        "eta_Y": eY,
+        "eta_Z": eZ,
+    }
+    y0 = {"Z": np.zeros((L, M)), "h": np.zeros(()), "B": np.zeros((K,))}
+    kw = dict(t1=float(ts[-1]), ts=np.asarray(ts), rtol=1e-8, atol=1e-10)
+
+    qt = list(classes.query_tokens)
+
+    def loop():
+        return [
+            np.asarray(solve_flow(classes, a, b, ts, reduced=True).ys["Z"][-1])[qt] for a, b in zip(eY, eZ, strict=True)
+        ]
+
+    def final(ys, saved):  # Z's query rows at t1
+        Z = np.asarray(ys["Z"])
+        return (Z[:, -1][:, qt] if saved else Z).reshape(Z.shape[0], -1)
+
+    params = {"classes": "syn_small", "flow": "reduced", "n": n, "t1": float(ts[-1]), "solver": "tsit5"}
+    rows = _sweep_rows(
+        "sweep",
+        params,
+        batch=lambda: solve_flow(classes, eY, eZ, ts, reduced=True),
+        loop=loop,
+        final=final,
+        field=reduced_vector_field,
+        y0=y0,
+        bargs=bargs,
+        ts=ts,
+        target=20,
+        repeats=repeats,
+        loop_repeats=loop_repeats,
+        no_obs=lambda: solve_batch(reduced_vector_field, y0, args=bargs, **kw),
+    )
+    return rows
 
 
 def sweep_symmetric(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int = 1, repeats: int = 3) -> list[dict]:
@@ -364,41 +594,26 @@ def sweep_symmetric(n: int = 256, ts=(0.0, 1.0, 10.0, 30.0), loop_repeats: int =
     bargs = {k: np.full(n, v) for k, v in fixed.items()} | {"eta_Y": eY, "eta_Z": eZ}
     kw = dict(t1=float(ts[-1]), ts=np.asarray(ts), rtol=1e-8, atol=1e-10)
     y0 = np.zeros(3)
-    batch = solve_batch(symmetric_vector_field, y0, args=bargs, **kw)
-    vmap_s = best_of(lambda: solve_batch(symmetric_vector_field, y0, args=bargs, **kw).ys, repeats)
     one = [{k: np.asarray(v[i]) for k, v in bargs.items()} for i in range(n)]
-    single = solve(symmetric_vector_field, y0, args=one[0], **kw)
-    finals = []
 
     def loop():
-        finals.clear()
-        finals.extend(solve(symmetric_vector_field, y0, args=a, **kw).ys[-1] for a in one)
-        return finals[-1]
+        return [np.asarray(solve(symmetric_vector_field, y0, args=a, **kw).ys[-1]) for a in one]
 
-    loop_s = best_of(loop, loop_repeats)
-    err = float(np.max(np.abs(np.asarray(batch.ys[:, -1]) - np.stack([np.asarray(z) for z in finals]))))
     params = {"flow": "class-symmetric reduced (generated)", "n": n, "t1": float(ts[-1]), "solver": "tsit5"}
-    return [
-        row(
-            f"scan_snap/sweep_vmap_symmetric(n={n})",
-            params=params,
-            compile_s=batch.compile_s,
-            run_s_min=vmap_s,
-            repeats=repeats,
-            steps=int(np.max(batch.num_steps)),
-            error=err,
-            ratio=ratio(loop_s / vmap_s, "Python loop of cached solves / vmapped sweep", target=50),
-        ),
-        row(
-            f"scan_snap/sweep_python_loop_symmetric(n={n})",
-            params=params,
-            compile_s=single.compile_s,
-            run_s_min=loop_s,
-            repeats=loop_repeats,
-            steps=int(single.num_steps),
-            error=err,
-        ),
-    ]
+    return _sweep_rows(
+        "sweep_symmetric",
+        params,
+        batch=lambda: solve_batch(symmetric_vector_field, y0, args=bargs, **kw),
+        loop=loop,
+        final=lambda ys, saved: np.asarray(ys)[:, -1] if saved else np.asarray(ys),
+        field=symmetric_vector_field,
+        y0=y0,
+        bargs=bargs,
+        ts=ts,
+        target=50,
+        repeats=repeats,
+        loop_repeats=loop_repeats,
+    )
 
 
 # --------------------------------------------------------------------------- the Adam ODE vs Adam training

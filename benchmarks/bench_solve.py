@@ -8,7 +8,10 @@ and the same right-hand side written in numpy (`benchmarks/_numpy_rhs.py`, check
 atol 1e-10) and the same method: `RK45` vs `dopri5` (the same Dormand-Prince 5(4) tableau; the row with the
 issue's target, ratio = scipy run / flows.solve run >= 10) and `DOP853` vs `dopri8` (ratio recorded, no
 target). Run times are the best of repeats after compile (the whole `flows.solve` call, as a user pays it);
-the JAX compile time is `compile_s`. `error` is the relative max-norm error of the final state against a
+the JAX compile time is `compile_s`. The best peer of each flows.solve run is `jax.jit` of a bare
+`diffrax.diffeqsolve` of the same field, solver and tolerances (`bare_diffrax_run_s`, this run): the scipy row
+carries the flows run against it (`floor`, kind "peer"); a target above scipy / bare diffrax is restated as
+the flows run within 1.5x of bare diffrax. `error` is the relative max-norm error of the final state against a
 tight reference (`dopri8` at rtol 1e-12, atol 1e-14) at the final time. The scipy side runs in its own
 subprocess with `OPENBLAS_CORETYPE` / `OPENBLAS_L2_SIZE` unset (`_harness.numpy_kernel_env`); its row records
 the BLAS kernel numpy ran there (`numpy_kernel`: threadpoolctl internal_api, architecture, version), one
@@ -51,7 +54,7 @@ import numpy as np  # noqa: E402
 
 import flows  # noqa: E402
 from benchmarks import _numpy_rhs  # noqa: E402
-from benchmarks._harness import bench_main, best_of, fresh_process, numpy_kernel_env, ratio, row  # noqa: E402
+from benchmarks._harness import bench_main, best_of, fresh_process, numpy_kernel_env, ratio, restate, row, versus  # noqa: E402
 from flows import cooccurrence as co  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
 from flows.scan_snap import flow as ss_flow  # noqa: E402
@@ -86,7 +89,7 @@ class Problem:
 
 def cooccurrence_problem(n=60, L=5, d=64, m=128, m1=256, t1=300.0, seed=0) -> Problem:
     cfg = co.Config(n=n, L=L, d=d, m=m, m1=m1, variant="paper", seed=seed)
-    args = co.data_args(cfg, num_test=6)  # the test draws are not read by the vector field
+    args = co.spec.data(cfg, num_test=6)  # the test draws are not read by the vector field
     return Problem(
         "cooccurrence",
         co.vector_field,
@@ -206,6 +209,33 @@ def jax_solve(p: Problem, solver: str, rtol: float, atol: float, repeats: int) -
     }
 
 
+def bare_diffrax_run_s(p: Problem, solver: str, rtol: float, atol: float, repeats: int) -> float:
+    """The best peer of a `flows.solve` run: `jax.jit` of a bare `diffrax.diffeqsolve` of the same vector field,
+    state, solver and tolerances (PID controller, saved at t1; no flows), best of `repeats` after compile."""
+    import diffrax
+
+    solver_obj = flows.SOLVERS[solver]()
+
+    def run(y0, args):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(p.vector_field),
+            solver_obj,
+            0.0,
+            p.t1,
+            None,
+            y0,
+            args,
+            saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=100_000,
+            throw=False,
+        ).ys
+
+    fn = jax.jit(run)
+    jax.block_until_ready(fn(p.y0, p.args))
+    return best_of(lambda: fn(p.y0, p.args), repeats)
+
+
 def jax_rhs_call_s(p: Problem, repeats: int = 20) -> float:
     f = jax.jit(p.vector_field)
     jax.block_until_ready(f(0.0, p.y0, p.args))
@@ -265,6 +295,13 @@ def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_ru
     for (method, solver, target), s in zip(pairs, sp["runs"], strict=True):
         j = jax_runs[solver]
         params = {**p.params, "rtol": RTOL, "atol": ATOL}
+        bare_s = bare_diffrax_run_s(p, solver, RTOL, ATOL, max(1, repeats))
+        peer = versus(j["run_s_min"], bare_s, f"jax.jit of a bare diffeqsolve ({solver}, same tolerances)", kind="peer")
+        rat, fl = restate(
+            ratio(s["run_s_min"] / j["run_s_min"], f"scipy {method} run / flows.solve {solver} run", target=target),
+            s["run_s_min"] / bare_s,
+            peer,
+        )
         rows.append(
             row(
                 f"solve_vs_scipy/{p.system}/flows.solve({solver})",
@@ -283,6 +320,7 @@ def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_ru
                 jax_rhs_call_s=rhs_jax,
                 rhs_evals_per_step=stages[solver],
                 reference=ref_info,
+                bare_diffrax_run_s=bare_s,
             )
         )
         nfev = s["nfev"]
@@ -306,9 +344,10 @@ def scipy_rows(p: Problem, ref: np.ndarray, ref_info: dict, repeats: int, jax_ru
                 numpy=sp["numpy"],
                 numpy_env="OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE unset",
                 subprocess_wall_s=sp["wall_s"],
-                ratio=ratio(
-                    s["run_s_min"] / j["run_s_min"], f"scipy {method} run / flows.solve {solver} run", target=target
-                ),
+                task="solver",
+                ratio=rat,
+                floor=fl,
+                bare_diffrax_run_s=bare_s,
             )
         )
     return rows

@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from benchmarks._harness import bench_main, fresh_process, ratio, row
+from benchmarks._harness import bench_main, fresh_process, ratio, row, versus
 
 TARGET = 1.1  # off / on: the workaround saves at least a tenth of the first call
 
@@ -255,7 +255,11 @@ def measure(w: Workaround, repeats: int) -> dict:
         spread=list(spread),
         verdict=verdict(value, spread),
         load_average=[load_before, os.getloadavg()[0]],
+        task="workaround",
         ratio=ratio(value, f"first call without / with {w.switch}", target=TARGET),
+        floor=versus(
+            statistics.median(on), statistics.median(off), f"the same first call without {w.switch}", kind="peer"
+        ),
         **parts,
     )
 

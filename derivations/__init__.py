@@ -1,44 +1,37 @@
 """The symbolic layer: sympy models -> gradient-flow equations -> LaTeX and generated JAX code.
 
-The engine (`gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`), `codegen` (JAX
-emission), `verify` (checks against `jax.grad`), `readable` (printing), `Derivation` (the contract of a
-registered derivation), the registry behind ``python -m flows derive NAME`` (`available`, `derive`,
-`register`, `unregister`) and `write_all` / `check_generated` for the modules in `flows/_generated/`
-(derivations with `module = None` are printed and checked only)."""
+The engine (`gradient_flow`, `push_forward`, `project`, `ParameterGroup`, `FlowSystem`; at symbolic sizes
+`MatrixFlowSystem` and `derivations.matrix`), reductions by symmetry (`reduce_by_symmetry`,
+`find_symmetries`, `SymmetryReduction`), `codegen` (JAX emission), `verify` (checks against `jax.grad`),
+`readable` (printing), `Derivation` (the contract of a registered derivation), the registry behind
+``python -m flows derive NAME`` (`available`, `derive`, `register`, `unregister`) and `write_all` /
+`check_generated` for the modules in `flows/_generated/` (derivations with `module = None` are printed and
+checked only)."""
 
 from __future__ import annotations
+
+from flows import registry as _systems
 
 from . import codegen as codegen
 from . import verify as verify
 from ._printing import readable as readable
 from .base import Derivation as Derivation
-from .cooccurrence import Cooccurrence3TokenDerivation, CooccurrencePhase2Derivation
 from .gradient_flow import ParameterGroup as ParameterGroup
 from .gradient_flow import Projection as Projection
 from .gradient_flow import gradient_flow as gradient_flow
 from .gradient_flow import naive_reduced_gradient as naive_reduced_gradient
 from .gradient_flow import project as project
 from .gradient_flow import push_forward as push_forward
-from .linear_attention import SeparateDerivation, ZFBDerivation
-from .mean_field import MeanFieldAttentionDerivation, MeanFieldMLPDerivation
-from .scan_snap import DecoderDerivation, ReducedSymmetricDerivation
+from .matrix_system import MatrixFlowSystem as MatrixFlowSystem
+from .symmetry import SymmetryReduction as SymmetryReduction
+from .symmetry import reduce_by_symmetry as reduce_by_symmetry
+from .symmetry_search import find_symmetries as find_symmetries
 from .system import FlowSystem as FlowSystem
 
 # name -> derivation class with .name, .module, .source, .system, .to_text(), .to_latex()
-# (.module is None: printed and checked only, no generated module); see `Derivation`
-_REGISTRY: dict[str, type[Derivation]] = {
-    cls.name: cls
-    for cls in (
-        DecoderDerivation,
-        Cooccurrence3TokenDerivation,
-        CooccurrencePhase2Derivation,
-        ReducedSymmetricDerivation,
-        MeanFieldAttentionDerivation,
-        MeanFieldMLPDerivation,
-        ZFBDerivation,
-        SeparateDerivation,
-    )
-}
+# (.module is None: printed and checked only, no generated module); see `Derivation`. The package's own are
+# those of the systems registered in `flows.registry`, the one list of systems and derivations.
+_REGISTRY: dict[str, type[Derivation]] = {cls.name: cls for cls in map(_systems.load, _systems.derivation_paths())}
 # names added by `register` (a user's derivations: never written into the package by write_all)
 _USER: set = set()
 
@@ -92,9 +85,9 @@ def derive(name: str):
     if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"unknown derivation {name!r}; available: {', '.join(available())}")
     d = _REGISTRY[name]()
-    if not isinstance(getattr(d, "system", None), FlowSystem):
+    if not isinstance(getattr(d, "system", None), FlowSystem | MatrixFlowSystem):
         raise ValueError(
-            f"derivation {name!r} did not set self.system to a FlowSystem in __init__ "
+            f"derivation {name!r} did not set self.system to a FlowSystem or MatrixFlowSystem in __init__ "
             f"(got {type(getattr(d, 'system', None)).__name__})"
         )
     return d

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ._printing import readable
+from .matrix_system import MatrixFlowSystem
 from .system import FlowSystem
 
 __all__ = ["Derivation"]
@@ -40,7 +41,7 @@ class Derivation:
     name: str
     module: str | None
     source: str
-    system: FlowSystem
+    system: FlowSystem | MatrixFlowSystem
     result_title: str = "result"
 
     def _steps(self) -> list:

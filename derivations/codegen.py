@@ -3,8 +3,11 @@ anywhere, load it, or compile it in memory.
 
 The state is one array whose last axis holds the coordinates (`y[..., i]`); each parameter is read from
 `args[name]`, and `args` must have exactly the keys in `PARAMS` (else a `ValueError` at trace time). The
-module imports only `jax.numpy` and the standard library. A symbol whose name is not a safe, unique Python
-identifier gets a renamed local (`local_names`); `STATE`, `PARAMS` and the `args` keys keep the names."""
+module imports `jax.numpy`, the few other modules its functions need, and the shared runtime of the generated
+modules (`flows._generated._runtime`: the `args` check, `pack_state`, `unpack_state`). A symbol whose name is
+not a safe, unique Python identifier gets a renamed local (`local_names`); `STATE`, `PARAMS` and the `args` keys
+keep the names. A `MatrixFlowSystem` (sizes as symbols) is emitted with matmul code on a state by name
+(`derivations._emit_matrix`)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,9 @@ import unicodedata
 import sympy as sp
 from sympy.printing.numpy import JaxPrinter
 
-from .gradient_flow import FlowSystem
+from ._emit_matrix import MATRIX_HELPERS, matrix_module_body, print_matrix_methods
+from .matrix_system import MatrixFlowSystem
+from .system import FlowSystem
 
 __all__ = ["GENERATED_DIR", "compile_system", "diff", "emit", "generated_path", "load", "local_names", "write"]
 
@@ -44,86 +49,22 @@ Equations:
 {footer}
 """
 '''
-# The helpers every emitted module carries after `vector_field` (fixed text: the module stays self-contained,
-# importable wherever JAX is). The `args` check reads only the keys, so under jit it runs once, at trace time.
+# What every emitted module defines after `vector_field`: thin wrappers of the shared runtime
+# (`flows/_generated/_runtime.py`), which holds the checks and the packing once for all generated modules.
 _HELPERS = '''
 
 def pack_state(values, dtype=None):
     """The state `y` (e.g. `y0` for `flows.solve`) whose last axis holds `values[name]` for every name in
-    STATE, in that order. `values`: a mapping with exactly the names in STATE, each a real number or array;
-    the arrays broadcast against each other (arrays of shape `s` give states of shape `s + (len(STATE),)`).
-    `dtype`: default JAX's default float."""
-    if not isinstance(values, Mapping):
-        raise ValueError(f"values must be a mapping {{name: value}} with the names in STATE = {STATE}, "
-                         f"got {type(values).__name__}")
-    _check_keys("values", values, STATE, "STATE")
-    dtype = jnp.result_type(float) if dtype is None else dtype
-    arrays = []
-    for name in STATE:
-        try:
-            value = jnp.asarray(values[name])
-        except TypeError as err:
-            raise ValueError(f"values[{name!r}] must be a real number or array, "
-                             f"got {type(values[name]).__name__}") from err
-        if not (jnp.issubdtype(value.dtype, jnp.integer) or jnp.issubdtype(value.dtype, jnp.floating)):
-            raise ValueError(f"values[{name!r}] must be real numbers, got dtype {value.dtype}")
-        arrays.append(value.astype(dtype))
-    try:
-        arrays = jnp.broadcast_arrays(*arrays)
-    except ValueError as err:
-        shapes = {name: tuple(a.shape) for name, a in zip(STATE, arrays, strict=True)}
-        raise ValueError(f"values: the shapes {shapes} do not broadcast against each other") from err
-    return jnp.stack(arrays, axis=-1)
+    STATE, in that order; arrays broadcast (shape `s` gives states of shape `s + (len(STATE),)`)."""
+    return _runtime.pack_state(values, STATE, SYSTEM, dtype)
 
 
 def unpack_state(ys):
-    """`{name: ys[..., i]}` for every name in STATE (the inverse of `pack_state`): `ys` is one state `(n,)`,
-    the saved states of a solve `(T, n)`, of a batch `(B, T, n)`, or a `flows.Trajectory` (its `ys`)."""
-    if hasattr(ys, "ys") and hasattr(ys, "ts"):  # a flows.Trajectory
-        if ys.ys is None:
-            raise ValueError("ys: the trajectory saved no states (ys is None); solve with save_states=True")
-        ys = ys.ys
-    try:
-        ys = jnp.asarray(ys)
-    except TypeError as err:
-        raise ValueError(f"ys must be an array of states or a flows.Trajectory, got {type(ys).__name__}") from err
-    if ys.ndim == 0 or ys.shape[-1] != len(STATE):
-        raise ValueError(f"ys must hold the {len(STATE)} coordinates STATE = {STATE} on its last axis, "
-                         f"got shape {tuple(ys.shape)}")
-    return {name: ys[..., i] for i, name in enumerate(STATE)}
-
-
-def _check_args(args):
-    """`args` must hold exactly the keys in PARAMS: a misspelt key would otherwise be ignored silently."""
-    if args is None and not PARAMS:
-        return
-    if not isinstance(args, Mapping):
-        raise ValueError(f"args must be a mapping with the keys PARAMS = {PARAMS}, got {type(args).__name__}")
-    _check_keys("args", args, PARAMS, "PARAMS")
-
-
-def _check_keys(field, given, expected, what):
-    missing = [k for k in expected if k not in given]
-    unknown = [k for k in given if k not in expected]
-    if not (missing or unknown):
-        return
-    parts = []
-    for k in unknown:
-        close = _close_match(k, missing) if isinstance(k, str) else None  # a misspelt key leaves one missing
-        parts.append(f"unknown key {k!r}" + (f" (did you mean {close!r}?)" if close else ""))
-    if missing:
-        parts.append(f"missing {', '.join(map(repr, missing))}")
-    raise ValueError(f"{field} of {SYSTEM!r}: {'; '.join(parts)}; the keys must be exactly {what} = {expected}")
-
-
-def _close_match(key, names):
-    """The name in `names` closest to `key` (also ignoring case), or None."""
-    close = difflib.get_close_matches(key, names, n=1)
-    if not close:
-        lower = {n.lower(): n for n in names}
-        close = [lower[c] for c in difflib.get_close_matches(key.lower(), list(lower), n=1)]
-    return close[0] if close else None
+    """`{name: ys[..., i]}` for every name in STATE: `ys` one state, saved states or a `flows.Trajectory`."""
+    return _runtime.unpack_state(ys, STATE)
 '''
+#: the import of the shared runtime (absolute, so that a module written into any folder finds it)
+RUNTIME_IMPORT = "from flows._generated import _runtime"
 
 _PACKAGE_FOOTER = "Re-generate with `python -m derivations --write`; a test fails when this file is out of date."
 _USER_FOOTER = "Re-generate with `derivations.codegen.write` (or build it in memory with `codegen.compile_system`)."
@@ -134,7 +75,7 @@ _CSE_NAME = re.compile(re.escape(_CSE_PREFIX) + r"\d+")
 # (`jnp` always; `functools`, `jax` for reduce and jax.scipy.special) and every builtin (it calls `abs`).
 _FUNCTION_NAMES = frozenset({"t", "y", "args"})
 # module-level helpers the emitted function calls (a local of that name would shadow them)
-_HELPER_NAMES = frozenset({"_check_args"})
+_HELPER_NAMES = frozenset({"_runtime", "_sizes"})
 _MODULE_NAMES = frozenset({"jnp", "jax", "functools", "numpy", "math", "scipy"})
 _RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | _FUNCTION_NAMES | _MODULE_NAMES | _HELPER_NAMES
 
@@ -176,6 +117,9 @@ class _Printer(JaxPrinter):
         )
 
 
+_MatrixPrinter = print_matrix_methods(_Printer)
+
+
 def _identifier(name: str) -> str:
     """`name` as a Python identifier: NFKC-normalised (as Python reads identifiers), invalid characters as
     `_`, prefixed with `s_` when it would not start like one."""
@@ -188,18 +132,18 @@ def _reserved(name: str) -> bool:
     return name in _RESERVED or _CSE_NAME.fullmatch(name) is not None
 
 
-def local_names(system: FlowSystem) -> dict:
+def local_names(system: FlowSystem | MatrixFlowSystem) -> dict:
     """{symbol: the local variable name the emitted code uses for it}, state first, then params.
 
     A symbol keeps its own name when that is a safe, unique identifier; otherwise it is sanitised (`eta.1` ->
     `eta_1`, `1x` -> `s_1x`) and suffixed with `_` until it is no keyword, builtin, name of the emitted code
-    (`t`, `y`, `args`, `jnp`, `_check_args`, the CSE temporaries `_x0`, ...) or other local. Two different
+    (`t`, `y`, `args`, `jnp`, `_runtime`, the CSE temporaries `_x0`, ...) or other local. Two different
     symbols with the same name (e.g. different assumptions) are a `ValueError`: their keys would be ambiguous.
     """
-    symbols = tuple(system.state) + tuple(system.params)
+    symbols = tuple(system.state) + tuple(system.params) + tuple(getattr(system, "sizes", ()))
     by_name: dict = {}
     for s in symbols:
-        if not isinstance(s, sp.Symbol):
+        if not isinstance(s, sp.Symbol | sp.MatrixSymbol):
             raise ValueError(f"system: state and params must be sympy Symbols, got {s!r} ({type(s).__name__})")
         other = by_name.setdefault(s.name, s)
         if other is not s and other != s:
@@ -244,8 +188,8 @@ def _doc_text(text: str) -> str:
 
 
 def _check_system(system) -> None:
-    if not isinstance(system, FlowSystem):
-        raise ValueError(f"system must be a derivations.FlowSystem, got {type(system).__name__}")
+    if not isinstance(system, FlowSystem | MatrixFlowSystem):
+        raise ValueError(f"system must be a derivations.FlowSystem or MatrixFlowSystem, got {type(system).__name__}")
 
 
 def _check_module(module) -> str:
@@ -254,7 +198,7 @@ def _check_module(module) -> str:
     return module
 
 
-def emit(system: FlowSystem, *, module: str | None = None, source: str = "") -> str:
+def emit(system: FlowSystem | MatrixFlowSystem, *, module: str | None = None, source: str = "") -> str:
     """The source text of the generated module for `system` (deterministic), as written into the package.
 
     `source` says where the derivation lives (it goes into the header); `module`, when given, is only
@@ -277,14 +221,13 @@ def _emit(system, *, module, source, footer) -> str:
                 f"system: the right-hand side of {sym} contains {bad[0]} (a division by zero or an "
                 f"undefined value in the derivation): {e}"
             )
-    printer = _Printer({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": False})
-    rename = {s: sp.Symbol(n) for s, n in local.items()}
-    exprs = [sp.sympify(e).xreplace(rename) for e in system.rhs]
+    matrix = isinstance(system, MatrixFlowSystem)
+    printer = (_MatrixPrinter if matrix else _Printer)(
+        {"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": False}
+    )
     gen = sp.numbered_symbols(_CSE_PREFIX)
-    replacements, reduced = sp.cse(exprs, symbols=gen, optimizations="basic", order="canonical")
     try:
-        assigned = [(sym, printer.doprint(expr)) for sym, expr in replacements]
-        outs = [printer.doprint(e) for e in reduced]
+        lines = (matrix_module_body if matrix else _scalar_module_body)(system, local, printer, gen, _doc_text)
     except NotImplementedError as err:  # sympy's PrintMethodNotImplementedError
         raise ValueError(
             f"system: the JAX code generator cannot print part of the right-hand side: {str(err).splitlines()[0]}"
@@ -298,18 +241,36 @@ def _emit(system, *, module, source, footer) -> str:
     eq_lines = "\n".join("    " + line for line in eq_text.splitlines())
     desc = "\n".join(line.rstrip() for line in system.description.strip().splitlines())
     fields = dict(source=source or "(not given)", name=system.name, description=desc, equations=eq_lines, footer=footer)
-    body = [_HEADER.format(**{k: _doc_text(v) for k, v in fields.items()})]
-    imports = ["import difflib", "from collections.abc import Mapping", "", "import jax.numpy as jnp"]
-    body += [
-        "\n".join([*imports, *sorted(printer.imports)]) + "\n",
+    imports = [*sorted(printer.imports, key=lambda line: ("jax" in line, line)), "import jax.numpy as jnp"]
+    body = [
+        _HEADER.format(**{k: _doc_text(v) for k, v in fields.items()}),
+        "\n".join(imports) + "\n",
+        RUNTIME_IMPORT + "\n",
+    ]
+    text = "\n".join(body + lines) + "\n" + (MATRIX_HELPERS if matrix else _HELPERS)
+    try:
+        ast.parse(text)
+    except SyntaxError as err:  # a bug of this module, never of the user's names
+        raise RuntimeError(f"codegen emitted invalid Python for {system.name!r}: {err}") from err
+    return text
+
+
+def _scalar_module_body(system, local, printer, gen, doc_text) -> list[str]:
+    """The constants and `vector_field` of a system of scalar coordinates (one array, last axis the state)."""
+    rename = {s: sp.Symbol(n) for s, n in local.items()}
+    exprs = [sp.sympify(e).xreplace(rename) for e in system.rhs]
+    replacements, reduced = sp.cse(exprs, symbols=gen, optimizations="basic", order="canonical")
+    assigned = [(sym, printer.doprint(expr)) for sym, expr in replacements]
+    outs = [printer.doprint(e) for e in reduced]
+    body = [
         f"STATE = {ascii(tuple(s.name for s in system.state))}",
         f"PARAMS = {ascii(tuple(p.name for p in system.params))}",
         f"SYSTEM = {ascii(system.name)}\n\n",
         "def vector_field(t, y, args):",
-        f'    """d({_doc_text(", ".join(s.name for s in system.state))})/dt for state `y[..., i]` in STATE order and',
+        f'    """d({doc_text(", ".join(s.name for s in system.state))})/dt for state `y[..., i]` in STATE order and',
         "    `args` a mapping with exactly the keys in PARAMS (others are a ValueError); broadcasts over leading",
         '    axes."""',
-        "    _check_args(args)",
+        "    _runtime.check_args(args, PARAMS, SYSTEM)",
     ]
     # every local is read before any is written, so a state named like a parameter key cannot interfere
     body += [f"    {local[s]} = y[..., {i}]" for i, s in enumerate(system.state)]
@@ -317,22 +278,16 @@ def _emit(system, *, module, source, footer) -> str:
     body += [f"    {sym} = {text}" for sym, text in assigned]
     stacked = [f"jnp.broadcast_to({o}, y[..., 0].shape)" for o in outs]
     if len(outs) == 1:
-        body.append(f"    return jnp.stack([{stacked[0]}], axis=-1)")
-    else:
-        body += [
-            "    return jnp.stack(",
-            "        [",
-            *(f"            {s}," for s in stacked),
-            "        ],",
-            "        axis=-1,",
-            "    )",
-        ]
-    text = "\n".join(body) + "\n" + _HELPERS
-    try:
-        ast.parse(text)
-    except SyntaxError as err:  # a bug of this module, never of the user's names
-        raise RuntimeError(f"codegen emitted invalid Python for {system.name!r}: {err}") from err
-    return text
+        return [*body, f"    return jnp.stack([{stacked[0]}], axis=-1)"]
+    return [
+        *body,
+        "    return jnp.stack(",
+        "        [",
+        *(f"            {s}," for s in stacked),
+        "        ],",
+        "        axis=-1,",
+        "    )",
+    ]
 
 
 def _out_dir(out_dir) -> pathlib.Path:
@@ -354,7 +309,11 @@ def _footer(out_dir) -> str:
 
 
 def write(
-    system: FlowSystem, *, out_dir: PathLike | None = None, module: str | None = None, source: str = ""
+    system: FlowSystem | MatrixFlowSystem,
+    *,
+    out_dir: PathLike | None = None,
+    module: str | None = None,
+    source: str = "",
 ) -> pathlib.Path:
     """Write the emitted module to `<out_dir>/<module>.py` (atomically, creating `out_dir`) and return its path.
 
@@ -410,7 +369,7 @@ def load(path: PathLike) -> types.ModuleType:
 _COMPILED_COUNT = itertools.count()
 
 
-def compile_system(system: FlowSystem, *, source: str = "") -> types.ModuleType:
+def compile_system(system: FlowSystem | MatrixFlowSystem, *, source: str = "") -> types.ModuleType:
     """The module `write` + `load` would give, built in memory from `emit(system)` (no file is written).
 
     The emitted text is kept as `mod.SOURCE` and in `linecache`, so tracebacks show the generated lines.
@@ -428,7 +387,9 @@ def compile_system(system: FlowSystem, *, source: str = "") -> types.ModuleType:
     return _check_flow_module(mod, f"the module compiled from {system.name!r}")
 
 
-def diff(system: FlowSystem, *, module: str, source: str = "", out_dir: PathLike | None = None) -> str:
+def diff(
+    system: FlowSystem | MatrixFlowSystem, *, module: str, source: str = "", out_dir: PathLike | None = None
+) -> str:
     """Unified diff between the file `<out_dir>/<module>.py` and a fresh emission ('' when identical)."""
     path = generated_path(module, out_dir)
     fresh = _emit(system, module=module, source=source, footer=_footer(out_dir))

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import sympy as sp
 
+from .matrix import matrix_gradient_flow
+from .matrix_system import MatrixFlowSystem
 from .system import FlowSystem, check_same_symbols, check_symbols, ordered_params, simplified, sympy_value
 
 __all__ = ["ParameterGroup", "Projection", "gradient_flow", "naive_reduced_gradient", "project", "push_forward"]
@@ -55,7 +57,7 @@ class ParameterGroup:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"ParameterGroup.name must be a non-empty string, got {self.name!r}")
-        syms = check_symbols(f"ParameterGroup.symbols of {self.name!r}", self.symbols)
+        syms = check_symbols(f"ParameterGroup.symbols of {self.name!r}", self.symbols, matrices=True)
         object.__setattr__(self, "symbols", syms)
         mult = (1,) * len(syms) if self.multiplicities is None else self.multiplicities
         if isinstance(mult, sp.Basic | str | numbers.Number):
@@ -96,8 +98,13 @@ def gradient_flow(
     description: str = "",
     simplify: bool = True,
     params: Sequence[sp.Symbol] | None = None,
-) -> FlowSystem:
+    symmetric: Sequence[sp.MatrixSymbol] = (),
+) -> FlowSystem | MatrixFlowSystem:
     """The gradient flow d theta/dt = -eta_g / m_i * dL/d theta_i of `loss` over the symbols of `groups`.
+
+    A loss of matrices (traces of products of `MatrixSymbol`s whose sizes are symbols) gives the flow at
+    symbolic sizes, a `MatrixFlowSystem` (`derivations.matrix`): the groups may then hold matrix symbols,
+    and `symmetric` lists the matrix parameters known to be symmetric.
 
     **Arguments:**
 
@@ -112,6 +119,10 @@ def gradient_flow(
     loss = _check_loss(loss)
     groups = _check_groups(groups)
     _check_name(name)
+    if loss.atoms(sp.MatrixSymbol) or any(isinstance(s, sp.MatrixSymbol) for g in groups for s in g.symbols):
+        return matrix_gradient_flow(
+            loss, groups, name=name, description=description, params=params, symmetric=symmetric
+        )
     seen = set()
     for group in groups:
         for sym in group.symbols:
@@ -146,6 +157,7 @@ def gradient_flow(
         params=ordered_params(rhs, state, _declared_by_groups(groups), params),
         metric=tuple(metric),
         description=description,
+        loss=loss,
     )
 
 
@@ -228,6 +240,7 @@ def project(
     name: str,
     description: str = "",
     params: Sequence[sp.Symbol] | None = None,
+    simplify: bool = True,
 ) -> Projection:
     """Restrict `system` to the ansatz theta = phi(h): h_dot = (J^T G J)^{-1} J^T G theta_dot(phi(h)).
 
@@ -239,6 +252,8 @@ def project(
     - `coords`: the new coordinates h (distinct sympy Symbols, each appearing in the ansatz).
     - `params`: the order of the reduced system's parameters, as in `gradient_flow`. Default: those of
       `system` in its order, then the ansatz's new symbols by name.
+    - `simplify`: simplify the reduced right-hand sides and the residual (`False` keeps them as computed:
+      for large expressions, whose equal terms sympy already combines).
 
     **Returns:** a `Projection` (the reduced system and the invariance residual); a `ValueError` names a bad
     argument, including a symbol with the name of one of `system`'s but other assumptions.
@@ -280,13 +295,14 @@ def project(
     phi = sp.Matrix([ansatz[s] for s in system.state])
     J = phi.jacobian(list(coords))
     G = sp.diag(*system.metric)
-    theta_dot = sp.Matrix([sp.sympify(e).subs(ansatz) for e in system.rhs])
+    theta_dot = sp.Matrix([sp.sympify(e).xreplace(ansatz) for e in system.rhs])
     normal = sp.simplify(J.T * G * J)
     if normal.det() == 0:
         raise ValueError("the ansatz Jacobian has dependent columns (J^T G J is singular)")
     h_dot = normal.inv() * (J.T * G * theta_dot)
-    h_dot = [simplified(e) for e in h_dot]
-    residual = tuple(sp.simplify(e) for e in (theta_dot - J * sp.Matrix(h_dot)))
+    tidy = simplified if simplify else (lambda e: e)
+    h_dot = [tidy(e) for e in h_dot]
+    residual = tuple((sp.simplify if simplify else tidy)(e) for e in (theta_dot - J * sp.Matrix(h_dot)))
     reduced = FlowSystem(
         name=name,
         state=coords,

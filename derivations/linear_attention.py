@@ -4,20 +4,22 @@ Papers: (ZFB) Zhang, Frei, Bartlett, JMLR 2024, arXiv:2306.09927; (ZSLS) Zhang, 
 arXiv:2501.16265. Convention: ZFB's loss L = (1/2) E[(y_hat - y_q)^2] and flow d theta/dt = -grad L (eqs 3.7-3.9);
 ZSLS's flow tau dW/dt = -(1/2) dL_ZSLS/dW (eq 5) with L_ZSLS = 2 L runs on the same clock t/tau.
 
-For a model predicting y_hat = x_q^T G h, with Lambda = diag(lambda_1..lambda_d) (the eigenbasis), the exact
-population loss is (docs/systems/linear_attention.md)
+For a model predicting y_hat = x_q^T G h, with Lambda the covariance of the inputs, the exact population loss
+is (docs/systems/linear_attention.md)
 
     2 L = tr(G^T Lambda G Gamma Lambda) - 2 tr(Lambda G Lambda) + tr(Lambda),
     Gamma = (1 + 1/N) Lambda + tr(Lambda)/N I.
 
 1. `linear_attention-zfb` (ZFB Lemma 5.2, eq 5.4): the single head with its zero blocks kept zero, value entry
    u = w^{PV}_22 and key-query block U = W^{KQ}_11, so G = u U^T; the gradient flow in (u, U) of this loss,
-   derived by sympy for d = `ZFB_DIM` (the state u, U11..Udd; parameters lambda1..lambdad, N).
+   derived once at symbolic size d (U and Lambda d x d matrix symbols, Lambda symmetric): the generated module
+   runs at every d, in any basis (Lambda the covariance itself, not only its eigenvalues).
 2. `linear_attention-separate` (ZSLS eq 21): one rank-one head on eigen-direction i, value v, key k and query
    q along r_i, so G = v q k^T contributes g = v k q to G_ii and the loss of that direction is
    L_i = (1/2)(lambda^2 gamma g^2 - 2 lambda^2 g + lambda), gamma = (1 + 1/N) lambda + trace/N. Its gradient
-   flow in (v, k, q) is projected on the balanced ansatz v = k = q = s (invariant: the residual is zero),
-   giving ds/dt = lambda^2 s^2 - lambda^3 (1 + (1 + trace/lambda)/N) s^5, which is ZSLS eq 21 with tau = 1.
+   flow in (v, k, q) is reduced by its symmetries (the permutations of (v, k, q), found by `find_symmetries`)
+   to their fixed subspace v = k = q = s, giving ds/dt = lambda^2 s^2 - lambda^3 (1 + (1 + trace/lambda)/N) s^5,
+   which is ZSLS eq 21 with tau = 1.
 
 `write()` emits both into `flows/_generated/` and `diff()` compares the committed modules with a fresh emission.
 """
@@ -30,64 +32,58 @@ import sympy as sp
 
 from . import codegen
 from .base import Derivation
-from .gradient_flow import ParameterGroup, gradient_flow, project
+from .gradient_flow import ParameterGroup, gradient_flow
+from .symmetry import reduce_by_symmetry
+from .symmetry_search import find_symmetries
 from .system import FlowSystem
 
-__all__ = [
-    "ZFB_DIM",
-    "SeparateDerivation",
-    "ZFBDerivation",
-    "diff",
-    "population_loss_of_G",
-    "separate_direction_loss",
-    "write",
-]
-
-#: the dimension d of the generated ZFB flow (the reference configuration of the docs page).
-ZFB_DIM = 4
+__all__ = ["SeparateDerivation", "ZFBDerivation", "diff", "population_loss_of_G", "separate_direction_loss", "write"]
 
 
-def population_loss_of_G(G: sp.Matrix, lam: list, N: sp.Symbol) -> sp.Expr:
-    """L(G) = (1/2)(tr(G^T Lambda G Gamma Lambda) - 2 tr(Lambda G Lambda) + tr Lambda) with Lambda = diag(lam)."""
-    d = len(lam)
-    Lam = sp.diag(*lam)
-    trace = sum(lam)
-    Gam = (1 + 1 / N) * Lam + (trace / N) * sp.eye(d)
-    return sp.Rational(1, 2) * ((G.T * Lam * G * Gam * Lam).trace() - 2 * (Lam * G * Lam).trace() + trace)
+def population_loss_of_G(G: sp.MatrixExpr | sp.MatrixBase, Lam: sp.MatrixExpr | sp.MatrixBase, N: sp.Symbol) -> sp.Expr:
+    """L(G) = (1/2)(tr(G^T Lambda G Gamma Lambda) - 2 tr(Lambda G Lambda) + tr Lambda), Gamma = (1 + 1/N) Lambda +
+    tr(Lambda)/N I: `G`, `Lam` d x d matrix symbols (a loss at symbolic size) or explicit sympy matrices."""
+    explicit = isinstance(Lam, sp.MatrixBase)
+    eye = sp.eye(Lam.rows) if explicit else sp.Identity(Lam.rows)
+    Gam = (1 + 1 / N) * Lam + (sp.Trace(Lam) / N) * eye
+    return sp.Rational(1, 2) * (sp.Trace(G.T * Lam * G * Gam * Lam) - 2 * sp.Trace(Lam * G * Lam) + sp.Trace(Lam))
 
 
-def zfb_symbols(d: int = ZFB_DIM):
-    """(u, U (d x d sympy Matrix), lambdas (list), N): the value entry, the key-query block, the eigenvalues and
-    the prompt length."""
+def zfb_symbols():
+    """(u, U, Lambda, N, d): the value entry, the key-query block (d x d), the covariance (d x d), the prompt
+    length and the size d (a symbol)."""
+    d = sp.Symbol("d", integer=True, positive=True)
     u = sp.Symbol("u", real=True)
-    U = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"U{i + 1}{j + 1}", real=True))
-    lam = list(sp.symbols(f"lambda1:{d + 1}", positive=True))
+    U = sp.MatrixSymbol("U", d, d)
+    Lam = sp.MatrixSymbol("Lambda", d, d)
     N = sp.Symbol("N", positive=True)
-    return u, U, lam, N
+    return u, U, Lam, N, d
 
 
 class ZFBDerivation(Derivation):
-    """The reduced single-head flow in (u, U) (ZFB Lemma 5.2), for `python -m flows derive linear_attention-zfb`."""
+    """The reduced single-head flow in (u, U) (ZFB Lemma 5.2) at symbolic size d, for
+    `python -m flows derive linear_attention-zfb`."""
 
     name = "linear_attention-zfb"
     module = "linear_attention_zfb"
     source = "derivations.linear_attention:ZFBDerivation"
 
     def __init__(self) -> None:
-        u, U, lam, N = zfb_symbols()
+        u, U, Lam, N, _ = zfb_symbols()
         self.G = u * U.T
-        self.loss = population_loss_of_G(self.G, lam, N)
-        groups = [ParameterGroup("value", (u,), 1), ParameterGroup("key_query", tuple(U), 1)]
+        self.loss = population_loss_of_G(self.G, Lam, N)
+        groups = [ParameterGroup("value", (u,), 1), ParameterGroup("key_query", (U,), 1)]
         self.system = gradient_flow(
             self.loss,
             groups,
             name=self.name,
-            params=(*lam, N),
+            params=(Lam, N),
+            symmetric=(Lam,),
             description=(
                 "Linear self-attention, one head (Zhang, Frei, Bartlett 2024, Lemma 5.2, eq 5.4), zero blocks\n"
-                f"kept zero: value entry u = w_22, key-query block U = W_11 (d = {ZFB_DIM}, Lambda diagonal),\n"
-                "G = u U^T; gradient flow of L = (1/2)(tr(G^T Lambda G Gamma Lambda) - 2 tr(Lambda G Lambda) +\n"
-                "tr Lambda), Gamma = (1 + 1/N) Lambda + tr(Lambda)/N I (eqs 3.7-3.9)."
+                "kept zero: value entry u = w_22, key-query block U = W_11 (d x d, any d), covariance Lambda\n"
+                "(d x d, symmetric), G = u U^T; gradient flow of L = (1/2)(tr(G^T Lambda G Gamma Lambda) -\n"
+                "2 tr(Lambda G Lambda) + tr Lambda), Gamma = (1 + 1/N) Lambda + tr(Lambda)/N I (eqs 3.7-3.9)."
             ),
         )
 
@@ -130,27 +126,33 @@ class SeparateDerivation(Derivation):
             params=(lam, N, trace),
             description="One rank-one head on one eigen-direction: value v, key k, query q (ZSLS eqs 12-14).",
         )
-        self.ansatz = {v: s, k: s, q: s}
-        self.projection = project(
+        assert isinstance(self.head_flow, FlowSystem)  # a loss of scalars
+        # no ansatz: the loss depends on v k q only, so permuting (v, k, q) is a symmetry; its fixed subspace
+        # v = k = q is invariant and the flow restricted to it is the balanced one
+        self.symmetries = find_symmetries(self.head_flow)
+        self.reduction = reduce_by_symmetry(
             self.head_flow,
-            self.ansatz,
-            (s,),
+            self.symmetries,
+            coords=(s,),
             name=self.name,
-            params=(lam, N, trace),
             description=(
                 "Linear attention with separate rank-one key and query (Zhang, Singh, Latham, Saxe 2025, eq 21):\n"
-                "one head on one eigen-direction of Lambda (eigenvalue lam, trace = tr Lambda), balanced ansatz\n"
-                "v = k = q = s; ds/dt = lam^2 s^2 - lam^3 (1 + (1 + trace/lam)/N) s^5 (tau = 1, ZFB's clock)."
+                "one head on one eigen-direction of Lambda (eigenvalue lam, trace = tr Lambda), reduced by the\n"
+                "permutations of (v, k, q) (found, not assumed) to v = k = q = s;\n"
+                "ds/dt = lam^2 s^2 - lam^3 (1 + (1 + trace/lam)/N) s^5 (tau = 1, ZFB's clock)."
             ),
         )
-        self.system: FlowSystem = self.projection.system
+        self.projection = self.reduction.projection
+        self.ansatz = self.projection.ansatz
+        self.system: FlowSystem = self.reduction.system
 
     def _steps(self) -> list:
         return [
             ("loss of one direction, G_ii = v k q", [sp.Eq(sp.Symbol("L_i"), self.loss)]),
             ("gradient flow of the head", self.head_flow.equations()),
-            ("balanced ansatz", [sp.Eq(key, val) for key, val in self.ansatz.items()]),
-            ("invariance residual (zero: the ansatz is invariant)", [sp.Matrix(self.projection.residual)]),
+            ("symmetries of the flow (find_symmetries: permutations of (v, k, q))", list(self.symmetries)),
+            ("fixed subspace of the symmetries", [sp.Eq(key, val) for key, val in self.ansatz.items()]),
+            ("invariance residual (zero: the subspace is invariant)", [sp.Matrix(self.projection.residual)]),
         ]
 
 

@@ -12,7 +12,16 @@ import sympy as sp
 from .base import Derivation
 from .gradient_flow import FlowSystem, ParameterGroup, gradient_flow, naive_reduced_gradient, project
 
-__all__ = ["DecoderDerivation", "decoder_h_flow", "decoder_logit_flow", "decoder_symbols", "explicit_decoder_h_flow"]
+__all__ = [
+    "DecoderDerivation",
+    "ReducedSymmetricDerivation",
+    "decoder_h_flow",
+    "decoder_logit_flow",
+    "decoder_symbols",
+    "explicit_decoder_h_flow",
+    "quasi_static_z_flow",
+    "reduced_symmetric_symbols",
+]
 
 
 def decoder_symbols() -> tuple[sp.Symbol, ...]:
@@ -35,6 +44,7 @@ def decoder_logit_flow() -> tuple[FlowSystem, sp.Expr]:
         description="Decoder logits of one class, attention frozen: w_dot = eta_Y (e_n - alpha_n) "
         "(Tian et al. 2023, Lemma 3), in token classes (target, M-1 others).",
     )
+    assert isinstance(system, FlowSystem)  # a loss of scalars
     return system, loss
 
 
@@ -74,7 +84,9 @@ class DecoderDerivation(Derivation):
 
 def decoder_h_flow() -> FlowSystem:
     """The derived scalar flow dh/dt = eta_Y / ((M - 1) + e^{M h}) (Lemma 6, eq. 45)."""
-    return DecoderDerivation().system
+    system = DecoderDerivation().system
+    assert isinstance(system, FlowSystem)
+    return system
 
 
 def explicit_decoder_h_flow(M: int) -> sp.Expr:
@@ -89,6 +101,7 @@ def explicit_decoder_h_flow(M: int) -> sp.Expr:
     w = sp.symbols(f"w0:{M}", real=True)
     loss = -w[0] + sp.log(sum(sp.exp(wi) for wi in w))
     system = gradient_flow(loss, [ParameterGroup("w", w, eta_Y)], name=f"explicit-{M}", simplify=False)
+    assert isinstance(system, FlowSystem)  # a loss of scalars
     ansatz = {w[0]: (M - 1) * h, **{wi: -h for wi in w[1:]}}
     proj = project(system, ansatz, (h,), name=f"explicit-h-{M}")
     return proj.system.rhs[0]
@@ -158,3 +171,53 @@ class ReducedSymmetricDerivation(Derivation):
             ("(F^T F)^{-1} = a I + b 1 1^T", [sp.Eq(a, self.inverse[a]), sp.Eq(b, self.inverse[b])]),
             ("reduced flow", self.system.equations()),
         ]
+
+
+def quasi_static_z_flow(K: int, D: int, C: int) -> FlowSystem:
+    """The quasi-static reduced Z-flow (Lemma 4, eq. 10, paper time K P(n) = 1) of a class-symmetric instance
+    written entry by entry, with no symmetry assumed: K classes, each with its own query token, D distinct
+    tokens of probability p_d and C common tokens (shared by all classes) of probability p_c; the state is
+    every logit of every query row on its class's support (`z{n}_d{j}`, `z{n}_c{j}`), the rate
+    z_dot = eta_Z gamma diag(f_n) P^perp_{f_n} (F^dagger)^T e_n with F^dagger = F^T (F F^T)^{-1}.
+    `reduce_by_symmetry(flow, find_symmetries(flow))` gives `ReducedSymmetricDerivation` at these counts."""
+    for label, value in (("K", K), ("D", D), ("C", C)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
+    _, _, p_d, p_c, _, _, _, eta_Z, gamma = reduced_symmetric_symbols()
+    z = [
+        [sp.Symbol(f"z{n + 1}_d{j + 1}", real=True) for j in range(D)]
+        + [sp.Symbol(f"z{n + 1}_c{j + 1}", real=True) for j in range(C)]
+        for n in range(K)
+    ]
+    tokens = K * D + C  # class n's distinct tokens, then the common ones
+    F = sp.zeros(K, tokens)
+    for n in range(K):
+        weighted = [p_d * sp.exp(x) for x in z[n][:D]] + [p_c * sp.exp(x) for x in z[n][D:]]
+        norm = sp.sqrt(sum(w**2 for w in weighted))
+        for j, w in enumerate(weighted):
+            F[n, n * D + j if j < D else K * D + (j - D)] = w / norm
+    # (F F^T)^{-1} = adj / det of a symmetric matrix of symbols, expanded (a form that relabelling the classes
+    # maps onto itself term by term), then the dot products substituted
+    dots = sp.Matrix(K, K, lambda i, j: sp.Symbol(f"_g{min(i, j)}{max(i, j)}"))
+    det = sp.expand(dots.det(method="berkowitz"))
+    inverse = (dots.adjugate().applyfunc(sp.expand) / det).xreplace(dict(zip(dots, F * F.T, strict=True)))
+    gt = inverse * F  # row n: (F^dagger)^T e_n
+    state, rhs = [], []
+    for n in range(K):
+        f, g = F[n, :], gt[n, :]
+        fg = (f * g.T)[0, 0]
+        support = [n * D + j for j in range(D)] + [K * D + j for j in range(C)]
+        for x, col in zip(z[n], support, strict=True):
+            state.append(x)
+            rhs.append(eta_Z * gamma * f[col] * (g[col] - f[col] * fg))
+    return FlowSystem(
+        name=f"scan_snap-quasi-static-K{K}-D{D}-C{C}",
+        state=tuple(state),
+        rhs=tuple(rhs),
+        params=(p_d, p_c, eta_Z, gamma),
+        metric=tuple(sp.Integer(1) for _ in state),
+        description=(
+            f"Scan and Snap quasi-static Z-flow (Tian et al. 2023, Lemma 4, eq. 10), K = {K} classes, D = {D}\n"
+            f"distinct and C = {C} common tokens, every logit of every query row (no symmetry assumed)."
+        ),
+    )

@@ -48,12 +48,14 @@ def sympy_value(field: str, value: object, *, what: str) -> sp.Expr:
     return expr
 
 
-def check_symbols(field: str, value: Any, *, empty: bool = False) -> tuple:
-    """`value` as a tuple of distinct sympy Symbols (non-empty unless `empty`), else a ValueError naming `field`."""
+def check_symbols(field: str, value: Any, *, empty: bool = False, matrices: bool = False) -> tuple:
+    """`value` as a tuple of distinct sympy Symbols (non-empty unless `empty`; `MatrixSymbol`s too where
+    `matrices`), else a ValueError naming `field`."""
     if isinstance(value, sp.Basic | str):
         raise ValueError(f"{field} must be a sequence of sympy Symbols; wrap a single one as ({value},)")
     syms = tuple(value)
-    if (not syms and not empty) or not all(isinstance(s, sp.Symbol) for s in syms):
+    kinds = (sp.Symbol, sp.MatrixSymbol) if matrices else sp.Symbol
+    if (not syms and not empty) or not all(isinstance(s, kinds) for s in syms):
         raise ValueError(f"{field} must be a {'' if empty else 'non-empty '}sequence of sympy Symbols, got {syms!r}")
     if len(set(syms)) != len(syms):
         raise ValueError(f"{field} lists a symbol twice: {syms}")
@@ -97,6 +99,8 @@ class FlowSystem:
       `PARAMS` lists them in this order). `gradient_flow` and `project` order them as declared: see there.
     - `metric`: the diagonal of the metric of the coordinates (multiplicities), used by `project`.
     - `description`: one paragraph with the equation's source (paper, lemma, equation number).
+    - `loss`: the loss L the flow descends (`gradient_flow` sets it; None for a flow given by its right-hand
+      sides); `reduce_by_symmetry` checks its invariance.
     """
 
     name: str
@@ -105,6 +109,7 @@ class FlowSystem:
     params: tuple
     metric: tuple
     description: str = ""
+    loss: sp.Expr | None = None
 
     def __post_init__(self):
         if len(self.state) != len(self.rhs):

@@ -1,9 +1,13 @@
 """mkdocs hooks of the documentation site (``hooks:`` in mkdocs.yml).
 
 - The API reference: one page per public module of ``flows`` and ``derivations``, found by walking the
-  packages' folders (modules and packages whose name starts with ``_``, ``__main__`` and the deprecated
-  forwarders are skipped), each page a mkdocstrings ``::: module`` block, listed in the navigation under
-  "API reference". A new module appears without an edit here.
+  packages' folders (modules and packages whose name starts with ``_`` and ``__main__`` are skipped; a
+  deprecated forwarder gets a page with its docstring only), each page a mkdocstrings ``::: module`` block,
+  listed in the navigation under "API reference". A new module appears without an edit here. A package's
+  page documents every public name it exports (`public_names`): those it defines itself, and the classes,
+  functions and constants of its private modules (`private_exports`, e.g. ``flows.SOLVERS``).
+- Sphinx roles in docstrings (``:func:`name```, ``:mod:`name```, ...) are shown as the plain code name, on the
+  API index (`plain_roles`) and on the rendered pages (`on_page_content`): mkdocstrings does not resolve them.
 - MathJax: the site renders its LaTeX with the copy of MathJax 3 (``tex-svg.js``, fonts included as paths)
   that the ``django-static-mathjax`` package installs, copied into the built site: nothing is fetched at
   view time.
@@ -40,6 +44,11 @@ def _docstring(path: Path) -> str:
     return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
 
 
+def is_deprecated(path: Path) -> bool:
+    """True for a module kept as a deprecated forwarder (its docstring starts with "Deprecated")."""
+    return _docstring(path).startswith("Deprecated")
+
+
 def public_modules() -> list[tuple[str, Path, bool]]:
     """(dotted name, source file, is a package) of every public module of `PACKAGES`, in walking order.
 
@@ -55,8 +64,6 @@ def public_modules() -> list[tuple[str, Path, bool]]:
             if child.is_dir() and (child / "__init__.py").is_file():
                 walk(child, f"{dotted}.{child.name}")
             elif child.suffix == ".py":
-                if _docstring(child).startswith("Deprecated"):
-                    continue
                 found.append((f"{dotted}.{child.stem}", child, False))
 
     for pkg in PACKAGES:
@@ -64,9 +71,66 @@ def public_modules() -> list[tuple[str, Path, bool]]:
     return found
 
 
+_ROLE_NAMES = "func|meth|class|mod|attr|data|obj|exc|const|ref"
+# :func:`name`, :py:func:`~a.b.name`, :func:`title <a.b.name>`
+_ROLE = re.compile(rf":(?:py:)?(?:{_ROLE_NAMES}):`(~?)([^`<]*?)\s*(?:<[^>`]*>)?`")
+# the same roles after Markdown made their backquotes a <code> element
+_ROLE_HTML = re.compile(rf":(?:py:)?(?:{_ROLE_NAMES}):<code>(~?)([^<]*)</code>")
+
+
+def _role_name(match: re.Match) -> str:
+    tilde, name = match.group(1), match.group(2).strip()
+    return name.rsplit(".", 1)[-1] if tilde else name
+
+
+def plain_roles(text: str) -> str:
+    """`text` with every Sphinx role written as the plain code name: ``:func:`a.b` `` becomes ```a.b` ``,
+    ``:func:`~a.b` `` becomes ```b` `` (the role's own display rule)."""
+    return _ROLE.sub(lambda m: f"`{_role_name(m)}`", text)
+
+
 def _summary(path: Path) -> str:
     first = _docstring(path).split("\n\n", 1)[0]
-    return " ".join(first.split())
+    return " ".join(plain_roles(first).split())
+
+
+def public_names(package: str) -> list[str]:
+    """The public names of a package: its ``__all__``, else the names of ``dir(package)`` (a lazy package's
+    ``__dir__``) that do not start with ``_`` and are not ``from __future__`` features."""
+    import __future__
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pkg = importlib.import_module(package)
+        names = getattr(pkg, "__all__", None)
+        if names is not None:
+            return list(names)
+        future = {n: getattr(__future__, n) for n in __future__.all_feature_names}
+        return [n for n in dir(pkg) if not n.startswith("_") and getattr(pkg, n, None) is not future.get(n, ())]
+
+
+def _assigned(path: Path, name: str) -> bool:
+    """`name` is assigned at the top level of the module file `path` (``NAME = ...`` or ``NAME: T = ...``)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
+def _constant_home(package: str, name: str, obj) -> str | None:
+    """The private module of `package` that assigns the constant `obj` (no ``__module__``, e.g. a dict) at
+    its top level under `name`, found among the package's own ``_*.py`` files."""
+    folder = ROOT.joinpath(*package.split("."))
+    for path in sorted(folder.glob("_*.py")):
+        if path.stem.startswith("__") or not _assigned(path, name):
+            continue
+        module = importlib.import_module(f"{package}.{path.stem}")
+        if getattr(module, name, None) is obj:
+            return f"{package}.{path.stem}"
+    return None
 
 
 def private_exports(package: str) -> list[tuple[str, str]]:
@@ -83,23 +147,38 @@ def private_exports(package: str) -> list[tuple[str, str]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         pkg = importlib.import_module(package)
-        names = getattr(pkg, "__all__", None) or [n for n in dir(pkg) if not n.startswith("_")]
         found = []
-        for attr in names:
+        for attr in public_names(package):
             obj = getattr(pkg, attr)
-            home, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-            if isinstance(obj, types.ModuleType) or not home or not qualname:
+            if isinstance(obj, types.ModuleType):
                 continue
+            home, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+            if not isinstance(home, str) or not isinstance(qualname, str):  # a constant: a dict, a tuple, ...
+                home, qualname = _constant_home(package, attr, obj), attr
+                if home is None:
+                    continue
             parts = home.split(".")
             if parts[0] in PACKAGES and any(p.startswith("_") for p in parts):
                 found.append((attr, f"{home}.{qualname}"))
     return found
 
 
-def _api_page(name: str, is_package: bool, children: list[str]) -> str:
+def own_members(package: str) -> list[str]:
+    """The public classes and functions that `package`'s ``__init__`` defines itself (``derivations.derive``),
+    which its page documents as members."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pkg = importlib.import_module(package)
+        return [n for n in public_names(package) if getattr(getattr(pkg, n), "__module__", None) == package]
+
+
+def _api_page(name: str, is_package: bool, children: list[str], deprecated: bool = False) -> str:
     lines = [f"::: {name}"]
+    if deprecated:
+        return "\n".join(lines + ["    options:", "      members: false", ""])
     if is_package:
-        lines += ["    options:", "      members: false", ""]
+        members = own_members(name)
+        lines += ["    options:", f"      members: {json.dumps(members) if members else 'false'}", ""]
         exported = private_exports(name)
         if exported:
             lines += [
@@ -162,9 +241,15 @@ def on_config(config):
         if isinstance(item, dict) and "API reference" in item:
             nav[i] = {"API reference": _api_nav(modules)}
         elif isinstance(item, dict) and "Systems" in item:
-            # a system's page is written with its package; until then the site builds without it
-            present = [e for e in item["Systems"] if (docs / next(iter(e.values()))).is_file()]
-            for e in item["Systems"]:
+            # the registered systems' pages (flows.registry, the one list of systems), then the section's own
+            # pages (the shared layers); a system's page is written with its package, until then the site
+            # builds without it
+            from flows import registry
+
+            listed = [{e.title: e.page} for e in registry.SYSTEMS]
+            pages = listed + [e for e in item["Systems"] or [] if e not in listed]
+            present = [e for e in pages if (docs / next(iter(e.values()))).is_file()]
+            for e in pages:
                 if e not in present:
                     log.info("docs: no page %s yet; left out of the navigation", next(iter(e.values())))
             nav[i] = {"Systems": present}
@@ -184,12 +269,9 @@ def _mathjax_file(config) -> File:
 
 def on_files(files: Files, config) -> Files:
     modules = public_modules()
-    for name, _, is_package in modules:
-        files.append(
-            File.generated(
-                config, f"{API_DIR}/{name}.md", content=_api_page(name, is_package, _children(name, modules))
-            )
-        )
+    for name, path, is_package in modules:
+        page = _api_page(name, is_package, _children(name, modules), is_deprecated(path))
+        files.append(File.generated(config, f"{API_DIR}/{name}.md", content=page))
     files.append(File.generated(config, f"{API_DIR}/index.md", content=_api_index(modules)))
     files.append(_mathjax_file(config))
     return files
@@ -284,6 +366,13 @@ def _predictions(stems: list[str]) -> str:
     if not count and not absent:
         raise RuntimeError(f"no predictions for {stems} in {RESULTS.name}")
     return "\n".join(lines if count else lines[-1:])
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """The API pages' docstrings with their Sphinx roles as plain code names (`plain_roles`)."""
+    if not page.file.src_uri.startswith(f"{API_DIR}/"):
+        return html
+    return _ROLE_HTML.sub(lambda m: f"<code>{_role_name(m)}</code>", html)
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

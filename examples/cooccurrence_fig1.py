@@ -13,8 +13,9 @@ initialisation.
 - Fig. 1(b): total loss and the losses of I1..I4;
 - plus G(mu1..mu3), S, p(mu1->mu2), the balancing ratios and the test loss.
 
-Records: flow-vs-GD relative differences, T1 (flow event vs GD), wall time of GD training and of the flow
-solve and their ratio. Full run: about 40 s on 2 CPU cores (GD training 12 s); `--quick`: about 20 s.
+Records: flow-vs-GD relative differences, T1 (flow event vs GD), the times of GD training and of the flow solve
+and their ratios (runs alone: the prediction; with compiles; end to end). Full run: about 40 s on 2 CPU cores
+(GD training 12 s); `--quick`: about 20 s.
 """
 
 from __future__ import annotations
@@ -68,32 +69,36 @@ def main(argv=None) -> int:
         "quick": ns.quick,
     }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
-        args = co.data_args(cfg, num_test=600)
         save = np.unique(np.concatenate([np.geomspace(1, steps, 160).astype(int), [0]]))
         start = time.perf_counter()
-        rec_net = co.train(cfg, "gd", lr, steps, save_steps=save, args=args)
+        rec_net = co.train(cfg, "gd", lr, steps, save_steps=save)
         gd_call_s = time.perf_counter() - start
         rec.add_timing("gd_call_s", gd_call_s)  # end to end: initialisation, compile, training, observables
         rec.add_timing("gd_compile_s", rec_net.compile_s)
         rec.add_timing("gd_train_s", rec_net.run_s)
         start = time.perf_counter()
-        traj = co.solve_flow(cfg, rec_net.ts, args=args)
+        traj = co.solve_flow(cfg, rec_net.ts)
         flow_call_s = time.perf_counter() - start
         rec.add_timing("flow_call_s", flow_call_s)  # end to end: initial Grams, compile, solve, T1 event
-        rec.add_metric("gd_over_flow_wall_time_end_to_end", gd_call_s / flow_call_s)
         rec.add_solver_stats("gram_flow", traj)
         rec.add_timing("flow_compile_s", traj.compile_s)
         rec.add_timing("flow_solve_s", traj.run_s)
+        # three ratios of GD's time to the flow's, each under its own name (the prediction is the first):
+        # the runs alone, the runs with their compiles, and the whole calls
         ratio = rec_net.run_s / traj.run_s
-        ratio_total = (rec_net.run_s + rec_net.compile_s) / (traj.run_s + traj.compile_s)
-        rec.add_metric("gd_over_flow_wall_time_with_compile", ratio_total)
+        rec.add_metric(
+            "gd_over_flow_time_with_compile", (rec_net.run_s + rec_net.compile_s) / (traj.run_s + traj.compile_s)
+        )
+        rec.add_metric("gd_over_flow_time_end_to_end", gd_call_s / flow_call_s)
         # A benchmark-type prediction, decided at full size (measured: GD 36 s, flow 0.6 s, 58x). At the quick
         # sizes both runs take about a second or less next to compiles of 5 s (GD) and 17-22 s (flow), so the
         # ratio of run times is timer noise and machine load (measured from below 1 to 7); not tested there.
         rec.add_prediction(
-            "gd_over_flow_wall_time",
+            "gd_over_flow_run_time",
             ratio,
-            f"> 1: the flow solve (adaptive Tsit5) is cheaper than {steps} GD steps",
+            f"> 1: the flow solve (adaptive Tsit5) runs faster than {steps} GD steps (run times, compiles "
+            f"excluded: GD {rec_net.run_s:.3g} s, flow {traj.run_s:.3g} s; with the compiles and end to end the "
+            "ratios are the metrics gd_over_flow_time_with_compile and gd_over_flow_time_end_to_end)",
             None if ns.quick else ratio > 1.0,
             tested_at="the full run (n = 60, d = 64, m = 128, m1 = 256, 30000 GD steps)" if ns.quick else None,
         )

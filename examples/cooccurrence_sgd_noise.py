@@ -33,6 +33,7 @@ from flows.experiments import findings, plotting, records  # noqa: E402
 NAME = "cooccurrence_sgd_noise"
 SHAPE = dict(n=12, L=3, d=4, m=4, m1=4)
 B, T, N_SAVES = 3, 0.5, 40
+NUM_TEST = 12  # test draws of the test_loss observable
 Z_TOL = 3.0  # standard errors
 SQRT_RANGE = (1.5, 2.7)  # std(lr) / std(lr / 4): sqrt(4) = 2
 
@@ -87,9 +88,8 @@ def main(argv=None) -> int:
         "quick": ns.quick,
     }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
-        args = co.data_args(cfg, num_test=12)
         start = time.perf_counter()
-        flow = co.solve_flow(cfg, ts, args=args)
+        flow = co.solve_flow(cfg, ts, num_test=NUM_TEST)
         rec.add_timing("flow_s", time.perf_counter() - start)
         rec.add_solver_stats("flow", flow)
         flow_loss = np.asarray(flow.observables["loss"])
@@ -100,14 +100,14 @@ def main(argv=None) -> int:
         res = {}
         for lr in lrs:
             start = time.perf_counter()
-            sde = con.solve_sgd_sde(cfg, ts, B, lr, paths, seed=ns.seed, args=args, max_steps=max_steps)
+            sde = con.solve_sgd_sde(cfg, ts, B, lr, paths, seed=ns.seed, num_test=NUM_TEST, max_steps=max_steps)
             rec.add_timing(f"sde_lr{lr:g}_s", time.perf_counter() - start)
             if not all(s == "ok" for s in sde.status):
                 raise RuntimeError(f"SDE paths failed at lr {lr}: {sorted(set(sde.status))}")
             steps = int(round(T / lr))
             start = time.perf_counter()
             sgd = con.train_sgd_runs(
-                cfg, steps, B, lr, num_runs=paths, seed=ns.seed + 1, save_every=steps // N_SAVES, args=args
+                cfg, steps, B, lr, num_runs=paths, seed=ns.seed + 1, save_every=steps // N_SAVES, num_test=NUM_TEST
             )
             rec.add_timing(f"sgd_lr{lr:g}_s", time.perf_counter() - start)
             if not np.allclose(sgd["ts"], ts, rtol=0, atol=1e-12):

@@ -76,9 +76,7 @@ def main(argv=None) -> int:
         # -- the flow, saved on a grid DENSE times finer than GD's (tau = k * tau_end / SAVES for GD)
         dense = flows.linear_grid(0.0, tau_end, SAVES * DENSE + 1)
         start = time.perf_counter()
-        traj = mf.solve_particles(
-            cfg, dense, particles=p0, data=data, test=test, rtol=1e-8, atol=1e-10, save_states=True
-        )
+        traj = mf.solve_flow(cfg, dense, particles=p0, data=data, test=test, rtol=1e-8, atol=1e-10, save_states=True)
         rec.add_timing("flow_call_s", time.perf_counter() - start)
         rec.add_solver_stats("particle_flow", traj)
         log.info("flow: %d steps, compile %.1f s, run %.1f s", int(traj.num_steps), traj.compile_s, traj.run_s)

@@ -23,11 +23,14 @@ Runs (ONE compiled program serves all of them: T, dt, the horizon and the keys a
 tree tolerance and max_steps are fixed, see `solve_particles_sde`):
 
 1. Temperature sweep T in {0, 1e-4, 1e-3, 1e-2, 1e-1, 1}, P Brownian paths per T from one initialisation
-   (the same keys at every T), step 0.1 (0.05 at T = 1, where large weights make the drift stiff and SEA at
-   0.1 blows up on some paths) to tau_end: final risk R, late-time risk (R averaged over tau >= tau_end / 2),
-   H and F_T = Q - T H at tau_end, path mean +- standard deviation. The T = 0 solve is compared with the
-   particle ODE `solve_particles(solver="euler", dt=0.1)` (flows.solve, diffrax), and F_T of the noisy clouds
-   with F_T of the ODE's clouds.
+   (the same keys at every T) to tau_end, at the largest step of 0.1, 0.05, ..., 0.1 / 64 that is stable on
+   every path (`noise.solve_particles_sde_stable`: every path finite and every step moving the particles by at
+   most a tenth of the largest one's norm, h Lambda <= 0.1 at every save; at high T the noise carries the
+   weights to where the drift grows faster than linearly and an explicit step can run away, see
+   `flows.mean_field.noise`): final risk R, late-time risk (R averaged over tau >= tau_end / 2), H and
+   F_T = Q - T H at tau_end, path mean +- standard deviation, and the accepted step per T. The T = 0 solve is
+   compared with the particle ODE `solve_flow(solver="euler", dt)` at its step (flows.solve, diffrax),
+   and F_T of the noisy clouds with F_T of the ODE's clouds.
 2. Weak convergence of E[R(tau_w = 2)] at T_w = 0.1 over several batches of P paths, dt = tau_w / 2^k. Common
    random numbers: the same keys and the same tree tolerance give the same Brownian paths at every dt, so
    E[R_dt] - E[R_dt/2] is a paired difference whose Monte-Carlo error is that of the pathwise (strong) error,
@@ -50,9 +53,9 @@ error). Not predicted, recorded: at finite tau moderate noise (T ~ 0.1) LOWERS t
 (the ODE is still descending slowly at tau_end; the noise speeds the descent up); the path-to-path spread
 of R grows roughly like sqrt(T) at small T.
 
-`--quick`: L = 2, M = 16, 16 prompts, 4 paths (12 for the weak test), tau_end = 10, dt_w = 1/2 .. 1/32
-(37 s wall on 2 CPU cores shared with one other job; 35 s of CPU time, half of it compiling the one SDE
-program); full: M = 64, 32 prompts, 16 paths (32), tau_end = 20, dt_w = 1/2 .. 1/128 (7.5 minutes).
+`--quick`: L = 2, M = 16, 16 prompts, 4 paths (12 for the weak test), tau_end = 10, dt_w = 1/2 .. 1/32;
+full: M = 64, 32 prompts, 16 paths (32), tau_end = 20, dt_w = 1/2 .. 1/128 (the times are in
+benchmarks/results/reproduce_quick.json and the record's meta.json).
 """
 
 from __future__ import annotations
@@ -69,15 +72,14 @@ import numpy as np  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
 from flows.experiments import plotting, records  # noqa: E402
 from flows.fitting import power_law_fit  # noqa: E402
-from flows.mean_field.noise import entropy_per_slice, solve_particles_sde  # noqa: E402
+from flows.mean_field.noise import MAX_STEP_RATIO, entropy_per_slice, solve_particles_sde, solve_particles_sde_stable  # noqa: E402
 
 NAME = "mean_field_noise"
 SOLVER = "sea"  # strong order 1 and weak order 1 for additive noise; explicit Euler at sigma = 0
 TEMPS = (0.0, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-DT, DT_HOT = 0.1, 0.05  # steps of the temperature sweep: DT for T < 1, DT_HOT at T >= 1 (SEA at dt = 0.1
-#                          blows up on some paths at T = 1: large weights make the drift stiff)
+DT, HALVINGS = 0.1, 6  # the temperature sweep's first step, and how often it may be halved (noise module)
 T_WEAK, TAU_WEAK = 0.1, 2.0
-SAVES = 11  # saved times per solve (the same for every run: one compiled program)
+SAVES = 101  # saved times per solve (the same for every run: one compiled program); the step check reads them
 K_NN = 3
 
 
@@ -87,10 +89,6 @@ def sizes(quick):
     if quick:
         return 16, 16, 4, 10.0, 6, 3
     return 64, 32, 16, 20.0, 8, 2
-
-
-def _dt(T):
-    return DT_HOT if T >= 1.0 else DT
 
 
 def _entropy(particles):
@@ -108,12 +106,13 @@ def main(argv=None) -> int:
     M, n_train, paths, tau_end, k_max, batches = sizes(ns.quick)
     cfg = mf.Config(d=2, D=3, N=4, L=2, M=M, n_train=n_train, n_test=16, lam=1e-2, init_scale=2.0, seed=ns.seed)
     dts_w = TAU_WEAK / 2.0 ** np.arange(2, k_max + 1)
-    # one program: the tree tolerance below every step, max_steps for the longest solve
-    tol = float(dts_w[-1]) / 4
-    max_steps = int(max(round(tau_end / DT_HOT), round(TAU_WEAK / dts_w[-1]))) + 1
+    # one program: the tree tolerance below every step, max_steps for the longest solve, the same observables
+    dt_min = DT / 2**HALVINGS
+    tol = min(float(dts_w[-1]), dt_min) / 4
+    max_steps = int(max(round(tau_end / dt_min), round(TAU_WEAK / dts_w[-1]))) + 1
     ts = np.linspace(0.0, tau_end, SAVES)
     ts_w = np.linspace(0.0, TAU_WEAK, SAVES)
-    opts = dict(solver=SOLVER, num_paths=paths, save_states=True, tol=tol, max_steps=max_steps)
+    opts = dict(solver=SOLVER, num_paths=paths, tol=tol, max_steps=max_steps)
     config = {
         "d": cfg.d,
         "D": cfg.D,
@@ -126,8 +125,9 @@ def main(argv=None) -> int:
         "init_scale": cfg.init_scale,
         "solver": SOLVER,
         "temperatures": list(TEMPS),
-        "dt": DT,
-        "dt_hot": DT_HOT,
+        "dt_first": DT,
+        "dt_halvings": HALVINGS,
+        "max_step_ratio": MAX_STEP_RATIO,
         "tau_end": tau_end,
         "paths": paths,
         "T_weak": T_WEAK,
@@ -141,9 +141,11 @@ def main(argv=None) -> int:
     }
     with records.RunRecord(ns.out, name=NAME, config=config, seed=ns.seed, quick=ns.quick) as rec:
         # ---- 1. temperature sweep
-        R, Q, H = {}, {}, {}
+        R, Q, H, dt_T = {}, {}, {}, {}
         for T in TEMPS:
-            tr = solve_particles_sde(cfg, ts, T, dt=_dt(T), seed=ns.seed, **opts)
+            tr, dt_T[T], ratio = solve_particles_sde_stable(cfg, ts, T, dt=DT, halvings=HALVINGS, seed=ns.seed, **opts)
+            rec.add_metric(f"dt_T{T:g}", dt_T[T])
+            rec.add_metric(f"step_ratio_max_T{T:g}", ratio)
             rec.add_solver_stats(
                 f"sde_T{T:g}",
                 {
@@ -159,8 +161,9 @@ def main(argv=None) -> int:
             if T == 0.0:
                 sde0 = tr
             log.info(
-                "T=%g: R %.5g +- %.2g, H %.4g +- %.2g (compile %.1f s, run %.1f s)",
+                "T=%g (dt %g): R %.5g +- %.2g, H %.4g +- %.2g (compile %.1f s, run %.1f s)",
                 T,
+                dt_T[T],
                 R[T][:, -1].mean(),
                 R[T][:, -1].std(ddof=1),
                 H[T].mean(),
@@ -168,16 +171,16 @@ def main(argv=None) -> int:
                 tr.compile_s,
                 tr.run_s,
             )
-        ode = mf.solve_particles(cfg, ts, solver="euler", dt=DT, observables="basic", save_states=True)
+        ode = mf.solve_flow(cfg, ts, solver="euler", dt=dt_T[0.0], observables="basic", save_states=True)
         rec.add_solver_stats("ode_euler", ode)
-        log.info("ODE (euler, dt=%g): compile %.1f s, run %.1f s", DT, ode.compile_s, ode.run_s)
+        log.info("ODE (euler, dt=%g): compile %.1f s, run %.1f s", dt_T[0.0], ode.compile_s, ode.run_s)
 
         diff0 = max(float(np.max(np.abs(np.asarray(sde0.ys[k]) - np.asarray(ode.ys[k])[None]))) for k in ode.ys)
         rec.add_prediction(
             "zero_T_sde_minus_ode_max_abs",
             diff0,
             "< 1e-12: at T = 0 the particle SDE (SEA, explicit Euler at sigma = 0) is the particle "
-            "ODE solve_particles(solver='euler', dt), on every path and at every save",
+            "ODE solve_flow(solver='euler', dt), on every path and at every save",
             diff0 < 1e-12,
         )
         H_ode = _entropy({k: v[-1] for k, v in ode.ys.items()})
@@ -250,7 +253,9 @@ def main(argv=None) -> int:
         Rw = []
         for dt in dts_w:
             runs = [
-                solve_particles_sde(cfg, ts_w, T_WEAK, dt=float(dt), seed=ns.seed + b, **opts) for b in range(batches)
+                # save_states as in the sweep's stable solves: one compiled program
+                solve_particles_sde(cfg, ts_w, T_WEAK, dt=float(dt), seed=ns.seed + b, save_states=True, **opts)
+                for b in range(batches)
             ]
             Rw.append(np.concatenate([np.asarray(tr.observables["R"])[:, -1] for tr in runs]))
             log.info(

@@ -7,7 +7,7 @@ cloud), log-log least squares with cluster-bootstrap intervals over seeds (`flow
 iterated limit (tau fixed first, then L, M grow). Both sides follow the particle flow (adaptive Tsit5,
 rtol 1e-9), so no GD step error enters; the networks of one shape run as one vmapped batch
 (`flows.solve_batch` over seeds and subsamples), the large width references through the sharded particle
-path (`solve_particles(mesh=particle_mesh())`, all local devices). Two gaps are measured at tau = 0 and at
+path (`solve_flow(mesh=particle_mesh())`, all local devices). Two gaps are measured at tau = 0 and at
 tau* = 2: the objective gap |Q - Q_ref| and the output gap, the mean over prompts of |y_hat - y_hat_ref|.
 
 1. **Depth (P1)**, two depth-smooth laws: `init="smooth"` (curves theta_j(t) = (1 - t) A_j + t B_j) and

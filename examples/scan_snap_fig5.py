@@ -2,8 +2,9 @@
 (batch 128, T = 128, zero init), next to the T -> inf gradient flow at the same rates.
 
 Tian, Wang, Chen, Du, "Scan and Snap", NeurIPS 2023, Fig. 5 (empirical; the theory makes no Adam
-prediction). The flow is the SGD limit, shown for contrast (time = Adam step). Writes a run record plus
-loss_trace.json {"eta0.1": [...], ...}. Full run ~40 s; --quick (30 iterations) ~25 s.
+prediction). The flow is the SGD limit, shown for contrast (time = Adam step). The distinct-token prediction reads
+the mean change over the runs of `scan_snap_fig4.DRAWS` seeds, as in Fig. 4. Writes a run record plus
+loss_trace.json {"eta0.1": [...], ...}. --quick: 30 iterations.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def main(argv=None) -> int:
             eZ = np.repeat([c[0] for c in cells], n_seeds)
             eY = np.repeat([c[0] * c[1] for c in cells], n_seeds)
             seeds = np.tile(np.arange(ns.seed, ns.seed + n_seeds), len(cells))
-            start = time.perf_counter()
+            start, parts = time.perf_counter(), {}
             _, params = train_sweep(
                 classes,
                 "sgd",
@@ -74,8 +74,11 @@ def main(argv=None) -> int:
                 momentum=0.9,
                 init="random",
                 lr={"Y": eY, "Z": eZ},
+                timings=parts,
             )
             rec.add_timing(f"sweep_K{K}_s", time.perf_counter() - start)
+            rec.add_timing(f"compile_K{K}_s", parts["compile_s"])
+            rec.add_timing(f"run_K{K}_s", parts["run_s"])
             Q = np.zeros((K, classes.vocab_size))
             Q[np.arange(K), classes.query] = 1.0
             att = jax.vmap(lambda Z, cond=classes.cond_probs, Q=Q: obs.attention(Z, cond, Q))(params["Z"])

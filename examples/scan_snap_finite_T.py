@@ -6,8 +6,9 @@ error ||mean_seeds Z_SGD(t) - Z_flow(t)||_F / ||Z_flow(t)||_F at t = 16 is measu
 - against T (the context length; the finite-T bias, Lemma 18's O(1/sqrt T) fluctuations) at eta = 0.25, and
 - against eta (Euler discretisation + SGD noise) at a large T where the finite-T bias is small.
 The log-log slopes are the recorded rates; the predictions are that both errors fall monotonically and with
-rates of at least 0.5 (error ~ T^-rate, ~ eta^rate).
---quick ~19 s (fewer points, fewer seeds); full ~50 s (measured, 2 cores).
+rates of at least 0.5 (error ~ T^-rate, ~ eta^rate). `--quick` (fewer points, fewer seeds) decides the rate in T;
+its rate in eta is not tested at that size (its smallest step sits on the error's floor), the full run decides
+it.
 """
 
 from __future__ import annotations
@@ -85,11 +86,15 @@ def main(argv=None) -> int:
             errors=err_T.tolist(),
             tolerance=MIN_RATE,
         )
+        # At the quick sizes (eta 2 .. 0.5, 2 seeds x batch 128, T = 1024) the smallest eta's error is near the
+        # floor of the finite-T bias and the SGD noise, and the fitted rate lands on either side of 0.5 from one
+        # seed to the next; the full run's sweep (eta 4 .. 0.25, 4 seeds x batch 256, T = 4096) decides it.
         rec.add_prediction(
             "error_rate_in_lr",
             float(rate_lr),
             f">= {MIN_RATE} with the error decreasing as eta falls (error ~ eta^rate)",
-            bool(rate_lr >= MIN_RATE and np.all(np.diff(err_lr) < 0)),
+            None if ns.quick else bool(rate_lr >= MIN_RATE and np.all(np.diff(err_lr) < 0)),
+            tested_at="the full run (eta 4 .. 0.25, 4 seeds x batch 256, T = 4096)" if ns.quick else None,
             errors=err_lr.tolist(),
             tolerance=MIN_RATE,
         )

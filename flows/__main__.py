@@ -44,6 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default out/reproduce, or out/reproduce-quick)")
     p.add_argument("--force", action="store_true", help="rerun examples that are complete")
     p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        metavar="S",
+        help="pass --seed S to every example (default: each example's own seed)",
+    )
+    p.add_argument(
         "--examples-dir", default=None, help="folder of example scripts (default ./examples, else the checkout's)"
     )
     p.add_argument(

@@ -1,6 +1,7 @@
 """What a solve is given, validated before anything is traced (shared by `flows.solve`, `flows.solve_batch` and
-`flows.solve_sde`): the initial state, the vector field's output, the save times, the observables. Every bad
-value is a `ValueError` naming the argument.
+`flows.solve_sde`): the initial state, the vector field's output, the save times, the observables; and what a
+loss is given (the parameters and the data of the optimiser limits and of the training loops). Every bad value
+is a `ValueError` naming the argument.
 """
 
 from __future__ import annotations
@@ -14,7 +15,17 @@ import numpy as np
 
 from ._checks import check_finite_tree, real_array
 
-__all__ = ["as_state", "check_field", "check_observables", "check_save_times", "check_state", "warn_precision"]
+__all__ = [
+    "as_state",
+    "check_field",
+    "check_loss_call",
+    "check_observables",
+    "check_params",
+    "check_save_times",
+    "check_state",
+    "warn_precision",
+    "widest_dtype",
+]
 
 
 def as_state(y0):
@@ -35,13 +46,20 @@ def as_state(y0):
     return y0
 
 
+def widest_dtype(*arrays):
+    """The dtype of a state or parameter tree whose leaves may mix precisions: JAX's standard promotion of the
+    leaves' dtypes (float32 and float64 -> float64), also where `jax_numpy_dtype_promotion` is "strict"."""
+    with jax.numpy_dtype_promotion("standard"):
+        return jnp.result_type(*arrays)
+
+
 def check_state(y0):
     """y0: a floating array or a pytree of floating arrays, every entry finite. Returns its dtype."""
     leaves = jax.tree_util.tree_leaves(y0)
     if not leaves:
         raise ValueError("y0 must contain at least one array")
     check_finite_tree("y0", y0)
-    dtype = jnp.result_type(*leaves)
+    dtype = widest_dtype(*leaves)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"y0 must be floating point, got dtype {dtype}")
     return dtype
@@ -143,3 +161,54 @@ def warn_precision(rtol: float, dtype) -> None:
         UserWarning,
         stacklevel=4,
     )
+
+
+def check_params(name, tree):
+    """Parameters (e.g. `theta0`): a non-empty pytree of real arrays or numbers, every entry finite. Returns it
+    as floating JAX arrays (integers become floats of JAX's default precision); a bool, complex or non-numeric
+    leaf, NaN or inf is a `ValueError` naming `name` and the leaf. Tracers are passed (values unknown)."""
+    leaves = jax.tree_util.tree_leaves_with_path(tree)
+    if not leaves:
+        raise ValueError(f"{name} must be a pytree of float arrays with at least one leaf, got {tree!r}")
+    for path, leaf in leaves:
+        where = name + jax.tree_util.keystr(path)
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is None:
+            try:
+                dtype = np.asarray(leaf).dtype
+            except (TypeError, ValueError, OverflowError):
+                dtype = np.dtype(object)
+        if np.dtype(dtype).kind not in "iuf":
+            raise ValueError(
+                f"{where} must be a real (integer or floating) array, got {type(leaf).__name__} of dtype {dtype}"
+            )
+    check_finite_tree(name, tree)
+
+    def floating(x):
+        a = jnp.asarray(x)
+        return a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(jnp.result_type(float))
+
+    return jax.tree_util.tree_map(floating, tree)
+
+
+def _shapes(tree):
+    return jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), tree)
+
+
+def check_loss_call(loss, theta, data, *, names=("loss", "theta0", "batch")):
+    """Trace `loss(theta, data)` abstractly (no compile): it must run and return a real scalar. A failure (a
+    wrong data shape, a missing key) is a `ValueError` naming the data and the parameters with their shapes
+    (instead of a JAX `TypeError` from inside a compiled program); a non-scalar output names the loss. `names`:
+    how the caller calls (the loss, the parameters, the data)."""
+    loss_name, theta_name, data_name = names
+    try:
+        out = jax.eval_shape(loss, theta, data)
+    except Exception as err:  # noqa: BLE001 -- any error of the user's function, reported with the shapes
+        raise ValueError(
+            f"{loss_name}({theta_name}, {data_name}) failed: {type(err).__name__}: {str(err)[:400]}; check that "
+            f"{data_name} (shapes {_shapes(data)}) and {theta_name} (shapes {_shapes(theta)}) are what "
+            f"{loss_name} expects"
+        ) from err
+    if not (isinstance(out, jax.ShapeDtypeStruct) and out.shape == () and jnp.issubdtype(out.dtype, jnp.floating)):
+        got = out if not isinstance(out, jax.ShapeDtypeStruct) else f"shape {out.shape}, dtype {out.dtype}"
+        raise ValueError(f"{loss_name} must return a real scalar (a 0-d float array, what jax.grad needs), got {got}")

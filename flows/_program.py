@@ -64,9 +64,10 @@ EVENT_RTOL, EVENT_ATOL = 1e-14, 1e-14
 
 
 def max_abs(y):
-    """max |y| over every leaf of a pytree."""
+    """max |y| over every leaf of a pytree (in the widest dtype of its leaves)."""
     leaves = jax.tree_util.tree_leaves(y)
-    return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
+    with jax.numpy_dtype_promotion("standard"):  # leaves of mixed precisions
+        return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
 
 
 def all_finite(y):
@@ -95,7 +96,10 @@ def _packing(example):
     def pack(tree):
         flat = jax.tree_util.tree_leaves(tree)
         return {
-            name: jnp.concatenate([jnp.ravel(x) for x, (n, *_) in zip(flat, layout, strict=True) if n == name])
+            # astype: a leaf diffrax promoted (a state of mixed dtypes) is saved in the dtype y0 gave it
+            name: jnp.concatenate(
+                [jnp.ravel(x).astype(n) for x, (n, *_) in zip(flat, layout, strict=True) if n == name]
+            )
             for name in dtypes
         }
 
@@ -155,6 +159,7 @@ def build(
     constant_step=False,
     noise=None,
     watch=False,
+    norm=None,
 ):
     """Build the function (y0, args, t0, t1, ts, event_on, extra) -> raw outputs that is jitted (and possibly
     vmapped).
@@ -162,7 +167,8 @@ def build(
     `noise`: `None` (an ODE), or a `flows._terms.Noise` (an SDE with constant steps; `extra = (sigma, key, dt)`
     its traced inputs, `solver` a name of `flows._terms.SDE_SOLVERS`). `watch`: run the watching form of
     `solver` (`flows._stiffness`, for `solver="auto"`; `extra = (horizon,)`, the whole solve's t1), which may
-    stop with status code `SWITCH`.
+    stop with status code `SWITCH`. `norm`: the error norm of the step-size controller (default diffrax's RMS
+    norm; `flows._sweep`'s lockstep solve passes the largest of the members' norms).
     """
 
     def solver_for(extra):
@@ -173,7 +179,11 @@ def build(
         return SOLVERS[solver]()
 
     fixed = constant_step or noise is not None
-    controller = diffrax.ConstantStepSize() if fixed else diffrax.PIDController(rtol=rtol, atol=atol)
+    controller = (
+        diffrax.ConstantStepSize()
+        if fixed
+        else diffrax.PIDController(rtol=rtol, atol=atol, **({} if norm is None else {"norm": norm}))
+    )
     save_fn = saved_outputs(observables, save_states)
 
     def final_fn(t, y, args):
@@ -260,7 +270,11 @@ def build(
         )
         code, hit = code_of(sol)
         t_end = sol.ts[1][-1]  # the SubSaveAt(t1=True): where the solve stopped
-        y_end = unravel(jax.tree_util.tree_map(lambda a: a[-1], sol.ys[1]))
+        # the last entry of every leaf (`ys[1][-1]` would index a dict or a tuple state), in y0's dtypes: diffrax
+        # promotes a state of mixed dtypes to the widest, and the next chunk continues from y_end
+        y_end = jax.tree_util.tree_map(
+            lambda a, like: a.astype(like.dtype), unravel(jax.tree_util.tree_map(lambda a: a[-1], sol.ys[1])), y0
+        )
         packed, saved_ts = sol.ys[0], sol.ts[0]
         saved = unpack(packed)
         # the reached save points whose state or observables are not finite, and the first of their times

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
+from . import _sweep as sweep
 from ._checks import check_bool, check_choice, check_finite_tree, check_int, check_real
 from ._chunked import SAVE_CHUNK, call_cap, execute
 from ._inputs import as_state, check_observables, check_save_times, check_state, warn_precision
@@ -135,7 +136,9 @@ def solve(
     **Arguments:**
 
     - `vector_field`: `f(t, y, args)` written with array operations; `y` is an array or small pytree.
-    - `y0`: the initial state; its dtype sets the precision of the solve.
+    - `y0`: the initial state, an array or any pytree of float arrays; its dtype sets the precision of the solve
+      (leaves of mixed precisions are integrated at the widest, which the vector field then sees; the saved
+      states keep each leaf's dtype).
     - `t1`, `t0`: the horizon.
     - `ts`: save times within `[t0, t1]` (see `linear_grid`, `log_grid`); default: only `t1`.
     - `args`: parameters passed to `vector_field` (arrays are traced, so new values do not recompile).
@@ -243,9 +246,14 @@ def solve_batch(
     throw: bool = False,
     mesh: jax.sharding.Mesh | None = None,
 ) -> Trajectory:
-    """A vmapped sweep: one compilation, one solve per member of the batch.
+    """A sweep: one compilation, one solution per member of the batch.
 
     `args` (if `batch_args`) and/or `y0` (if `batch_y0`) carry a leading batch axis on every array leaf.
+    Without an event or a mesh the members are solved in lockstep (`flows._sweep`): one solve of the stacked
+    members whose step-size control holds every member to `rtol`/`atol` as its own solve would (each member's
+    results agree with its own solve to the tolerances; `num_steps` is the shared count); with an event, on a
+    mesh, or when the lockstep solve fails (a member diverges, turns non-finite or exhausts `max_steps`), each
+    member gets its own solve, vmapped, and its own status.
     Every field of the returned `Trajectory` gains that leading axis; `status` and `message` become tuples,
     and `traj[i]` extracts member `i`. The batch does not raise unless `throw=True` (then `FlowError` lists
     the failed members); inspect `traj.status`.
@@ -292,7 +300,7 @@ def solve_batch(
         if event is not None and not event.stop and jax.process_count() > 1:
             raise ValueError("event with stop=False is not supported on a mesh spanning several processes")
         call_args, padded, place = _shard_batch(call_args, in_axes, mesh)
-    traj = execute(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
+    traj = sweep.run(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
     if padded != size:
         traj = traj[:size]  # drop the padding of a sharded batch
     if throw and not traj.ok:

@@ -17,6 +17,7 @@ or observable gives `status="nonfinite"` and raises `flows.FlowError` unless `th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -162,7 +163,8 @@ def solve_sde(
     **Arguments:**
 
     - `drift`: `f(t, y, args)` written with array operations; `y` is an array or a pytree of arrays.
-    - `y0`: the initial state (floating point; its dtype sets the precision).
+    - `y0`: the initial state, an array or any pytree of float arrays (its dtype sets the precision; with
+      `sigma`, leaves of mixed precisions are integrated at the widest and saved in their own dtypes).
     - `sigma`: the additive noise amplitude, `>= 0`: a scalar, or a pytree with the structure of `y0` whose
       leaves broadcast to the corresponding leaves of `y0` (a diagonal diffusion). `sigma = 0` is an ODE.
     - `diffusion`, `noise_shape`: instead of `sigma`, general (multiplicative, non-commutative) Itô noise:
@@ -239,7 +241,10 @@ def solve_sde(
     y0 = as_state(y0)
     dtype = check_state(y0)
     check_finite_tree("args", args)
+    y_dtypes = jax.tree_util.tree_map(jnp.result_type, y0)
     if diffusion is None:
+        if len(set(jax.tree_util.tree_leaves(y_dtypes))) > 1:  # diffrax integrates mixed precisions at the widest:
+            y0 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), y0)  # so do sigma and the noise
         sig = _sigma_tree(sigma, y0)
     else:
         if len({jnp.result_type(a) for a in jax.tree_util.tree_leaves(y0)}) > 1:
@@ -281,6 +286,9 @@ def solve_sde(
     else:
         call_args, in_axes = (y0, args, start, horizon, grid, np.asarray(True), (sig, keys, step)), None
     traj = execute(drift, options, key_opts, call_args, in_axes=in_axes)
+    if traj.ys is not None:  # the saved states in y0's dtypes
+        ys = jax.tree_util.tree_map(lambda a, d: a if a.dtype == d else a.astype(d), traj.ys, y_dtypes)
+        traj = dataclasses.replace(traj, ys=ys)
     logger.debug("solve_sde: %s (compile %.3f s, run %.3f s)", traj.status, traj.compile_s, traj.run_s)
     if throw and not traj.ok:
         statuses = traj.status if batched else (traj.status,)

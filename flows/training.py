@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import warnings
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ import numpy as np
 import optax
 
 from ._checks import check_choice, check_int, check_real, real_array
+from ._inputs import widest_dtype
 from ._prng import fused
 from ._program import all_finite, compiled, signature
 from .trajectory import FlowError
@@ -110,11 +110,6 @@ class NetworkRecord:
                 return found[name]
         raise AttributeError(name)
 
-    @property
-    def t(self):
-        warnings.warn("record.t is deprecated; use record.ts (the same flow times)", DeprecationWarning, stacklevel=2)
-        return self.ts
-
 
 def flow_time(lr: float, steps: ArrayLike, momentum: float | None = None) -> np.ndarray:
     """t = lr * steps / (1 - momentum): the one momentum clock of every system (`momentum=None` or 0: lr * step)."""
@@ -182,7 +177,13 @@ OPTIMIZERS = ("gd", "sgd", "adam")
 
 
 def make_optimizer(
-    optimizer: str, lr: Rate, momentum: float | None = None, *, labels: dict | None = None, scale: dict | None = None
+    optimizer: str,
+    lr: Rate,
+    momentum: float | None = None,
+    *,
+    labels: dict | None = None,
+    scale: dict | None = None,
+    options: dict | None = None,
 ) -> optax.GradientTransformation:
     """The optax transformation of `optimizer` ("gd" and "sgd": `optax.sgd`, heavy ball when `momentum` is
     not `None`; "adam": `optax.adam`) with its rates injected as hyperparameters: they live in the optimiser
@@ -194,12 +195,14 @@ def make_optimizer(
     - `labels`: parameter name -> group (a dict rate or a `scale` needs it; `None`: one transformation for
       every parameter).
     - `scale`: group -> factor multiplying its rate (the mean field's M L), default 1.
+    - `options`: Adam's other hyperparameters (`b1`, `b2`, `eps`; default optax's), injected as the rates are.
     """
     check_choice("optimizer", optimizer, OPTIMIZERS)
+    options = dict(options or {})
 
     def make(rate):
         if optimizer == "adam":
-            return optax.inject_hyperparams(optax.adam)(learning_rate=rate)
+            return optax.inject_hyperparams(optax.adam)(learning_rate=rate, **options)
         extra = {} if momentum is None else {"momentum": momentum}
         return optax.inject_hyperparams(optax.sgd)(learning_rate=rate, **extra)
 
@@ -251,10 +254,11 @@ def training_program(
             if sample is not None:
                 key, batch = sample(data, key, step)
             value, grads = value_and_grad(params, data, batch)
-            # optax's Adam mixes its int32 step count with floats; allow that under strict promotion
+            # optax's Adam mixes its int32 step count with floats, and the updates of parameters of mixed
+            # precisions come in the rates' dtype (apply_updates casts them back); allow that under strict promotion
             with jax.numpy_dtype_promotion("standard"):
                 updates, opt_state = optimizer.update(grads, opt_state, params)
-            params = optax.apply_updates(params, updates)
+                params = optax.apply_updates(params, updates)
             if losses.shape[0]:
                 losses = losses.at[step].set(value)
             bad = jnp.where((bad < 0) & ~finite(params), step + 1, bad)
@@ -289,7 +293,7 @@ def run_training(
     """Compile (once per `name`, `structure` and argument shapes) and run `build()`, a `training_program`, for
     the saved steps `save`. Returns `(final params, series, snapshots, losses, bad, compile_s, run_s)` as
     numpy (the parameters stay arrays; `bad` is an array of one entry per run when `build()` is vmapped)."""
-    dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
+    dtype = widest_dtype(*jax.tree_util.tree_leaves(params))
     losses = jnp.zeros((int(save[-1]) if batch_loss else 0,), dtype)
     increments = jnp.asarray(np.diff(save), jnp.int32)
     call = (params, opt_state, key, increments, data, losses)

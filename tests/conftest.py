@@ -73,6 +73,7 @@ SLOW_EXAMPLES = frozenset(
         "linear_attention_convergence",
         "scan_snap_adam",
         "cooccurrence_sgd_noise",
+        "joma_invariant",
     }
 )
 

@@ -31,16 +31,58 @@ def test_scaling_row_and_fit():
     assert abs(fit["exponent"] - 2.0) <= 1e-9 and fit["exponent_ci"][0] <= 2.0 <= fit["exponent_ci"][1] + 1e-9
 
 
+@pytest.mark.slow
 def test_sweep_rows_members_agree():
+    """The symmetric sweep's rows at n = 4 (five compiles: lockstep, vmapped, single, floor, peer)."""
     rows = b.sweep_symmetric(4, ts=(0.0, 1.0), repeats=1)
     assert [r["bench"] for r in rows] == [
-        "scan_snap/sweep_vmap_symmetric(n=4)",
-        "scan_snap/sweep_python_loop_symmetric(n=4)",
+        "scan_snap/sweep_symmetric(n=4)",
+        "scan_snap/sweep_symmetric_diffrax_vmap(n=4)",
+        "scan_snap/sweep_symmetric_python_loop(n=4)",
     ]
     for r in rows:
         _well_formed(r)
-        assert r["error"] <= 1e-12
-    assert rows[0]["ratio"]["target"] == 50
+        assert r["error"] <= 1e-9  # lockstep and the peer agree with the single solves to the tolerances
+    main = rows[0]
+    assert main["floor"]["kind"] == "floor" and main["floor"]["floor_s"] > 0 and main["task"] == "sweep"
+    assert main["member_steps"]["max"] <= main["lockstep_steps"]
+    assert main["ratio"]["target"] == 50 or "restated" in main["ratio"]
+
+
+def test_sweep_floor_helpers():
+    """`benchmarks._sweeps`: the evaluation count of an FSAL method, the step statistics, the vector-field
+    floor and the diffrax peer on the class-symmetric flow (4 members), whose finals equal flows' solves."""
+    from benchmarks import _sweeps
+    from flows import solve
+    from flows.scan_snap.flow import symmetric_vector_field
+
+    np.testing.assert_array_equal(_sweeps.evaluations([10, 20]), [63.0, 123.0])
+    st = _sweeps.member_steps([10, 20, 30, 40])
+    assert st == {"min": 10, "median": 25.0, "max": 40, "sum": 100, "max_over_mean": 1.6}
+    n = 4
+    eY, eZ = b.sweep_pairs(n)
+    fixed = dict(M=34.0, K=2.0, p_d=0.05, p_c=0.05, D=10.0, C=10.0)
+    bargs = {k: np.full(n, v) for k, v in fixed.items()} | {"eta_Y": eY, "eta_Z": eZ}
+    floor_s, eval_s = _sweeps.field_floor(symmetric_vector_field, np.zeros((n, 3)), bargs, 0, [63.0] * n, 1)
+    assert eval_s > 0 and floor_s == pytest.approx(63.0 * eval_s)
+    ts = np.array([0.0, 0.5, 1.0])
+    peer = _sweeps.diffrax_vmap(symmetric_vector_field, np.zeros(3), bargs, ts, rtol=1e-8, atol=1e-10,
+                                batch_y0=False, batch_args=True, repeats=1)  # fmt: skip
+    assert peer["run_s"] > 0 and peer["final"].shape == (n, 3) and np.all(peer["num_steps"] >= 1)
+    for i in range(n):
+        one = solve(symmetric_vector_field, np.zeros(3), t1=1.0, ts=ts, args={k: v[i] for k, v in bargs.items()},
+                    rtol=1e-8, atol=1e-10)  # fmt: skip
+        np.testing.assert_allclose(peer["final"][i], np.asarray(one.ys[-1]), rtol=1e-12, atol=1e-14)
+
+
+def test_fig6_floor_quick_sizes():
+    """The Fig. 6 floor at the example's quick sizes: per K its products' FLOPs (3 x 2 B M^2 per member and
+    step) and positive times; the total is their sum."""
+    fl = b.fig6_floor(quick=True, repeats=1)
+    assert set(fl["parts"]) == {"K2", "K6"}
+    for p in fl["parts"].values():
+        assert p["dot_flops"] == 3 * 2 * 128 * p["M"] ** 2 * 12 * 100 and p["dots_s"] > 0 and p["draws_s"] > 0
+    assert fl["floor_s"] == pytest.approx(sum(p["dots_s"] + p["draws_s"] for p in fl["parts"].values()))
 
 
 def test_helpers_and_child_programs():
@@ -53,7 +95,8 @@ def test_helpers_and_child_programs():
     with pytest.raises(ValueError, match="n"):
         b.sweep_pairs(10)
     # the fresh-process programs are valid Python once formatted
-    compile(b._FLOW_CHILD.format(ts=[0.0, 1.0], path="z.npy"), "flow_child", "exec")
+    for cached in (False, True):
+        compile(b._FLOW_CHILD.format(ts=[0.0, 1.0], path="z.npy", cached=cached), "flow_child", "exec")
     compile(b._SGD_CHILD.format(steps=3, momentum=0.9, path="z.npy"), "sgd_child", "exec")
     compile(b._COMPILE_CHILD.format(), "compile_child", "exec")
     compile(b._FIG6_CHILD.format(argv=["--quick"]), "fig6_child", "exec")

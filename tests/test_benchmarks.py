@@ -155,4 +155,41 @@ def test_scaling_plot_and_summary_from_rows(tmp_path):
     png = plot_scaling.plot(plot_scaling.read_rows([path]), tmp_path / "scaling.png")
     assert png.stat().st_size > 1000
     text = summary.table(rows)
-    assert "| `sys/first_call(paper)` | 4 | GD / flow | >= 10 | **missed** |" in text
+    assert "### First call" in text
+    assert "| `sys/first_call(paper)` | 2 s | 4x (GD / flow) | not measured | >= 10x | **missed** |" in text
+
+
+def test_floor_restate_and_summary_sections():
+    """A ratio target the floor does not allow moves to the floor (within 1.5x of it), with the reason; the
+    summary groups the rows by what a user does, in the order of TASKS, and counts the verdicts."""
+    from benchmarks import summary
+
+    fl = _harness.versus(3.0, 2.0, "bare diffrax")
+    assert fl["value"] == 2.0 / 3.0 and fl["kind"] == "floor" and fl["target"] is None and fl["met"] is None
+    assert _harness.versus(1.0, 0.5, "x", kind="peer", target=0.6)["met"] is False
+    with pytest.raises(ValueError, match="kind"):
+        _harness.versus(1.0, 1.0, "x", kind="budget")
+    # GD / flow >= 10 wanted, but GD / floor = 6: restated
+    rat, moved = _harness.restate(_harness.ratio(4.0, "GD / flow", target=10), 6.0, fl)
+    assert rat["target"] is None and rat["best_possible"] == 6.0 and "above the 6x" in rat["restated"]
+    assert moved["target"] == _harness.FLOOR_TARGET and moved["met"] is True  # 3 s within 1.5x of 2 s
+    # a target the floor allows stays where it was
+    kept, same = _harness.restate(_harness.ratio(4.0, "GD / flow", target=2), 6.0, fl)
+    assert kept["target"] == 2 and same is fl
+    with pytest.raises(ValueError, match="task"):
+        _harness.row("x", params={}, compile_s=None, run_s_min=None, task="lunch")
+    rows = [
+        _harness.row("a/sweep(n=4)", params={}, compile_s=0.0, run_s_min=3.0, task="sweep", ratio=rat, floor=moved),
+        _harness.row(
+            "a/first_call(x)", params={}, compile_s=0.0, run_s_min=1.0, floor=_harness.versus(1.0, 0.9, "bare")
+        ),
+        _harness.row("a/scaling(d=4)", params={}, compile_s=0.0, run_s_min=1.0),  # no ratio, no floor: not shown
+    ]
+    text = summary.table(rows)
+    assert text.index("### First call") < text.index("### Sweep") and "scaling" not in text
+    assert "1.5x its floor (2 s: bare diffrax)" in text and "<= 1.5x the floor (note 1)" in text
+    assert "1. `a/sweep(n=4)`: target 10x is above" in text
+    assert "1 targets met, 0 missed; 0 of 2 measures without a floor or peer measured yet." in text
+    assert summary.task_of({"bench": "scan_snap/first_call_ratio(steps=30)"}) == "network beside its limit"
+    assert summary.verdict(rows[1]) is None and summary.verdict(rows[0]) is True
+    assert summary.TASKS == _harness.TASKS

@@ -76,8 +76,8 @@ def test_reproduce_run_skip_resume(examples, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "[1/2] alpha: running ..." in text and "[2/2] beta: done in" in text
     assert text.index("alpha: done in") < text.index("beta: running")  # one at a time
-    assert "(1/2 predictions hold, 1 not tested at this size)" in text
-    assert "(0/2 predictions hold, 1 not tested at this size)" in text
+    assert "(1/1 decided predictions hold, 1 not tested at this size)" in text
+    assert "(0/1 decided predictions hold, 1 fails, 1 not tested at this size)" in text
     assert records.is_complete(out / "alpha") and records.is_complete(out / "beta")
     assert records.load_record(out / "alpha")["meta"]["quick"] is True
     assert (out / "alpha" / "run.log").exists()
@@ -86,9 +86,12 @@ def test_reproduce_run_skip_resume(examples, tmp_path, capsys):
     assert "](alpha/line.png)" in report and "](beta/line.png)" in report
     assert "- PASS alpha_pred: measured = 1, expected == 1" in report
     assert "- FAIL beta_pred: measured = 2, expected == 1" in report
-    assert "- NOT TESTED beta_pred_big: measured = 0.5, expected == 1 at full size (tested_at = the full run)" in report
+    assert (
+        "- NOT TESTED beta_pred_big: measured = 0.5, expected == 1 at full size; not decided at this size, decided "
+        "by the full run" in report
+    )
     assert "| Predictions holding | Failing | Not tested at this size |" in report
-    assert "| 1/2 | 0 | 1 |" in report and "| 0/2 | 1 | 1 |" in report
+    assert "| 1/1 | 0 | 1 |" in report and "| 0/1 | 1 | 1 |" in report  # of the decided predictions
     assert "| answer | 42 |" in report
     assert str(out) not in report.split("## Summary")[1]  # links are relative
 

@@ -67,6 +67,87 @@ def test_fig4_pairs_share_one_colour_scale_and_say_the_optimiser():
     assert fig4.optimizer_label("adam", 0.0, 0.5, 0.5) == "Adam, lr 0.5"
 
 
+def test_distinct_token_verdict_reads_the_mean_over_runs():
+    """scan_snap_fig4's distinct-token verdict: a token falls only when its mean change over the runs is below 0
+    by more than FALL_SE standard errors; one run's sign does not decide it."""
+    import numpy as np
+
+    fig4 = _load("scan_snap_fig4")
+    rng = np.random.default_rng(0)
+    runs = 8
+    rising = 0.05 + 0.01 * rng.normal(size=(runs, 18))
+    noisy = 0.001 * rng.normal(size=(runs, 1))  # a rarest token: its sign changes from run to run
+    noisy -= noisy.mean() + 0.0003  # mean -0.0003, far less than 4 standard errors below 0
+    falling = -0.01 + 0.001 * rng.normal(size=(runs, 1))
+    fraction, holds, extras = fig4.distinct_verdict(np.hstack([rising, noisy]))
+    assert holds and fraction == 1.0 and extras["falling_tokens"] == [] and extras["runs"] == runs
+    assert 0.0 < extras["runs_raising_every_dt_logit"] < 1.0  # single runs disagree; the mean decides
+    fraction, holds, extras = fig4.distinct_verdict(np.hstack([rising, noisy, falling]))
+    assert not holds and fraction == 19 / 20 and extras["falling_tokens"] == [19]
+    assert extras["lowest_mean_change"][0] == pytest.approx(falling.mean())
+
+
+def test_p1_ratio_of_the_means_and_its_interval():
+    import numpy as np
+
+    coocc = _load("cooccurrence_predictions")
+    products = np.array([[1.0, 2.0, 1.5], [1.2, 1.8, 1.5], [0.8, 2.2, 1.5]])  # draws x widths, means 1, 2, 1.5
+    r, lo, hi = coocc.p1_ratio(products)
+    assert r == pytest.approx(2.0) and lo <= r <= hi and hi > 2.0
+    same = np.tile([1.0, 1.5, 1.2], (5, 1))  # identical draws: no spread
+    assert coocc.p1_ratio(same) == pytest.approx((1.5, 1.5, 1.5))
+
+
+def _overlapping_tick_labels(fig):
+    """(axes title, axis) pairs whose visible tick labels overlap once drawn."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.get_axes():
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            labels = [lab for lab in axis.get_ticklabels(which="both") if lab.get_visible() and lab.get_text()]
+            boxes = [lab.get_window_extent(renderer) for lab in labels]
+            if any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]):
+                found.append((ax.get_title(), name))
+    return found
+
+
+@pytest.mark.parametrize("temps", [(0.0,), (0.0, 0.02)], ids=["quick", "full"])
+def test_pde_figure_has_a_colour_bar_labels_and_no_empty_slot(temps):
+    """mean_field_pde's figure at its quick (one temperature) and full (two) shapes, from small synthetic data:
+    the density maps share one colour scale and one colour bar, every panel says what its axes are, no tick
+    labels overlap, and no panel slot is left empty."""
+    import numpy as np
+
+    from flows.mean_field import grid as gd
+
+    pde = _load("mean_field_pde")
+    rng = np.random.default_rng(0)
+    box = gd.Box((-2.0, -2.0), (3.0, 3.0), (6, 6))
+    taus = np.array([0.0, 2.0, 6.0, 12.0])
+    masses, clouds = rng.random((4, 2, 36)), rng.normal(size=(4, 2, 16, 2))
+    ou = np.array([[40, 2e-2, 0.3, 0.1], [80, 5e-3, 0.3, 0.1]])
+    box1 = gd.Box((-3.0,), (3.0,), (80,))
+    ou_last = (box1, rng.random(80), rng.random(80))
+    rows = np.array(
+        [(M, g, 0.1 / np.sqrt(M), 0.12 / np.sqrt(M), 1 / np.sqrt(M)) for M in (16, 64, 256) for g in range(3)]
+    )
+    rows[:, 2:] *= np.exp(0.1 * rng.normal(size=(9, 3)))
+    fig = pde.draw_figure(ou, ou_last, dict.fromkeys(temps, rows), (box, masses, clouds), taus)
+    panels = [ax for ax in fig.get_axes() if ax.get_label() != "<colorbar>"]
+    bars = [ax for ax in fig.get_axes() if ax.get_label() == "<colorbar>"]
+    assert len(panels) == len(taus) + 2 + len(temps) and len(bars) == 1, "one panel per slot, one colour bar"
+    images = [im for ax in panels for im in ax.get_images()]
+    assert len(images) == len(taus) and len({im.get_clim() for im in images}) == 1, "one colour scale"
+    assert bars[0].get_ylabel(), "the colour bar says what it shows"
+    assert all(ax.get_visible() and ax.axison and (ax.lines or ax.images) for ax in panels), "no empty slot"
+    unlabelled = [ax.get_title() for ax in panels if not ax.get_xlabel()]
+    unlabelled += [ax.get_title() for ax in panels if not ax.get_ylabel() and not ax.images]
+    assert not unlabelled and panels[0].get_ylabel(), f"panels without axis labels: {unlabelled}"
+    assert not _overlapping_tick_labels(fig), _overlapping_tick_labels(fig)
+    pde.plotting.plt.close(fig)
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
 def test_example_quick_writes_a_complete_record(script, tmp_path):
     spec = importlib.util.spec_from_file_location(f"example_{script.stem}", script)
@@ -83,7 +164,23 @@ def test_example_quick_writes_a_complete_record(script, tmp_path):
     if script.stem in EXTRA_CHECKS:
         EXTRA_CHECKS[script.stem](out)
     check_verdicts(script.stem, preds)
+    check_names_agree(script.stem, rec["metrics"])
     check_report(script.stem, tmp_path, preds)
+
+
+def check_names_agree(stem, metrics):
+    """A metric and a prediction whose names extend one another (`weak_order`, `weak_order_sea`) read as one
+    quantity in the report's table and verdict line: both scalars, they must be equal."""
+    preds = {k: v["measured"] for k, v in metrics.items() if isinstance(v, dict) and "holds" in v}
+    scalars = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    clashes = [
+        f"prediction {p} = {measured!r}, metric {m} = {value!r}"
+        for p, measured in preds.items()
+        for m, value in scalars.items()
+        if (m.startswith(p + "_") or p.startswith(m + "_"))
+        and not (isinstance(measured, int | float) and abs(measured - value) <= 1e-12 * max(1.0, abs(value)))
+    ]
+    assert not clashes, f"{stem}: a metric named after a prediction shows another value: {clashes}"
 
 
 def check_report(stem, out, preds):
@@ -138,6 +235,15 @@ def check_verdicts(stem, preds):
             assert isinstance(p.get("tested_at"), str) and p["tested_at"], f"{stem} {name}: no tested_at"
         else:
             assert isinstance(p["holds"], bool), f"{stem} {name}: holds = {p['holds']!r}"
+
+
+def test_check_names_agree():
+    pred = {"measured": 6.76, "expected": "> 1", "holds": None, "tested_at": "the full run"}
+    check_names_agree("ex", {"weak_order": 1.0, "weak_order_sea": {**pred, "measured": 1.0}, "other_x": 2.0})
+    with pytest.raises(AssertionError, match="another value"):  # the old cooccurrence_fig1 record
+        check_names_agree("ex", {"gd_over_flow_wall_time": pred, "gd_over_flow_wall_time_end_to_end": 0.44})
+    with pytest.raises(AssertionError, match="another value"):
+        check_names_agree("ex", {"slope": {**pred, "measured": [1.0, 2.0]}, "slope_ci_lo": 0.9})
 
 
 def test_known_findings_are_listed_once_each_and_documented():

@@ -1,9 +1,10 @@
 """The README's first command on a fresh machine, as a new user meets it: a clone of the committed HEAD, a new
-virtual environment without the system's site packages, the README's install step, then the main job on
-every example that needs a package beyond the core of the library.
+virtual environment without the system's site packages, the README's install step, then the whole main job
+(`python -m flows reproduce --quick`, every example) with an empty compilation cache. It fails when any example
+fails or records a FAIL verdict, and prints every example's line of the job, so that CI's log shows each.
 
 The slow test downloads the dependencies the first time (pip's cache is kept, so later runs are faster);
-`.ci/run` runs it as a step of its own after the test suite.
+`.ci/run` runs it among its slow steps.
 """
 
 from __future__ import annotations
@@ -20,12 +21,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-#: every example that needs a package some installs lack (POT, ott-jax); `test_selection_covers_...` keeps it so
-SELECTION = ("mean_field_gd_vs_flow", "mean_field_w2")
-
-# imports and calls that mark an example as needing more than jax, diffrax, numpy, scipy, sympy, matplotlib
-_OPTIONAL_USE = re.compile(r"^\s*(import|from)\s+(ot|ott|torch|threadpoolctl)\b|w2_per_slice", re.MULTILINE)
+EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
+#: the optional packages the README's install step must bring (examples use them: POT, ott-jax)
+OPTIONAL_IMPORTS = ("ot", "ott")
 
 
 def _readme_first_command() -> tuple[list[str], list[str]]:
@@ -39,21 +37,47 @@ def _readme_first_command() -> tuple[list[str], list[str]]:
     return install, job
 
 
-def test_selection_covers_every_example_with_an_optional_dependency():
-    users = sorted(
-        p.stem
-        for p in (ROOT / "examples").glob("*.py")
-        if not p.name.startswith("_") and _OPTIONAL_USE.search(p.read_text(encoding="utf-8"))
-    )
-    assert users, "no example uses an optional package: the pattern no longer matches the examples"
-    missing = sorted(set(users) - set(SELECTION))
-    assert not missing, f"examples needing an optional package but not in SELECTION: {missing}"
-
-
 def test_readme_first_command_parses():
     install, job = _readme_first_command()
     assert install == ["pip", "install", "-e", "."]
     assert job == ["python", "-m", "flows", "reproduce", "--quick"]
+
+
+def test_ci_runs_the_whole_main_job_and_the_seed_sweep_as_its_slow_steps():
+    """.ci/run lists its slow steps in one place, and they include this module's main job on a fresh clone and
+    the main job at seeds 0-4."""
+    text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    block = re.search(r"^slow_steps=\((.*?)^\)", text, re.DOTALL | re.MULTILINE)
+    assert block is not None, ".ci/run has no slow_steps=( ... ) list"
+    steps = re.findall(r"^\s*(tests/\S+\.py)", block.group(1), re.MULTILINE)
+    assert {"tests/test_fresh_install.py", "tests/test_example_seeds.py", "tests/test_docs.py"} <= set(steps)
+    for step in steps:
+        assert "pytest.mark.slow" in (ROOT / step).read_text(encoding="utf-8"), f"{step} has no slow test"
+    assert len(re.findall(r"pytest -m slow", text)) == 1, "the slow steps run from one place: the slow_steps loop"
+
+
+def summary_rows(report: str) -> dict[str, list[str]]:
+    """{example: its cells} of REPORT.md's summary table: status, wall time, holding, failing, not tested, known
+    findings."""
+    rows = re.finditer(r"^\| \[(\w+)\]\(#\w+\) \| (.*) \|$", report, re.MULTILINE)
+    return {m.group(1): m.group(2).split(" | ") for m in rows}
+
+
+def test_summary_rows_read_the_report(tmp_path):
+    from flows.experiments import records
+    from flows.experiments.report import Outcome, render_report
+
+    for stem, holds in (("good", True), ("bad", False)):
+        with records.RunRecord(tmp_path / stem, name=stem, config={}, quick=True) as rec:
+            rec.add_prediction("p", 1.0, "== 1", holds)
+            rec.add_prediction("q", 1.0, "== 1", None, tested_at="the full run")
+    outcomes = [Outcome("good", "ok", 1.0, 0), Outcome("bad", "ok", 2.0, 0), Outcome("crashed", "failed", 3.0, 1)]
+    rows = summary_rows(render_report(outcomes, tmp_path, ["reproduce", "--quick"], quick=True))
+    assert rows == {
+        "good": ["ok", "1.0", "1/1", "0", "1", "0"],
+        "bad": ["ok", "2.0", "0/1", "1", "1", "0"],
+        "crashed": ["FAILED", "3.0", "-", "-", "-", "-"],
+    }
 
 
 def _run(cmd: list[str], *, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
@@ -68,7 +92,7 @@ def _run(cmd: list[str], *, cwd: Path, env: dict, timeout: float) -> subprocess.
 
 
 @pytest.mark.slow
-def test_readme_first_command_on_a_fresh_clone_and_venv(tmp_path):
+def test_readme_first_command_on_a_fresh_clone_and_venv(tmp_path, capsys):
     git = shutil.which("git")
     assert git is not None, "git is needed to clone the repository"
     head = subprocess.run(
@@ -102,17 +126,46 @@ def test_readme_first_command_on_a_fresh_clone_and_venv(tmp_path):
     t_install = time.perf_counter() - t0
 
     where = _run(
-        [str(python), "-c", "import flows, ot, ott; print(flows.__file__)"], cwd=tmp_path, env=env, timeout=300
+        [str(python), "-c", f"import flows, {', '.join(OPTIONAL_IMPORTS)}; print(flows.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
     ).stdout.strip()
     assert Path(where).resolve().is_relative_to(repo.resolve()), f"flows imported from {where}, not the clone"
 
     out = tmp_path / "out"
+    env["FLOWS_CACHE_DIR"] = str(tmp_path / "compile-cache")  # empty: a first run pays every compile
     t0 = time.perf_counter()
-    res = _run([str(python), *job[1:], "--only", *SELECTION, "--out", str(out)], cwd=repo, env=env, timeout=3600)
+    lines, rc = _stream([str(python), *job[1:], "--out", str(out)], cwd=repo, env=env, timeout=3600, capsys=capsys)
     t_job = time.perf_counter() - t0
-    report = out / "REPORT.md"
-    assert report.is_file(), f"no REPORT.md after the main job\n{res.stdout[-4000:]}"
-    text = report.read_text(encoding="utf-8")
-    for stem in SELECTION:
-        assert f"| [{stem}](#{stem}) | ok |" in text, f"{stem} did not finish ok:\n{text[:3000]}"
-    print(f"install {t_install:.1f} s, main job on {len(SELECTION)} examples {t_job:.1f} s")
+    log = "\n".join(lines)
+    assert rc == 0, f"the main job exited {rc}\n{log[-6000:]}"
+    done = {m.group(1) for line in lines if (m := re.match(r"\[\d+/\d+\] (\w+): done in ", line))}
+    assert done == set(EXAMPLES), f"examples without a done line: {sorted(set(EXAMPLES) - done)}\n{log[-4000:]}"
+    rows = summary_rows((out / "REPORT.md").read_text(encoding="utf-8"))
+    assert set(rows) == set(EXAMPLES), sorted(set(EXAMPLES) ^ set(rows))
+    bad = {stem: row for stem, row in rows.items() if row[0] != "ok" or row[3] != "0"}
+    assert not bad, f"examples that failed or record a FAIL verdict: {bad}"
+    with capsys.disabled():
+        print(f"\ninstall {t_install:.1f} s, main job on {len(EXAMPLES)} examples {t_job:.1f} s")
+
+
+def _stream(cmd: list[str], *, cwd: Path, env: dict, timeout: float, capsys) -> tuple[list[str], int]:
+    """Run `cmd`, echoing each line of its output to the terminal as it comes (pytest's capture aside), so that
+    CI's log shows every example's line of the main job; returns (the lines, the exit code)."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+    )
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    with capsys.disabled():
+        print(f"\n$ {shlex.join(cmd)}", flush=True)
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            print(lines[-1], flush=True)
+            if time.monotonic() > deadline:
+                proc.kill()
+                break
+    rc = proc.wait()
+    return lines, rc

@@ -448,7 +448,7 @@ def mean_field_draws():
         init_particles=draw_particles, training_set=lambda config: prompts, held_out_set=lambda config: prompts
     )
     with ExitStack() as stack:
-        for name in ("flows.mean_field.network", "flows.mean_field.flow"):  # where the draws are looked up
+        for name in ("flows.mean_field.spec", "flows.mean_field.network", "flows.mean_field.flow"):  # the draws
             module = importlib.import_module(name)
             present = {k: v for k, v in stubs.items() if hasattr(module, k)}
             if present:

@@ -5,9 +5,9 @@ import time.
 Imports anywhere in a module count (inside functions too: a cycle closed at call time is still a cycle), except
 those under `if TYPE_CHECKING:`. Importing a private *module* (`from .. import _program`,
 `from .._checks import check_int`) is fine; the rule is about private *names* (`from .solve import _signature`,
-`network._objective`). Nor does the library import a module at its
-deprecated old path (`DEPRECATED`). `flows/_generated/` (emitted by `derivations/`) is exempt from the
-private-name rule.
+`network._objective`). Nor does the library keep a deprecated shim: no module names `DeprecationWarning` (nothing
+has been released, so an old name is renamed and its callers updated). `flows/_generated/` (emitted by
+`derivations/`) is exempt from the private-name rule.
 
 `KNOWN_VIOLATIONS` lists what still breaks a rule in code being restructured; each entry must still exist
 (a fixed one is removed from the list), so the list only shrinks.
@@ -24,13 +24,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("flows", "derivations")
 EXEMPT_PRIVATE = ("flows._generated",)
-#: modules kept at their old path for one release (each forwards to its new home): the library imports the new
-#: homes
-DEPRECATED = ("flows.compile_cache", "flows.findings", "flows.network_records", "flows.plotting", "flows.records")
 
 #: Violations that remain in modules under restructuring, by rule: `cycles` (the sorted modules of each
 #: strongly connected component of the import graph), `private` ("importer: module.name"), `environ`
-#: ("module:line" of a read at import time), `deprecated` ("importer: old module path").
+#: ("module:line" of a read at import time), `deprecated` ("module:line" naming `DeprecationWarning`).
 KNOWN_VIOLATIONS: dict[str, set] = {"cycles": set(), "private": set(), "environ": set(), "deprecated": set()}
 
 
@@ -231,12 +228,12 @@ def _environ_reads() -> set[str]:
     return out
 
 
-def _deprecated_imports() -> set[str]:
+def _deprecation_warnings() -> set[str]:
     return {
-        f"{name}: {target}"
-        for name, parsed in PARSED.items()
-        if name not in DEPRECATED
-        for target in parsed.edges & set(DEPRECATED)
+        f"{name}:{node.lineno}"
+        for name, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Name) and node.id == "DeprecationWarning"
     }
 
 
@@ -244,7 +241,7 @@ FOUND = {
     "cycles": _cycles(),
     "private": _private_imports(),
     "environ": _environ_reads(),
-    "deprecated": _deprecated_imports(),
+    "deprecated": _deprecation_warnings(),
 }
 
 
@@ -272,6 +269,7 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
         "_c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import f\nX = 1\n",
         "sub/__init__.py": "",
         "sub/d.py": "from .._c import X\nfrom ..a import _private\nimport os\n\ndef g():\n    return os.environ['X']\n",
+        "old.py": "import warnings\n\ndef __getattr__(name):\n    warnings.warn(name, DeprecationWarning)\n",
     }
     for rel, text in files.items():
         (pkg / rel).write_text(text)
@@ -283,5 +281,4 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
     assert _cycles() == {("flows.a", "flows.b", "flows.sub.d")}
     assert _private_imports() == {"flows.b: flows.sub.d._hidden", "flows.sub.d: flows.a._private"}
     assert _environ_reads() == {"flows.a:2"}
-    monkeypatch.setattr(sys.modules[__name__], "DEPRECATED", ("flows._c",))
-    assert _deprecated_imports() == {"flows.b: flows._c", "flows.sub.d: flows._c"}
+    assert _deprecation_warnings() == {"flows.old:4"}

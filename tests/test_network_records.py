@@ -76,14 +76,3 @@ def test_event_time_refuses_bad_input_by_name():
 def test_flow_time_is_lr_step_over_one_minus_momentum():
     np.testing.assert_allclose(flow_time(0.1, [0, 10, 20], 0.9), [0.0, 10.0, 20.0], rtol=1e-14)
     np.testing.assert_allclose(flow_time(0.1, [0, 10], None), [0.0, 1.0], rtol=1e-14)
-
-
-def test_the_old_module_path_warns_and_gives_the_training_names():
-    import flows.network_records
-    import flows.training
-
-    for name in ("TrainingError", "event_time", "first_nonfinite_step", "flow_time"):
-        with pytest.warns(DeprecationWarning, match="flows.training"):
-            assert getattr(flows.network_records, name) is getattr(flows.training, name)
-    with pytest.raises(AttributeError):
-        flows.network_records.no_such_name  # noqa: B018

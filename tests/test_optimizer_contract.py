@@ -1,7 +1,10 @@
 """One contract for `solve_flow(optimizer=..., optim_args=...)` in every system
 (`flows.optim_limits.limit_problem`): the same optimiser names, the same `optim_args` names and defaults (the
 sign smoothing a documented per-system default), the same clocks per parameter group, and a ValueError that
-names a bad or unknown key. Each solve is short (the limits' accuracy is in each system's test_optim.py)."""
+names a bad or unknown key. Each solve is short (the limits' accuracy is in each system's test_optim.py).
+
+Every system is checked through its spec (`flows.solve_flow(system, ...)`, `flows.driver.limit_problem`), one
+entry per demo registered in `flows.registry`."""
 
 import functools
 from typing import NamedTuple
@@ -10,18 +13,11 @@ import jax
 import numpy as np
 import pytest
 
-from flows import cooccurrence as co
-from flows import linear_attention as la
-from flows import mean_field as mf
+import flows
+from flows import driver, registry
 from flows import optim_limits as ol
-from flows import scan_snap as ss
-from flows.cooccurrence.flow import limit_problem as co_problem
-from flows.linear_attention.flow import limit_problem as la_problem
-from flows.mean_field.flow import limit_problem as mf_problem
-from flows.scan_snap.flow import limit_problem as ss_problem
 
 LR, BETA = 0.1, 0.5
-ETA = {"Y": LR, "Z": 2 * LR}  # Scan and Snap's solve_flow takes the groups' rates itself (lr = 1, clock = step)
 
 
 class System(NamedTuple):
@@ -33,66 +29,28 @@ class System(NamedTuple):
     loss: str  # the observable that falls along every limit
 
 
-def _scan_snap():
-    classes = ss.syn_small()
-    return System(
-        lambda ts, **kw: ss.solve_flow(classes, ETA["Y"], ETA["Z"], ts, **kw),
-        lambda o, a: ss_problem(classes, ETA["Y"], ETA["Z"], o, a),
-        False,
-        lambda o, lr: dict(ETA),
-        1e-3,
-        "loss",
-    )
+def _spec(name):
+    """The entry of a system on the shared driver: its demo spec through `flows.solve_flow`."""
+    system = registry.demo(name)
+    params = system.initial_params(system.keys()["init"])
 
-
-def _cooccurrence():
-    config = co.Config(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8, seed=1)
-    args = co.data_args(config, num_test=24)
-    return System(
-        lambda ts, **kw: co.solve_flow(config, ts, args=args, locate_T1=False, **kw),
-        lambda o, a: co_problem(config, o, a, args=args)[:2],
-        True,
-        lambda o, lr: None,
-        1e-3,
-        "loss",
-    )
-
-
-def _mean_field():
-    config = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
-    att, mlp = config.M * config.L, config.M_mlp * config.L
-
-    def group_lr(optimizer, lr):  # GD and heavy ball at eta_tau M L; sign and Adam, scale-free, at one lr
-        return {"V": lr * att, "W": lr * att, "W1": lr * mlp, "W2": lr * mlp} if optimizer == "momentum" else None
+    def group_lr(optimizer, lr):  # each leaf at lr times its group's rate scale (None: every leaf at lr)
+        if not system.rate_scale or optimizer not in ("momentum", "adam"):
+            return None
+        leaves = {g: params[g] if isinstance(params[g], dict) else {g: None} for g in params}
+        return {k: lr * system.rate_scale.get(g, 1.0) for g in params for k in leaves[g]}
 
     return System(
-        lambda ts, **kw: mf.solve_flow(config, ts, observables="basic", **kw),
-        lambda o, a: mf_problem(config, o, a)[:2],
+        lambda ts, **kw: flows.solve_flow(system, ts, **kw),
+        lambda o, a: driver.limit_problem(system, o, a)[:2],
         True,
         group_lr,
-        1e-6,
-        "Q",
+        system.sign_eps,
+        registry.entry(name).demo.scalar,
     )
 
 
-def _linear_attention():
-    config = la.Config(d=2, N=4, eigenvalues=(1.0, 0.4))
-    return System(
-        lambda ts, **kw: la.solve_flow(config, ts, **kw),
-        lambda o, a: la_problem(config, o, a)[:2],
-        True,
-        lambda o, lr: None,
-        1e-3,
-        "loss",
-    )
-
-
-SYSTEMS = {
-    "scan_snap": _scan_snap,
-    "cooccurrence": _cooccurrence,
-    "mean_field": _mean_field,
-    "linear_attention": _linear_attention,
-}
+SYSTEMS = {**{e.name: (lambda name=e.name: _spec(name)) for e in registry.SYSTEMS if e.demo is not None}}
 
 
 @functools.cache
@@ -110,7 +68,11 @@ def _lr(system):
 
 
 def _per_leaf(value, like):
-    return {k: float(value[k]) for k in like} if isinstance(value, dict) else float(value)
+    """`value` (one number, or a pytree of one per parameter leaf) by leaf name, the names of `like`."""
+    if not isinstance(value, dict):
+        return float(value)
+    flat = {path[-1].key: float(leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(value)}
+    return {k: flat[k] for k in like}
 
 
 def test_optim_args_names_defaults_and_clocks(system):

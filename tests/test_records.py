@@ -182,6 +182,19 @@ def test_validation(tmp_path):
         rec.add_prediction("m", 1.0, expected="1", holds=True)
 
 
+def test_an_untested_prediction_carries_no_second_verdict(tmp_path):
+    """A prediction has one verdict: an extra field beside it that reads as one (``holds_at_this_size``) or that
+    would overwrite a field of the record is refused."""
+    rec = records.RunRecord(tmp_path / "r", name="r", config={})
+    for extra in ({"holds_at_this_size": True}, {"holds_here": False}, {"verdict": "holds"}, {"expected_": 1}):
+        if "expected_" in extra:
+            rec.add_prediction("fine", 1.0, "1", None, tested_at="the full run", **extra)
+            continue
+        with pytest.raises(ValueError, match="one verdict"):
+            rec.add_prediction("p", 1.0, "1", None, tested_at="the full run", **extra)
+    assert "p" not in rec.predictions and rec.predictions["fine"]["expected_"] == 1
+
+
 def test_colors():
     assert len(colors(3)) == 3 and len(set(colors(12))) == 12
     with pytest.raises(ValueError, match="n"):

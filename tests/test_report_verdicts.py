@@ -11,7 +11,7 @@ import re
 import pytest
 
 from flows.experiments import findings, records
-from flows.experiments.report import Outcome, failure_cause, holding, render_report
+from flows.experiments.report import Outcome, failure_cause, holding, render_report, short_form
 
 RAREST = findings.known("scan_snap_fig4", "etaY1_etaZ1_distinct_logits_rise_network_fraction")
 ADAM = findings.known("scan_snap_fig5", "eta0.1_distinct_logits_rise_network_fraction")
@@ -56,7 +56,7 @@ def test_known_finding_is_its_own_verdict_and_a_broken_prediction_still_fails(tm
     report = _render(tmp_path, ["mixed", "clean"])
 
     assert "| Predictions holding | Failing | Not tested at this size | Known findings |" in report
-    assert _summary_row(report, "mixed").endswith("| 2/6 | 1 | 1 | 2 |")
+    assert _summary_row(report, "mixed").endswith("| 2/5 | 1 | 1 | 2 |")  # 5 decided, 1 not tested
     assert _summary_row(report, "clean").endswith("| 1/1 | 0 | 0 | 0 |")
 
     lines = report.splitlines()
@@ -89,12 +89,62 @@ def test_no_known_findings_section_without_known_findings(tmp_path):
     _write(tmp_path, "clean", {"holds": (True, None), "marked_but_holds": (True, RAREST)})
     report = _render(tmp_path, ["clean"])
     assert "## Known findings" not in report and "KNOWN FINDING" not in report
-    assert holding(tmp_path / "clean") == "2/2 predictions hold"
+    assert holding(tmp_path / "clean") == "2/2 decided predictions hold"
 
 
 def test_holding_counts_known_findings_apart(tmp_path):
     _write(tmp_path, "ex", {"a": (True, None), "b": (False, RAREST), "c": (False, None), "d": (None, None)})
-    assert holding(tmp_path / "ex") == "1/4 predictions hold, 1 known finding, 1 not tested at this size"
+    assert (
+        holding(tmp_path / "ex") == "1/3 decided predictions hold, 1 fails, 1 known finding, 1 not tested at this size"
+    )
+
+
+def test_a_record_with_nothing_failing_never_reads_as_a_failure(tmp_path):
+    """The counts are over the predictions this size decides: one prediction not tested at this size is not
+    "0/1 predictions hold"."""
+    _write(tmp_path, "untested", {"speed": (None, None)})
+    _write(tmp_path, "some", {"a": (True, None), "b": (None, None), "c": (None, None)})
+    assert holding(tmp_path / "untested") == "1 prediction not tested at this size"
+    assert holding(tmp_path / "some") == "1/1 decided predictions hold, 2 not tested at this size"
+    report = _render(tmp_path, ["untested", "some"])
+    assert _summary_row(report, "untested").endswith("| none decided | 0 | 1 | 0 |")
+    assert _summary_row(report, "some").endswith("| 1/1 | 0 | 2 | 0 |")
+    assert "0/1" not in report and "1/3" not in report
+    line = next(line for line in report.splitlines() if line.startswith("- NOT TESTED speed:"))
+    assert line.endswith("; not decided at this size, decided by the full run")
+
+
+def test_short_form_never_cuts_a_value_mid_structure():
+    """A structured measured value is shown whole to its first entries, every bracket closed, with the count
+    of what is left out (the record keeps it all)."""
+    value = {
+        "m16": 4.993102731067768,
+        "nested": {"a": [1.0, 2.0], "b": {"c": 0.123456789}},
+        "long": list(range(40)),
+        **{f"k{i}": float(i) for i in range(10)},
+    }
+    text = short_form(value)
+    assert text.startswith(
+        "{m16: 4.993, nested: {a: [1, 2], b: {c: 0.1235}}, long: [0, 1, 2, 3, 4, 5, ... (40 values)]"
+    )
+    assert text.endswith(", ... (13 keys)}")
+    depth = 0
+    for char in text:
+        depth += {"{": 1, "[": 1, "}": -1, "]": -1}.get(char, 0)
+        assert depth >= 0
+    assert depth == 0
+    assert short_form([0.5, 0.25]) == "[0.5, 0.25]" and short_form(1 / 3) == "0.333333"
+    assert short_form({"x": 1.0}) == "{x: 1}" and short_form(None) == "None" and short_form(True) == "True"
+
+
+def test_report_points_to_the_record_for_a_shortened_value(tmp_path):
+    with records.RunRecord(tmp_path / "s", name="s", config={}) as rec:
+        rec.add_prediction("curve", list(range(20)), "increasing", True)
+        rec.add_prediction("pair", [1.0, 2.0], "ordered", True)
+    report = _render(tmp_path, ["s"])
+    assert "- PASS curve: measured = [0, 1, 2, 3, 4, 5, ... (20 values)], expected increasing" in report
+    assert "`s/metrics.json` has them all" in report
+    assert records.load_record(tmp_path / "s")["metrics"]["curve"]["measured"] == list(range(20))
 
 
 def test_old_records_without_the_marker_still_load_and_fail(tmp_path):

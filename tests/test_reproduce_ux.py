@@ -343,3 +343,53 @@ def test_unknown_only_name_lists_the_valid_ones(checkout, capsys):
     err = capsys.readouterr().err
     assert "unknown example(s) nope" in err and "available: alpha, beta, gamma" in err
     assert not (checkout / "out" / "alpha").exists()  # nothing ran
+
+
+_SEEDED = '''\
+"""Tiny example that takes a seed."""
+import sys
+
+from flows.experiments import records
+
+
+def main(argv=None):
+    ns = records.example_parser("seeded", __doc__, seed=7).parse_args(argv)
+    with records.RunRecord(ns.out, name="seeded", config={}, seed=ns.seed, quick=ns.quick) as rec:
+        rec.add_prediction("seed_is_odd", ns.seed, "odd", ns.seed % 2 == 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def test_reproduce_passes_the_seed_and_reruns_a_record_of_another_seed(tmp_path, capsys):
+    from flows.__main__ import main
+    from flows.experiments import records
+
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "seeded.py").write_text(_SEEDED)
+    out = tmp_path / "out"
+    base = [
+        "reproduce",
+        "--quick",
+        "--examples-dir",
+        str(tmp_path / "examples"),
+        "--out",
+        str(out),
+        "--no-compile-cache",
+    ]
+
+    def seed_of_record():
+        return records.load_record(out / "seeded")["meta"]["seed"]
+
+    assert main(base) == 0 and seed_of_record() == 7  # the example's own seed
+    assert main([*base, "--seed", "3"]) == 0 and seed_of_record() == 3  # another seed: rerun
+    capsys.readouterr()
+    assert main([*base, "--seed", "3"]) == 0
+    assert "[1/1] seeded: complete, skipped" in capsys.readouterr().out  # the same seed: resumed
+    assert main(base) == 0 and seed_of_record() == 3  # no --seed: any complete record stands
+    assert main([*base, "--seed", "4"]) == 0 and seed_of_record() == 4
+    assert "| [seeded](#seeded) | ok |" in (out / "REPORT.md").read_text()
+    assert "FAIL seed_is_odd" in (out / "REPORT.md").read_text()  # the verdict is the seed's

@@ -3,7 +3,6 @@
 the paper's Syn-Medium sizes, `event_time` on a series that never crosses, and the attention observables that
 a network record and its flow's Trajectory share by name."""
 
-import inspect
 import math
 import pickle
 import types
@@ -17,7 +16,7 @@ from flows import mean_field as mf
 from flows import scan_snap as ss
 from flows.scan_snap import observables as ss_obs
 from flows.scan_snap.data import SYN_MEDIUM_QUERIES
-from flows.scan_snap.network import blowup_bound
+from flows.scan_snap.model import blowup_bound
 from flows.training import event_time
 
 # --- mean field: a defaulted M_mlp follows M through replace -----------------------------------------------
@@ -111,7 +110,6 @@ def test_paper_time_is_honoured_by_the_full_flow():
     assert gap >= 0.1 * np.max(np.abs(network.ys["Z"])), gap
     with pytest.raises(ValueError, match="paper_time"):
         ss.solve_flow(classes, lr=1.0, ts=ts, optimizer="gd", paper_time=True)
-    assert "paper_time" not in inspect.signature(ss.flow.limit_problem).parameters
 
 
 # --- Scan and Snap: the paper's Syn-Medium sizes -----------------------------------------------------------
@@ -178,7 +176,8 @@ def test_scan_snap_flow_and_record_share_the_attention_observables():
         "h": np.zeros(()),
         "B": np.zeros(classes.num_classes),
     }
-    assert set(jax.eval_shape(ss.flow._obs_reduced, 0.0, state, args)) == set(ATTENTION_NAMES) | {"gamma"}
+    observe = ss.system(classes).reduced["reduced"].observe
+    assert set(jax.eval_shape(observe, 0.0, state, args)) == set(ATTENTION_NAMES) | {"gamma"}
     # the same functions on both sides
     np.testing.assert_array_equal(np.asarray(ss_obs.distinct_tokens(classes.cond_probs)), classes.distinct_mask)
     np.testing.assert_array_equal(np.asarray(ss_obs.common_tokens(classes.cond_probs)), classes.common_mask)

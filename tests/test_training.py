@@ -97,8 +97,6 @@ def test_record_vocabulary_and_validation():
     assert rec["loss"] is rec.loss and rec.batch_loss.shape == (1,)
     with pytest.raises(AttributeError):
         _ = rec.nothing
-    with pytest.warns(DeprecationWarning):
-        assert rec.t is rec.ts
     assert training.check_lr({"Y": 1, "Z": 2.0}, ("Y", "Z")) == {"Y": 1.0, "Z": 2.0}
     assert training.clock_rate({"Y": 1.0, "Z": 2.0}) == 2.0
     with pytest.raises(ValueError, match="lr must be a number or a dict with the keys"):

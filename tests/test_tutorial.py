@@ -1,7 +1,12 @@
 """The tutorial "Bring your own theory" (docs/tutorials/bring_your_own_theory.md) runs as written: its python
 code blocks, in order, as one script from a temporary folder outside the repository, against the installed
-package. The tutorial asserts its own agreements (derived flow against the closed form and `jax.grad`, the
-trained networks against their flows, first order in the learning rate)."""
+package. The tutorial asserts its own agreements (the spec's network against its limits, the SGD SDE against
+SGD, `flows.compare`'s first order in the learning rate, the derived flow against the closed form and
+`jax.grad`, the trained networks against their flows).
+
+The acceptance of the spec: a theory outside the package, written as a `flows.System` in at most 40 lines of
+user code (the tutorial's first block), gets `train`, `solve_flow` with gd, momentum, sign and Adam, the SGD
+SDE, and `compare` with its figure and run record, with no package edit."""
 
 import os
 import re
@@ -15,10 +20,26 @@ ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = ROOT / "docs" / "tutorials" / "bring_your_own_theory.md"
 
 
-def tutorial_script() -> str:
+def tutorial_blocks() -> list[str]:
     blocks = re.findall(r"^```python\n(.*?)^```", TUTORIAL.read_text(encoding="utf-8"), flags=re.S | re.M)
     assert len(blocks) >= 3, f"expected the tutorial's python blocks, found {len(blocks)}"
-    return "\n\n".join(blocks)
+    return blocks
+
+
+def tutorial_script() -> str:
+    return "\n\n".join(tutorial_blocks())
+
+
+def test_the_theory_is_a_spec_of_at_most_40_lines():
+    """The first block is the whole theory: a `flows.System` built from plain functions, in at most 40 lines
+    (blank lines aside); the next ones use only the public driver on it."""
+    theory, use, compare = tutorial_blocks()[:3]
+    lines = [line for line in theory.splitlines() if line.strip()]
+    assert len(lines) <= 40, len(lines)
+    assert "flows.System(" in theory
+    for name in ("flows.train(", "flows.solve_flow(", "noise=True", '"momentum"', '"sign"', '"adam"'):
+        assert name in use, name
+    assert "flows.compare(" in compare and "out=" in compare and ".figure()" in compare
 
 
 @pytest.mark.slow  # .ci/run runs the tutorial's tests after the default suite
@@ -36,3 +57,8 @@ def test_tutorial_runs_from_a_temporary_folder(tmp_path):
     # the user's generated module is in the user's folder
     assert (tmp_path / "generated" / "two_layer_scalar.py").is_file()
     assert re.search(r"^gd: loss .* \|net - flow\|", out, re.M) and re.search(r"^adam: loss ", out, re.M), out
+    # the spec's comparison: its run record and its figure, in the user's folder
+    record = tmp_path / "compare_gd"
+    assert (record / "meta.json").is_file() and (record / "compare.png").is_file(), sorted(tmp_path.iterdir())
+    assert '"holds": true' in (record / "metrics.json").read_text()
+    assert (tmp_path / "compare_gd_again.png").is_file()

@@ -1,97 +1,20 @@
-"""Every system's `train` speaks one vocabulary, checked by one test per keyword, parametrised over the
-systems: `seed` and `init`, `lr` as a number and as one rate per parameter group,
-`save_every`, heavy-ball momentum on the shared clock t = lr * step / (1 - beta), and a failed run's record.
+"""Every system speaks one vocabulary, checked by one test per keyword: `seed`, `lr` as a number and as one
+rate per parameter group, `save_every`, heavy-ball momentum on the shared clock t = lr * step / (1 - beta), and
+a failed run's record.
 
-Each system runs at one small size; its runs share a few compiled programs (the rates, seeds and momentum
-live in the optimiser state)."""
+The tests run the shared driver `flows.train` over the demo spec of every system registered with one
+(`flows.registry`): every built-in system is a spec, and its own `train` is a thin call of the driver. Each
+system runs at one small size; its runs share a few compiled programs (the rates, seeds and momentum live in the
+optimiser state)."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
 
-from flows import FlowError
-from flows import cooccurrence as co
-from flows import linear_attention as la
-from flows import mean_field as mf
-from flows import scan_snap as ss
+import flows
+from flows import FlowError, registry
 from flows.training import NetworkRecord, TrainingError, flow_time
-
-
-@dataclasses.dataclass(frozen=True)
-class System:
-    name: str
-    run: object  # run(optimizer, lr, steps, save_every, momentum, seed, init) -> record
-    plain: str  # the optimiser without momentum
-    groups: tuple  # the keys of a per-group lr
-    lr: float  # a rate at which a run moves and stays finite
-    clock: float  # the clock's rate per unit of lr (Scan and Snap counts time in steps)
-    inits: tuple  # two initialisations
-    scalar: str  # a scalar observable
-    blowup: float  # a rate at which a run goes non-finite
-
-
-_SS = ss.syn_small()
-_CO = co.Config(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=4, m1=2, seed=3)
-_LA = la.Config(d=2, N=4, eigenvalues=(1.0, 0.4))
-_MF = mf.Config(d=2, D=3, N=4, L=2, M=4, M_mlp=6, lam=0.05, n_train=16, n_test=8, init_scale=2.0, seed=1)
-
-
-def _ss(optimizer, lr, steps, save_every=1, momentum=0.0, seed=2, init="random"):
-    return ss.train(
-        _SS,
-        optimizer,
-        lr=lr,
-        T=24,
-        batch_size=8,
-        steps=steps,
-        momentum=momentum,
-        init=init,
-        seed=seed,
-        save_every=save_every,
-    )
-
-
-def _co(optimizer, lr, steps, save_every=1, momentum=None, seed=None, init=None):
-    return co.train(
-        _CO,
-        optimizer,
-        lr,
-        steps,
-        batch_size=2 if optimizer == "sgd" else None,
-        save_every=save_every,
-        momentum=momentum,
-        seed=seed,
-        init=init,
-        num_test=4,
-    )
-
-
-def _mf(optimizer, lr, steps, save_every=1, momentum=0.0, seed=None, init=None):
-    return mf.train(_MF, optimizer, lr, steps, save_every, momentum=momentum, seed=seed, init=init, observables="basic")
-
-
-def _la(optimizer, lr, steps, save_every=1, momentum=None, seed=None, init=None):
-    return la.train(_LA, optimizer, lr, steps, save_every=save_every, momentum=momentum, seed=seed, init=init)
-
-
-SYSTEMS = {
-    "scan_snap": System("scan_snap", _ss, "adam", ("Y", "Z"), 1.0, 0.0, ("zero", "random"), "loss", 1e308),
-    "cooccurrence": System(
-        "cooccurrence", _co, "gd", ("W", "W_V", "W_K", "W_Q"), 1e-2, 1.0, ("theory", "kaiming"), "loss", 1e3
-    ),
-    "mean_field": System("mean_field", _mf, "gd", ("attention", "mlp"), 0.1, 1.0, ("tied", "smooth"), "Q", 1e6),
-    "linear_attention": System(
-        "linear_attention", _la, "gd", ("W_PV", "W_KQ"), 0.05, 1.0, ("paper", "random"), "loss", 1e3
-    ),
-}
-
-
-@pytest.fixture(params=sorted(SYSTEMS))
-def system(request):
-    return SYSTEMS[request.param]
 
 
 def _observables_close(a, b, rtol=1e-12):
@@ -99,94 +22,108 @@ def _observables_close(a, b, rtol=1e-12):
         np.testing.assert_allclose(a[k], b[k], rtol=rtol, atol=1e-14, err_msg=k)
 
 
-def _ts(system, lr, steps, momentum=0.0):
-    """The record's clock: t = lr * step / (1 - beta) (Scan and Snap: lr = 1, time in steps)."""
-    return flow_time(lr if system.clock else 1.0, steps, momentum)
+SPECS = [e.name for e in registry.SYSTEMS if e.demo is not None]
 
 
-def test_record_fields_seed_and_init(system):
-    run = system.run
-    rec = run("sgd", system.lr, 4, seed=2, init=system.inits[0])
-    assert isinstance(rec, NetworkRecord)
-    for field in (
-        "ts",
-        "steps",
-        "observables",
-        "params",
-        "optimizer",
-        "lr",
-        "momentum",
-        "config",
-        "compile_s",
-        "run_s",
-    ):
-        assert hasattr(rec, field), field
-    assert rec.optimizer == "sgd" and rec.momentum == 0.0 and rec.run_s > 0 and rec.compile_s >= 0
-    assert rec[system.scalar] is rec.observables[system.scalar] is getattr(rec, system.scalar)
+@pytest.fixture(params=SPECS)
+def spec(request):
+    entry = registry.entry(request.param)
+    return registry.demo(request.param), entry.demo
+
+
+def _groups(system):
+    return tuple(system.initial_params(system.keys()["init"]))
+
+
+def test_spec_record_fields_and_seed(spec):
+    system, demo = spec
+    run = lambda seed: flows.train(  # noqa: E731
+        system, "sgd", demo.lr, 4, save_every=1, seed=seed, batch_size=demo.batch_size
+    )
+    rec = run(2)
+    assert isinstance(rec, NetworkRecord) and rec.optimizer == "sgd" and rec.momentum == 0.0
+    assert rec.config is system.config and rec.extras == {"batch_size": demo.batch_size, "system": system.name}
+    assert rec.run_s > 0 and rec.compile_s >= 0
+    assert rec[demo.scalar] is rec.observables[demo.scalar] is getattr(rec, demo.scalar)
     np.testing.assert_array_equal(rec.steps, np.arange(5))
-    np.testing.assert_allclose(rec.ts, _ts(system, system.lr, rec.steps), rtol=1e-15, atol=0)
-    again = run("sgd", system.lr, 4, seed=2, init=system.inits[0])
+    np.testing.assert_allclose(rec.ts, flow_time(demo.lr, rec.steps), rtol=1e-15, atol=0)
+    again, other = run(2), run(3)
     for k in rec.observables:
         np.testing.assert_array_equal(again[k], rec[k], err_msg=k)  # the same seed, the same record
-    other_seed = run("sgd", system.lr, 4, seed=3, init=system.inits[0])
-    other_init = run("sgd", system.lr, 4, seed=2, init=system.inits[1])
-    for other in (other_seed, other_init):
-        assert np.max(np.abs(other[system.scalar] - rec[system.scalar])) > 1e-8
-    for kw, field in ((dict(seed=-1), "seed"), (dict(init="nope"), "init")):
+    assert np.max(np.abs(other[demo.scalar] - rec[demo.scalar])) > 1e-8
+    default = flows.train(system, "sgd", demo.lr, 4, save_every=1, batch_size=demo.batch_size)
+    own = flows.train(system, "sgd", demo.lr, 4, save_every=1, batch_size=demo.batch_size, seed=system.seed)
+    np.testing.assert_array_equal(default[demo.scalar], own[demo.scalar])  # seed=None: the system's own
+    for kw, field in ((dict(seed=-1), "seed"), (dict(batch_size=0), "batch_size"), (dict(steps=0), "steps")):
         with pytest.raises(ValueError, match=field):
-            run("sgd", system.lr, 4, **kw)
+            flows.train(system, "sgd", demo.lr, **{"steps": 4, **kw})
+    with pytest.raises(ValueError, match="batch_size"):
+        flows.train(system, "gd", demo.lr, 4, batch_size=demo.batch_size)
+    with pytest.raises(ValueError, match="optimizer"):
+        flows.train(system, "rmsprop", demo.lr, 4)
 
 
-def test_lr_a_number_or_one_per_group(system):
-    run = system.run
-    one = run(system.plain, system.lr, 5)
-    groups = run(system.plain, dict.fromkeys(system.groups, system.lr), 5)
-    _observables_close(groups, one)
-    np.testing.assert_array_equal(groups.ts, one.ts)
-    assert groups.lr == dict.fromkeys(system.groups, system.lr)
-    slow = {**dict.fromkeys(system.groups, system.lr), system.groups[-1]: system.lr / 10}
-    moved = run(system.plain, slow, 5)  # a slower group: another path, the clock at the largest rate
+def test_spec_lr_a_number_or_one_per_group(spec):
+    system, demo = spec
+    groups = _groups(system)
+    one = flows.train(system, "gd", demo.lr, 5, save_every=1)
+    each = flows.train(system, "gd", dict.fromkeys(groups, demo.lr), 5, save_every=1)
+    _observables_close(each, one)
+    np.testing.assert_array_equal(each.ts, one.ts)
+    assert each.lr == dict.fromkeys(groups, demo.lr)
+    slow = {**dict.fromkeys(groups, demo.lr), groups[-1]: demo.lr / 10}
+    moved = flows.train(system, "gd", slow, 5, save_every=1)  # another path, the clock at the largest rate
     np.testing.assert_array_equal(moved.ts, one.ts)
-    assert np.max(np.abs(moved[system.scalar][1:] - one[system.scalar][1:])) > 1e-10
-    bad_group = {**dict.fromkeys(system.groups, system.lr), system.groups[-1]: -1.0}
-    for lr, field in (({system.groups[0]: system.lr}, "lr"), (bad_group, system.groups[-1]), (0.0, "lr")):
+    assert np.max(np.abs(moved[demo.scalar][1:] - one[demo.scalar][1:])) > 1e-10
+    bad_group = {**dict.fromkeys(groups, demo.lr), groups[-1]: -1.0}
+    for lr, field in (({groups[0]: demo.lr}, "lr"), (bad_group, groups[-1]), (0.0, "lr")):
         with pytest.raises(ValueError, match=field):
-            run(system.plain, lr, 5)
+            flows.train(system, "gd", lr, 5)
 
 
-def test_save_every_keeps_the_same_training_at_fewer_steps(system):
-    run = system.run
-    full = run("sgd", system.lr, 10, 1, momentum=0.5)
-    sparse = run("sgd", system.lr, 10, 4, momentum=0.5)
-    assert sparse.steps.tolist() == [0, 4, 8, 10]
+def test_spec_save_every_keeps_the_same_training_at_fewer_steps(spec):
+    system, demo = spec
+    beta = {"beta": 0.5}
+    full = flows.train(system, "momentum", demo.lr, 10, save_every=1, optim_args=beta)
+    sparse = flows.train(system, "momentum", demo.lr, 10, save_every=4, optim_args=beta)
+    explicit = flows.train(system, "momentum", demo.lr, 10, save_steps=[3, 7], optim_args=beta)
+    assert sparse.steps.tolist() == [0, 4, 8, 10] and explicit.steps.tolist() == [0, 3, 7]
     for k in full.observables:
         np.testing.assert_allclose(sparse[k], full[k][sparse.steps], rtol=1e-12, atol=1e-14, err_msg=k)
+        np.testing.assert_allclose(explicit[k], full[k][explicit.steps], rtol=1e-12, atol=1e-14, err_msg=k)
     with pytest.raises(ValueError, match="save_every"):
-        run("sgd", system.lr, 10, 0)
+        flows.train(system, "gd", demo.lr, 10, save_every=0)
 
 
-def test_momentum_on_the_shared_clock(system):
-    run = system.run
+def test_spec_momentum_on_the_shared_clock(spec):
+    system, demo = spec
     beta = 0.5
-    rec = run("sgd", system.lr, 10, 1, momentum=beta)
-    assert rec.momentum == beta and rec.optimizer == "sgd"
-    np.testing.assert_allclose(rec.ts, _ts(system, system.lr, np.arange(11), beta), rtol=1e-15, atol=0)
-    plain = run("sgd", system.lr, 10, 1, momentum=0.0)
-    assert np.max(np.abs(plain[system.scalar][2:] - rec[system.scalar][2:])) > 1e-10  # the momentum acts
-    other = "adam" if system.name != "mean_field" else "gd"
-    with pytest.raises(ValueError, match="momentum"):
-        run(other, system.lr, 10, 1, momentum=beta)
+    rec = flows.train(system, "momentum", demo.lr, 10, save_every=1, optim_args={"beta": beta})
+    assert rec.momentum == beta and rec.optimizer == "momentum"
+    np.testing.assert_allclose(rec.ts, flow_time(demo.lr, np.arange(11), beta), rtol=1e-15, atol=0)
+    plain = flows.train(system, "momentum", demo.lr, 10, save_every=1, optim_args={"beta": 0.0})
+    gd = flows.train(system, "gd", demo.lr, 10, save_every=1)
+    _observables_close(plain, gd)  # beta = 0 is gradient descent
+    assert np.max(np.abs(plain[demo.scalar][2:] - rec[demo.scalar][2:])) > 1e-10  # the momentum acts
+    for optimizer, optim_args, field in (
+        ("momentum", None, "beta"),
+        ("momentum", {"beta": 1.0}, "beta"),
+        ("adam", {"beta": beta}, "beta"),
+        ("gd", {"beta": beta}, "beta"),
+        ("adam", {"b1": 1.5}, "b1"),
+    ):
+        with pytest.raises(ValueError, match=field):
+            flows.train(system, optimizer, demo.lr, 10, optim_args=optim_args)
 
 
-def test_a_failed_run_is_truncated_and_carries_its_record(system):
+def test_spec_a_failed_run_is_truncated_and_carries_its_record(spec):
+    system, demo = spec
     with pytest.raises(TrainingError, match="non-finite at step") as info:
-        system.run(system.plain if system.name != "scan_snap" else "sgd", system.blowup, 40, 3)
+        flows.train(system, "gd", demo.blowup, 40, save_every=3)
     err = info.value
     assert isinstance(err, FlowError) and 1 <= err.step <= 40
     rec = err.record
     assert rec is err.trajectory and isinstance(rec, NetworkRecord)
-    assert rec.steps[0] == 0 and np.all(rec.steps < err.step)
     assert rec.steps.tolist() == [s for s in range(0, 40, 3) if s < err.step]
-    assert len(rec.ts) == len(rec.steps)
     for k, v in rec.observables.items():
         assert len(v) == len(rec.steps) and np.all(np.isfinite(v)), k

@@ -8,7 +8,7 @@ import numpy as np
 from jax._src import compiler  # the compile options JAX hands XLA (a check of the flag)
 
 import flows
-from flows import _xla
+from flows import _xla, training
 from flows._program import build
 
 
@@ -116,7 +116,6 @@ def test_suite_optimisation_level_gives_the_default_results():
     scan, autodiff, optax); the mean-field adjoint velocity."""
     from flows.mean_field import gradients as mf_grad
     from flows.mean_field import model as mf_model
-    from flows.mean_field import network as mf_net
     from flows.mean_field import observables as mf_obs
 
     run, call = _event_program()
@@ -128,9 +127,21 @@ def test_suite_optimisation_level_gives_the_default_results():
     particles = flows.mean_field.init_particles(cfg)
     data = flows.mean_field.training_set(cfg)
     args = mf_obs.make_args(cfg, data, flows.mean_field.held_out_set(cfg))
-    opt_state = mf_net.optimizer_state(cfg, particles, 0.1)
-    gd = mf_net.gd_program(False)
-    call = (particles, opt_state, None, jnp.asarray([5, 5], jnp.int32), args, jnp.zeros((0,)))
+    spec = flows.mean_field.system(cfg)  # the loop of flows.train on it: GD at lr M L, lr M_mlp L
+    groups = {"attention": "attention", "mlp": "mlp"}
+    opt_state = training.make_optimizer("gd", 0.1, labels=groups, scale=dict(spec.rate_scale)).init(
+        flows.mean_field.flow.nest(particles)
+    )
+    template = training.make_optimizer("gd", dict.fromkeys(groups, 1.0), labels=groups)
+    gd = training.training_program(lambda p, d, batch: spec.loss(p, d), spec.observe, template)
+    call = (
+        flows.mean_field.flow.nest(particles),
+        opt_state,
+        None,
+        jnp.asarray([5, 5], jnp.int32),
+        args,
+        jnp.zeros((0,)),
+    )
     low, default = _at_both_levels(gd, *call)
     _assert_trees_close(low, default)
     consts = mf_model.traced_constants(cfg, data.Z0.dtype)

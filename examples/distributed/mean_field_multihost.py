@@ -3,7 +3,7 @@
 Every process runs this same script; `jax.distributed.initialize` connects them, and the one-axis mesh of
 `flows.mean_field.particle_mesh()` then spans the devices of all processes: the M heads and M_mlp neurons of
 every layer are split over them, and XLA inserts the all-reduces of the forward and backward passes. Nothing
-else changes: `train_gd` and `solve_particles` take the mesh as they do on one host.
+else changes: `train` and `solve_flow` take the mesh as they do on one host.
 
 Two processes on this machine (CPU devices, gloo collectives), e.g. in two shells:
 
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
 
     mesh = mf.particle_mesh()  # every device of every process
     cfg = mf.Config(d=3, D=4, N=8, L=4, M=ns.M, n_train=64, lam=1e-3, init_scale=2.0, seed=0)
-    rec = mf.train_gd(cfg, 0.2, ns.steps, save_every=max(1, ns.steps // 4), mesh=mesh)
+    rec = mf.train(cfg, "gd", 0.2, ns.steps, save_every=max(1, ns.steps // 4), mesh=mesh)
     me = jax.process_index()
     if me == 0:
         print(
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
             f"{mesh.shape}; tau = {rec.tau.tolist()}; Q = {np.round(rec['Q'], 10).tolist()}"
         )
     if ns.check:
-        ref = mf.train_gd(cfg, 0.2, ns.steps, save_every=max(1, ns.steps // 4))
+        ref = mf.train(cfg, "gd", 0.2, ns.steps, save_every=max(1, ns.steps // 4))
         gap = float(np.max(np.abs(ref["Q"] - rec["Q"])))
         if me == 0:
             print(f"sharded vs unsharded: max |Q gap| = {gap:.2e}")

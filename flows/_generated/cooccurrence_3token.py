@@ -5,17 +5,16 @@ System: cooccurrence-3token
 Word co-occurrence (Yang et al. 2024), 3-token mean-field reduction of the Gram flow:
 G1..G3, S and the 3x3 blocks of A (key row, query column), M_V, M_K, M_Q; random tokens
 inert (G = 0, zero key scores, uniform query rows); groups weighted (1/2, 1/6, 1/6, 1/6).
-z = -dL/dG and B = -sqrt(m) dL/dA by sympy; Gram pushforward of §3.2.
+z = -dL/dG and B = -sqrt(m) dL/dA by sympy; the Gram flow of cooccurrence-gram at d = 3.
 Equations:
-    (40 equations, 303919 characters: print them with `python -m flows derive cooccurrence-3token`)
+    (40 equations, 310026 characters: print them with `python -m flows derive cooccurrence-3token`)
 
 Re-generate with `python -m derivations --write`; a test fails when this file is out of date.
 """
 
-import difflib
-from collections.abc import Mapping
-
 import jax.numpy as jnp
+
+from flows._generated import _runtime
 
 STATE = ('G1', 'G2', 'G3', 'S', 'A11', 'A12', 'A13', 'A21', 'A22', 'A23', 'A31', 'A32', 'A33', 'MV11', 'MV12', 'MV13', 'MV21', 'MV22', 'MV23', 'MV31', 'MV32', 'MV33', 'MK11', 'MK12', 'MK13', 'MK21', 'MK22', 'MK23', 'MK31', 'MK32', 'MK33', 'MQ11', 'MQ12', 'MQ13', 'MQ21', 'MQ22', 'MQ23', 'MQ31', 'MQ32', 'MQ33')
 PARAMS = ('m', 'm1', 'L')
@@ -26,7 +25,7 @@ def vector_field(t, y, args):
     """d(G1, G2, G3, S, A11, A12, A13, A21, A22, A23, A31, A32, A33, MV11, MV12, MV13, MV21, MV22, MV23, MV31, MV32, MV33, MK11, MK12, MK13, MK21, MK22, MK23, MK31, MK32, MK33, MQ11, MQ12, MQ13, MQ21, MQ22, MQ23, MQ31, MQ32, MQ33)/dt for state `y[..., i]` in STATE order and
     `args` a mapping with exactly the keys in PARAMS (others are a ValueError); broadcasts over leading
     axes."""
-    _check_args(args)
+    _runtime.check_args(args, PARAMS, SYSTEM)
     G1 = y[..., 0]
     G2 = y[..., 1]
     G3 = y[..., 2]
@@ -74,151 +73,147 @@ def vector_field(t, y, args):
     _x1 = L - 2
     _x2 = _x0*_x1
     _x3 = 1/jnp.sqrt(m)
-    _x4 = jnp.exp(A22*_x3)
-    _x5 = jnp.exp(A32*_x3)
+    _x4 = jnp.exp(A11*_x3)
+    _x5 = jnp.exp(A31*_x3)
     _x6 = _x4 + _x5
     _x7 = (_x1 + _x6)**(-1.0)
-    _x8 = jnp.exp(A23*_x3)
+    _x8 = jnp.exp(A13*_x3)
     _x9 = jnp.exp(A33*_x3)
     _x10 = _x1 + _x9
     _x11 = (_x10 + _x8)**(-1.0)
-    _x12 = G2*_x4 + G3*_x5
-    _x13 = _x12*_x7
-    _x14 = G2*_x8
+    _x12 = G1 + G3
+    _x13 = G1*_x4 + G3*_x5
+    _x14 = _x13*_x7
     _x15 = G3*_x9
-    _x16 = _x11*(_x14 + _x15)
-    _x17 = jnp.exp(_x13 + _x16 + _x2*(G2 + G3))
-    _x18 = _x17/(_x17 + 1)
-    _x19 = L - 3
-    _x20 = _x0*_x19
-    _x21 = jnp.exp(A21*_x3)
-    _x22 = jnp.exp(A11*_x3)
-    _x23 = jnp.exp(A31*_x3)
-    _x24 = _x22 + _x23
-    _x25 = (_x19 + _x21 + _x24)**(-1.0)
-    _x26 = _x21*_x25
-    _x27 = jnp.exp(A12*_x3)
-    _x28 = (_x19 + _x27 + _x6)**(-1.0)
-    _x29 = jnp.exp(A13*_x3)
-    _x30 = (_x19 + _x29 + _x8 + _x9)**(-1.0)
-    _x31 = G1 + G3
-    _x32 = G1*_x22 + G3*_x23
-    _x33 = _x25*(G2*_x21 + _x32)
-    _x34 = _x28*(G1*_x27 + _x12)
-    _x35 = G1*_x29 + _x15
-    _x36 = _x30*(_x14 + _x35)
-    _x37 = _x20*(G2 + _x31) + _x33 + _x34 + _x36
-    _x38 = jnp.exp(-_x37)/(1 + jnp.exp(-_x37))
-    _x39 = 3*_x38
-    _x40 = _x18*(_x11*_x8 + _x2 + _x4*_x7) - _x39*(_x20 + _x26 + _x28*_x4 + _x30*_x8)
-    _x41 = _x40*m1
-    _x42 = (_x1 + _x24)**(-1.0)
-    _x43 = (_x10 + _x29)**(-1.0)
-    _x44 = _x32*_x42
-    _x45 = _x35*_x43
-    _x46 = jnp.exp(_x2*_x31 + _x44 + _x45)
-    _x47 = _x46/(_x46 + 1)
-    _x48 = _x27*_x28
-    _x49 = -_x39*(_x20 + _x22*_x25 + _x29*_x30 + _x48) + _x47*(_x2 + _x22*_x42 + _x29*_x43)
-    _x50 = L - 1
-    _x51 = (_x50 + _x9)**(-1.0)
-    _x52 = _x51*_x9
-    _x53 = _x0*_x50 + _x52
-    _x54 = jnp.exp(G3*_x53)
-    _x55 = _x54/(_x54 + 1)
-    _x56 = _x18*(_x11*_x9 + _x2 + _x5*_x7) - _x39*(_x20 + _x23*_x25 + _x28*_x5 + _x30*_x9) + _x47*(_x2 + _x23*_x42 + _x43*_x9) + _x53*_x55
-    _x57 = _x56*m1
-    _x58 = _x49*m1
-    _x59 = G1*_x49
-    _x60 = G2*_x40
-    _x61 = G3*_x56
-    _x62 = -_x33
-    _x63 = _x26*(G2 + _x62)
-    _x64 = _x39*_x63
-    _x65 = -_x34
-    _x66 = _x48*(G1 + _x65)
-    _x67 = _x39*_x66
-    _x68 = -_x44
-    _x69 = _x42*_x47
-    _x70 = _x25*_x39
-    _x71 = _x22*(_x69*(G1 + _x68) - _x70*(G1 + _x62))
-    _x72 = _x23*(_x69*(G3 + _x68) - _x70*(G3 + _x62))
-    _x73 = -_x45
-    _x74 = _x43*_x47
-    _x75 = -_x36
-    _x76 = _x30*_x39
-    _x77 = _x29*(_x74*(G1 + _x73) - _x76*(G1 + _x75))
-    _x78 = (1/6)*_x3
-    _x79 = -_x13
-    _x80 = _x18*_x7
-    _x81 = _x28*_x39
-    _x82 = _x4*(_x80*(G2 + _x79) - _x81*(G2 + _x65))
-    _x83 = _x5*(_x80*(G3 + _x79) - _x81*(G3 + _x65))
-    _x84 = -_x16
-    _x85 = _x11*_x18
-    _x86 = _x8*(-_x76*(G2 + _x75) + _x85*(G2 + _x84))
-    _x87 = _x9*(G3*_x51*_x55*(1 - _x52) + _x74*(G3 + _x73) - _x76*(G3 + _x75) + _x85*(G3 + _x84))
-    _x88 = -1/6*G1*_x40 - 1/6*G2*_x49
-    _x89 = -1/6*G1*_x56 - 1/6*G3*_x49
-    _x90 = -1/6*G2*_x56 - 1/6*G3*_x40
-    _x91 = -A12*_x38*_x66
-    _x92 = (1/3)*A11*_x71
-    _x93 = A13*_x77
-    _x94 = -_x78*(-A11*_x64 + A12*_x82 + A13*_x86 + A21*_x71 - A22*_x67 + A23*_x77)
-    _x95 = -_x78*(A11*_x72 + A12*_x83 + A13*_x87 + A31*_x71 - A32*_x67 + A33*_x77)
-    _x96 = -A21*_x38*_x63
-    _x97 = (1/3)*A22*_x82
-    _x98 = A23*_x86
-    _x99 = -_x78*(A21*_x72 + A22*_x83 + A23*_x87 - A31*_x64 + A32*_x82 + A33*_x86)
-    _x100 = A31*_x72
-    _x101 = A32*_x83
-    _x102 = A33*_x87
-    _x103 = (1/3)*_x3
-    _x104 = -_x78*(-A11*_x67 + A12*_x71 + A21*_x82 - A22*_x64 + A31*_x83 + A32*_x72)
-    _x105 = -_x78*(A11*_x77 + A13*_x71 + A21*_x86 - A23*_x64 + A31*_x87 + A33*_x72)
-    _x106 = -_x78*(A12*_x77 - A13*_x67 + A22*_x86 + A23*_x82 + A32*_x87 + A33*_x83)
+    _x16 = G1*_x8 + _x15
+    _x17 = _x11*_x16
+    _x18 = jnp.exp(_x12*_x2 + _x14 + _x17)
+    _x19 = _x18/(_x18 + 1)
+    _x20 = L - 3
+    _x21 = _x0*_x20
+    _x22 = jnp.exp(A21*_x3)
+    _x23 = (_x20 + _x22 + _x6)**(-1.0)
+    _x24 = jnp.exp(A12*_x3)
+    _x25 = jnp.exp(A22*_x3)
+    _x26 = jnp.exp(A32*_x3)
+    _x27 = _x25 + _x26
+    _x28 = (_x20 + _x24 + _x27)**(-1.0)
+    _x29 = _x24*_x28
+    _x30 = jnp.exp(A23*_x3)
+    _x31 = (_x20 + _x30 + _x8 + _x9)**(-1.0)
+    _x32 = _x23*(G2*_x22 + _x13)
+    _x33 = G2*_x25 + G3*_x26
+    _x34 = _x28*(G1*_x24 + _x33)
+    _x35 = G2*_x30
+    _x36 = _x31*(_x16 + _x35)
+    _x37 = _x21*(G2 + _x12) + _x32 + _x34 + _x36
+    _x38 = 3*jnp.exp(-_x37)/(1 + jnp.exp(-_x37))
+    _x39 = _x19*(_x11*_x8 + _x2 + _x4*_x7) - _x38*(_x21 + _x23*_x4 + _x29 + _x31*_x8)
+    _x40 = (_x1 + _x27)**(-1.0)
+    _x41 = (_x10 + _x30)**(-1.0)
+    _x42 = _x33*_x40
+    _x43 = _x41*(_x15 + _x35)
+    _x44 = jnp.exp(_x2*(G2 + G3) + _x42 + _x43)
+    _x45 = _x44/(_x44 + 1)
+    _x46 = _x22*_x23
+    _x47 = -_x38*(_x21 + _x25*_x28 + _x30*_x31 + _x46) + _x45*(_x2 + _x25*_x40 + _x30*_x41)
+    _x48 = L - 1
+    _x49 = (_x48 + _x9)**(-1.0)
+    _x50 = _x49*_x9
+    _x51 = _x0*_x48 + _x50
+    _x52 = jnp.exp(G3*_x51)
+    _x53 = _x52/(_x52 + 1)
+    _x54 = _x19*(_x11*_x9 + _x2 + _x5*_x7) - _x38*(_x21 + _x23*_x5 + _x26*_x28 + _x31*_x9) + _x45*(_x2 + _x26*_x40 + _x41*_x9) + _x51*_x53
+    _x55 = -_x39
+    _x56 = -_x47
+    _x57 = G1*_x39
+    _x58 = G2*_x47
+    _x59 = G3*_x54
+    _x60 = -_x32
+    _x61 = _x38*_x46*(G2 + _x60)
+    _x62 = -_x34
+    _x63 = _x29*_x38*(G1 + _x62)
+    _x64 = -_x14
+    _x65 = _x19*_x7
+    _x66 = _x23*_x38
+    _x67 = _x4*(_x65*(G1 + _x64) - _x66*(G1 + _x60))
+    _x68 = _x5*(_x65*(G3 + _x64) - _x66*(G3 + _x60))
+    _x69 = -_x17
+    _x70 = _x11*_x19
+    _x71 = -_x36
+    _x72 = _x31*_x38
+    _x73 = _x8*(_x70*(G1 + _x69) - _x72*(G1 + _x71))
+    _x74 = (1/6)*_x3
+    _x75 = -_x42
+    _x76 = _x40*_x45
+    _x77 = _x28*_x38
+    _x78 = _x25*(_x76*(G2 + _x75) - _x77*(G2 + _x62))
+    _x79 = _x26*(_x76*(G3 + _x75) - _x77*(G3 + _x62))
+    _x80 = -_x43
+    _x81 = _x41*_x45
+    _x82 = _x30*(-_x72*(G2 + _x71) + _x81*(G2 + _x80))
+    _x83 = _x9*(G3*_x49*_x53*(1 - _x50) + _x70*(G3 + _x69) - _x72*(G3 + _x71) + _x81*(G3 + _x80))
+    _x84 = -1/6*G1*_x47 - 1/6*G2*_x39
+    _x85 = -1/6*G1*_x54 + (1/6)*G3*_x55
+    _x86 = -1/6*G2*_x54 + (1/6)*G3*_x56
+    _x87 = -A12*_x63
+    _x88 = A11*_x67
+    _x89 = A13*_x73
+    _x90 = (1/3)*_x3
+    _x91 = -_x74*(-A11*_x61 + A12*_x78 + A13*_x82 + A21*_x67 - A22*_x63 + A23*_x73)
+    _x92 = -_x74*(A11*_x68 + A12*_x79 + A13*_x83 + A31*_x67 - A32*_x63 + A33*_x73)
+    _x93 = -A21*_x61
+    _x94 = A22*_x78
+    _x95 = A23*_x82
+    _x96 = -_x74*(A21*_x68 + A22*_x79 + A23*_x83 - A31*_x61 + A32*_x78 + A33*_x82)
+    _x97 = A31*_x68
+    _x98 = A32*_x79
+    _x99 = A33*_x83
+    _x100 = -_x74*(-A11*_x63 + A12*_x67 + A21*_x78 - A22*_x61 + A31*_x79 + A32*_x68)
+    _x101 = -_x74*(A11*_x73 + A13*_x67 + A21*_x82 - A23*_x61 + A31*_x83 + A33*_x68)
+    _x102 = -_x74*(A12*_x73 - A13*_x63 + A22*_x82 + A23*_x78 + A32*_x83 + A33*_x79)
     return jnp.stack(
         [
-            jnp.broadcast_to(-1/6*MV12*_x41 - 1/6*MV13*_x57 - 1/6*_x49*(MV11*m1 + S), y[..., 0].shape),
-            jnp.broadcast_to(-1/6*MV21*_x58 - 1/6*MV23*_x57 - 1/6*_x40*(MV22*m1 + S), y[..., 0].shape),
-            jnp.broadcast_to(-1/6*MV31*_x58 - 1/6*MV32*_x41 - 1/6*_x56*(MV33*m1 + S), y[..., 0].shape),
-            jnp.broadcast_to(-1/3*m1*(_x59 + _x60 + _x61), y[..., 0].shape),
-            jnp.broadcast_to(-_x78*(MK11*_x71 - MK12*_x64 + MK13*_x72 + MQ11*_x71 - MQ21*_x67 + MQ31*_x77), y[..., 0].shape),
-            jnp.broadcast_to(-_x78*(-MK11*_x67 + MK12*_x82 + MK13*_x83 + MQ12*_x71 - MQ22*_x67 + MQ32*_x77), y[..., 0].shape),
-            jnp.broadcast_to(-_x78*(MK11*_x77 + MK12*_x86 + MK13*_x87 + MQ13*_x71 - MQ23*_x67 + MQ33*_x77), y[..., 0].shape),
-            jnp.broadcast_to(-_x78*(MK21*_x71 - MK22*_x64 + MK23*_x72 - MQ11*_x64 + MQ21*_x82 + MQ31*_x86), y[..., 0].shape),
-            jnp.broadcast_to(-_x78*(-MK21*_x67 + MK22*_x82 + MK23*_x83 - MQ12*_x64 + MQ22*_x82 + MQ32*_x86), y[..., 0].shape),
-            jnp.broadcast_to(-_x78*(MK21*_x77 + MK22*_x86 + MK23*_x87 - MQ13*_x64 + MQ23*_x82 + MQ33*_x86), y[..., 0].shape),
-            jnp.broadcast_to(-_x78*(MK31*_x71 - MK32*_x64 + MK33*_x72 + MQ11*_x72 + MQ21*_x83 + MQ31*_x87), y[..., 0].shape),
-            jnp.broadcast_to(-_x78*(-MK31*_x67 + MK32*_x82 + MK33*_x83 + MQ12*_x72 + MQ22*_x83 + MQ32*_x87), y[..., 0].shape),
-            jnp.broadcast_to(-_x78*(MK31*_x77 + MK32*_x86 + MK33*_x87 + MQ13*_x72 + MQ23*_x83 + MQ33*_x87), y[..., 0].shape),
+            jnp.broadcast_to(-1/6*S*_x39 - 1/6*m1*(MV11*_x39 + MV12*_x47 + MV13*_x54), y[..., 0].shape),
+            jnp.broadcast_to(-1/6*S*_x47 - 1/6*m1*(MV21*_x39 + MV22*_x47 + MV23*_x54), y[..., 0].shape),
+            jnp.broadcast_to(-1/6*S*_x54 + (1/6)*m1*(MV31*_x55 + MV32*_x56 - MV33*_x54), y[..., 0].shape),
+            jnp.broadcast_to(-1/3*m1*(_x57 + _x58 + _x59), y[..., 0].shape),
+            jnp.broadcast_to(-_x74*(MK11*_x67 - MK12*_x61 + MK13*_x68 + MQ11*_x67 - MQ21*_x63 + MQ31*_x73), y[..., 0].shape),
+            jnp.broadcast_to(-_x74*(-MK11*_x63 + MK12*_x78 + MK13*_x79 + MQ12*_x67 - MQ22*_x63 + MQ32*_x73), y[..., 0].shape),
+            jnp.broadcast_to(-_x74*(MK11*_x73 + MK12*_x82 + MK13*_x83 + MQ13*_x67 - MQ23*_x63 + MQ33*_x73), y[..., 0].shape),
+            jnp.broadcast_to(-_x74*(MK21*_x67 - MK22*_x61 + MK23*_x68 - MQ11*_x61 + MQ21*_x78 + MQ31*_x82), y[..., 0].shape),
+            jnp.broadcast_to(-_x74*(-MK21*_x63 + MK22*_x78 + MK23*_x79 - MQ12*_x61 + MQ22*_x78 + MQ32*_x82), y[..., 0].shape),
+            jnp.broadcast_to(-_x74*(MK21*_x73 + MK22*_x82 + MK23*_x83 - MQ13*_x61 + MQ23*_x78 + MQ33*_x82), y[..., 0].shape),
+            jnp.broadcast_to(-_x74*(MK31*_x67 - MK32*_x61 + MK33*_x68 + MQ11*_x68 + MQ21*_x79 + MQ31*_x83), y[..., 0].shape),
+            jnp.broadcast_to(-_x74*(-MK31*_x63 + MK32*_x78 + MK33*_x79 + MQ12*_x68 + MQ22*_x79 + MQ32*_x83), y[..., 0].shape),
+            jnp.broadcast_to(-_x74*(MK31*_x73 + MK32*_x82 + MK33*_x83 + MQ13*_x68 + MQ23*_x79 + MQ33*_x83), y[..., 0].shape),
+            jnp.broadcast_to(-1/3*_x57, y[..., 0].shape),
+            jnp.broadcast_to(_x84, y[..., 0].shape),
+            jnp.broadcast_to(_x85, y[..., 0].shape),
+            jnp.broadcast_to(_x84, y[..., 0].shape),
+            jnp.broadcast_to(-1/3*_x58, y[..., 0].shape),
+            jnp.broadcast_to(_x86, y[..., 0].shape),
+            jnp.broadcast_to(_x85, y[..., 0].shape),
+            jnp.broadcast_to(_x86, y[..., 0].shape),
             jnp.broadcast_to(-1/3*_x59, y[..., 0].shape),
-            jnp.broadcast_to(_x88, y[..., 0].shape),
-            jnp.broadcast_to(_x89, y[..., 0].shape),
-            jnp.broadcast_to(_x88, y[..., 0].shape),
-            jnp.broadcast_to(-1/3*_x60, y[..., 0].shape),
-            jnp.broadcast_to(_x90, y[..., 0].shape),
-            jnp.broadcast_to(_x89, y[..., 0].shape),
-            jnp.broadcast_to(_x90, y[..., 0].shape),
-            jnp.broadcast_to(-1/3*_x61, y[..., 0].shape),
-            jnp.broadcast_to(-_x3*(_x91 + _x92 + (1/3)*_x93), y[..., 0].shape),
-            jnp.broadcast_to(_x94, y[..., 0].shape),
-            jnp.broadcast_to(_x95, y[..., 0].shape),
-            jnp.broadcast_to(_x94, y[..., 0].shape),
-            jnp.broadcast_to(-_x3*(_x96 + _x97 + (1/3)*_x98), y[..., 0].shape),
-            jnp.broadcast_to(_x99, y[..., 0].shape),
-            jnp.broadcast_to(_x95, y[..., 0].shape),
-            jnp.broadcast_to(_x99, y[..., 0].shape),
-            jnp.broadcast_to(-_x103*(_x100 + _x101 + _x102), y[..., 0].shape),
-            jnp.broadcast_to(-_x3*((1/3)*_x100 + _x92 + _x96), y[..., 0].shape),
-            jnp.broadcast_to(_x104, y[..., 0].shape),
-            jnp.broadcast_to(_x105, y[..., 0].shape),
-            jnp.broadcast_to(_x104, y[..., 0].shape),
-            jnp.broadcast_to(-_x3*((1/3)*_x101 + _x91 + _x97), y[..., 0].shape),
-            jnp.broadcast_to(_x106, y[..., 0].shape),
-            jnp.broadcast_to(_x105, y[..., 0].shape),
-            jnp.broadcast_to(_x106, y[..., 0].shape),
-            jnp.broadcast_to(-_x103*(_x102 + _x93 + _x98), y[..., 0].shape),
+            jnp.broadcast_to(-_x90*(_x87 + _x88 + _x89), y[..., 0].shape),
+            jnp.broadcast_to(_x91, y[..., 0].shape),
+            jnp.broadcast_to(_x92, y[..., 0].shape),
+            jnp.broadcast_to(_x91, y[..., 0].shape),
+            jnp.broadcast_to(-_x90*(_x93 + _x94 + _x95), y[..., 0].shape),
+            jnp.broadcast_to(_x96, y[..., 0].shape),
+            jnp.broadcast_to(_x92, y[..., 0].shape),
+            jnp.broadcast_to(_x96, y[..., 0].shape),
+            jnp.broadcast_to(-_x90*(_x97 + _x98 + _x99), y[..., 0].shape),
+            jnp.broadcast_to(-_x90*(_x88 + _x93 + _x97), y[..., 0].shape),
+            jnp.broadcast_to(_x100, y[..., 0].shape),
+            jnp.broadcast_to(_x101, y[..., 0].shape),
+            jnp.broadcast_to(_x100, y[..., 0].shape),
+            jnp.broadcast_to(-_x90*(_x87 + _x94 + _x98), y[..., 0].shape),
+            jnp.broadcast_to(_x102, y[..., 0].shape),
+            jnp.broadcast_to(_x101, y[..., 0].shape),
+            jnp.broadcast_to(_x102, y[..., 0].shape),
+            jnp.broadcast_to(-_x90*(_x89 + _x95 + _x99), y[..., 0].shape),
         ],
         axis=-1,
     )
@@ -226,76 +221,10 @@ def vector_field(t, y, args):
 
 def pack_state(values, dtype=None):
     """The state `y` (e.g. `y0` for `flows.solve`) whose last axis holds `values[name]` for every name in
-    STATE, in that order. `values`: a mapping with exactly the names in STATE, each a real number or array;
-    the arrays broadcast against each other (arrays of shape `s` give states of shape `s + (len(STATE),)`).
-    `dtype`: default JAX's default float."""
-    if not isinstance(values, Mapping):
-        raise ValueError(f"values must be a mapping {{name: value}} with the names in STATE = {STATE}, "
-                         f"got {type(values).__name__}")
-    _check_keys("values", values, STATE, "STATE")
-    dtype = jnp.result_type(float) if dtype is None else dtype
-    arrays = []
-    for name in STATE:
-        try:
-            value = jnp.asarray(values[name])
-        except TypeError as err:
-            raise ValueError(f"values[{name!r}] must be a real number or array, "
-                             f"got {type(values[name]).__name__}") from err
-        if not (jnp.issubdtype(value.dtype, jnp.integer) or jnp.issubdtype(value.dtype, jnp.floating)):
-            raise ValueError(f"values[{name!r}] must be real numbers, got dtype {value.dtype}")
-        arrays.append(value.astype(dtype))
-    try:
-        arrays = jnp.broadcast_arrays(*arrays)
-    except ValueError as err:
-        shapes = {name: tuple(a.shape) for name, a in zip(STATE, arrays, strict=True)}
-        raise ValueError(f"values: the shapes {shapes} do not broadcast against each other") from err
-    return jnp.stack(arrays, axis=-1)
+    STATE, in that order; arrays broadcast (shape `s` gives states of shape `s + (len(STATE),)`)."""
+    return _runtime.pack_state(values, STATE, SYSTEM, dtype)
 
 
 def unpack_state(ys):
-    """`{name: ys[..., i]}` for every name in STATE (the inverse of `pack_state`): `ys` is one state `(n,)`,
-    the saved states of a solve `(T, n)`, of a batch `(B, T, n)`, or a `flows.Trajectory` (its `ys`)."""
-    if hasattr(ys, "ys") and hasattr(ys, "ts"):  # a flows.Trajectory
-        if ys.ys is None:
-            raise ValueError("ys: the trajectory saved no states (ys is None); solve with save_states=True")
-        ys = ys.ys
-    try:
-        ys = jnp.asarray(ys)
-    except TypeError as err:
-        raise ValueError(f"ys must be an array of states or a flows.Trajectory, got {type(ys).__name__}") from err
-    if ys.ndim == 0 or ys.shape[-1] != len(STATE):
-        raise ValueError(f"ys must hold the {len(STATE)} coordinates STATE = {STATE} on its last axis, "
-                         f"got shape {tuple(ys.shape)}")
-    return {name: ys[..., i] for i, name in enumerate(STATE)}
-
-
-def _check_args(args):
-    """`args` must hold exactly the keys in PARAMS: a misspelt key would otherwise be ignored silently."""
-    if args is None and not PARAMS:
-        return
-    if not isinstance(args, Mapping):
-        raise ValueError(f"args must be a mapping with the keys PARAMS = {PARAMS}, got {type(args).__name__}")
-    _check_keys("args", args, PARAMS, "PARAMS")
-
-
-def _check_keys(field, given, expected, what):
-    missing = [k for k in expected if k not in given]
-    unknown = [k for k in given if k not in expected]
-    if not (missing or unknown):
-        return
-    parts = []
-    for k in unknown:
-        close = _close_match(k, missing) if isinstance(k, str) else None  # a misspelt key leaves one missing
-        parts.append(f"unknown key {k!r}" + (f" (did you mean {close!r}?)" if close else ""))
-    if missing:
-        parts.append(f"missing {', '.join(map(repr, missing))}")
-    raise ValueError(f"{field} of {SYSTEM!r}: {'; '.join(parts)}; the keys must be exactly {what} = {expected}")
-
-
-def _close_match(key, names):
-    """The name in `names` closest to `key` (also ignoring case), or None."""
-    close = difflib.get_close_matches(key, names, n=1)
-    if not close:
-        lower = {n.lower(): n for n in names}
-        close = [lower[c] for c in difflib.get_close_matches(key.lower(), list(lower), n=1)]
-    return close[0] if close else None
+    """`{name: ys[..., i]}` for every name in STATE: `ys` one state, saved states or a `flows.Trajectory`."""
+    return _runtime.unpack_state(ys, STATE)

@@ -2,8 +2,8 @@
 2024, Sec. 3), shared by the flow trajectory and the network record. See docs/systems/cooccurrence.md.
 
 The Gram state: `G (d,)` = a^T W W_V (Def. E.18), `S ()` = ||W^T a||^2 (eq. 5), `M_V`, `M_K`, `M_Q (d, d)` the
-value, key, query Grams, `A (d, d)` = W_K^T W_Q (A[nu, mu]: score of key nu for query mu). `args`: the dict of
-`network.data_args`."""
+value, key, query Grams, `A (d, d)` = W_K^T W_Q (A[nu, mu]: score of key nu for query mu). `args`: the spec's
+data (`spec.data`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-#: the Gram state and the data dict of `network.data_args`
+#: the Gram state and the spec's data (`spec.data`)
 Gram = dict[str, Array]
 Args = dict[str, Any]
 

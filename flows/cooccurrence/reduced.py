@@ -1,9 +1,11 @@
 """Reduced systems of word co-occurrence, derived with sympy (`derivations.cooccurrence`) and generated: the
 3-token mean-field system (state `(40,)`, `THREE_TOKEN_STATE`) and the 4-ODE phase-2 skeleton (state `(4,)`,
-proofs of Lemma F.6 and Thm F.8 in Yang et al. 2024). See docs/systems/cooccurrence.md."""
+proofs of Lemma F.6 and Thm F.8 in Yang et al. 2024), the named limits `"three_token"` and `"phase2"` of the spec
+(`spec.system(config).reduced`). See docs/systems/cooccurrence.md."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax.numpy as jnp
@@ -12,17 +14,19 @@ from jax import Array
 
 from .._generated import cooccurrence_3token as _gen3
 from .._generated import cooccurrence_phase2 as _gen2
-from .._solve import Trajectory, solve
+from ..system import Reduced
 from .data import Config
+from .flow import host_grams
 
 __all__ = [
     "PHASE2_STATE",
     "THREE_TOKEN_STATE",
     "idealized_three_token_state",
+    "phase2_limit",
+    "phase2_loss",
     "phase2_vector_field",
-    "solve_phase2",
-    "solve_three_token",
     "three_token_args",
+    "three_token_limit",
     "three_token_state",
     "three_token_vector_field",
 ]
@@ -63,47 +67,66 @@ def idealized_three_token_state(config: Config, dtype: Any = None) -> Array:
     return jnp.asarray(y, dtype)
 
 
-def _g_obs(t, y, args):
-    return y[..., :3]
-
-
-def _s_obs(t, y, args):
-    return y[..., 3]
-
-
-def _scores_obs(t, y, args):
-    return y[..., 4:13].reshape(y.shape[:-1] + (3, 3))
-
-
-def _phase2_loss(t, y, args):
+def phase2_loss(t: Any, y: Array, args: Any) -> Array:
+    """The population loss of the 4-ODE state `y (..., 4)` = (G1, G2, G3, S) at uniform attention:
+    sum_k q_k log(1 + e^{-rho_k}), margins rho = (G1 + G2 + G3, -(G1 + G3), -(G2 + G3), -G3) of I_1..I_4."""
     G1, G2, G3 = y[..., 0], y[..., 1], y[..., 2]
     margins = jnp.stack([G1 + G2 + G3, -(G1 + G3), -(G2 + G3), -G3], axis=-1)
     weights = jnp.asarray([0.5, 1 / 6, 1 / 6, 1 / 6], y.dtype)
     return jnp.sum(weights * jnp.logaddexp(0.0, -margins), axis=-1)
 
 
-def solve_three_token(config: Config, ts: Any, y0: Array | None = None, **solve_kw: Any) -> Trajectory:
-    """Integrate the 3-token system from `y0` (default `idealized_three_token_state(config)`) and save
-    `G (k, 3)`, `S`, `A (k, 3, 3)` at `ts` (starting at 0)."""
-    ts = np.asarray(ts, dtype=float)
-    y0 = idealized_three_token_state(config) if y0 is None else y0
-    return solve(
-        three_token_vector_field,
-        y0,
-        t1=float(ts[-1]),
-        ts=ts,
-        args=three_token_args(config),
-        observables={"G": _g_obs, "S": _s_obs, "A": _scores_obs},
-        **solve_kw,
+def _three_token_observe(t, y, args):
+    lead = y.shape[:-1]
+    return {
+        "G": y[..., :3],
+        "S": y[..., 3],
+        "A": y[..., 4:13].reshape(lead + (3, 3)),
+        "M_V": y[..., 13:22].reshape(lead + (3, 3)),
+    }
+
+
+def _phase2_observe(t, y, args):
+    return {"G": y[..., :3], "S": y[..., 3], "loss": phase2_loss(t, y, args)}
+
+
+def _three_token_initial(config: Config, params: dict, data: dict) -> Array:
+    return three_token_state(host_grams(config, params, data["a"]))
+
+
+def _phase2_initial(config: Config, params: dict, data: dict) -> Array:
+    return three_token_state(host_grams(config, params, data["a"]))[:4]
+
+
+def _three_token_args(config: Config, data: dict) -> dict:
+    m1 = data["m1"]
+    return {"m": jnp.asarray(float(config.m), m1.dtype), "m1": m1, "L": jnp.asarray(float(config.L), m1.dtype)}
+
+
+def _phase2_args(data: dict) -> dict:
+    return {"m1": data["m1"]}
+
+
+def three_token_limit(config: Config) -> Reduced:
+    """The 3-token system of `config` as a named limit of its spec: from the 3-token coordinates of the Grams of
+    the initial parameters (`three_token_state`; `idealized_three_token_state` is its m -> infinity limit),
+    with m, L of `config` and m1 of the data; observables `G (3,)`, `S`, `A (3, 3)`, `M_V (3, 3)`."""
+    return Reduced(
+        vector_field=three_token_vector_field,
+        initial=functools.partial(_three_token_initial, config),
+        args=functools.partial(_three_token_args, config),
+        observe=_three_token_observe,
+        description="Yang et al. 2024, App. E-F: the mean-field flow of mu_1, mu_2, mu_3 (random tokens inert)",
     )
 
 
-def solve_phase2(y0: Any, m1: float, ts: Any, **solve_kw: Any) -> Trajectory:
-    """Integrate the 4-ODE skeleton from `y0 = (G1, G2, G3, S)`; saves the state and its `loss`
-    (sum_k q_k log(1 + e^{-rho_k}))."""
-    ts = np.asarray(ts, dtype=float)
-    y0 = jnp.asarray(y0)
-    args = {"m1": jnp.asarray(float(m1), y0.dtype)}
-    return solve(
-        phase2_vector_field, y0, t1=float(ts[-1]), ts=ts, args=args, observables={"loss": _phase2_loss}, **solve_kw
+def phase2_limit(config: Config) -> Reduced:
+    """The 4-ODE phase-2 skeleton as a named limit of the spec of `config`: (G1, G2, G3, S) of the Grams of the
+    initial parameters, m1 of the data; observables `G (3,)`, `S` and its `loss` (`phase2_loss`)."""
+    return Reduced(
+        vector_field=phase2_vector_field,
+        initial=functools.partial(_phase2_initial, config),
+        args=_phase2_args,
+        observe=_phase2_observe,
+        description="Yang et al. 2024, Lemma F.6, Thm F.8: uniform attention, M_V dropped",
     )

@@ -52,6 +52,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: the fields `RunRecord.add_prediction` writes itself (its ``extra`` fields take other names)
+_RESERVED = frozenset({"measured", "expected", "holds", "verdict", "known_finding", "tested_at"})
+
 METRICS_FILE = "metrics.json"
 SERIES_FILE = "series.npz"
 META_FILE = "meta.json"
@@ -201,6 +204,12 @@ class RunRecord:
         says where it is). ``extra`` (e.g. a tolerance) is stored alongside."""
         if not isinstance(expected, str):
             raise ValueError(f"expected must be a str describing the prediction, got {expected!r}")
+        clash = sorted(k for k in extra if k in _RESERVED or k.startswith("holds"))
+        if clash:
+            raise ValueError(
+                f"extra fields {clash} of prediction {name!r}: a prediction has one verdict (holds, with tested_at "
+                "when this size does not decide it); record what was measured under other names"
+            )
         if known_finding is not None and not isinstance(known_finding, Finding):
             raise ValueError(
                 f"known_finding must be a flows.experiments.findings.Finding or None, got {known_finding!r}"

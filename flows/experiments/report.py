@@ -6,7 +6,6 @@ section states the simple cause (its last exception line, or the signal that kil
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import re
 import shlex
 import signal
@@ -15,7 +14,16 @@ from pathlib import Path
 
 from . import findings, records
 
-__all__ = ["FOOTER", "Outcome", "failure_cause", "holding", "logged_wall_s", "render_report"]
+__all__ = [
+    "FOOTER",
+    "SHORT_ENTRIES",
+    "Outcome",
+    "failure_cause",
+    "holding",
+    "logged_wall_s",
+    "render_report",
+    "short_form",
+]
 
 _LOG_TAIL = 20
 #: the prefix of the lines `reproduce` appends to each example's run.log
@@ -56,24 +64,42 @@ def _verdicts(rec_dir: Path) -> list[str] | None:
     return [records.verdict(p) for p in preds.values()]
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def holding(rec_dir: Path) -> str:
+    """The verdicts of a record in words, e.g. "5/5 decided predictions hold, 1 not tested at this size": the
+    fraction counts only the predictions this size decides, so a record with nothing failing never reads as a
+    failure (a record that decides none: "1 prediction not tested at this size")."""
     v = _verdicts(rec_dir)
     if v is None:
         return "?/? predictions hold"
-    text = f"{v.count(records.HOLDS)}/{len(v)} predictions hold"
-    n_known = v.count(records.KNOWN)
-    text += f", {n_known} known finding{'' if n_known == 1 else 's'}" if n_known else ""
-    return text + (f", {v.count(records.NOT_TESTED)} not tested at this size" if records.NOT_TESTED in v else "")
+    n_fails, n_known, n_untested = (v.count(k) for k in (records.FAILS, records.KNOWN, records.NOT_TESTED))
+    decided = len(v) - n_untested
+    parts = []
+    if decided:
+        parts.append(f"{v.count(records.HOLDS)}/{decided} decided predictions hold")
+    if n_fails:
+        parts.append(f"{n_fails} fail{'s' if n_fails == 1 else ''}")
+    if n_known:
+        parts.append(_plural(n_known, "known finding"))
+    if n_untested:
+        what = "" if decided else (" prediction" if n_untested == 1 else " predictions")
+        parts.append(f"{n_untested}{what} not tested at this size")
+    return ", ".join(parts) or "no predictions"
 
 
 def _counts(rec_dir: Path) -> tuple[str, str, str, str]:
-    """("holding/total", "failing", "not tested", "known findings") of a record, for the summary table (known
-    findings last, so that the other columns keep their places)."""
+    """("holding/decided", "failing", "not tested", "known findings") of a record, for the summary table (known
+    findings last, so that the other columns keep their places). Decided: every verdict but not tested at this
+    size; a record that decides nothing shows "none decided"."""
     v = _verdicts(rec_dir)
     if v is None:
         return "?", "?", "?", "?"
+    decided = len(v) - v.count(records.NOT_TESTED)
     return (
-        f"{v.count(records.HOLDS)}/{len(v)}",
+        f"{v.count(records.HOLDS)}/{decided}" if decided else "none decided",
         str(v.count(records.FAILS)),
         str(v.count(records.NOT_TESTED)),
         str(v.count(records.KNOWN)),
@@ -121,19 +147,37 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _fmt(value) -> str:
+#: at most this many entries of a list or a dict are shown in the report (its record holds them all)
+SHORT_ENTRIES = 6
+
+
+def short_form(value, *, digits: int = 6, entries: int = SHORT_ENTRIES) -> str:
+    """`value` (a metric or a prediction's measured value, as stored in metrics.json) in a short form for the
+    report, never cut inside a number or a structure: floats to `digits` significant digits, lists and dicts
+    (recursively; nested ones to 4 digits) to their first `entries` entries, then "... (n values)" or
+    "... (n keys)", every bracket closed. The record keeps the whole structure."""
     if isinstance(value, bool) or value is None:
         return str(value)
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.{digits}g}"
     if isinstance(value, list):
-        shown = [_fmt(v) for v in (value if len(value) <= 6 else value[:3])]
-        more = "" if len(value) <= 6 else f", ... ({len(value)} values)"
-        return "[" + ", ".join(shown) + more + "]"
+        shown = [short_form(v, digits=4, entries=entries) for v in value[:entries]]
+        more = [f"... ({len(value)} values)"] if len(value) > entries else []
+        return "[" + ", ".join(shown + more) + "]"
     if isinstance(value, dict):
-        text = json.dumps(value, sort_keys=True)
-        return text if len(text) <= 80 else text[:77] + "..."
+        items = list(value.items())
+        shown = [f"{k}: {short_form(v, digits=4, entries=entries)}" for k, v in items[:entries]]
+        more = [f"... ({len(items)} keys)"] if len(items) > entries else []
+        return "{" + ", ".join(shown + more) + "}"
     return str(value)
+
+
+def _shortened(value, entries: int = SHORT_ENTRIES) -> bool:
+    """True when `short_form` leaves entries of `value` out."""
+    if isinstance(value, list | dict):
+        inner = value.values() if isinstance(value, dict) else value
+        return len(value) > entries or any(_shortened(v, entries) for v in inner)
+    return False
 
 
 def _log_tail(path: Path) -> str:
@@ -192,26 +236,33 @@ def _section(o: Outcome, out: Path) -> tuple[list[str], list[str]]:
     scalars = {k: v for k, v in metrics.items() if not isinstance(v, dict)}
     if scalars:
         lines += ["| Metric | Value |", "|---|---|"]
-        lines += [f"| {_cell(k)} | {_cell(_fmt(v))} |" for k, v in sorted(scalars.items())]
+        lines += [f"| {_cell(k)} | {_cell(short_form(v))} |" for k, v in sorted(scalars.items())]
         lines.append("")
     preds = _predictions(metrics)
     if preds:
         lines += ["Predictions:", ""]
         for name, p in preds.items():
-            shown = ("measured", "expected", "holds", "verdict", "known_finding")
-            more = ", ".join(f"{k} = {_fmt(v)}" for k, v in sorted(p.items()) if k not in shown)
+            shown = ("measured", "expected", "holds", "verdict", "known_finding", "tested_at")
+            more = ", ".join(f"{k} = {short_form(v)}" for k, v in sorted(p.items()) if k not in shown)
+            untested = f"; not decided at this size, decided by {p['tested_at']}" if p.get("tested_at") else ""
             lines.append(
                 f"- {records.verdict_tag(p)} {name}: measured = "
-                f"{_fmt(p.get('measured'))}, expected {p.get('expected', '?')}"
+                f"{short_form(p.get('measured'))}, expected {p.get('expected', '?')}"
                 + (f" ({more})" if more else "")
+                + untested
                 + _finding_link(p)
             )
         lines.append("")
+        if any(_shortened(p.get("measured")) for p in preds.values()):
+            lines += [
+                f"(Lists and dicts are shown to {SHORT_ENTRIES} entries; `{o.stem}/metrics.json` has them all.)",
+                "",
+            ]
     if meta.get("solver"):
         lines += ["| Solve | Status | Steps | Compile (s) | Run (s) |", "|---|---|---|---|---|"]
         for name, s in sorted(meta["solver"].items()):
-            numbers = [_fmt(s.get(k)) for k in ("num_steps", "compile_s", "run_s")]
-            cells = [_cell(name), _cell(_fmt(s.get("status"))), *numbers]
+            numbers = [short_form(s.get(k)) for k in ("num_steps", "compile_s", "run_s")]
+            cells = [_cell(name), _cell(short_form(s.get("status"))), *numbers]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines, [str(p["known_finding"]) for p in preds.values() if records.verdict(p) == records.KNOWN]

@@ -1,7 +1,8 @@
 """``python -m flows reproduce``: run the example scripts (each writes a run record under ``OUT/<stem>``),
 skip those whose record is complete unless ``--force`` (so an interrupted run resumes), and write ``REPORT.md``
-(:mod:`flows.experiments.report`). For ``--quick`` the banner estimates the time from
-``benchmarks/results/reproduce_quick.json``."""
+(`flows.experiments.report`). ``--seed S`` passes ``--seed S`` to every example (a complete record of another
+seed is then rerun), so that a run at another seed checks that no verdict is the luck of one seed. For
+``--quick`` the banner estimates the time from ``benchmarks/results/reproduce_quick.json``."""
 
 from __future__ import annotations
 
@@ -163,6 +164,7 @@ def _start(
     cwd: Path,
     tag: str,
     cache: bool = True,
+    seed: int | None = None,
 ) -> None:
     """Start an example and append it to `running` (the list the interrupt handler terminates), so that a
     Ctrl-C landing between the process's start and its registration cannot leave it running."""
@@ -170,6 +172,7 @@ def _start(
     log_path = rec_dir / "run.log"
     cmd = [sys.executable, str(script.resolve()), "--out", str(rec_dir.resolve())]
     cmd += ["--quick"] if quick else []
+    cmd += [] if seed is None else ["--seed", str(seed)]
     cmd += [] if cache else ["--no-compile-cache"]
     print(f"{tag} {script.stem}: running ...", flush=True)
     proc = None
@@ -216,6 +219,7 @@ def _run_all(
     quick: bool,
     cwd: Path,
     cache: bool,
+    seed: int | None = None,
 ) -> None:
     """Run `pending` (index, script, record folder, tag) with at most `jobs` at once, in order of start;
     fills `outcomes[index]`. On KeyboardInterrupt every running example is terminated (its log says so,
@@ -228,7 +232,7 @@ def _run_all(
                 index, script, rec_dir, tag = queue.pop(0)
                 (rec_dir / records.META_FILE).unlink(missing_ok=True)
                 outcomes[index] = Outcome(script.stem, "interrupted")
-                _start(running, index, script, rec_dir, quick=quick, cwd=cwd, tag=tag, cache=cache)
+                _start(running, index, script, rec_dir, quick=quick, cwd=cwd, tag=tag, cache=cache, seed=seed)
             if len(running) == 1 and not queue:
                 running[0].proc.wait()
             else:
@@ -241,6 +245,11 @@ def _run_all(
             _terminate(run.proc)
             _log_footer(run.log_path, f"interrupted after {time.perf_counter() - run.t0:.1f} s")
         raise
+
+
+def _same_seed(rec_dir: Path, seed: int | None) -> bool:
+    """The complete record in `rec_dir` answers a run at `seed` (None: any seed, the examples' own)."""
+    return seed is None or records.load_record(rec_dir)["meta"].get("seed") == seed
 
 
 def reproduce(args, argv: list[str]) -> int:
@@ -270,12 +279,16 @@ def reproduce(args, argv: list[str]) -> int:
     if jobs < 1:
         print(f"error: --jobs must be >= 1, got {jobs}", file=sys.stderr)
         return 2
+    seed = getattr(args, "seed", None)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        print(f"error: --seed must be an integer >= 0, got {seed!r}", file=sys.stderr)
+        return 2
     n = len(scripts)
     outcomes = [Outcome(s.stem, "not run") for s in scripts]
     pending, skipped = [], []
     for i, script in enumerate(scripts):
         tag, rec_dir = f"[{i + 1}/{n}]", out / script.stem
-        if records.is_complete(rec_dir) and not args.force:
+        if records.is_complete(rec_dir) and not args.force and _same_seed(rec_dir, seed):
             skipped.append(f"{tag} {script.stem}: complete, skipped")
             outcomes[i] = Outcome(script.stem, "skipped")
         else:
@@ -287,9 +300,8 @@ def reproduce(args, argv: list[str]) -> int:
     interrupted = False
     t0 = time.perf_counter()
     try:
-        _run_all(
-            pending, outcomes, jobs=jobs, quick=args.quick, cwd=cwd, cache=not getattr(args, "no_compile_cache", False)
-        )
+        cache = not getattr(args, "no_compile_cache", False)
+        _run_all(pending, outcomes, jobs=jobs, quick=args.quick, cwd=cwd, cache=cache, seed=seed)
     except KeyboardInterrupt:
         interrupted = True
         current = [o.stem for o in outcomes if o.status == "interrupted"]

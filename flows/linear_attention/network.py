@@ -14,22 +14,16 @@ The loss is ZFB's (1/2) E[(y_hat - y_q)^2] (eq. 3.7); the clock is the shared `f
 
 from __future__ import annotations
 
-import logging
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from .. import training
-from .._checks import check_choice, check_int
-from ..training import NetworkRecord
-from . import model
-from . import observables as obs
-from .data import Config, draw, sample, sqrt_covariance
-
-logger = logging.getLogger(__name__)
+from .. import driver, training
+from .._checks import INT_MAX, check_choice, check_int
+from ..training import NetworkRecord, TrainingError
+from .data import Config
+from .spec import system, with_seed_init
 
 __all__ = ["NetworkRecord", "groups", "train", "with_seed_init"]
 
@@ -42,39 +36,6 @@ def groups(config: Config) -> tuple[str, ...]:
     **Returns:** `("W_PV", "W_KQ")` for the single and merged forms, `("W_PV", "W_K", "W_Q")` for separate heads.
     """
     return ("W_PV", "W_K", "W_Q") if config.form == "separate" else ("W_PV", "W_KQ")
-
-
-def with_seed_init(config: Config, seed: int | None = None, init: str | None = None) -> Config:
-    """`config` with `seed` and/or `init` replaced (`None` keeps the config's): the `seed=`, `init=` keywords of
-    `train` and `solve_flow` (ValueError naming a bad value)."""
-    return training.with_seed_init(config, Config, seed, init)
-
-
-def _training_program(mode, batch_size, N, template):
-    """The loop of `train`: `mode` is "population", "online" or "sample"."""
-
-    def loss(params, data, batch):
-        if mode == "population":
-            lam = data["lam"]
-            return model.moment_loss(params, lam, lam, jnp.eye(lam.shape[0], dtype=lam.dtype), data["N"])
-        prompts = batch if mode == "online" else data["prompts"]
-        if mode == "sample" and batch is not None:
-            prompts = jax.tree_util.tree_map(lambda a: a[batch], prompts)
-        return 0.5 * jnp.mean((model.predict(params, None, prompts) - prompts.yq) ** 2)
-
-    def fresh(data, key, step):
-        key, sub = jax.random.split(key)
-        return key, draw(sub, batch_size, N, data["root"])
-
-    def minibatch(data, key, step):
-        key, sub = jax.random.split(key)
-        return key, jax.random.permutation(sub, data["prompts"].yq.shape[0])[:batch_size]
-
-    def observe(params, data):
-        return obs.observe(0.0, params, data)
-
-    sampler = None if batch_size is None else fresh if mode == "online" else minibatch
-    return training.training_program(loss, observe, template, sample=sampler)
 
 
 def train(
@@ -91,7 +52,8 @@ def train(
     seed: int | None = None,
     init: str | None = None,
 ) -> NetworkRecord:
-    """Train the network of `config.form` from `model.init_params(config)` and record the observables.
+    """Train the network of `config.form` from `model.init_params(config)` and record the observables: the
+    shared driver `flows.train` on `spec.system(config, sample_size)`.
 
     **Arguments:**
 
@@ -116,55 +78,31 @@ def train(
     """
     config = with_seed_init(config, seed, init)
     check_choice("optimizer", optimizer, training.OPTIMIZERS)
-    names = groups(config)
-    lr = training.check_lr(lr, names)
-    steps = check_int("steps", steps, 1)
     if sample_size is not None:
         sample_size = check_int("sample_size", sample_size, 1)
     if batch_size is not None:
-        batch_size = check_int("batch_size", batch_size, 1, sample_size or 2**31 - 1)
-    if optimizer == "gd" and batch_size is not None:
-        raise ValueError("batch_size must be None for optimizer='gd' (full batch); use 'sgd' for minibatches")
+        batch_size = check_int("batch_size", batch_size, 1, sample_size or INT_MAX)
     beta = training.check_momentum(optimizer, momentum)
-    save = training.save_steps(steps, save_every, save_steps)
-    mode = "population" if sample_size is None and batch_size is None else "online" if sample_size is None else "sample"
+    heavy = momentum is not None and optimizer != "adam"  # optax.sgd(lr, momentum=beta), beta = 0 included
+    name, optim_args = ("momentum", {"beta": beta}) if heavy else (optimizer, None)
 
-    params = model.init_params(config)
-    labels = {k: k for k in names} if isinstance(lr, dict) else None
-    heavy = None if momentum is None else beta
-    opt_state = training.make_optimizer(optimizer, lr, heavy, labels=labels).init(params)
-    template = training.make_optimizer(
-        optimizer, dict.fromkeys(names, 1.0) if labels else 1.0, None if heavy is None else 0.5, labels=labels
-    )
-    data: dict[str, Any] = {**obs.data_args(config), "root": sqrt_covariance(config)}
-    key = config.key("data")
-    if sample_size is not None:
-        data["prompts"] = sample(config, key, sample_size)
-        key = jax.random.fold_in(key, 1)
-    structure = (optimizer, mode, batch_size, config.N, heavy is not None, labels is not None)
-    final, series, _, _, bad, compile_s, run_s = training.run_training(
-        "linear_attention.train",
-        structure,
-        lambda: _training_program(mode, batch_size, config.N, template),
-        params,
-        opt_state,
-        key,
-        save,
-        data,
-    )
-    logger.info("train %s lr=%s steps=%d: compile %.2f s, run %.2f s", optimizer, lr, steps, compile_s, run_s)
-    return training.finish(
-        save,
-        series,
-        bad,
-        params=final,
-        clock=training.clock_rate(lr),
-        momentum=beta,
-        hint="lower lr",
-        optimizer=optimizer,
-        lr=dict(lr) if isinstance(lr, dict) else float(lr),
-        config=config,
-        compile_s=compile_s,
-        run_s=run_s,
-        extras={"batch_size": batch_size, "sample_size": sample_size},
-    )
+    def as_here(record):  # the optimiser by this function's names, the extras of this system
+        extras = {"batch_size": batch_size, "sample_size": sample_size}
+        return dataclasses.replace(record, optimizer=optimizer, extras=extras)
+
+    try:
+        record = driver.train(
+            system(config, sample_size),
+            name,
+            lr,
+            steps,
+            save_every=save_every,
+            save_steps=save_steps,
+            batch_size=batch_size,
+            optim_args=optim_args,
+        )
+    except TrainingError as err:
+        if err.record is not None:
+            err.record = err.trajectory = as_here(err.record)
+        raise
+    return as_here(record)

@@ -27,8 +27,9 @@ so the masses sum to their initial total up to rounding. Outside the box the den
 boundary faces is added to the state's `escaped` mass (total mass in box + escaped is conserved), and a solve
 whose escaped mass passes `mass_tol` ends with status "left_box". The forward pass of the grid law is that of
 the atoms at the cell centres with weights their masses (`model.weighted`), so Q, R and the velocity field
-come from the particles' code. The ODE in tau is integrated by `flows.solve` (explicit "tsit5" by default;
-"kvaerno5" where the diffusion makes it stiff: its Newton steps differentiate the field in forward mode).
+come from the particles' code. The ODE in tau is integrated by `flows.solve` ("auto" by default,
+switching to "kvaerno5" where the diffusion makes it stiff: its Newton steps differentiate the field in forward
+mode).
 """
 
 from __future__ import annotations
@@ -42,14 +43,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from .. import driver
 from .._checks import check_choice, check_int, check_real
-from .._solve import Trajectory, solve
+from .._solve import Trajectory
+from ..system import Reduced
 from .chart import CHARTED_GROUPS, Chart, chart_key, charted_probe_velocity, expand
 from .data import Config, Prompts, training_set
 from .model import check_data, objective_value, risk_value
 from .observables import make_args
+from .spec import system
 
-__all__ = ["FLUXES", "Box", "GridFlow", "GridSolution", "solve_grid"]
+__all__ = ["FLUXES", "Box", "GridFlow", "GridSolution", "grid_limit", "solve_grid"]
 
 #: Face fluxes: first-order upwind, or van Leer-limited MUSCL (second order).
 FLUXES = ("upwind", "muscl")
@@ -172,9 +176,11 @@ class GridFlow:
         # one (field, observables) pair per content: equal flows share flows.solve's compiled program
         key = (self.config, chart_key(self.chart), tuple(sorted(self.boxes.items())), self.temperature, self.flux)
         if key not in _PROGRAMS:
-            _PROGRAMS[key] = (self._make_field(), self._make_observables())
+            field, observe = self._make_field(), self._make_observables()
+            _PROGRAMS[key] = (field, observe, _limit(field, observe))
         object.__setattr__(self, "_field", _PROGRAMS[key][0])
         object.__setattr__(self, "_observe", _PROGRAMS[key][1])
+        object.__setattr__(self, "_limit", _PROGRAMS[key][2])
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -328,6 +334,33 @@ class GridSolution:
         return self.status == "ok"
 
 
+def _needs_masses(params, data):
+    raise ValueError("y0: the grid flow starts from cell masses, y0=GridFlow.initial_state(masses) (see solve_grid)")
+
+
+def _data_args(data):
+    return data
+
+
+def _limit(field, observe):
+    return Reduced(
+        vector_field=field,
+        initial=_needs_masses,
+        args=_data_args,
+        observe=observe,
+        description="the Wasserstein gradient flow of a charted model on a grid (finite volumes)",
+    )
+
+
+def grid_limit(flow: GridFlow) -> Reduced:
+    """The grid flow as a `flows.Reduced` of the mean field's spec (`spec.system(flow.config)`, whose `data`
+    are its args): state `GridFlow.initial_state(masses)` (given as `y0`), field `GridFlow.rhs`, observables
+    `GridFlow.summary`. `solve_grid` solves it."""
+    if not isinstance(flow, GridFlow):
+        raise ValueError(f"flow must be a GridFlow, got {type(flow).__name__}")
+    return flow._limit  # type: ignore[attr-defined]
+
+
 def solve_grid(
     flow: GridFlow,
     ts: ArrayLike,
@@ -342,7 +375,8 @@ def solve_grid(
     save_states: bool = False,
     mass_tol: float = 1e-6,
 ) -> GridSolution:
-    """Integrate the grid flow from cell masses `masses` (`GridFlow.initial_state`) with `flows.solve`.
+    """Integrate the grid flow from cell masses `masses` (`GridFlow.initial_state`) on the shared driver
+    (`flows.solve_flow(system, ts, reduced="grid")` with the spec `spec.system(flow.config)` on `data`).
 
     **Arguments:**
 
@@ -354,24 +388,16 @@ def solve_grid(
 
     **Returns:** a `GridSolution`.
     """
-    if not isinstance(flow, GridFlow):
-        raise ValueError(f"flow must be a GridFlow, got {type(flow).__name__}")
+    limit = grid_limit(flow)
     data = check_data(flow.config, training_set(flow.config) if data is None else data)
     mass_tol = check_real("mass_tol", mass_tol, low=0.0, strict=True)
     ts = np.asarray(ts, float)
     state0 = flow.initial_state(masses)
-    options: dict[str, Any] = dict(t1=float(ts[-1]), ts=ts, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
+    options: dict[str, Any] = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
     if dt is not None:
         options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
-    traj = solve(
-        flow._field,  # type: ignore[attr-defined]
-        state0,
-        args=make_args(flow.config, data),
-        observables=flow._observe,  # type: ignore[attr-defined]
-        save_states=save_states,
-        throw=False,
-        **options,
-    )
+    spec = system(flow.config, "basic").replace(data=make_args(flow.config, data), reduced={"grid": limit})
+    traj = driver.solve_flow(spec, ts, reduced="grid", y0=state0, save_states=save_states, throw=False, **options)
     observables = {k: np.asarray(v) for k, v in traj.observables.items()}
     status, message = str(traj.status), str(traj.message)
     if traj.ok:

@@ -5,14 +5,25 @@ motion per coordinate) with `flows.solve_sde`; as M -> infinity every depth slic
 equation, the Wasserstein gradient flow of F = Q - T int_0^1 H(rho(., t)) dt (Mei-Montanari-Nguyen 2018, Thm 5).
 `entropy_knn` is the Kozachenko-Leonenko estimator of H, `entropy_per_slice` applies it per depth slice (the law
 of a slice taken as the product of its attention and MLP marginals), `entropic_objective` reports F.
+
+**The explicit step at high temperature.** The drift grows faster than linearly in the weights (the prediction
+is a polynomial in V, W1, W2), and the noise carries the particles out to where it does. An explicit step
+theta + h v(theta) on a drift growing like |theta|^k overshoots and diverges once h |v(theta)| / |theta| > 2 (the
+monomial case: x (1 - h c |x|^(k-1)) grows iff h c |x|^(k-1) > 2), and a finite step has a positive
+probability per path of meeting such a state, larger at higher T and over longer horizons. `step_rate` is
+Lambda(theta) = max_j |v_j(theta)| / max_j |theta_j| over the particles j; `solve_particles_sde_stable`
+takes the largest of dt, dt/2, dt/4, ... at which every path is finite and h Lambda <= `MAX_STEP_RATIO` at
+every saved state (a factor 20 below the monomial edge: many particles move at once and a path cascades from
+smaller ratios), solving again on the same Brownian paths (the same keys and tree tolerance) at each halving.
 See docs/systems/mean_field.md.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.spatial import cKDTree
@@ -20,13 +31,27 @@ from scipy.special import digamma, gammaln
 
 from .._checks import check_choice, check_int, check_real
 from .._solve import Trajectory
+from .._xla import jit as xla_jit
 from ..sde import SDE_SOLVERS, solve_sde
+from ..trajectory import FlowError
 from . import observables as obs
 from .data import Config, Particles, Prompts, training_set
 from .flow import field_for, particle_problem
-from .model import check_data, check_particles, objective, risk
+from .model import ATTENTION, MLP, check_data, check_particles, objective, risk
 
-__all__ = ["entropic_objective", "entropy_knn", "entropy_per_slice", "solve_particles_sde"]
+__all__ = [
+    "MAX_STEP_RATIO",
+    "StableSolve",
+    "entropic_objective",
+    "entropy_knn",
+    "entropy_per_slice",
+    "solve_particles_sde",
+    "solve_particles_sde_stable",
+    "step_rate",
+]
+
+#: The largest accepted h Lambda(theta) of `solve_particles_sde_stable` (module docstring).
+MAX_STEP_RATIO = 0.1
 
 
 def _check_temperature(temperature) -> float:
@@ -58,7 +83,7 @@ def solve_particles_sde(
     **Arguments:**
 
     - `ts`: non-decreasing save times in flow time tau, starting at 0 (>= 2 entries); the horizon is `ts[-1]`.
-    - `temperature`: T >= 0 (T = 0: the particle ODE of `solve_particles` with the same constant-step solver).
+    - `temperature`: T >= 0 (T = 0: the particle ODE of `solve_flow` with the same constant-step solver).
     - `dt`: the constant step (Euler-Maruyama with `dt = eta_tau` is full-batch GD at learning rate eta_tau M L
       with Gaussian noise sqrt(2 T eta_tau) per coordinate).
     - `key` or `seed`: the Brownian motions (exactly one); the same seed gives the same result.
@@ -88,6 +113,95 @@ def solve_particles_sde(
     options: dict[str, Any] = dict(key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps, throw=throw)
     options.update(solver=solver, observables=observables, save_states=save_states)
     return solve_sde(field_for(solver), particles, sigma=sigma, t1=float(ts[-1]), dt=dt, ts=ts, args=args, **options)
+
+
+def _particle_norms(tree: dict) -> jnp.ndarray:
+    """|theta_j| of every attention particle (V, W) and every MLP particle (W1, W2), one flat vector."""
+    att = jnp.sum(tree[ATTENTION[0]] ** 2 + tree[ATTENTION[1]] ** 2, axis=(-2, -1))  # (L, M)
+    mlp = jnp.sum(tree[MLP[0]] ** 2 + tree[MLP[1]] ** 2, axis=-1)  # (L, M_mlp)
+    return jnp.sqrt(jnp.concatenate([att.ravel(), mlp.ravel()]))
+
+
+def step_rate(t: float, particles: Particles, args: dict) -> jnp.ndarray:
+    """Lambda(theta) = max_j |v_j(theta)| / max_j |theta_j|: the largest particle speed over the largest particle
+    norm (per particle: (V, W) of a head, (W1, W2) of a neuron; v the particle velocity, `flow.vector_field`),
+    in 1/tau. An explicit step h moves the particles by at most h Lambda times the size of the largest one
+    (module docstring). An observable `f(t, particles, args)` (`args` from `observables.make_args`)."""
+    v = field_for("sea")(t, particles, args)
+    return jnp.max(_particle_norms(v)) / jnp.max(_particle_norms(particles))
+
+
+class StableSolve(NamedTuple):
+    """The result of `solve_particles_sde_stable`: the accepted solve, its step h and max h Lambda over its
+    saved states (<= the `max_step_ratio` asked for)."""
+
+    trajectory: Trajectory
+    dt: float
+    step_ratio: float
+
+
+# Lambda of a stack of particle configurations (saves, or paths x saves, flattened): one program per shape
+_rates = xla_jit(jax.vmap(step_rate, in_axes=(None, 0, None)))
+
+
+def _max_rate(states: Particles, args: dict) -> float:
+    """max Lambda over every saved state of every path (inf where a state is not finite)."""
+    lead = states["V"].ndim - 4  # (saves,) or (paths, saves) before (L, M, D, D)
+    flat = {k: jnp.reshape(v, (-1, *v.shape[lead:])) for k, v in states.items()}
+    rates = np.asarray(_rates(0.0, flat, args))
+    return float(np.max(rates)) if np.all(np.isfinite(rates)) else float("inf")
+
+
+def solve_particles_sde_stable(
+    config: Config,
+    ts: Any,
+    temperature: float,
+    *,
+    dt: float,
+    max_step_ratio: float = MAX_STEP_RATIO,
+    halvings: int = 4,
+    **options: Any,
+) -> StableSolve:
+    """`solve_particles_sde` at the largest step of dt, dt/2, ..., dt/2^halvings whose solve is stable: every path
+    finite and h * `step_rate` <= `max_step_ratio` at every saved state of every path (module docstring). Each
+    halving solves again on the same Brownian paths (same key or seed, same `tol`): a smaller step refines the
+    same solution, it does not draw another.
+
+    **Arguments:** as `solve_particles_sde` (`options`: its keywords but `throw` and `save_states`: the states
+    are saved, the check reads them), and
+
+    - `dt`: the first step tried.
+    - `max_step_ratio`: the largest h Lambda accepted (default `MAX_STEP_RATIO`), in (0, 2).
+    - `halvings`: how many times the step may be halved (>= 0). Save often enough (`ts`) for the check to see
+      the path: it reads Lambda at the saved states only. With `tol` given, keep dt / 2^halvings >= `tol`.
+
+    **Returns:** a `StableSolve` (trajectory, dt, step_ratio): the accepted solve, its step and max h Lambda.
+
+    **Raises:** `flows.FlowError` (with the last trajectory) when no step down to dt / 2^halvings is stable: a
+    smaller first step, a lower temperature or a shorter horizon is needed.
+    """
+    dt = check_real("dt", dt, low=0.0, strict=True)
+    ratio = check_real("max_step_ratio", max_step_ratio, low=0.0, high=2.0, strict=True)
+    halvings = check_int("halvings", halvings, 0)
+    for name in ("throw", "save_states"):
+        if name in options:
+            raise ValueError(f"{name} is not an option of solve_particles_sde_stable (module docstring)")
+    _, _, args, _ = particle_problem(
+        config, ts, options.get("particles"), options.get("data"), options.get("test"), "basic"
+    )
+    h, worst = dt, float("nan")
+    for _ in range(halvings + 1):
+        traj = solve_particles_sde(config, ts, temperature, dt=h, save_states=True, throw=False, **options)
+        worst = h * _max_rate(traj.ys, args)
+        if traj.ok and worst <= ratio:
+            return StableSolve(traj, h, worst)
+        h /= 2
+    raise FlowError(
+        f"no stable step down to dt = {2 * h:g} at temperature {temperature:g}: the last solve reached "
+        f"h * step_rate = {worst:.3g} (> {ratio:g}) or a non-finite state; start from a smaller dt, allow more "
+        "halvings, or lower the temperature or the horizon",
+        traj,
+    )
 
 
 def entropy_knn(points: Any, k: int = 3) -> float | np.ndarray:

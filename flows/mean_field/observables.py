@@ -120,7 +120,7 @@ def test_rmse(t: float, particles: Particles, args: dict) -> jax.Array:
     return jnp.sqrt(jnp.mean(err * err))
 
 
-#: The observables recorded by `train_gd` and saved by `solve_particles`, by name.
+#: The observables recorded by `network.train` and saved by `solve_flow`, by name.
 OBSERVABLES = {
     "Q": objective_Q,
     "R": risk_R,
@@ -133,8 +133,8 @@ OBSERVABLES = {
 
 
 def summary(t: float, particles: Particles, args: dict) -> dict:
-    """Every entry of `OBSERVABLES` from one velocity evaluation (what `train_gd` records and
-    `solve_particles(observables="all")` saves; the names and values are those of `OBSERVABLES`)."""
+    """Every entry of `OBSERVABLES` from one velocity evaluation (what `network.train` records and
+    `solve_flow(observables="all")` saves; the names and values are those of `OBSERVABLES`)."""
     v = _v(particles, args)
     speeds = particle_speeds(v)
     return {

@@ -19,14 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_choice, check_finite_tree, check_int
-from .._solve import Trajectory
 from .._xla import jit as xla_jit
+from ..system import Reduced
 from . import observables as obs
-from .data import Config, Particles, Prompts, held_out_set, training_set
-from .flow import save_times, solve_from
+from .data import Config, Particles, Prompts
+from .flow import particles_of
 from .gradients import particle_gradients
 from .initial import init_curves
-from .model import GROUPS, as_array, attention_update, check_data, group_weighted, mlp_update
+from .model import GROUPS, as_array, attention_update, group_weighted, mlp_update
 
 __all__ = [
     "DEPTH_SOLVERS",
@@ -38,13 +38,13 @@ __all__ = [
     "reference_adjoint",
     "reference_dissipation",
     "reference_forward",
+    "reference_limit",
     "reference_nodes",
     "reference_objective",
     "reference_risk",
     "reference_states",
     "reference_vector_field",
     "reference_velocity",
-    "solve_reference",
 ]
 
 #: diffrax solvers for the depth ODE (explicit, high order; the interpolant is smooth within a segment).
@@ -389,57 +389,63 @@ def _bundle(scheme):
 REFERENCE_OBSERVABLES = _bundle("tsit5")[1]
 
 
-def solve_reference(
+@functools.cache
+def _observer(items: tuple) -> Any:
+    """The observables `dict(items)` (name -> f(t, nodes, args)) as one function of (t, nodes, args), the same
+    object for the same items (one compiled program per content)."""
+    functions = dict(items)
+
+    def observe(t, nodes, args):
+        return {name: f(t, nodes, args) for name, f in functions.items()}
+
+    return observe
+
+
+def _reference_args(substeps, data):
+    """`make_reference_args` of the spec's data (`observables.make_args`): the data and the depth grid."""
+    return {**data, "depth_grid": depth_grid(substeps, data["Z0"].dtype)}
+
+
+def _reference_start(config, K, params, data):
+    """`init_reference(config, K)`: the curves whose samples at l / L are the network's initial particles
+    (`init_curves`), checked to be the curves of the initial `params` the driver drew."""
+    nodes = init_reference(config, K)
+    network = init_curves(config, np.arange(config.L) / config.L)
+    given = particles_of(params)
+    if any(not np.array_equal(np.asarray(network[k]), np.asarray(given[k])) for k in GROUPS):
+        raise ValueError(
+            "seed: the reference starts from init_reference(config) of the system's own config; for another "
+            "seed pass y0=init_reference(config.replace(seed=...)) (or mean_field.solve_reference(..., nodes=))"
+        )
+    return nodes
+
+
+def reference_limit(
     config: Config,
-    ts: Any,
-    *,
-    K: int | None = None,
-    nodes: Particles | None = None,
-    data: Prompts | None = None,
-    test: Prompts | None = None,
+    K: int = _DEFAULT_K,
     substeps: int = _DEFAULT_SUBSTEPS,
     depth_solver: str = "tsit5",
-    solver: str = "auto",
-    rtol: float = 1e-7,
-    atol: float = 1e-9,
-    dt: float | None = None,
-    max_steps: int | None = None,
     observables: str | dict = "all",
-    save_states: bool = False,
-    progress: bool = False,
-    throw: bool = True,
-) -> Trajectory:
-    """Integrate the reference particle flow d nodes/d tau = `reference_velocity` with `flows.solve`.
+) -> Reduced:
+    """The continuous-depth reference as a `flows.Reduced` of the spec `spec.system(config)`: state the node
+    values (K curves in depth), d nodes/d tau = `reference_velocity` (`reference_vector_field` for the default
+    Tsit5 depth steps), args the spec's data with the depth grid of `substeps` steps per node interval, start
+    `init_reference(config, K)` (the curves the network's initial particles sample; `config.init` "tied" or
+    "smooth"), observables its own (`"all"`: `REFERENCE_OBSERVABLES`, `"basic"`: Q and R, or a dict
+    name -> f(t, nodes, args) of `make_reference_args`' args).
 
-    **Arguments:**
-
-    - `ts`: increasing save times in flow time tau, starting at 0; the horizon is `ts[-1]`.
-    - `K`: depth nodes (default 9) of `init_reference(config, K)`; `nodes`: start from these node values
-      instead (K is then read from them; a given `K` must match).
-    - `data`, `test`: training prompts and fresh test prompts (defaults from `config`).
-    - `substeps`, `depth_solver`: the depth integration (as in `reference_states`).
-    - `solver`, `rtol`, `atol`, `dt`, `max_steps`, `progress`, `throw`: the tau-integration, as in
-      `flow.solve_particles` (`dt`: constant steps instead of adaptive).
-    - `observables`: `"all"` (`REFERENCE_OBSERVABLES`), `"basic"` (Q and R only, the cheapest to compile)
-      or a dict name -> f(t, nodes, args) with `args = make_reference_args(...)`.
-    - `save_states`: also keep the node values at every saved time (`traj.ys`).
-
-    **Returns:** a `flows.Trajectory` with `observables["Q"]`, `["R"]`, ... at `ts`.
-
-    **Raises:** `ValueError` for bad arguments, naming the field (`init` for `config.init == "iid"`, `K`,
-    `substeps`, `nodes[...]`); `flows.FlowError` for a failed solve (unless `throw=False`).
+    **Raises:** `ValueError` naming `K`, `substeps`, `depth_solver` or `observables`.
     """
-    ts = save_times(ts)
-    substeps = _check_substeps(substeps)
-    scheme = _check_scheme(depth_solver)
-    nodes = check_nodes(config, init_reference(config, _DEFAULT_K if K is None else K) if nodes is None else nodes)
-    if K is not None and _check_K(K) != _num_nodes(nodes):
-        raise ValueError(f"K = {K} does not match the {_num_nodes(nodes)} nodes given")
+    K, substeps, scheme = _check_K(K), _check_substeps(substeps), _check_scheme(depth_solver)
     vf, every, basic = _bundle(scheme)
     if isinstance(observables, str):
         observables = {"all": every, "basic": basic}[check_choice("observables", observables, ("all", "basic"))]
-    data = check_data(config, training_set(config) if data is None else data)
-    test = check_data(config, held_out_set(config) if test is None else test, "test")
-    args = make_reference_args(config, data, test, substeps)
-    options = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, progress=progress, throw=throw)
-    return solve_from(vf, nodes, ts, args, dt, observables=observables, save_states=save_states, **options)
+    if not isinstance(observables, dict) or not observables or not all(callable(f) for f in observables.values()):
+        raise ValueError("observables must be 'all', 'basic' or a dict name -> f(t, nodes, args)")
+    return Reduced(
+        vector_field=vf,
+        initial=functools.partial(_reference_start, config, K),
+        args=functools.partial(_reference_args, substeps),
+        observe=_observer(tuple(sorted(observables.items(), key=lambda kv: kv[0]))),
+        description="the continuous-depth reference: node curves in depth, d nodes/d tau = reference_velocity",
+    )

@@ -1,9 +1,10 @@
 """Batched GD runs of the mean-field transformer: many seeds of one shape in one compiled, vmapped program.
 
 Rate fits need several seeds per (L, M). Runs of equal shape differ only in their data and initial
-particles, so `train_gd_seeds` stacks them on a leading seed axis and runs the GD program of `network.train`
-under `jax.vmap`: one compilation per shape, no Python loop over seeds. The seed-`s` member is exactly
-`train_gd(config.replace(seed=s), ...)` (tests).
+particles, so `train_gd_seeds` stacks them on a leading seed axis and runs the training loop of the spec's
+`loss` and `observe` (`spec.system`, `flows.training.training_program`) under `jax.vmap`: one compilation per
+shape, no Python loop over seeds. The seed-`s` member is exactly `train(config.replace(seed=s), "gd", ...)`
+(tests).
 """
 
 from __future__ import annotations
@@ -21,15 +22,16 @@ from .._checks import SEED_MAX, check_int, check_real, real_array
 from ..training import NetworkRecord
 from . import observables as obs
 from .data import Config, Particles, Prompts, held_out_set, training_set
+from .flow import nest, particles_of
 from .initial import init_particles
 from .model import check_data, check_particles
-from .network import gd_program, optimizer_state
+from .spec import loss, observe
 
 __all__ = ["train_gd_batch", "train_gd_seeds"]
 
 
 def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds: Any, save_every: int = 1) -> NetworkRecord:
-    """Full-batch GD (learning rate eta_tau M L, as `train_gd`) for every seed in `seeds` at once.
+    """Full-batch GD (learning rate eta_tau M L, as `network.train`) for every seed in `seeds` at once.
 
     Each seed draws its own training set, test prompts and initial particles (`config.replace(seed=s)`).
     Returns the record of `train_gd_batch`; raises `ValueError` for bad arguments and `flows.TrainingError`
@@ -54,10 +56,19 @@ def train_gd_seeds(config: Config, eta_tau: float, steps: int, seeds: Any, save_
     )
 
 
-def _batched(basic: bool):
-    """`network.gd_program` vmapped over the runs (particles, optimiser state, data; shared saved steps);
-    the first non-finite step is the earliest over the runs."""
-    run = jax.vmap(gd_program(basic), in_axes=(0, 0, None, None, 0, None))
+_GROUPS = {"attention": "attention", "mlp": "mlp"}
+
+
+def _program(particles, data, batch):
+    return loss(particles, data)
+
+
+def _batched():
+    """The full-batch GD loop of the spec (`spec.loss`, `spec.observe`, the optimiser state carrying the rates)
+    vmapped over the runs (parameters, optimiser state, data; shared saved steps); the first non-finite step
+    is the earliest over the runs."""
+    template = training.make_optimizer("gd", dict.fromkeys(_GROUPS, 1.0), labels=_GROUPS)
+    run = jax.vmap(training.training_program(_program, observe, template), in_axes=(0, 0, None, None, 0, None))
 
     def batched(*call):
         final, series, snaps, losses, bad = run(*call)
@@ -78,7 +89,7 @@ def train_gd_batch(
     labels: Sequence | None = None,
     label_name: str = "run",
 ) -> NetworkRecord:
-    """Full-batch GD (learning rate eta_tau M L, as `train_gd`) for a batch of runs of one shape at once.
+    """Full-batch GD (learning rate eta_tau M L, as `network.train`) for a batch of runs of one shape at once.
 
     **Arguments:**
 
@@ -88,12 +99,12 @@ def train_gd_batch(
       defaults to `data`).
     - `labels` name the members in errors and in `record.seeds` (default 0, 1, ...).
 
-    Member i is exactly `train_gd(config, eta_tau, steps, particles=particles[i], data=data[i],
+    Member i is exactly `train(config, "gd", eta_tau, steps, particles=particles[i], data=data[i],
     test=test[i])` (tests); one compilation per shape.
 
     **Returns:** a `flows.training.NetworkRecord` whose observables have a leading run axis `(runs, k)` and
-    whose `params` (and `extras["particles"]`) the final particles with a leading run axis; `extras`:
-    `seeds` (the labels), `tau`, `eta_tau`. **Raises:** `ValueError` for bad arguments and
+    whose `params` (in the spec's groups) and `extras["particles"]` the final parameters with a leading run
+    axis; `extras`: `seeds` (the labels), `tau`, `eta_tau`. **Raises:** `ValueError` for bad arguments and
     `flows.TrainingError` when a run goes non-finite, naming it and carrying every run's record truncated
     before that step.
     """
@@ -118,13 +129,16 @@ def train_gd_batch(
     save = training.save_steps(steps, save_every)
     stack = lambda trees: jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
     args = stack([obs.make_args(config, d, t) for d, t in zip(datas, tests, strict=True)])
-    states = stack([optimizer_state(config, p, eta_tau) for p in particles])
+    scale = {"attention": float(config.M * config.L), "mlp": float(config.M_mlp * config.L)}  # type: ignore[operator]
+    optimizer = training.make_optimizer("gd", eta_tau, labels=_GROUPS, scale=scale)
+    params = stack([nest(p) for p in particles])
+    states = stack([optimizer.init(nest(p)) for p in particles])
     final, series, _, _, bad, compile_s, run_s = training.run_training(
-        "mean_field.train_gd_batch", "all", lambda: _batched(False), stack(particles), states, None, save, args
+        "mean_field.train_gd_batch", "all", _batched, params, states, None, save, args
     )
     bad = -1 if bad == np.iinfo(np.int32).max else bad
     steps_first = {k: np.moveaxis(v, 0, 1) for k, v in series.items()}  # the layer's layout: saved steps first
-    extras = {"particles": final, "seeds": labels, "eta_tau": eta_tau}
+    extras = {"particles": particles_of(final), "seeds": labels, "eta_tau": eta_tau}
     fields = dict(optimizer="gd", lr=eta_tau, config=config, compile_s=compile_s, run_s=run_s, extras=extras)
     try:
         record = training.finish(save, steps_first, bad, params=final, clock=eta_tau, **fields)

@@ -22,9 +22,11 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
-from .._checks import INT_MAX, check_bool, check_int, check_real
+from .._checks import INT_MAX, check_bool, check_finite_tree, check_int, check_real
+from .._inputs import check_loss_call, check_params, widest_dtype
 from ..training import run_training, training_program
 from ..trajectory import Trajectory
+from ._checks import raise_if_nonfinite
 from .ode import bias_corrected, cached
 
 __all__ = [
@@ -74,9 +76,11 @@ def _check_loss(per_sample_loss):
 
 
 def _num_samples(data) -> int:
+    """n, the leading sample axis every leaf of `data` shares (>= 2); every entry numeric and finite."""
     leaves = jax.tree_util.tree_leaves(data)
     if not leaves:
         raise ValueError("data must contain at least one array (leading axis = samples)")
+    check_finite_tree("data", data)
     sizes: set = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
     if None in sizes or len(sizes) != 1:
         raise ValueError(
@@ -86,6 +90,13 @@ def _num_samples(data) -> int:
     if n < 2:
         raise ValueError(f"data must hold at least 2 samples, got {n}")
     return int(n)
+
+
+def _check_sample_loss(per_sample_loss, theta, data) -> None:
+    """`per_sample_loss(theta, sample)` runs on the first sample of `data` and returns a real scalar (a
+    ValueError naming data and theta0 otherwise: a wrong data shape)."""
+    first = jax.tree_util.tree_map(lambda x: x[0], data)
+    check_loss_call(per_sample_loss, theta, first, names=("per_sample_loss", "theta0", "data[0]"))
 
 
 def per_sample_grads(per_sample_loss: Callable, theta: PyTree, data: PyTree) -> PyTree:
@@ -164,7 +175,7 @@ def _dtype_and_weights(data, n, weights):
     floats = [
         jnp.result_type(x) for x in jax.tree_util.tree_leaves(data) if jnp.issubdtype(jnp.result_type(x), jnp.floating)
     ]
-    dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)
+    dtype = widest_dtype(*floats) if floats else jnp.result_type(float)
     if weights is None:
         return dtype, np.full(n, 1.0 / n)
     w = np.asarray(weights, dtype=float)
@@ -239,11 +250,19 @@ def solve_sgd_sde(
     not SGD's own discretisation of it). Observables are functions of (t, theta, args) with
     `args = sde.args`. `brownian="increments"` (default here: an independent Gaussian increment per step,
     the cheap choice for moments over many paths) or `"tree"`; `kwargs` go to `flows.solve_sde` (`tol`,
-    `max_steps`, `throw`)."""
+    `max_steps`, `throw`). `theta0`: any pytree of float arrays of one dtype (the noise acts on the flattened
+    parameters); a ValueError names it when the loss fails on it (a wrong shape)."""
     from ..sde import solve_sde
 
     if not isinstance(sde, SGDSDE):
         raise ValueError(f"sde must be an SGDSDE (see sgd_sde), got {type(sde).__name__}")
+    theta0 = check_params("theta0", theta0)
+    if len({x.dtype for x in jax.tree_util.tree_leaves(theta0)}) > 1:
+        raise ValueError(
+            "theta0 must have leaves of one dtype for the SGD SDE (its noise acts on the flattened parameters): "
+            "cast them, e.g. jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), theta0)"
+        )
+    _check_drift(sde.drift, theta0, sde.args)
     ts = np.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size == 0:
         raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
@@ -264,6 +283,20 @@ def solve_sgd_sde(
         brownian=brownian,
         **kwargs,
     )
+
+
+def _check_drift(drift, y0, args) -> None:
+    """Trace an SDE limit's drift at y0 abstractly: a per-sample loss that fails on the state or the data (a
+    wrong shape) is a ValueError naming theta0 and data, not an error from inside the solve."""
+    try:
+        jax.eval_shape(drift, 0.0, y0, args)
+    except Exception as err:  # noqa: BLE001 -- any error of the user's loss, reported with the shapes
+        shape = lambda tree: _tmap(lambda x: tuple(np.shape(x)), tree)  # noqa: E731
+        raise ValueError(
+            f"the per-sample loss failed on theta0 (shapes {shape(y0)}) and the data of the SDE (shapes "
+            f"{shape(args['data'])}): {type(err).__name__}: {str(err)[:400]}; check that data and theta0 have the "
+            "structure and shapes the loss expects"
+        ) from err
 
 
 def run_sgd(
@@ -291,7 +324,13 @@ def run_sgd(
     `flows.cooccurrence.train` draws it) or `randint(sub, (B,), 0, n)` (`replacement=True`). The loss is the
     batch mean of `per_sample_loss`. `observables`: name -> f(t, theta, args) with args = {"data": data,
     **extra_args} (the signature of the SDE's observables; `extra_args` travel traced), or one function
-    returning a dict of them."""
+    returning a dict of them. `theta0` is any pytree of real arrays (mixed precisions too).
+
+    **Raises:** `ValueError` naming the argument: NaN or inf in `theta0`, `data` or `extra_args`, a per-sample
+    loss that fails on one sample (a wrong data shape) or is not a real scalar, observables that fail at
+    theta0. `flows.TrainingError` (the failed-run rule of `flows.training.finish`) when a run's parameters or
+    observables go non-finite (a diverging learning rate): its `record` is the dict above truncated before
+    the first non-finite step of any run."""
 
     _check_loss(per_sample_loss)
     n = _num_samples(data)
@@ -322,8 +361,10 @@ def run_sgd(
             "f(t, theta, args) -> dict of named arrays"
         )
     obs_items = observables if callable(observables) else tuple(sorted(observables.items(), key=lambda kv: kv[0]))
-    theta0 = _tmap(jnp.asarray, theta0)
-    dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0))
+    theta0 = check_params("theta0", theta0)
+    check_finite_tree("extra_args", extra_args)
+    _check_sample_loss(per_sample_loss, theta0, data)
+    dtype = widest_dtype(*jax.tree_util.tree_leaves(theta0))
     lr_arr = jnp.asarray(lr, dtype)
     opt = optax.inject_hyperparams(optax.sgd)(learning_rate=lr_arr)  # lr in the state: one program for every lr
 
@@ -347,10 +388,33 @@ def run_sgd(
     saved = np.arange(0, steps + 1, save_every)
     structure = (per_sample_loss, batch_size, replacement, obs_items)
     data = {"data": data, "lr": lr_arr, "extra": extra_args}
-    out = run_training("run_sgd", structure, build, theta0, opt.init(theta0), keys, saved, data)[1]
+    _check_observables(observe, theta0, data)
+    with jax.numpy_dtype_promotion("standard"):  # optax's state of a theta of mixed precisions
+        state = opt.init(theta0)
+    _, out, _, _, bad, _, _ = run_training("run_sgd", structure, build, theta0, state, keys, saved, data)
     if {"steps", "ts"} & set(out):
         raise ValueError("observables may not use the reserved names 'steps', 'ts'")
+    raise_if_nonfinite(
+        saved,
+        out,
+        bad,
+        lambda keep: {"steps": saved[keep], "ts": lr * saved[keep], **{k: v[:, keep] for k, v in out.items()}},
+        setting=f"run_sgd, lr={lr}, batch_size={batch_size}",
+        hint="lower the learning rate, or check that the loss and the observables are finite along the run",
+    )
     return {"steps": saved, "ts": lr * saved, **out}
+
+
+def _check_observables(observe, theta0, data) -> None:
+    """The observables of `run_sgd` run at theta0 (traced abstractly): a failing one is a ValueError naming
+    observables, not an error from inside the compiled loop."""
+    try:
+        jax.eval_shape(observe, theta0, data, jnp.asarray(0, jnp.int32))
+    except Exception as err:  # noqa: BLE001 -- any error of the user's observables
+        raise ValueError(
+            f"observables failed at theta0 (f(t, theta, args) with args = {{'data': data, **extra_args}}): "
+            f"{type(err).__name__}: {str(err)[:400]}"
+        ) from err
 
 
 # -- the Adam SDE (Malladi et al. 2022) ---------------------------------------------------------------------
@@ -431,7 +495,7 @@ def _adam_fields(per_sample_loss):
 
 
 def _adam_initial_state(theta0):
-    theta = _tmap(lambda x: jnp.asarray(x, jnp.result_type(x, float)), theta0)
+    theta = check_params("theta0", theta0)
     zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
     return {
         "theta": theta,

@@ -17,9 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._checks import check_choice, check_int, check_real
+from .._checks import check_choice, check_finite_tree, check_int, check_real
+from .._inputs import check_loss_call, check_params
 from ..training import run_training, training_program
 from ..trajectory import Trajectory
+from ._checks import FACTORIES, check_limit_args, make_args_of, raise_if_nonfinite
 
 __all__ = [
     "Limit",
@@ -79,16 +81,9 @@ def cached(builder):
 
 
 def _floats(theta0):
-    """theta0 as a pytree of floating JAX arrays (integers promoted to the default float)."""
-
-    def leaf(x):
-        a = jnp.asarray(x)
-        return a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(jnp.result_type(float))
-
-    out = _tmap(leaf, theta0)
-    if not jax.tree_util.tree_leaves(out):
-        raise ValueError("theta0 must contain at least one array")
-    return out
+    """theta0 as a pytree of floating JAX arrays (integers promoted to the default float); a ValueError naming
+    theta0 for an empty tree, a non-real leaf, NaN or inf."""
+    return check_params("theta0", theta0)
 
 
 def _rate(x, like):
@@ -111,12 +106,12 @@ def _positive_tree(name, value):
 
 
 def _per_leaf(x, theta, name):
-    """`x` as a pytree like `theta`: x itself if it is structured like theta, else one value for every leaf."""
+    """`x` as a pytree like `theta`: x itself if it is structured like theta, one value for every leaf if it is
+    one number (not a container: `{"w": 2.0}` for a theta without the key "w" is an error, not a broadcast)."""
     if jax.tree_util.tree_structure(x) == jax.tree_util.tree_structure(theta):
         return x
-    if len(jax.tree_util.tree_leaves(x)) == 1:
-        one = jax.tree_util.tree_leaves(x)[0]
-        return _tmap(lambda _: one, theta)
+    if jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(x)):
+        return _tmap(lambda _: x, theta)
     raise ValueError(
         f"{name} must be one number or a pytree structured like theta "
         f"({jax.tree_util.tree_structure(theta)}), got {jax.tree_util.tree_structure(x)}"
@@ -137,6 +132,7 @@ def _clocked(dy, theta, args):
     return _tmap(lambda d, r: _rate(r, d) * d, dy, rates)
 
 
+@make_args_of("gd", ("rates",))
 def _batch_args(batch, *, rates=None):
     return _with_rates({"batch": batch}, rates)
 
@@ -149,6 +145,7 @@ def _gradient_flow(loss):
     grad = jax.grad(loss)
 
     def vector_field(t, theta, args):
+        check_limit_args("gd", args)
         return _clocked(_tmap(jnp.negative, grad(theta, args["batch"])), theta, args)
 
     return Limit("gd", vector_field, _floats, lambda y: y, _batch_args)
@@ -181,6 +178,7 @@ def _heavy_ball(loss):
     grad = jax.grad(loss)
 
     def vector_field(t, y, args):
+        check_limit_args("momentum", args)
         g = grad(y["theta"], args["batch"])
         friction = _per_leaf(args["friction"], y["v"], "friction")
         dy = {
@@ -193,9 +191,8 @@ def _heavy_ball(loss):
         theta = _floats(theta0)
         return {"theta": theta, "v": _tmap(jnp.zeros_like, theta)}
 
+    @make_args_of("momentum", ("friction", "rates"), required=("friction",))
     def make_args(batch, *, friction=None, rates=None):
-        if friction is None:
-            raise ValueError("heavy ball needs friction (1 - beta)^2 / lr (`momentum_friction(lr, beta)`)")
         return _with_rates({"batch": batch, "friction": _positive_tree("friction", friction)}, rates)
 
     return Limit("momentum", vector_field, initial_state, lambda y: y["theta"], make_args)
@@ -232,9 +229,11 @@ def _sign_descent(loss, form):
     grad = jax.grad(loss)
 
     def vector_field(t, theta, args):
+        check_limit_args("sign", args)
         return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"])), theta, args)
 
-    def make_args(batch, *, eps, rates=None):
+    @make_args_of("sign", ("eps", "rates"), required=("eps",))
+    def make_args(batch, *, eps=None, rates=None):
         return _with_rates({"batch": batch, "eps": _pos("eps", eps)}, rates)
 
     return Limit("sign", vector_field, _floats, lambda y: y, make_args)
@@ -284,6 +283,7 @@ def _adam(loss):
     grad = jax.grad(loss)
 
     def vector_field(t, y, args):
+        check_limit_args("adam", args)
         g = grad(y["theta"], args["batch"])
 
         def dtheta(gi, mi, vi, wm, wv):
@@ -312,9 +312,8 @@ def _adam(loss):
             "v_weight": zeros,
         }
 
+    @make_args_of("adam", ("c1", "c2", "eps", "rates"), required=("c1", "c2"))
     def make_args(batch, *, c1=None, c2=None, eps=1e-8, rates=None):
-        if c1 is None or c2 is None:
-            raise ValueError("the Adam ODE needs c1 and c2 (`adam_rates(lr, b1, b2)`: b = 1 - c lr)")
         return _with_rates(
             {"batch": batch, "c1": _positive_tree("c1", c1), "c2": _positive_tree("c2", c2), "eps": _pos("eps", eps)},
             rates,
@@ -353,23 +352,50 @@ def solve_limit(
     **solve_kwargs: Any,
 ) -> Trajectory:
     """`flows.solve(limit.vector_field, limit.initial_state(theta0), t1=ts[-1], ts=ts, args=args, ...)` from
-    t0 = 0. `observables` as in `flows.solve` (functions of (t, y, args); `limit.params(y)` is theta)."""
+    t0 = 0. `observables` as in `flows.solve` (functions of (t, y, args); `limit.params(y)` is theta).
+
+    **Arguments:** `limit` a `Limit` (e.g. `gradient_flow(loss)`); `theta0` any pytree of real arrays (a dict,
+    a tuple, nested; scalars, vectors, matrices); `args` the limit's `make_args(batch, ...)`; `ts` the save
+    times (1-D); `solve_kwargs` go to `flows.solve`.
+
+    **Raises:** `ValueError` naming `limit`, `theta0`, `args` or `batch` (the data given to `make_args`: a loss
+    that fails on it, e.g. a wrong shape), or a rate whose structure is not theta's; `flows.FlowError` for a
+    failed solve.
+    """
     from .._solve import solve
 
     if not isinstance(limit, Limit):
-        raise ValueError(f"limit must be a flows.optim_limits.Limit, got {type(limit).__name__}")
-    ts = np.asarray(ts, dtype=float)
+        factory = getattr(limit, "__name__", None)
+        hint = f": call it on the loss first, {factory}(loss)" if factory in FACTORIES.values() else ""
+        raise ValueError(f"limit must be a flows.optim_limits.Limit, got {type(limit).__name__}{hint}")
+    try:
+        ts = np.asarray(ts, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"ts must be a non-empty 1-D array of save times, got {ts!r}") from err
     if ts.ndim != 1 or ts.size == 0:
         raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
-    return solve(
-        limit.vector_field,
-        limit.initial_state(theta0),
-        t1=float(ts[-1]),
-        ts=ts,
-        args=args,
-        observables=observables,
-        **solve_kwargs,
-    )
+    check_limit_args(limit.name, args)
+    y0 = limit.initial_state(theta0)
+    theta = limit.params(y0)
+    for key in ("rates", "friction", "c1", "c2"):
+        if key in args:
+            _per_leaf(args[key], theta, key)
+    _check_field_on(limit, y0, args)
+    return solve(limit.vector_field, y0, t1=float(ts[-1]), ts=ts, args=args, observables=observables, **solve_kwargs)
+
+
+def _check_field_on(limit: Limit, y0, args) -> None:
+    """Trace the limit's vector field at (y0, args) abstractly (no compile): a loss that fails on the data (a
+    wrong shape, a missing key) is a ValueError naming batch and theta0, not an error from inside the solve."""
+    try:
+        jax.eval_shape(limit.vector_field, 0.0, y0, args)
+    except Exception as err:  # noqa: BLE001 -- any error of the user's loss, reported with the shapes
+        shape = lambda tree: _tmap(lambda x: tuple(np.shape(x)), tree)  # noqa: E731
+        raise ValueError(
+            f"the loss failed on theta0 (shapes {shape(limit.params(y0))}) and batch (the data given to make_args, "
+            f"shapes {shape(args['batch'])}): {type(err).__name__}: {str(err)[:400]}; check that batch and theta0 "
+            "have the structure and shapes the loss expects"
+        ) from err
 
 
 def run_optax(
@@ -389,7 +415,15 @@ def run_optax(
     `optimizer`: an `optax.GradientTransformation` (one program compiled per call), or, with `hyper` (a
     pytree of numbers, e.g. the learning rate), a function `optimizer(hyper) -> GradientTransformation`
     built inside the compiled program from the traced `hyper`: then one program per (loss, optimizer, shapes,
-    number of saves) serves every `hyper`, `steps` and `save_every`."""
+    number of saves) serves every `hyper`, `steps` and `save_every`.
+
+    `theta0` is any pytree of real arrays (dicts, tuples, nested; scalars, vectors, matrices); `batch` the data
+    `loss` reads (any pytree of numeric arrays, or None).
+
+    **Raises:** `ValueError` naming the argument: NaN or inf in `theta0` or `batch`, a loss that fails on them
+    (a wrong data shape) or does not return a real scalar, an optimiser that does not fit `theta0`.
+    `flows.TrainingError` (the failed-run rule of `flows.training.finish`) when the parameters go non-finite
+    (a diverging learning rate): its `record` is the dict above truncated before the first non-finite step."""
     _check_loss(loss)
     if hyper is None and not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(
@@ -403,13 +437,26 @@ def run_optax(
     if steps % save_every:
         raise ValueError(f"save_every = {save_every} must divide steps = {steps}")
     theta0 = _floats(theta0)
+    check_finite_tree("batch", batch)
+    try:
+        check_loss_call(loss, theta0, batch)
+    except ValueError as err:
+        if isinstance(batch, Mapping) and "batch" in batch:  # the reverse of args=data in solve_limit
+            raise ValueError(f"{err}; batch is the data itself, not a limit's make_args(data)") from err.__cause__
+        raise
     if hyper is not None:
         hyper = _tmap(lambda h: jnp.asarray(check_real("hyper (each entry)", h)), hyper)
-    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
-        if isinstance(optimizer, optax.GradientTransformation):
-            state = optimizer.init(theta0)
-        else:  # a function of hyper
-            state = (hyper, optimizer(hyper).init(theta0))
+    try:
+        with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes python floats and int counts
+            if isinstance(optimizer, optax.GradientTransformation):
+                state = optimizer.init(theta0)
+            else:  # a function of hyper
+                state = (hyper, optimizer(hyper).init(theta0))
+    except Exception as err:  # noqa: BLE001 -- optax's error, reported as the optimiser's
+        raise ValueError(
+            f"optimizer.init(theta0) failed: {type(err).__name__}: {str(err)[:300]}; the optimiser must fit "
+            f"theta0's structure (e.g. the labels of optax.multi_transform)"
+        ) from err
 
     def build():
         opt = optimizer if hyper is None else _hyper_in_state(optimizer)
@@ -417,7 +464,16 @@ def run_optax(
 
     save = np.arange(0, steps + 1, save_every)
     structure = (loss, optimizer, hyper is None)
-    return {"steps": save, "params": run_training("run_optax", structure, build, theta0, state, None, save, batch)[2]}
+    _, _, params, _, bad, _, _ = run_training("run_optax", structure, build, theta0, state, None, save, batch)
+    raise_if_nonfinite(
+        save,
+        {},
+        bad,
+        lambda keep: {"steps": save[keep], "params": _tmap(lambda a: np.asarray(a)[keep], params)},
+        setting="run_optax" if hyper is None else f"run_optax, hyper={_tmap(float, hyper)}",
+        hint="lower the learning rate, or check that the loss is finite along the run",
+    )
+    return {"steps": save, "params": params}
 
 
 def _hyper_in_state(make):

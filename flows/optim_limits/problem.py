@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax
+
 from .._checks import check_choice, check_options, check_real
 from .ode import Limit, adam, adam_rates, gradient_flow, heavy_ball, momentum_friction, sign_descent
 
@@ -21,10 +23,11 @@ _KEYS = {"gd": (), "momentum": ("lr", "beta"), "sign": ("eps",), "adam": ("lr", 
 
 
 def _per_group(value_of_lr, lr, rates):
-    """value_of_lr(lr_g) for each group's learning rate lr_g = lr * rates_g (one value when rates is None)."""
+    """value_of_lr(lr_g) for each learning rate lr_g = lr * rates_g of the pytree `rates` (one value when rates
+    is None)."""
     if rates is None:
         return value_of_lr(lr)
-    return {g: value_of_lr(lr * r) for g, r in rates.items()}
+    return jax.tree_util.tree_map(lambda r: value_of_lr(lr * r), rates)
 
 
 def limit_problem(
@@ -97,10 +100,7 @@ def limit_problem(
                 )
             lr = check_real("optim_args['lr']", options["lr"] if lr is None else lr, low=0.0, strict=True)
             b1, b2 = options.get("b1", 0.9), options.get("b2", 0.999)
-            pairs = _per_group(lambda lr_g: adam_rates(lr_g, b1, b2), lr, rates)
             kwargs["c1"], kwargs["c2"] = (
-                (pairs[0], pairs[1])
-                if rates is None
-                else ({g: c[0] for g, c in pairs.items()}, {g: c[1] for g, c in pairs.items()})
+                _per_group(lambda lr_g, i=i: adam_rates(lr_g, b1, b2)[i], lr, rates) for i in (0, 1)
             )
     return limit, limit.make_args(batch, **kwargs)

@@ -20,6 +20,7 @@ __all__ = [
     "ClassArrays",
     "SequenceClasses",
     "sample_counts",
+    "sample_support_counts",
     "sample_tokens",
     "syn_medium",
     "syn_small",
@@ -32,7 +33,10 @@ class ClassArrays(NamedTuple):
 
     - `cond`: (K, M) P(l|n); `query`: (K,) psi(n); `next_token`: (K,) vocabulary index of n;
     - `class_probs`: (K,) P(n); `support_index`: (K, S) token indices of supp(n), padded;
-    - `support_cdf`: (K, S) cumulative P(l|n) over `support_index` (last entry 1).
+    - `support_cdf`: (K, S) cumulative P(l|n) over `support_index` (last entry 1);
+    - `query_tokens`: (L,) the distinct query tokens, sorted (`SequenceClasses.query_tokens`): the rows of Z
+      that the network's parameters hold; `query_row`: (K,) the row of psi(n) among them; `query_onehot`:
+      (K, L) that row one-hot (z_{psi(n)} = `query_onehot` @ Z_q for the (L, M) query rows Z_q).
     """
 
     cond: jax.Array
@@ -41,6 +45,9 @@ class ClassArrays(NamedTuple):
     class_probs: jax.Array
     support_index: jax.Array
     support_cdf: jax.Array
+    query_tokens: jax.Array
+    query_row: jax.Array
+    query_onehot: jax.Array
 
 
 def _readonly(a):
@@ -161,6 +168,8 @@ class SequenceClasses:
             c = np.cumsum(self.cond_probs[n, sup])
             c[-1] = 1.0
             cdf[n, : sup.size] = c
+        row = {q: i for i, q in enumerate(self.query_tokens)}
+        query_row = np.asarray([row[q] for q in self.query], np.int32)
         return ClassArrays(
             cond=jnp.asarray(self.cond_probs, dtype),
             query=jnp.asarray(self.query, jnp.int32),
@@ -168,6 +177,9 @@ class SequenceClasses:
             class_probs=jnp.asarray(self.class_probs, dtype),
             support_index=jnp.asarray(idx),
             support_cdf=jnp.asarray(cdf, dtype),
+            query_tokens=jnp.asarray(self.query_tokens, jnp.int32),
+            query_row=jnp.asarray(query_row),
+            query_onehot=jnp.asarray(np.eye(len(row))[query_row], dtype),
         )
 
 
@@ -262,8 +274,9 @@ def _sizes(batch_size, T):
     return check_int("batch_size", batch_size, 1, integral_float=True), check_int("T", T, 2, integral_float=True)
 
 
-def sample_counts(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
-    """(cls (B,), counts (B, M)): classes n ~ P(n) and context counts N ~ Multinomial(T-1, P(.|n)).
+def sample_support_counts(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
+    """(cls (B,), counts (B, S)): `sample_counts` on the support of each drawn class, entry j counting the
+    tokens `arrays.support_index[cls, j]` (padded entries count 0): the same draws, without the (B, M) vector.
 
     Token t of a sequence is the support entry j with cdf_{j-1} <= u_t < cdf_j, i.e. j = #{k : cdf_k <= u_t}
     (the padded entries, cdf = 1 > u_t, are never hit); N_j counts the tokens with entry j.
@@ -272,12 +285,19 @@ def sample_counts(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) 
     cls, u = _draw(arrays, key, batch_size, T)
     cdf = arrays.support_cdf[cls]  # (B, S)
     # support entry of each token, j = #{k : cdf_k <= u_t} (integer sums: a float reduction over (B, T-1, S)
-    # is slower on CPU), then two small scatter-adds: counts over the support, then into the vocabulary
+    # is slower on CPU), then one scatter-add of the counts over the support
     j = jnp.sum(cdf[:, None, :] <= u[:, :, None], axis=-1, dtype=jnp.int32)  # (B, T-1)
     rows = jnp.arange(batch_size)[:, None]
-    counts_s = jnp.zeros(cdf.shape, cdf.dtype).at[rows, j].add(1.0)  # (B, S)
+    return cls, jnp.zeros(cdf.shape, cdf.dtype).at[rows, j].add(1.0)
+
+
+def sample_counts(arrays: ClassArrays, key: jax.Array, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
+    """(cls (B,), counts (B, M)): classes n ~ P(n) and context counts N ~ Multinomial(T-1, P(.|n)): the counts
+    of `sample_support_counts` placed into the vocabulary."""
+    cls, counts_s = sample_support_counts(arrays, key, batch_size, T)
+    rows = jnp.arange(counts_s.shape[0])[:, None]
     M = arrays.cond.shape[1]
-    counts = jnp.zeros((batch_size, M), cdf.dtype).at[rows, arrays.support_index[cls]].add(counts_s)
+    counts = jnp.zeros((counts_s.shape[0], M), counts_s.dtype).at[rows, arrays.support_index[cls]].add(counts_s)
     return cls, counts
 
 

@@ -21,7 +21,9 @@ from .._checks import check_bool, check_int, check_real, real_array
 from .._solve import Trajectory
 from ..optim_limits import noise as _noise
 from .data import ClassArrays, SequenceClasses
-from .network import count_loss, observe, seed_init, train_sweep
+from .model import count_loss, observe
+from .network import train_sweep
+from .spec import system
 
 __all__ = ["MAX_POPULATION", "per_sample_loss", "population", "sgd_runs", "sgd_sde", "solve_sgd_sde"]
 
@@ -31,7 +33,8 @@ MAX_POPULATION = 4096
 
 def population(classes: SequenceClasses, T: int, dtype: Any = None) -> tuple[dict[str, jax.Array], np.ndarray]:
     """(data, weights): every distinct (class, context counts) pair at context length T - 1 as per-sample
-    data {"query" (J,), "next" (J,) token indices, "counts" (J, M)} and its probability w (J,) (summing to 1)."""
+    data {"query" (J,), "next" (J,) token indices, "query_row" (J,) the row of the query token among
+    `classes.query_tokens`, "counts" (J, M)} and its probability w (J,) (summing to 1)."""
     if not isinstance(classes, SequenceClasses):
         raise ValueError(f"classes must be a SequenceClasses, got {type(classes).__name__}")
     T = check_int("T", T, 2)
@@ -45,6 +48,7 @@ def population(classes: SequenceClasses, T: int, dtype: Any = None) -> tuple[dic
         )
     M, class_probs = classes.vocab_size, np.asarray(classes.class_probs)
     query, nxt, counts, weights = [], [], [], []
+    row_of = {q: i for i, q in enumerate(classes.query_tokens)}
     for n in range(classes.num_classes):
         sup = np.flatnonzero(classes.support[n])
         p = classes.cond_probs[n, sup]
@@ -62,15 +66,17 @@ def population(classes: SequenceClasses, T: int, dtype: Any = None) -> tuple[dic
     data = {
         "query": jnp.asarray(query, jnp.int32),
         "next": jnp.asarray(nxt, jnp.int32),
+        "query_row": jnp.asarray([row_of[q] for q in query], jnp.int32),
         "counts": jnp.asarray(np.asarray(counts), dtype),
     }
     return data, w / w.sum()
 
 
 def per_sample_loss(params: dict[str, jax.Array], sample: dict[str, jax.Array]) -> jax.Array:
-    """`network.count_loss` of one (class, counts) pair {"query", "next", "counts" (M,)}."""
-    unread: Any = None  # count_loss reads the class's query and next token only
-    one = ClassArrays(*[unread] * 6)._replace(query=sample["query"][None], next_token=sample["next"][None])
+    """`model.count_loss` of one (class, counts) pair {"query_row", "next", "counts" (M,)} (Z as its query rows)."""
+    unread: Any = None  # count_loss reads the class's query row and next token only
+    one = ClassArrays(*[unread] * len(ClassArrays._fields))
+    one = one._replace(query_row=sample["query_row"][None], next_token=sample["next"][None])
     return count_loss(params, one, jnp.zeros((1,), jnp.int32), sample["counts"][None])
 
 
@@ -104,7 +110,7 @@ def solve_sgd_sde(
     brownian: str = "increments",
 ) -> Trajectory:
     """`num_paths` Euler-Maruyama paths of the SGD SDE from `train`'s initialisation (`init`, `init_seed`
-    as `train(init=, seed=)`), with the observables of `network.observe` (the attention observables `attention` (K, M),
+    as `train(init=, seed=)`), with the observables of `model.observe` (the attention observables `attention` (K, M),
     `entropy`, `entropy_distinct`, `common_mass` (K,), and `loss` the T -> infinity population loss, as on the
     flow and the record) at the times `ts` IN STEPS.
 
@@ -118,7 +124,8 @@ def solve_sgd_sde(
     if ts.ndim != 1 or ts.size == 0 or np.any(ts < 0):
         raise ValueError(f"ts must be a non-empty 1-D array of step counts >= 0, got {ts!r}")
     sde = sgd_sde(classes, T, batch_size, lr, noise=noise)
-    theta0 = seed_init(classes.vocab_size, init, init_seed)
+    spec = system(classes, init=init, seed=init_seed)
+    theta0 = spec.initial_params(spec.keys()["init"])
     kw: dict[str, Any] = dict(seed=check_int("seed", seed, 0), num_paths=num_paths, observables=_observe)
     kw |= dict(dt=sde.lr * dt_steps, save_states=False, brownian=brownian, max_steps=max_steps)
     tr = _noise.solve_sgd_sde(sde, theta0, sde.lr * ts, **kw)
@@ -129,12 +136,13 @@ def sgd_runs(
     classes: SequenceClasses, T: int, batch_size: int, lr: float, steps: int, seeds: Any, *, init: str = "zero"
 ) -> dict[str, np.ndarray]:
     """`network.train_sweep` (one vmapped program: `train(classes, "sgd", lr, lr, T, batch_size, steps,
-    seed=s)` for every s in `seeds`) and `network.observe` of each final (Y, Z): {"attention" (R, K, M),
+    seed=s)` for every s in `seeds`) and `model.observe` of each final (Y, Z): {"attention" (R, K, M),
     "entropy", "entropy_distinct", "common_mass" (R, K), "loss" (R,)}."""
     lr = check_real("lr", lr, low=0.0, strict=True)
     seeds = np.asarray(seeds)
     rates = np.full(seeds.shape, lr)
     _, params = train_sweep(classes, "sgd", rates, rates, seeds, T, batch_size, steps, init=init)
     arrays = classes.arrays()
-    out = jax.jit(jax.vmap(lambda p: observe(p, arrays)))({k: jnp.asarray(v) for k, v in params.items()})
+    rows = {"Y": jnp.asarray(params["Y"]), "Z": jnp.asarray(params["Z"][:, list(classes.query_tokens)])}
+    out = jax.jit(jax.vmap(lambda p: observe(p, arrays)))(rows)
     return {k: np.asarray(v) for k, v in out.items()}

@@ -32,7 +32,7 @@ def _rhs_and_reference(params, a, args):
 def test_rhs_equals_autodiff_pushforward(seed, variant, init, scale):
     d = SMALL["d"] if variant == "theory" else 9
     cfg = co.Config(**{**SMALL, "d": d}, variant=variant, init=init, seed=seed)
-    args = co.data_args(cfg, num_test=8)
+    args = co.spec.data(cfg, num_test=8)
     params, a = co.init_params(cfg)
     # larger scores than at init, so that attention is far from uniform
     params = {k: np.asarray(v) for k, v in params.items()}
@@ -92,7 +92,7 @@ def test_flow_vs_gd_error_shrinks_linearly_in_lr(gd_and_flow):
 
 
 def test_same_observables_and_T1(gd_and_flow):
-    cfg, args, records, traj = gd_and_flow
+    cfg, data, records, traj = gd_and_flow
     rec = records[min(records)]
     assert set(traj.observables) == set(rec.observables)
     for name in rec.observables:
@@ -102,7 +102,7 @@ def test_same_observables_and_T1(gd_and_flow):
     T1 = float(traj.t_event)
     assert 0 < T1 < 20
     steps = int(np.ceil(2 * T1 / 1e-3))
-    fine = co.train(cfg, "gd", 1e-3, steps, save_every=1, args=args)
+    fine = co.train(cfg, "gd", 1e-3, steps, save_every=1, num_test=len(data["test_tokens"]))
     t_gd = fine.ts[np.argmax(fine["train_error"] == 0.0)]
     assert abs(t_gd - T1) <= 0.02 * T1 + 2e-3, (t_gd, T1)
     # the same T1 found on the record by name, as flows.Event finds it on the flow (min_margin up through 0)
@@ -129,7 +129,7 @@ def test_solve_flow_validates_ts():
 def test_observe_equals_every_observable():
     """`observe` (one attention evaluation, used at save points) equals the separate observables."""
     cfg = co.Config(**SMALL, seed=4)
-    args = co.data_args(cfg, num_test=16)
+    args = co.spec.data(cfg, num_test=16)
     params, a = co.init_params(cfg)
     params = {**params, "W_K": 5.0 * params["W_K"], "W_Q": 5.0 * params["W_Q"]}
 

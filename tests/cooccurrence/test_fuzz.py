@@ -1,4 +1,4 @@
-"""Property-based tests of the co-occurrence system: `Config`, `data_args`, `initial_state`, `solve_flow`, `train`
+"""Property-based tests of the co-occurrence system: `Config`, `spec.data`, `initial_state`, `solve_flow`, `train`
 (rules in tests/fuzzing.py). `solve_flow` runs up to the solver stub; `train` up to its `jax.jit`.
 """
 
@@ -106,7 +106,7 @@ def test_config_valid_and_invalid_values(field, fields, data):
         co.Config(**fields)
 
 
-# --------------------------------------------------------------------------- data_args, initial_state
+# --------------------------------------------------------------------------- spec.data, initial_state
 
 TINY = co.Config(n=6, L=3, d=3 + co.num_random_slots(6, 3), m=2, m1=2)
 _bad_dtypes = st.one_of(
@@ -118,29 +118,20 @@ _bad_dtypes = st.one_of(
 
 @ENTRY_FEW
 @given(st.sampled_from([1, 5]), st.sampled_from([None, jnp.float64, np.float32, "float64"]), st.data())
-def test_data_args_and_initial_state(num_test, dtype, data):
-    args = co.data_args(TINY, num_test=num_test, dtype=dtype)
+def test_data_and_initial_state(num_test, dtype, data):
+    args = co.spec.data(TINY, num_test=num_test)
+    assert args["test_tokens"].shape == (num_test, TINY.L) and args["labels"].dtype == np.float64
+    assert float(args["sqrt_m"]) == pytest.approx(math.sqrt(TINY.m), rel=1e-15)
+    np.testing.assert_array_equal(args["a"], co.init_params(TINY)[1])
     want = np.dtype(dtype or jnp.float64)
-    assert args["test_tokens"].shape == (num_test, TINY.L) and args["labels"].dtype == want
-    assert float(args["sqrt_m"]) == pytest.approx(math.sqrt(TINY.m), rel=1e-7)
     state = co.initial_state(TINY, dtype=dtype)
     assert all(v.dtype == want and np.all(np.isfinite(v)) for v in state.values())
-    field = data.draw(st.sampled_from(["num_test", "dtype", "train", "test", "dtype_state"]))
-    value = data.draw(
-        {
-            "num_test": bad_ints(1),
-            "dtype": _bad_dtypes,
-            "dtype_state": _bad_dtypes,
-            "train": st.one_of(st.integers(), st.just({"tokens": 1}), st.just(args)),
-            "test": st.one_of(st.text(max_size=2), st.just(np.zeros((2, 3)))),
-        }[field]
-    )
-    if field == "dtype_state":
-        with raises_naming("dtype"):
-            co.initial_state(TINY, dtype=value)
+    if data.draw(st.booleans(), label="bad num_test"):
+        with raises_naming("num_test"):
+            co.spec.data(TINY, num_test=data.draw(bad_ints(1)))
         return
-    with raises_naming(field):
-        co.data_args(TINY, **{field: value})
+    with raises_naming("dtype"):
+        co.initial_state(TINY, dtype=data.draw(_bad_dtypes))
 
 
 def test_initial_state_overflow_names_the_init_scales():
@@ -155,8 +146,8 @@ def test_initial_state_overflow_names_the_init_scales():
 
 
 @pytest.fixture(scope="module")
-def tiny_args():
-    return co.data_args(TINY, num_test=4), co.initial_state(TINY)
+def tiny_state():
+    return co.initial_state(TINY)
 
 
 @st.composite
@@ -182,7 +173,7 @@ def test_solve_flow_valid_calls_reach_the_solver(fields, kw):
     cfg = co.Config(**{**fields, "sigma0": None, "sigma1": None})
     with stop_at_solvers(), pytest.raises(Reached) as info:
         co.solve_flow(cfg, **kw)
-    y0, args = info.value.inputs["y0"], info.value.inputs["args"]
+    y0, args = info.value.inputs["y0"], info.value.inputs["args"]["field"]  # the Gram flow's args: the data
     assert y0["G"].shape == (cfg.d,) and y0["A"].shape == (cfg.d, cfg.d)
     assert args["test_tokens"].shape == (kw["num_test"], cfg.L)
     np.testing.assert_array_equal(np.asarray(info.value.inputs["ts"]), np.asarray(kw["ts"]))
@@ -198,12 +189,12 @@ def _nan_state(state, data):
 
 @pytest.mark.parametrize(
     "field",
-    ["ts", "y0", "args", "solver", "rtol", "atol", "max_steps", "locate_T1", "save_states", "num_test", "throw"],
+    ["ts", "y0", "reduced", "solver", "rtol", "atol", "max_steps", "locate_T1", "save_states", "num_test", "throw"],
 )
 @FIELD
 @given(data=st.data())
-def test_solve_flow_invalid_values_raise_naming_the_field(tiny_args, field, data):
-    args, state = tiny_args
+def test_solve_flow_invalid_values_raise_naming_the_field(tiny_state, field, data):
+    state = tiny_state
     bad = {
         "ts": st.one_of(
             st.just([0.0]),
@@ -216,7 +207,7 @@ def test_solve_flow_invalid_values_raise_naming_the_field(tiny_args, field, data
             st.just(1.0),
         ),
         "y0": st.one_of(st.just("nan"), st.just({"G": state["G"]}), st.just([1.0, 2.0]), st.just(np.ones(3))),
-        "args": st.one_of(st.just("nan"), st.just({"tokens": args["tokens"]}), st.integers(), st.none().map(str)),
+        "reduced": bad_choices(["gram", "three_token", "phase2"]).filter(lambda v: v is not None),
         "solver": bad_choices(["tsit5"]),
         "rtol": bad_reals(0.0, strict=True),
         "atol": bad_reals(0.0, strict=True),
@@ -226,15 +217,12 @@ def test_solve_flow_invalid_values_raise_naming_the_field(tiny_args, field, data
         "throw": bad_bools(),
         "num_test": bad_ints(1),
     }[field]
-    kw = dict(ts=[0.0, 1.0], args=args, y0=state)
-    if field == "num_test":
-        kw.pop("args")
+    kw = dict(ts=[0.0, 1.0], y0=state, num_test=4)
+    if field == "reduced":
+        kw.pop("y0")
     kw[field] = data.draw(bad, label=field)
-    if isinstance(kw[field], str) and kw[field] == "nan":  # one NaN or inf entry in the state or the data
-        if field == "y0":
-            kw["y0"] = _nan_state(state, data)
-        else:
-            kw["args"] = {**args, **_nan_state({k: args[k] for k in ("labels", "group_onehot", "sqrt_m", "m1")}, data)}
+    if field == "y0" and isinstance(kw[field], str) and kw[field] == "nan":  # one NaN or inf entry in the state
+        kw["y0"] = _nan_state(state, data)
     with stop_at_solvers(), raises_naming(field):
         co.solve_flow(TINY, **kw)
 
@@ -289,18 +277,7 @@ def test_train_valid_calls_reach_the_compile(stop_at_jit, kw):
 
 @pytest.mark.parametrize(
     "field",
-    [
-        "optimizer",
-        "lr",
-        "steps",
-        "batch_size",
-        "save_every",
-        "save_steps",
-        "momentum",
-        "num_test",
-        "args",
-        "batch_seed",
-    ],
+    ["optimizer", "lr", "steps", "batch_size", "save_every", "save_steps", "momentum", "num_test", "batch_seed"],
 )
 @FIELD
 @given(data=st.data())
@@ -325,7 +302,6 @@ def test_train_invalid_values_raise_naming_the_field(stop_at_jit, field, data):
         ),
         "num_test": bad_ints(1),
         "batch_seed": bad_ints(0, 2**32 - 1).filter(lambda v: v is not None),
-        "args": st.one_of(st.integers(), st.just({"tokens": 1}), st.text(max_size=2)),
     }
     kw[field] = data.draw(bad[field], label=field)
     with stop_at_jit, raises_naming(field):
@@ -355,7 +331,7 @@ EDGES = {
         "num_test": int_edges(1),
     },
     "solve_flow": {"rtol": real_edges(0.0, strict=True), "max_steps": int_edges(1), "num_test": int_edges(1)},
-    "data_args": {"num_test": int_edges(1)},
+    "data": {"num_test": int_edges(1)},
 }
 
 
@@ -370,6 +346,6 @@ def test_edges_raise_naming_the_field(stop_at_jit, entry):
             elif entry == "solve_flow":
                 co.solve_flow(TINY, [0.0, 1.0], **{field: value})
             else:
-                co.data_args(TINY, **{field: value})
+                co.spec.data(TINY, **{field: value})
 
     check_edges(EDGES[entry], call)

@@ -73,7 +73,7 @@ def test_solve_flow_starts_where_train_starts():
     def flow_start(seed):
         with stop_at_solvers(), pytest.raises(Reached) as info:
             co.solve_flow(cfg, [0.0, 1.0], seed=seed, init="kaiming", num_test=4)
-        return info.value.inputs["y0"], info.value.inputs["args"]
+        return info.value.inputs["y0"], info.value.inputs["args"]["field"]  # the Gram flow's args: the data
 
     y0, args = flow_start(5)
     assert set(y0) == set(start)

@@ -12,14 +12,17 @@ import optax
 import pytest
 
 from flows import cooccurrence as co
+from flows import driver, solve
 from flows import optim_limits as ol
-from flows import solve
 from flows.cooccurrence import observables as obs
-from flows.cooccurrence.flow import limit_loss, limit_problem, vector_field
+from flows.cooccurrence import vector_field
+from flows.cooccurrence.spec import loss
 from tests.optim_limits._wiring import wiring_gaps
 
 CFG = co.Config(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=16, m1=8, seed=1)
-ARGS = co.data_args(CFG, num_test=24)
+NUM_TEST = 24
+SPEC = co.system(CFG, num_test=NUM_TEST)
+ARGS = co.spec.data(CFG, num_test=NUM_TEST)
 TIGHT = dict(rtol=1e-12, atol=1e-14)
 
 
@@ -29,17 +32,17 @@ C1, C2, EPS = 2.0, 5.0, 1e-8
 def test_gd_parameter_field_pushed_to_the_grams_is_the_gram_field():
     """d gram_state(params)/dt along the "gd" parameter field (a jvp) is the Gram ODE's field at
     gram_state(params), to 1e-12 relative, at the initialisation and at a perturbed point. The exact reduction
-    of the momentum limit (one program with it): on its slow manifold v = grad limit_loss (any lr, beta)
+    of the momentum limit (one program with it): on its slow manifold v = grad loss (any lr, beta)
     dtheta/ds is the "gd" parameter field, to 1e-12 relative, and dv/ds = 0."""
-    limit, args, params0 = limit_problem(CFG, "gd", args=ARGS)
-    mom, margs, _ = limit_problem(CFG, "momentum", {"lr": 0.1, "beta": 0.5}, args=ARGS)
+    limit, args, params0 = driver.limit_problem(SPEC, "gd")
+    mom, margs, _ = driver.limit_problem(SPEC, "momentum", {"lr": 0.1, "beta": 0.5})
     a = args["batch"]["a"]
 
     @jax.jit
     def both(params):
         dparams = limit.vector_field(0.0, params, args)
         _, pushed = jax.jvp(lambda p: obs.gram_state(p, a), (params,), (dparams,))
-        y = {"theta": params, "v": jax.grad(limit_loss)(params, margs["batch"])}
+        y = {"theta": params, "v": jax.grad(loss)(params, margs["batch"])}
         on_manifold = mom.vector_field(0.0, y, margs)
         for name in dparams:  # the gd parameter field itself, checked inside (the returned pair is the Grams)
             scale = jnp.max(jnp.abs(dparams[name]))
@@ -66,15 +69,13 @@ def test_adam_parameter_field_at_t0_is_the_first_adam_step():
     the momentum field (v, then theta with the new v) are two optax.sgd(lr, momentum=beta) steps (friction
     (1 - beta)^2 / lr, clock lr step / (1 - beta)), to 1e-12."""
     lr, beta, eps_sign = 1e-3, 0.5, 0.1
-    limit, args, params0 = limit_problem(CFG, "adam", {"c1": C1, "c2": C2, "eps": EPS}, args=ARGS)
-    sign, sargs, _ = limit_problem(CFG, "sign", {"eps": eps_sign}, args=ARGS)
-    mom, margs, _ = limit_problem(CFG, "momentum", {"lr": lr, "beta": beta}, args=ARGS)
+    limit, args, params0 = driver.limit_problem(SPEC, "adam", {"c1": C1, "c2": C2, "eps": EPS})
+    sign, sargs, _ = driver.limit_problem(SPEC, "sign", {"eps": eps_sign})
+    mom, margs, _ = driver.limit_problem(SPEC, "momentum", {"lr": lr, "beta": beta})
     opt = optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS)
     heavy = optax.sgd(lr, momentum=beta)
     h = lr / (1.0 - beta)
-    out = wiring_gaps(jax.grad(limit_loss), (limit, args), opt, (sign, sargs), eps_sign, (mom, margs), heavy, h)(
-        params0
-    )
+    out = wiring_gaps(jax.grad(loss), (limit, args), opt, (sign, sargs), eps_sign, (mom, margs), heavy, h)(params0)
     field, updates, sign_gap, heavy_gap = out["field"], out["updates"], out["sign_gap"], out["heavy_gap"]
     for name in field:
         assert float(jnp.max(jnp.abs(field[name] - updates[name] / lr))) < 1e-9, name
@@ -87,8 +88,8 @@ def test_gd_on_the_parameters_equals_the_gram_flow():
     """optimizer="gd" (gradient flow of the parameters by autodiff) gives today's Gram-ODE observables to
     1e-10 (loss, margins, Grams) and the same T1."""
     ts = np.linspace(0.0, 4.0, 9)
-    gram = co.solve_flow(CFG, ts, args=ARGS, **TIGHT)
-    gd = co.solve_flow(CFG, ts, args=ARGS, optimizer="gd", **TIGHT)
+    gram = co.solve_flow(CFG, ts, num_test=NUM_TEST, **TIGHT)
+    gd = co.solve_flow(CFG, ts, num_test=NUM_TEST, optimizer="gd", **TIGHT)
     for name in ("loss", "min_margin", "G", "S", "A", "M_V", "group_loss"):
         err = float(np.max(np.abs(np.asarray(gd.observables[name]) - np.asarray(gram.observables[name]))))
         assert err < 1e-10, (name, err)
@@ -105,7 +106,7 @@ def _adam_gap(lr):
     flow = co.solve_flow(
         CFG,
         ts,
-        args=ARGS,
+        num_test=NUM_TEST,
         optimizer="adam",
         optim_args={"c1": C1, "c2": C2, "eps": EPS},
         save_states=True,
@@ -113,10 +114,8 @@ def _adam_gap(lr):
         rtol=1e-10,
         atol=1e-12,
     )
-    params, a = co.init_params(CFG)
-    disc = ol.run_optax(
-        limit_loss, params, dict(ARGS, a=a), optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS), steps, steps // 10
-    )
+    params, _ = co.init_params(CFG)
+    disc = ol.run_optax(loss, params, ARGS, optax.adam(lr, b1=1 - C1 * lr, b2=1 - C2 * lr, eps=EPS), steps, steps // 10)
     gaps = jax.tree_util.tree_map(
         lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))), flow.ys["theta"], disc["params"]
     )
@@ -152,7 +151,7 @@ def test_adam_limit_against_optax_adam_first_order():
 )
 def test_bad_optimizer_arguments(kwargs, field):
     with pytest.raises(ValueError, match=field):
-        co.solve_flow(CFG, [0.0, 1.0], args=ARGS, **kwargs)
+        co.solve_flow(CFG, [0.0, 1.0], num_test=NUM_TEST, **kwargs)
 
 
 BETA_SLOW, EPS_SIGN = 0.5, 0.1
@@ -165,7 +164,7 @@ def _momentum_or_sign_gap(optimizer, lr):
     flow = co.solve_flow(
         CFG,
         np.linspace(0.0, HORIZON, 11),
-        args=ARGS,
+        num_test=NUM_TEST,
         optimizer=optimizer,
         optim_args=options,
         save_states=True,
@@ -173,7 +172,7 @@ def _momentum_or_sign_gap(optimizer, lr):
         rtol=1e-10,
         atol=1e-12,
     )
-    params, a = co.init_params(CFG)
+    params, _ = co.init_params(CFG)
     make = (
         (lambda h: optax.sgd(h, momentum=BETA_SLOW))
         if optimizer == "momentum"
@@ -184,7 +183,7 @@ def _momentum_or_sign_gap(optimizer, lr):
             )
         )
     )
-    disc = ol.run_optax(limit_loss, params, dict(ARGS, a=a), make, steps, steps // 10, hyper=lr)
+    disc = ol.run_optax(loss, params, ARGS, make, steps, steps // 10, hyper=lr)
     theta = flow.ys["theta"] if optimizer == "momentum" else flow.ys
     gaps = jax.tree_util.tree_map(
         lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))), theta, disc["params"]
@@ -224,7 +223,7 @@ def test_momentum_and_sign_limits_against_optax_first_order(optimizer):
 # and the gap stalls (3.0e-2, 2.1e-2 at lr 1e-3, 1e-4). The attention gap (~5e-5) is its whole movement (1e-3 x
 # 0.05): this checks W and W_V, not attention.
 SIGN_CFG = co.Config(n=12, L=4, d=3 + co.num_random_slots(12, 4), m=32, m1=8, seed=1)
-SIGN_ARGS = co.data_args(SIGN_CFG, num_test=24)
+SIGN_SPEC = co.system(SIGN_CFG, num_test=NUM_TEST)
 SIGN_KAPPA, SIGN_HORIZON = 1e-3, 0.05
 SIGN_RATES = {"W": 1.0, "W_V": 1.0, "W_K": 1e-3, "W_Q": 1e-3}
 
@@ -234,7 +233,7 @@ def _true_sign_gap(lr):
     against the sign limit with eps = SIGN_KAPPA lr and the same per-group rates (tsit5; ts = lr step), per
     group, and how far W and W_V moved."""
     steps = round(SIGN_HORIZON / lr)
-    limit, largs, params0 = limit_problem(SIGN_CFG, "sign", {"eps": SIGN_KAPPA * lr}, args=SIGN_ARGS)
+    limit, largs, params0 = driver.limit_problem(SIGN_SPEC, "sign", {"eps": SIGN_KAPPA * lr})
     largs = limit.make_args(largs["batch"], eps=SIGN_KAPPA * lr, rates=SIGN_RATES)
     flow = solve(
         limit.vector_field,
@@ -246,7 +245,7 @@ def _true_sign_gap(lr):
         atol=1e-10,
     )
     opt = optax.multi_transform({g: optax.sign_sgd(lr * r) for g, r in SIGN_RATES.items()}, {g: g for g in SIGN_RATES})
-    disc = ol.run_optax(limit_loss, params0, largs["batch"], opt, steps, steps // 10)
+    disc = ol.run_optax(loss, params0, largs["batch"], opt, steps, steps // 10)
     gaps = {g: float(np.max(np.abs(np.asarray(flow.ys[g]) - np.asarray(disc["params"][g])))) for g in params0}
     moved = min(float(np.max(np.abs(np.asarray(flow.ys[g][-1]) - np.asarray(flow.ys[g][0])))) for g in ("W", "W_V"))
     return gaps, moved

@@ -18,7 +18,7 @@ ever) and m1 = 0 (no M_V term; S constant). Its dS equation (m1 > 0) is pinned a
 right-hand side in test_reduced.py.
 
 The default run integrates the reduced and the exact right-hand sides with scipy (jitted, no solve compile);
-the slow tests repeat the comparison through `solve_three_token`, `solve_phase2` and `solve_flow`.
+the slow tests repeat the comparison through `solve_flow` (the limits "three_token", "phase2" and "gram").
 """
 
 import functools
@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
+import flows
 from flows import cooccurrence as co
 from flows.cooccurrence import reduced
 
@@ -147,7 +148,7 @@ def _integrate_numpy(rhs, y0, args):
 def _exact(n, phase2):
     """The exact flow on the symmetric instance of size n: 3-token coordinates and loss at TS."""
     cfg = config(n)
-    args = co.data_args(cfg, num_test=6)
+    args = co.spec.data(cfg, num_test=6)
     if phase2:
         args = dict(args, m1=jnp.asarray(0.0, jnp.float64))
     state = symmetric_state(cfg.d, phase2)
@@ -211,34 +212,32 @@ def test_reduced_trajectories_are_the_large_n_limit_of_the_exact_flow():
     y0 = np.asarray(reduced.three_token_state(state))[:4]
     y2 = _integrate_numpy(_numpy_generated(reduced._gen2), y0, {"m1": 0.0})
     _check_limit("G", p48[:, :3], p96[:, :3], y2[:, :3])
-    loss2 = np.asarray(jax.vmap(lambda y: reduced._phase2_loss(0.0, y, None))(jnp.asarray(y2)))  # its "loss"
+    loss2 = np.asarray(jax.vmap(lambda y: reduced.phase2_loss(0.0, y, None))(jnp.asarray(y2)))  # its "loss"
     _check_limit("loss", l48, l96, loss2)
     assert l96[-1] < 0.5 * l96[0]
 
 
 @pytest.mark.slow
 def test_library_solves_three_token_and_phase2_against_solve_flow():
-    """The same limits through the library's solves (solve_three_token, solve_phase2, solve_flow)."""
+    """The same limits through the library's solves: the named limits "gram", "three_token" and "phase2" of the
+    spec (m1 = 0 for the phase-2 skeleton: the spec's data with m1 replaced)."""
     flows_, red = {}, {}
     for n in NS:
         for phase2 in (False, True):
-            cfg = config(n)
-            args = co.data_args(cfg, num_test=6)
+            spec = co.system(config(n), num_test=6)
+            data = spec.dataset(spec.keys()["data"])
             if phase2:
-                args = dict(args, m1=jnp.asarray(0.0, jnp.float64))
-            state = symmetric_state(cfg.d, phase2)
-            flows_[n, phase2] = co.solve_flow(
-                cfg, TS, args=args, y0=state, locate_T1=False, rtol=1e-10, atol=1e-12
-            ).observables
+                spec = spec.replace(data=dict(data, m1=jnp.asarray(0.0, jnp.float64)))
+            state = symmetric_state(config(n).d, phase2)
+            tight = dict(rtol=1e-10, atol=1e-12)
+            flows_[n, phase2] = flows.solve_flow(spec, TS, reduced="gram", y0=state, **tight).observables
             y0 = reduced.three_token_state(state)
-            red[phase2] = (
-                reduced.solve_phase2(y0[:4], 0.0, TS, rtol=1e-10, atol=1e-12)
-                if phase2
-                else reduced.solve_three_token(cfg, TS, y0=y0, rtol=1e-10, atol=1e-12)
+            red[phase2] = flows.solve_flow(
+                spec, TS, reduced="phase2" if phase2 else "three_token", y0=y0[:4] if phase2 else y0, **tight
             )
     three = red[False].observables
     for name in ("G", "S", "A"):
         _check_limit(name, *(np.asarray(flows_[n, False][name]) for n in NS), np.asarray(three[name]))
     two = red[True]
-    _check_limit("G", *(np.asarray(flows_[n, True]["G"]) for n in NS), np.asarray(two.ys)[:, :3])
+    _check_limit("G", *(np.asarray(flows_[n, True]["G"]) for n in NS), np.asarray(two.observables["G"]))
     _check_limit("loss", *(np.asarray(flows_[n, True]["loss"]) for n in NS), np.asarray(two.observables["loss"]))

@@ -45,7 +45,7 @@ def _full_three_token_rhs(state, args):
 def test_three_token_equals_full_rhs_on_symmetric_instance(seed, L):
     # n = 6 with exact proportions: 3 I_1 samples and one each of I_2, I_3, I_4, weights (1/2, 1/6, ...)
     cfg = co.Config(n=6, L=L, d=3 + co.num_random_slots(6, L), m=9, m1=5, seed=seed)
-    args = co.data_args(cfg, num_test=4)
+    args = co.spec.data(cfg, num_test=4)
     state = _symmetric_instance(seed, cfg)
     full = _full_three_token_rhs(state, args)
     red = reduced.three_token_vector_field(0.0, reduced.three_token_state(state), reduced.three_token_args(cfg))
@@ -87,14 +87,15 @@ def _check_three_token_signs(G):
 
 
 def test_reduced_solves_run():
-    """`solve_phase2` from the idealised state, and the 3-token system from it integrated by scipy on the
-    generated source evaluated with numpy (its XLA compile, ~300k characters of scalar algebra, takes ~13 s on
-    two busy cores; the slow test below runs `solve_three_token` itself)."""
+    """The named limit "phase2" from the idealised state, and the 3-token system from it integrated by scipy on
+    the generated source evaluated with numpy (its XLA compile, ~300k characters of scalar algebra, takes ~13 s
+    on two busy cores; the slow test below solves the limit "three_token" itself)."""
     cfg = co.Config(**REDUCED_CFG)
     y0 = reduced.idealized_three_token_state(cfg)[:4]
-    tr2 = reduced.solve_phase2(y0, cfg.m1, REDUCED_TS)
+    tr2 = co.solve_flow(cfg, REDUCED_TS, reduced="phase2", y0=y0, num_test=4)
     loss = np.asarray(tr2.observables["loss"])
     assert tr2.status == "ok" and np.all(np.diff(loss) < 0)
+    np.testing.assert_array_equal(np.asarray(tr2.observables["G"])[0], np.asarray(y0[:3]))
     src = inspect.getsource(reduced._gen3)
     assert src.count("import jax.numpy as jnp") == 1
     namespace = {}
@@ -119,9 +120,9 @@ def test_reduced_solves_run():
 
 @pytest.mark.slow
 def test_three_token_solve_runs():
-    """`solve_three_token` from the idealised state (one compile of the generated RHS)."""
+    """The named limit "three_token" from the idealised state (one compile of the generated RHS)."""
     cfg = co.Config(**REDUCED_CFG)
-    tr = reduced.solve_three_token(cfg, REDUCED_TS)
+    tr = co.solve_flow(cfg, REDUCED_TS, reduced="three_token", y0=reduced.idealized_three_token_state(cfg), num_test=4)
     assert tr.status == "ok"
     _check_three_token_signs(np.asarray(tr.observables["G"]))
 

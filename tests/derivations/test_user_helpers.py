@@ -70,14 +70,14 @@ def test_a_system_without_parameters_accepts_no_args():
         gen.vector_field(0.0, jnp.asarray([0.5]), {"eta": 1.0})
 
 
-def test_a_parameter_named_like_the_args_check_is_renamed():
+def test_a_parameter_named_like_the_shared_runtime_is_renamed():
     x = sp.Symbol("x", real=True)
-    k = sp.Symbol("_check_args", positive=True)
+    k = sp.Symbol("_runtime", positive=True)
     system = derivations.FlowSystem(name="shadow", state=(x,), rhs=(-k * x,), params=(k,), metric=(1,))
-    assert codegen.local_names(system)[k] != "_check_args"
+    assert codegen.local_names(system)[k] != "_runtime"
     gen = codegen.compile_system(system)
     np.testing.assert_allclose(
-        np.asarray(gen.vector_field(0.0, jnp.asarray([2.0]), {"_check_args": 3.0})), [-6.0], rtol=TOL
+        np.asarray(gen.vector_field(0.0, jnp.asarray([2.0]), {"_runtime": 3.0})), [-6.0], rtol=TOL
     )
 
 

@@ -4,6 +4,7 @@ ZFB's (u, U) flow against autodiff of the closed-form loss (flows.linear_attenti
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import sympy as sp
 
 from derivations import linear_attention as la
@@ -37,22 +38,41 @@ def test_separate_generated_module_fixed_point_and_rate():
     np.testing.assert_allclose(gen_separate.vector_field(0.0, s, args)[:, 0], want, rtol=1e-13)
 
 
-def test_zfb_generated_flow_is_minus_the_gradient_of_loss_of_G():
-    """du/dt = -dL/du and dU/dt = -dL/dU with L = theory.loss_of_G(u U^T), by jax.grad, at random points (1e-12)."""
-    rng = np.random.default_rng(0)
-    dim = la.ZFB_DIM
-    for trial in range(4):
+def _rotation(d, rng):
+    q, r = np.linalg.qr(rng.normal(size=(d, d)))
+    return q * np.sign(np.diag(r))
+
+
+@pytest.mark.parametrize("dim", [2, 3, 5, 8])
+def test_zfb_generated_flow_is_minus_the_gradient_of_loss_of_G_at_any_d(dim):
+    """One generated module at every d: du/dt = -dL/du and dU/dt = -dL/dU with L = theory.loss_of_G(u U^T) in a
+    rotated basis (Lambda not diagonal), by jax.grad, at random points (1e-12)."""
+    rng = np.random.default_rng(dim)
+    field = jax.jit(gen_zfb.vector_field)  # one compile per d instead of one per operation
+    for trial in range(3):
         lam = rng.uniform(0.1, 2.0, size=dim)
+        R = _rotation(dim, rng)
         N = int(rng.integers(2, 40))
         u, U = rng.normal(), rng.normal(size=(dim, dim))
 
-        def loss(u, U, lam=lam, N=N):
-            return theory.loss_of_G(u * U.T, lam, N)
+        def loss(u, U, lam=lam, N=N, R=R):
+            return theory.loss_of_G(u * U.T, lam, N, R)
 
-        gu, gU = jax.grad(loss, argnums=(0, 1))(jnp.asarray(u), jnp.asarray(U))
-        args = {**{f"lambda{i + 1}": lam[i] for i in range(dim)}, "N": float(N)}
-        y = jnp.concatenate([jnp.asarray([u]), jnp.asarray(U).reshape(-1)])
-        got = np.asarray(gen_zfb.vector_field(0.0, y, args))
-        want = -np.concatenate([[float(gu)], np.asarray(gU).reshape(-1)])
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max(), err_msg=str(trial))
-    assert gen_zfb.STATE[0] == "u" and gen_zfb.STATE[1:3] == ("U11", "U12")
+        gu, gU = jax.jit(jax.grad(loss, argnums=(0, 1)))(jnp.asarray(u), jnp.asarray(U))
+        Lam = (R * lam) @ R.T
+        args = {"Lambda": jnp.asarray(0.5 * (Lam + Lam.T)), "N": jnp.asarray(float(N))}
+        got = field(0.0, {"u": jnp.asarray(u), "U": jnp.asarray(U)}, args)
+        scale = max(abs(float(gu)), float(np.abs(gU).max()))
+        np.testing.assert_allclose(float(got["u"]), -float(gu), rtol=1e-12, atol=1e-12 * scale, err_msg=str(trial))
+        np.testing.assert_allclose(np.asarray(got["U"]), -np.asarray(gU), rtol=1e-12, atol=1e-12 * scale)
+    assert gen_zfb.STATE == ("u", "U") and gen_zfb.SHAPES["U"] == ("d", "d")
+
+
+def test_zfb_generated_flow_refuses_inconsistent_sizes():
+    y = {"u": jnp.asarray(0.1), "U": jnp.zeros((3, 3))}
+    with pytest.raises(ValueError, match=r"args\['Lambda'\] of 'linear_attention-zfb' has d = 4 on axis 0"):
+        gen_zfb.vector_field(0.0, y, {"Lambda": jnp.eye(4), "N": jnp.asarray(5.0)})
+    with pytest.raises(ValueError, match=r"y\['U'\] of 'linear_attention-zfb' must have shape \('d', 'd'\)"):
+        gen_zfb.vector_field(0.0, {"u": jnp.asarray(0.1), "U": jnp.zeros(3)}, {"Lambda": jnp.eye(3), "N": 5.0})
+    with pytest.raises(ValueError, match=r"y of 'linear_attention-zfb': unknown key 'V'"):
+        gen_zfb.vector_field(0.0, {"u": 0.1, "V": jnp.zeros((3, 3))}, {"Lambda": jnp.eye(3), "N": 5.0})

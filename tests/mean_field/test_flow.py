@@ -27,7 +27,7 @@ def adaptive():
     mismatch 3.0e-6 against 1e-3), in 55 steps of 6 stages (Dopri8 at 1e-11: 222 steps of 13; at XLA level 0
     that solve ran 9.5 s, this one about 1 s)."""
     ts = flows.linear_grid(0.0, TAU, 201)
-    traj = mf.solve_particles(CFG, ts, rtol=1e-9, atol=1e-11, solver="tsit5", save_states=True, observables="basic")
+    traj = mf.solve_flow(CFG, ts, rtol=1e-9, atol=1e-11, solver="tsit5", save_states=True, observables="basic")
     args = obs.make_args(CFG, mf.training_set(CFG), mf.held_out_set(CFG))
     summary = jax.jit(obs.summary)
     saved = [summary(0.0, {k: v[i] for k, v in traj.ys.items()}, args) for i in range(ts.size)]
@@ -38,8 +38,8 @@ def adaptive():
 
 def test_euler_particle_flow_equals_gd():
     eta = 0.1
-    rec = mf.train_gd(CFG, eta, 20, save_every=5)
-    traj = mf.solve_particles(CFG, rec.tau, solver="euler", dt=eta, save_states=True, observables="basic")
+    rec = mf.train(CFG, "gd", eta, 20, save_every=5)
+    traj = mf.solve_flow(CFG, rec.tau, solver="euler", dt=eta, save_states=True, observables="basic")
     for name in ("Q", "R"):
         ref = rec[name]
         assert np.max(np.abs(np.asarray(traj.observables[name]) - ref)) <= 1e-12 * np.max(np.abs(ref)), name
@@ -48,6 +48,12 @@ def test_euler_particle_flow_equals_gd():
         assert np.max(np.abs(np.asarray(final[k]) - np.asarray(rec.particles[k]))) < 1e-12
     assert traj.num_steps == 20
     np.testing.assert_allclose(rec.tau, eta * rec.steps, rtol=0, atol=0)
+    # the training set given: the spec replaced with the same functions shares the compiled program
+    again = mf.solve_flow(
+        CFG, rec.tau, solver="euler", dt=eta, save_states=True, observables="basic", data=mf.training_set(CFG)
+    )
+    assert again.compile_s == 0.0
+    np.testing.assert_array_equal(np.asarray(again.observables["Q"]), np.asarray(traj.observables["Q"]))
     assert rec.lr_attention == pytest.approx(eta * CFG.M * CFG.L) and rec.lr_mlp == pytest.approx(eta * 6 * 2)
 
 
@@ -57,7 +63,7 @@ def test_gd_tracks_the_adaptive_flow_at_first_order(adaptive):
     gaps = {}
     for eta in (0.2, 0.02):
         steps = round(TAU / eta)
-        rec = mf.train_gd(CFG, eta, steps, save_every=-(-steps // SAVES))
+        rec = mf.train(CFG, "gd", eta, steps, save_every=-(-steps // SAVES))
         assert rec.steps.size == SAVES + 1
         idx = np.rint(rec.tau / (TAU / 200)).astype(int)
         flow_Q = np.asarray(adaptive.observables["Q"])[idx]
@@ -82,43 +88,53 @@ def test_energy_identity_and_monotone_Q(adaptive):
 
 
 def test_observables_all_and_basic_are_summary_and_basic():
-    """What `solve_particles` hands to `flows.solve` (the fixture above saves "basic" and evaluates `summary`
-    on the states; the two solves differ only in this argument)."""
+    """What `solve_flow` hands to `flows.solve` (the fixture above saves "basic" and evaluates `summary` on the
+    states; the two solves differ only in this argument): the spec's observables of the particles, bit for bit
+    `observables.summary` and Q, R of `observables.BASIC_OBSERVABLES`."""
     from tests.fuzzing import Reached, stop_at_solvers
 
     for name, want in (("all", obs.summary), ("basic", obs.BASIC_OBSERVABLES)):
         with stop_at_solvers(), pytest.raises(Reached) as info:
-            mf.solve_particles(CFG, [0.0, 1.0], observables=name)
-        assert info.value.inputs["options"]["observables"] is want, name
+            mf.solve_flow(CFG, [0.0, 1.0], observables=name)
+        inputs = info.value.inputs
+        y0, args = inputs["y0"], inputs["args"]
+        assert sorted(y0) == ["V", "W", "W1", "W2"]
+        got = inputs["options"]["observables"](0.0, y0, args)
+        expected = (
+            want(0.0, y0, args["field"]) if callable(want) else {k: f(0.0, y0, args["field"]) for k, f in want.items()}
+        )
+        assert sorted(got) == sorted(expected)
+        for key in expected:
+            np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(expected[key]), err_msg=key)
 
 
-def test_train_gd_basic_observables():
+def test_train_basic_observables():
     """`observables="basic"` records the Q and R of every observable, and the same particles (bitwise), on
     the shapes and saves of the GD program of the tests above (here, where that program is compiled anyway:
     moved from test_network.py, which compiled it a second time)."""
-    rec = mf.train_gd(CFG, 0.1, 20, save_every=5, observables="basic")
-    full = mf.train_gd(CFG, 0.1, 20, save_every=5)
+    rec = mf.train(CFG, "gd", 0.1, 20, save_every=5, observables="basic")
+    full = mf.train(CFG, "gd", 0.1, 20, save_every=5)
     assert set(rec.observables) == {"Q", "R"}
     for name in ("Q", "R"):
         np.testing.assert_allclose(rec.observables[name], full.observables[name], rtol=1e-13)
     assert all(np.array_equal(np.asarray(rec.particles[k]), np.asarray(full.particles[k])) for k in rec.particles)
     with pytest.raises(ValueError, match="observables"):
-        mf.train_gd(CFG, 0.1, 3, observables="none")
+        mf.train(CFG, "gd", 0.1, 3, observables="none")
 
 
 def test_sharded_equals_unsharded():
     assert jax.device_count() >= 2, "the conftest provides two CPU devices"
     mesh = mf.particle_mesh(2)
-    rec = mf.train_gd(CFG, 0.1, 20, save_every=5)
+    rec = mf.train(CFG, "gd", 0.1, 20, save_every=5)
     # the sharded run records Q and R only (half the compile of every observable; the same steps and Q)
-    rec_s = mf.train_gd(CFG, 0.1, 20, save_every=5, mesh=mesh, observables="basic")
+    rec_s = mf.train(CFG, "gd", 0.1, 20, save_every=5, mesh=mesh, observables="basic")
     assert np.max(np.abs(rec_s["Q"] - rec["Q"])) < 1e-12
     assert all(
         np.max(np.abs(np.asarray(rec_s.particles[k]) - np.asarray(rec.particles[k]))) < 1e-12 for k in rec.particles
     )
     assert len(rec_s.particles["V"].sharding.device_set) == 2  # really split over both devices
     with pytest.raises(ValueError, match="divisible"):
-        mf.train_gd(CFG.replace(M=3), 0.1, 2, mesh=mesh)
+        mf.train(CFG.replace(M=3), "gd", 0.1, 2, mesh=mesh)
     with pytest.raises(ValueError, match="num_devices"):
         mf.particle_mesh(jax.device_count() + 1)
 
@@ -129,8 +145,8 @@ def test_sharded_particle_solve_equals_unsharded():
     run; a sharded solve is one more program of about 10 s)."""
     mesh = mf.particle_mesh(2)
     ts = np.linspace(0.0, 2.0, 5)  # the Euler program of test_euler_particle_flow_equals_gd, reused unsharded
-    tr = mf.solve_particles(CFG, ts, solver="euler", dt=0.1, save_states=True, observables="basic")
-    tr_s = mf.solve_particles(CFG, ts, solver="euler", dt=0.1, save_states=True, observables="basic", mesh=mesh)
+    tr = mf.solve_flow(CFG, ts, solver="euler", dt=0.1, save_states=True, observables="basic")
+    tr_s = mf.solve_flow(CFG, ts, solver="euler", dt=0.1, save_states=True, observables="basic", mesh=mesh)
     assert np.max(np.abs(np.asarray(tr_s.observables["Q"]) - np.asarray(tr.observables["Q"]))) < 1e-12
     assert all(np.max(np.abs(np.asarray(tr_s.ys[k]) - np.asarray(tr.ys[k]))) < 1e-12 for k in tr.ys)
     assert int(tr_s.num_steps) == int(tr.num_steps)
@@ -141,10 +157,10 @@ def test_divergence_is_reported_never_silent():
     programs of test_euler_particle_flow_equals_gd: the same shapes, saves, step and solver options)."""
     big = CFG.replace(init_scale=40.0)
     with pytest.raises(flows.FlowError, match="training went non-finite at step") as err:
-        mf.train_gd(big, 0.1, 20, save_every=5)
+        mf.train(big, "gd", 0.1, 20, save_every=5)
     record = err.value.trajectory  # the record, truncated before the first non-finite step, comes with the error
     assert record is err.value.record and np.all(record.steps < err.value.step)
     assert np.all(np.isfinite(record["Q"]))
     with pytest.raises(flows.FlowError) as err:
-        mf.solve_particles(big, np.linspace(0.0, 2.0, 5), solver="euler", dt=0.1, save_states=True, observables="basic")
+        mf.solve_flow(big, np.linspace(0.0, 2.0, 5), solver="euler", dt=0.1, save_states=True, observables="basic")
     assert err.value.trajectory.status in ("nonfinite", "diverged")

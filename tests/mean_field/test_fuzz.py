@@ -1,5 +1,5 @@
-"""Property-based tests of the mean-field transformer: `Config`, `sample_prompts`, `solve_particles`,
-`solve_particles_sde`, `solve_reference`, `train_gd`, `train_gd_seeds` and the particle / data checks (rules in
+"""Property-based tests of the mean-field transformer: `Config`, `sample_prompts`, `solve_flow`,
+`solve_particles_sde`, `solve_reference`, `train`, `train_gd_seeds` and the particle / data checks (rules in
 tests/fuzzing.py). The flows run up to the solver stub, GD up to its compile.
 """
 
@@ -177,9 +177,9 @@ def test_particle_and_reference_flows_valid_calls_reach_the_solver(
     )
     with stop_at_solvers(), pytest.raises(Reached) as info:
         if which == "particles":
-            mf.solve_particles(CFG, ts, particles=particles, data=data, test=test, **common)
+            mf.solve_flow(CFG, ts, particles=particles, data=data, test=test, **common)
         else:
-            mf.reference.solve_reference(CFG, ts, nodes=nodes, data=data, test=test, **common)
+            mf.solve_reference(CFG, ts, nodes=nodes, data=data, test=test, **common)
     assert sorted(info.value.inputs["y0"]) == ["V", "W", "W1", "W2"]
     assert info.value.inputs["options"]["constant_step"] == (dt is not None)
 
@@ -234,9 +234,9 @@ def test_particle_and_reference_flows_invalid_values_raise_naming_the_field(tiny
         kw[field] = data.draw(bad[field], label=field)
     with stop_at_solvers(), raises_naming(field):
         if reference:
-            mf.reference.solve_reference(CFG, ts, **kw)
+            mf.solve_reference(CFG, ts, **kw)
         else:
-            mf.solve_particles(CFG, ts, **kw)
+            mf.solve_flow(CFG, ts, **kw)
 
 
 @pytest.mark.parametrize("field", ["temperature", "dt", "solver", "seed", "particles", "ts", "num_paths"])
@@ -300,32 +300,32 @@ def stop_at_compile():
     return mock.patch.object(importlib.import_module("flows.training"), "compiled", _compile_stub), None
 
 
-@pytest.mark.parametrize("field", ["eta_tau", "steps", "save_every", "observables", "particles", "data", "test"])
+@pytest.mark.parametrize("field", ["lr", "steps", "save_every", "observables", "particles", "data", "test"])
 @settings(ENTRY, max_examples=9)
 @given(
-    eta_tau=good_reals(0.0, 1e3, strict=True),
+    lr=good_reals(0.0, 1e3, strict=True),
     steps=good_ints(1, 10**6),
     save_every=good_ints(1, 10**7),
     observables=st.sampled_from(["all", "basic"]),
     data=st.data(),
 )
-def test_train_gd_valid_and_invalid(tiny, stop_at_compile, field, eta_tau, steps, save_every, observables, data):
+def test_train_valid_and_invalid(tiny, stop_at_compile, field, lr, steps, save_every, observables, data):
     particles, prompts, test, _ = tiny
     patch_network, _ = stop_at_compile
     kw = dict(particles=particles, data=prompts, test=test, observables=observables)
     with patch_network, pytest.raises(Reached) as info:
-        mf.train_gd(CFG, eta_tau, steps, save_every, **kw)
+        mf.train(CFG, "gd", lr, steps, save_every, **kw)
     increments = np.asarray(info.value.inputs["call"][3])
     assert increments.sum() == int(steps) and np.all(increments >= 1)
-    args = [eta_tau, steps, save_every]
+    args = [lr, steps, save_every]
     bad = {
-        "eta_tau": bad_reals(0.0, strict=True),
+        "lr": bad_reals(0.0, strict=True),
         "steps": bad_ints(1),
         "save_every": bad_ints(1, None),
         "observables": bad_choices(["all", "basic"]),
     }
-    if field in ("eta_tau", "steps", "save_every"):
-        args[["eta_tau", "steps", "save_every"].index(field)] = data.draw(bad[field], label=field)
+    if field in ("lr", "steps", "save_every"):
+        args[["lr", "steps", "save_every"].index(field)] = data.draw(bad[field], label=field)
     elif field == "particles":
         kw["particles"] = _bad_particles(particles, data)
     elif field in ("data", "test"):
@@ -333,7 +333,7 @@ def test_train_gd_valid_and_invalid(tiny, stop_at_compile, field, eta_tau, steps
     else:
         kw[field] = data.draw(bad[field], label=field)
     with patch_network, raises_naming(field):
-        mf.train_gd(CFG, *args, **kw)
+        mf.train(CFG, "gd", *args, **kw)
 
 
 @settings(ENTRY, max_examples=60)
@@ -401,14 +401,14 @@ EDGES = {
         "init_scale": _pos,
         "seed": int_edges(0, SEED_MAX),
     },
-    "solve_particles": {"dt": _pos, "rtol": real_edges(0.0, strict=True), "max_steps": int_edges(1)},
+    "solve_flow": {"dt": _pos, "rtol": real_edges(0.0, strict=True), "max_steps": int_edges(1)},
     "solve_reference": {"K": [x for x in int_edges(2) if x is not None] + [3], "substeps": int_edges(1), "dt": _pos},
     "solve_particles_sde": {
         "temperature": real_edges(0.0),
         "dt": real_edges(0.0, strict=True),
         "num_paths": [x for x in int_edges(1) if x is not None],
     },
-    "train_gd": {"eta_tau": real_edges(0.0, strict=True), "steps": int_edges(1), "save_every": int_edges(1, None)},
+    "train": {"lr": real_edges(0.0, strict=True), "steps": int_edges(1), "save_every": int_edges(1, None)},
     "sample_prompts": {"n": int_edges(1)},
 }
 
@@ -422,16 +422,16 @@ def test_edges_raise_naming_the_field(tiny, stop_at_compile, entry):
         with stop_at_solvers(), stop_at_compile[0]:
             if entry == "Config":
                 mf.Config(**{"d": 1, "D": 2, field: value})
-            elif entry == "solve_particles":
-                mf.solve_particles(CFG, [0.0, 1.0], particles=particles, **common, **{field: value})
+            elif entry == "solve_flow":
+                mf.solve_flow(CFG, [0.0, 1.0], particles=particles, **common, **{field: value})
             elif entry == "solve_reference":
-                mf.reference.solve_reference(CFG, [0.0, 1.0], nodes=nodes, **common, **{field: value})
+                mf.solve_reference(CFG, [0.0, 1.0], nodes=nodes, **common, **{field: value})
             elif entry == "solve_particles_sde":
                 kw = {"temperature": 0.1, "dt": 0.1, "seed": 0, field: value}
                 mf.solve_particles_sde(CFG, [0.0, 1.0], particles=particles, **common, **kw)
-            elif entry == "train_gd":
-                kw = {"eta_tau": 0.1, "steps": 3, "save_every": 1, field: value}
-                mf.train_gd(CFG, kw["eta_tau"], kw["steps"], kw["save_every"], particles=particles, **common)
+            elif entry == "train":
+                kw = {"lr": 0.1, "steps": 3, "save_every": 1, field: value}
+                mf.train(CFG, "gd", kw["lr"], kw["steps"], kw["save_every"], particles=particles, **common)
             else:
                 mf.sample_prompts(CFG, jax.random.PRNGKey(0), value)
 

@@ -6,6 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import flows
+from flows import mean_field as mf
 from flows.mean_field import Config, training_set
 from flows.mean_field import chart as ch
 from flows.mean_field import grid as gd
@@ -137,6 +139,13 @@ def test_bad_input_is_named():
     flow = gd.GridFlow(CFG, _chart(), {"attention": box})
     with pytest.raises(ValueError, match="masses\\['attention'\\]"):
         flow.initial_state({"attention": np.full(4, 0.3)})
+    # the spec's "grid" limit starts from cell masses only (its state is not the network's parameters)
+    assert gd.grid_limit(flow) is gd.grid_limit(gd.GridFlow(CFG, _chart(), {"attention": box}))
+    spec = mf.system(CFG).replace(reduced={"grid": gd.grid_limit(flow)})
+    with pytest.raises(ValueError, match="y0"):
+        flows.solve_flow(spec, [0.0, 1.0], reduced="grid")
+    with pytest.raises(ValueError, match="flow"):
+        gd.grid_limit(_chart())
 
 
 @pytest.mark.slow

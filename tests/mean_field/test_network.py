@@ -237,14 +237,14 @@ def test_bad_config_raises_naming_the_field(kw, field):
 
 def test_bad_calls_raise_value_errors(setup):
     data, p = setup
-    with pytest.raises(ValueError, match="eta_tau"):
-        mf.train_gd(CFG, 0.0, 10)
-    with pytest.raises(ValueError, match="eta_tau"):
-        mf.train_gd(CFG, float("nan"), 10)
+    with pytest.raises(ValueError, match="lr"):
+        mf.train(CFG, "gd", 0.0, 10)
+    with pytest.raises(ValueError, match="lr"):
+        mf.train(CFG, "gd", float("nan"), 10)
     with pytest.raises(ValueError, match="steps"):
-        mf.train_gd(CFG, 0.1, 0)
+        mf.train(CFG, "gd", 0.1, 0)
     with pytest.raises(ValueError, match="save_every"):
-        mf.train_gd(CFG, 0.1, 5, save_every=0)
+        mf.train(CFG, "gd", 0.1, 5, save_every=0)
     bad = dict(p, V=p["V"][:, :2])
     with pytest.raises(ValueError, match=r"particles\['V'\]"):
         mf.objective(CFG, bad, data)
@@ -255,9 +255,9 @@ def test_bad_calls_raise_value_errors(setup):
     with pytest.raises(ValueError, match="method"):
         mf.velocity(CFG, p, data, method="fd")
     with pytest.raises(ValueError, match="ts"):
-        mf.solve_particles(CFG, [1.0, 2.0])
+        mf.solve_flow(CFG, [1.0, 2.0])
     with pytest.raises(ValueError, match="dt"):
-        mf.solve_particles(CFG, [0.0, 1.0], dt=-0.1)
+        mf.solve_flow(CFG, [0.0, 1.0], dt=-0.1)
     with pytest.raises(ValueError, match="init_curves"):
         mf.init_curves(CFG, [0.0, 0.5])
 
@@ -308,7 +308,8 @@ def test_attention_layouts_and_reverse_rule_agree(setup):
 
 def test_gd_velocity_paths_agree(setup):
     """The reverse-rule velocity (GD, explicit solves) equals the forward-mode-capable one, and the
-    flow picks the forward-mode field for implicit solvers only."""
+    flow picks the forward-mode field for implicit solvers only (the spec's particle limit: the reverse-mode
+    field; `solve_flow` swaps in the forward-mode one for implicit solvers)."""
     from flows.mean_field import flow
     from flows.mean_field.gradients import velocity_autodiff
 
@@ -321,3 +322,5 @@ def test_gd_velocity_paths_agree(setup):
         np.testing.assert_allclose(a[k], b[k], rtol=1e-12, atol=1e-14)
     assert flow.field_for("kvaerno5") is flow.vector_field
     assert flow.field_for("tsit5") is flow._vector_field_rev
+    assert mf.system(CFG).reduced["particles"].vector_field is flow._vector_field_rev
+    assert flow.particle_limit(implicit=True).vector_field is flow.vector_field

@@ -19,10 +19,10 @@ TS = np.linspace(0.0, TAU, 3)
 @pytest.fixture(scope="module")
 def ode():
     """The particle ODE by explicit Euler with step DT, saved at TS: GD with eta_tau = DT, which is
-    `solve_particles(solver="euler", dt=DT)` to 1e-12 (tests/mean_field/test_flow.py). Two runs of 5 steps
+    `solve_flow(solver="euler", dt=DT)` to 1e-12 (tests/mean_field/test_flow.py). Two runs of 5 steps
     (one compiled program recording Q and R only: about a third of the compile of the solve)."""
-    first = mf.train_gd(CFG, DT, 5, save_every=5, observables="basic")
-    second = mf.train_gd(CFG, DT, 5, save_every=5, observables="basic", particles=first.particles)
+    first = mf.train(CFG, "gd", DT, 5, save_every=5, observables="basic")
+    second = mf.train(CFG, "gd", DT, 5, save_every=5, observables="basic", particles=first.particles)
     assert np.allclose(first.tau[-1] + second.tau, TS[1:], rtol=1e-15, atol=0)
     start = mf.init_particles(CFG)
     ys = {

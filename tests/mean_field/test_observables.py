@@ -126,7 +126,7 @@ def test_coupled_rms_bounds_w2(clouds):
 
 def test_gd_record_and_trajectory_share_observable_names():
     cfg = FLOW_CFG
-    rec = mf.train_gd(cfg, 0.05, 20, save_every=5)
+    rec = mf.train(cfg, "gd", 0.05, 20, save_every=5)
     assert set(rec.observables) == set(obs.OBSERVABLES)
     assert rec["Q"].shape == (5,) and rec.tau[0] == 0.0 and np.array_equal(rec.ts, rec.tau)
     data = mf.training_set(cfg)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import flows
 from flows import mean_field as mf
 from flows.mean_field import model
 from flows.mean_field import reference as ref
@@ -204,9 +205,9 @@ def test_network_forward_converges_to_the_reference_like_one_over_L(data):
 
 @jax.jit
 def _network_flow(particles, Z0, y):
-    """The network's particle flow d theta/d tau = `flow.vector_field` (the velocity of `solve_particles`)
+    """The network's particle flow d theta/d tau = `flow.vector_field` (the velocity of `solve_flow`)
     integrated by diffrax (Tsit5, constant steps tau = 0.05: the tau-error, ~1e-9, is far below the depth
-    gaps; a bare diffeqsolve compiles faster than `solve_particles` with its failure checks), with Q at the
+    gaps; a bare diffeqsolve compiles faster than `solve_flow` with its failure checks), with Q at the
     saves `TAUS`; also the initial velocity."""
     args = {
         "Z0": Z0,
@@ -272,7 +273,7 @@ def test_network_velocity_converges_to_the_reference_velocity_to_L16(data, netwo
 @pytest.fixture(scope="module")
 def reference_flow(data):
     obs = {k: ref.REFERENCE_OBSERVABLES[k] for k in ("Q", "dissipation")}
-    return ref.solve_reference(CFG, TAUS, K=9, substeps=4, data=data, observables=obs, rtol=1e-9, atol=1e-11)
+    return mf.solve_reference(CFG, TAUS, K=9, substeps=4, data=data, observables=obs, rtol=1e-9, atol=1e-11)
 
 
 @pytest.mark.slow
@@ -382,7 +383,7 @@ def test_validation_names_the_field(data):
     with pytest.raises(ValueError, match="init"):
         ref.init_reference(CFG.replace(init="iid"), 5)
     with pytest.raises(ValueError, match="init"):
-        ref.solve_reference(CFG.replace(init="iid"), [0.0, 1.0])
+        mf.solve_reference(CFG.replace(init="iid"), [0.0, 1.0])
     nodes = ref.init_reference(CFG, 3)
     with pytest.raises(ValueError, match=r"nodes\['W'\]"):
         ref.reference_forward(CFG, dict(nodes, W=nodes["W"][:, :, :2]), data.Z0)
@@ -397,6 +398,9 @@ def test_validation_names_the_field(data):
     with pytest.raises(ValueError, match="depth_solver"):
         ref.reference_forward(CFG, nodes, data.Z0, depth_solver="euler")
     with pytest.raises(ValueError, match="K = 5"):
-        ref.solve_reference(CFG, [0.0, 1.0], K=5, nodes=nodes)
+        mf.solve_reference(CFG, [0.0, 1.0], K=5, nodes=nodes)
+    # the spec's "reference" limit starts from the curves of the system's own config, not another seed's
+    with pytest.raises(ValueError, match="seed"):
+        flows.solve_flow(mf.system(CFG), [0.0, 1.0], reduced="reference", seed=CFG.seed + 1)
     with pytest.raises(ValueError, match="data.Z0"):
         ref.reference_forward(CFG, nodes, data.Z0[:, :2])

@@ -186,21 +186,21 @@ def test_energy_identity_at_tau_0_with_unequal_widths(nodes, data):
 def test_short_reference_flow_tracks_the_network_flow_like_one_over_L(data):
     """The fast twin of the slow flow-level check of tests/mean_field/test_reference.py: the reference flow
     through `solve_reference` (Tsit5 in tau, constant steps 1/8, to tau = 1/2) and the network flows at L = 4, 8
-    (`solve_particles`, the same steps) from the same smooth curves; the trained network's layer l = L s_k
+    (`solve_flow`, the same steps) from the same smooth curves; the trained network's layer l = L s_k
     stays within O(1/L) of the trained node s_k (the node values start equal: the curves are linear). The
     training prompts drive both, the test prompts neither. Measured: max gaps 3.02e-02, 1.41e-02 at tau = 1/2
     (ratio 2.14). Also: the saved Q is `reference_objective` of the saved node values."""
     train, test = data
     ts = np.array([0.0, 0.25, 0.5])
     nodes = ref.init_reference(CFG, K)
-    traj = ref.solve_reference(
+    traj = mf.solve_reference(
         CFG, ts, nodes=nodes, data=train, test=test, substeps=SUB, dt=0.125, observables="basic", save_states=True
     )
     R = _np(traj.ys)
     gaps = []
     for L in (4, 8):
         cfg = CFG.replace(L=L)
-        net = mf.solve_particles(
+        net = mf.solve_flow(
             cfg,
             ts,
             particles=mf.init_particles(cfg),

@@ -1,4 +1,4 @@
-"""Seeds of one shape in one vmapped GD program: every member equals its own `train_gd` run."""
+"""Seeds of one shape in one vmapped GD program: every member equals its own `train` run."""
 
 import numpy as np
 import pytest
@@ -15,7 +15,7 @@ def test_each_seed_equals_its_single_run():
     batch = train_gd_seeds(CFG, 0.1, 20, seeds=[1, 7, 3], save_every=5)
     assert batch["Q"].shape == (3, 5) and batch.particles["V"].shape == (3, 2, 4, 3, 3)
     for i, s in enumerate(batch.seeds):
-        single = mf.train_gd(CFG.replace(seed=s), 0.1, 20, save_every=5)
+        single = mf.train(CFG.replace(seed=s), "gd", 0.1, 20, save_every=5)
         for name in single.observables:
             assert np.max(np.abs(batch[name][i] - single[name])) <= 1e-12 * np.max(np.abs(single[name])), name
         for k in single.particles:
@@ -42,7 +42,7 @@ def test_bad_seeds_and_divergence():
 
 
 def test_batch_of_given_particles_equals_single_runs():
-    """train_gd_batch on coupled subsamples of one cloud with one shared data set: member i is train_gd (the
+    """train_gd_batch on coupled subsamples of one cloud with one shared data set: member i is train (the
     batched and the single GD programs of the test above: 3 runs, 5 saves, CFG's test prompts)."""
     big = CFG.replace(M=12, M_mlp=12)
     cloud = mf.init_particles(big)
@@ -51,7 +51,7 @@ def test_batch_of_given_particles_equals_single_runs():
     batch = mf.train_gd_batch(CFG, 0.1, 20, subs, data, test, save_every=5, labels=["a", "b", "c"])
     assert batch.seeds == ("a", "b", "c") and batch["Q"].shape == (3, 5)
     for i, p in enumerate(subs):
-        single = mf.train_gd(CFG, 0.1, 20, save_every=5, particles=p, data=data, test=test)
+        single = mf.train(CFG, "gd", 0.1, 20, save_every=5, particles=p, data=data, test=test)
         np.testing.assert_allclose(batch["Q"][i], single["Q"], rtol=1e-12)
         np.testing.assert_allclose(batch.particles["W"][i], single.particles["W"], rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="particles"):

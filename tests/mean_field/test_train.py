@@ -1,7 +1,7 @@
-"""The mean field's `train` beyond the checks shared by every system (tests/test_vocabulary.py): `train` is
-`train_gd`, the per-group rates eta M L and eta M_mlp L, heavy ball first order in lr on the shared clock, the
-overrides of `seed` and `init` in `train` and `solve_flow` (the Euler flow is the GD run), `event_time` on the
-record, and the errors naming the field.
+"""The mean field's `train` beyond the checks shared by every system (tests/test_vocabulary.py): `train` is the
+driver on the spec (`flows.train(mf.system(config), ...)`), the per-group rates eta M L and eta M_mlp L, heavy
+ball first order in lr on the shared clock, the overrides of `seed` and `init` in `train` and `solve_flow` (the
+Euler flow is the GD run), `event_time` on the record, and the errors naming the field.
 
 Every run uses the shapes and saves of tests/mean_field/test_flow.py (5 saves, Q and R only): one plain GD
 program, one heavy-ball program and the Euler solve program of test_flow's sharded test serve them all.
@@ -19,8 +19,8 @@ BASIC = dict(observables="basic")
 
 @pytest.fixture(scope="module")
 def gd():
-    """`train_gd` at eta_tau = 0.1 for 20 steps, saved every 5."""
-    return mf.train_gd(CFG, 0.1, 20, save_every=5, **BASIC)
+    """`train` at eta_tau = 0.1 for 20 steps, saved every 5."""
+    return mf.train(CFG, "gd", 0.1, 20, save_every=5, **BASIC)
 
 
 def _gap(a, b):
@@ -31,7 +31,10 @@ def _particle_gap(a, b):
     return max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) for k in a)
 
 
-def test_train_is_train_gd_and_has_the_shared_record_fields(gd):
+def test_train_is_the_driver_on_the_spec_and_has_the_shared_record_fields(gd):
+    rec = flows.train(mf.system(CFG, "basic"), "gd", lr=0.1, steps=20, save_every=5)
+    assert _gap(rec, gd) == 0.0 and _particle_gap(mf.flow.particles_of(rec.params), gd.particles) == 0.0
+    assert set(gd.params) == {"attention", "mlp"} and set(gd.particles) == {"V", "W", "W1", "W2"}
     rec = mf.train(CFG, "gd", lr=0.1, steps=20, save_every=5, **BASIC)
     assert _gap(rec, gd) <= 1e-12 and _particle_gap(rec.particles, gd.particles) <= 1e-12
     np.testing.assert_array_equal(rec.ts, gd.ts)
@@ -39,7 +42,7 @@ def test_train_is_train_gd_and_has_the_shared_record_fields(gd):
     np.testing.assert_allclose(rec.ts, 0.1 * rec.steps, rtol=1e-15, atol=0)
     assert rec.tau is rec.ts
     assert rec.lr == 0.1 and rec.config == CFG and rec.optimizer == "gd" and rec.momentum == 0.0
-    assert rec.compile_s == 0.0 and rec.run_s > 0  # the program of train_gd, reused
+    assert rec.compile_s == 0.0 and rec.run_s > 0  # the program of the fixture, reused
     assert set(rec.observables) == {"Q", "R"} and rec["Q"] is rec.observables["Q"] and rec.Q is rec["Q"]
     # "sgd" without momentum is the same full-batch GD; a dict of equal rates is the number
     same = mf.train(CFG, "sgd", 0.1, 20, 5, **BASIC)
@@ -69,7 +72,7 @@ def test_heavy_ball_tracks_gd_at_the_effective_rate():
     gaps, moves = [], []
     for lr, steps in ((0.05, 20), (0.025, 40), (0.0125, 80)):
         hb = mf.train(CFG, "sgd", lr, steps, steps // 4, momentum=beta, **BASIC)
-        ref = mf.train_gd(CFG, lr / (1 - beta), steps, steps // 4, **BASIC)
+        ref = mf.train(CFG, "gd", lr / (1 - beta), steps, steps // 4, **BASIC)
         np.testing.assert_allclose(hb.ts, ref.ts, rtol=1e-15, atol=0)
         np.testing.assert_allclose(hb.ts, flows.training.flow_time(lr, hb.steps, beta), rtol=0, atol=0)
         assert hb.momentum == beta and hb.optimizer == "sgd"
@@ -86,11 +89,10 @@ def test_seed_and_init_override_and_solve_flow_starts_where_train_starts(gd):
     Euler flow at dt = lr with the same overrides is the GD run to rounding."""
     rec = mf.train(CFG, "gd", 0.1, 20, 5, seed=2, init="tied", **BASIC)
     other = CFG.replace(seed=2, init="tied")
-    ref = mf.train_gd(other, 0.1, 20, 5, **BASIC)
+    ref = mf.train(other, "gd", 0.1, 20, 5, **BASIC)
     assert rec.config == other and _gap(rec, ref) <= 1e-12
     assert abs(rec["Q"][0] - gd["Q"][0]) > 1e-3 * abs(gd["Q"][0])  # another start
     assert _gap(mf.train(CFG, "gd", 0.1, 20, 5, seed=None, init=None, **BASIC), gd) <= 1e-12
-    assert mf.solve_flow is mf.solve_particles
     traj = mf.solve_flow(CFG, rec.ts, seed=2, init="tied", solver="euler", dt=0.1, save_states=True, **BASIC)
     for name in ("Q", "R"):
         assert np.max(np.abs(np.asarray(traj.observables[name]) - rec[name])) <= 1e-12 * np.max(np.abs(rec[name]))
@@ -113,8 +115,11 @@ def test_event_time_on_the_record(gd):
 @pytest.mark.parametrize(
     "call, field",
     [
-        (lambda: mf.train(CFG, "adam", 0.1, 5), "optimizer"),
+        (lambda: mf.train(CFG, "rmsprop", 0.1, 5), "optimizer"),
         (lambda: mf.train(CFG, "gd", 0.1, 5, momentum=0.9), "momentum"),
+        (lambda: mf.train(CFG, "adam", 0.1, 5, momentum=0.9), "momentum"),
+        (lambda: mf.train(CFG, "gd", 0.1, 5, batch_size=2), "batch_size"),
+        (lambda: mf.train(CFG, "sgd", 0.1, 5, batch_size=17), "batch_size"),
         (lambda: mf.train(CFG, "sgd", 0.1, 5, momentum=1.0), "momentum"),
         (lambda: mf.train(CFG, "sgd", 0.1, 5, momentum=-0.1), "momentum"),
         (lambda: mf.train(CFG, "sgd", 0.1, 5, momentum="0.5"), "momentum"),
@@ -132,7 +137,6 @@ def test_event_time_on_the_record(gd):
         (lambda: mf.train(CFG, "gd", 0.1, 5, observables="none"), "observables"),
         (lambda: mf.solve_flow(CFG, [0.0, 1.0], seed=-1), "seed"),
         (lambda: mf.solve_flow(CFG, [0.0, 1.0], init="gaussian"), "init"),
-        (lambda: mf.train_gd(CFG, 0.0, 5), "eta_tau"),
     ],
 )
 def test_bad_values_raise_naming_the_field(call, field):

@@ -5,7 +5,9 @@ tests/fuzzing.py). The flows run up to the solver stub, the trainings up to thei
 
 from __future__ import annotations
 
+import functools
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from flows import _sweep
 from flows import scan_snap as ss
 from flows.scan_snap import theory
 from tests.fuzzing import (
@@ -198,7 +201,9 @@ _bad_ts = st.sampled_from(
 def test_solve_flow_valid_calls_reach_the_solver(
     eta_Y, eta_Z, ts, reduced, paper_time, exact_slaving, decoder_size, Z0
 ):
-    with stop_at_solvers(), pytest.raises(Reached) as info:
+    # a sweep's members as the vmapped program takes them (the lockstep one stacks the same: tests/test_sweep.py)
+    vmapped = mock.patch.object(_sweep.config, "strategy", "vmap")
+    with vmapped, stop_at_solvers(), pytest.raises(Reached) as info:
         ss.solve_flow(
             CLASSES,
             eta_Y,
@@ -215,7 +220,8 @@ def test_solve_flow_valid_calls_reach_the_solver(
     inputs = info.value.inputs
     assert sorted(inputs["y0"]) == (["B", "Z", "h"] if reduced else ["Y", "Z"])
     if decoder_size is not None:
-        Md = np.asarray(inputs["args"]["Md"])
+        args = inputs["args"].get("field", inputs["args"])  # the named limit's args on the driver
+        Md = np.asarray(args["Md"])
         assert np.all(Md == decoder_size)
     assert (inputs["in_axes"] is not None) == (np.ndim(eta_Y) > 0)
 
@@ -225,7 +231,7 @@ BAD_FLOW = {
     "eta_Z": _bad_rate,
     "ts": _bad_ts,
     "reduced": bad_bools(),
-    "paper_time": bad_bools(),
+    "paper_time": bad_bools().filter(lambda v: v is not None),  # None: each flow's own time
     "exact_slaving": bad_bools(),
     "decoder_size": st.one_of(
         bad_reals(1.0, strict=True).filter(lambda v: v is not None), st.just(np.array([10.0, 20.0]))
@@ -315,9 +321,11 @@ def stop_at_jit():
 
 
 def _reached(info):
-    """(params, per-step keys, static options) of the call that reached the compile."""
+    """(params, per-step keys, the context length T of the sampler) of the call that reached the compile."""
     params, _, keys, *_ = info.value.inputs["call"]
-    return params, keys, dict(item for item in info.value.inputs["key"][1] if isinstance(item, tuple))
+    structure = info.value.inputs["key"][1]
+    (sample,) = [s for s in structure if isinstance(s, functools.partial)]  # the spec's sampler, partial(T, ...)
+    return params, keys, sample.args[0]
 
 
 @st.composite
@@ -362,8 +370,8 @@ def test_train_valid_and_invalid(stop_at_jit, field, kw, data):
             form=data.draw(st.sampled_from(["counts", "tokens"])),
             history=data.draw(st.booleans()),
         )
-    params, keys, static = _reached(info)
-    assert static["T"] == int(kw["T"]) and keys.shape[0] == int(kw["steps"]) and params["Y"].shape == (M, M)
+    params, keys, T = _reached(info)
+    assert T == int(kw["T"]) and keys.shape[0] == int(kw["steps"]) and params["Y"].shape == (M, M)
     kw[field] = data.draw(BAD_TRAIN[field], label=field)
     if field == "momentum" or (field == "optimizer" and kw["momentum"]):
         kw["optimizer"] = "sgd" if field == "momentum" else kw["optimizer"]
@@ -383,7 +391,8 @@ def test_train_valid_and_invalid(stop_at_jit, field, kw, data):
 def test_train_embedding_and_sweep_valid_and_invalid(stop_at_jit, field, kw, d, eta_U, init_scale, data):
     with stop_at_jit, pytest.raises(Reached) as info:
         ss.train_embedding(CLASSES, **kw, d=d, eta_U=eta_U, init_scale=init_scale)
-    assert _reached(info)[0]["U"].shape == (M, d)
+    params = _reached(info)[0]
+    assert params["W_V"].shape == (d, d) and ("U" not in params if eta_U == 0 else params["U"].shape == (M, d))
     R = data.draw(st.integers(1, 3))
     sweep = dict(
         eta_Y=np.full(R, float(kw["eta_Y"])),

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from flows.scan_snap import observables as obs
-from flows.scan_snap import solve_flow, syn_small, train, train_sweep
+from flows.scan_snap import solve_flow, syn_small, train, train_embedding, train_sweep
 from flows.scan_snap.flow import flow_args, population_loss
-from flows.scan_snap.network import count_loss, embedding_loss, token_loss
+from flows.scan_snap.model import count_loss, embedding_loss, init_embedding, token_loss
 from flows.training import TrainingError
 from tests.scan_snap.population_flow import numpy_flow
 
@@ -47,7 +47,9 @@ def test_same_seed_same_record_and_sweep_member():
     a = train(c, "sgd", 1.0, 1.0, **RUN, momentum=0.9, init="random", seed=2)
     b = train(c, "sgd", 1.0, 1.0, **RUN, momentum=0.9, init="random", seed=2)
     assert np.array_equal(a.Z, b.Z) and np.array_equal(a.Y, b.Y)
-    loss, p = train_sweep(c, "sgd", [1.0, 3.0], [1.0, 0.5], [2, 7], **RUN, momentum=0.9, init="random")
+    timings: dict = {}
+    loss, p = train_sweep(c, "sgd", [1.0, 3.0], [1.0, 0.5], [2, 7], **RUN, momentum=0.9, init="random", timings=timings)
+    assert set(timings) == {"compile_s", "run_s"} and timings["run_s"] > 0 and timings["compile_s"] >= 0
     assert np.max(np.abs(p["Z"][0] - a.Z[-1])) <= 1e-12 and np.max(np.abs(p["Y"][0] - a.Y[-1])) <= 1e-12
     assert np.max(np.abs(loss[0] - a.batch_loss)) <= 1e-12
     assert np.max(np.abs(p["Z"][1] - a.Z[-1])) > 1e-3  # the other member (other rates, other seed) differs
@@ -85,13 +87,10 @@ def test_losses_and_embedding_form_agree():
         _, tok = sample_tokens(a, key, 6, 20)
         Z = emb["U"] @ emb["W_Q"] @ emb["W_K"].T @ emb["U"].T / math.sqrt(d)
         Y = emb["U"] @ emb["W_V"].T @ emb["U"].T
-        losses = (
-            embedding_loss(emb, a, cls, N),
-            count_loss({"Y": Y, "Z": Z}, a, cls, N),
-            token_loss({"Y": Y, "Z": Z}, a, cls, tok),
-        )
+        yz = {"Y": Y, "Z": Z[a.query_tokens]}  # the network's parameters: Z's query rows
+        losses = (embedding_loss(emb, a, cls, N), count_loss(yz, a, cls, N), token_loss(yz, a, cls, tok))
         # chain rule: dL/dW_V through Y equals the embedding gradient
-        gY = jax.grad(count_loss)({"Y": Y, "Z": Z}, a, cls, N)["Y"]
+        gY = jax.grad(count_loss)(yz, a, cls, N)["Y"]
         gV = jax.grad(embedding_loss)(emb, a, cls, N)["W_V"]
         return losses, jnp.max(jnp.abs(gV - emb["U"].T @ gY.T @ emb["U"]))
 
@@ -142,7 +141,6 @@ def test_embedding_form_one_sgd_step_is_the_chain_rule_through_Y_Z():
     dL/dW_V = U^T G_Y^T U, dL/dW_Q = U^T G_Z U W_K / sqrt d, dL/dW_K = U^T G_Z^T U W_Q / sqrt d,
     dL/dU = G_Y U W_V + G_Y^T U W_V^T + (G_Z U B^T + G_Z^T U B), B = W_Q W_K^T / sqrt d."""
     from flows.scan_snap import sample_counts
-    from flows.scan_snap.network import init_embedding, train_embedding
 
     c = syn_small()
     a = c.arrays()
@@ -162,8 +160,8 @@ def test_embedding_form_one_sgd_step_is_the_chain_rule_through_Y_Z():
             e = dict(emb, W_V=W_V)
             U, Bm = e["U"], e["W_Q"] @ e["W_K"].T / math.sqrt(d)
             Y, Z = U @ W_V.T @ U.T, U @ Bm @ U.T
-            g = jax.grad(count_loss)({"Y": Y, "Z": Z}, a, cls, N)
-            GY, GZ = g["Y"], g["Z"]
+            # the gradient in the full Z: Z's query rows are the loss's parameters, the other rows unread
+            GY, GZ = jax.grad(lambda Y, Z: count_loss({"Y": Y, "Z": Z[a.query_tokens]}, a, cls, N), (0, 1))(Y, Z)
             chain = {
                 "W_V": U.T @ GY.T @ U,
                 "W_Q": U.T @ GZ @ U @ e["W_K"] / math.sqrt(d),
@@ -198,7 +196,6 @@ def test_embedding_form_trains(opt, mom):
     """The embedding form learns: the loss falls, Z moves, and the same observables apply (discriminative
     bias of Theorem 2 in the trained Z: DT logits of the query row above CT logits)."""
     from flows.scan_snap import observables as obs
-    from flows.scan_snap.network import train_embedding
 
     c = syn_small()
     lr = 0.05 if opt == "adam" else 0.1  # quadratic in the weights: SGD+momentum diverges at lr ~ 1
@@ -216,8 +213,6 @@ def test_embedding_form_trains(opt, mom):
 
 
 def test_embedding_form_validation():
-    from flows.scan_snap.network import train_embedding
-
     c = syn_small()
     with pytest.raises(ValueError, match="d must"):
         train_embedding(c, "sgd", 1.0, 1.0, 16, 8, 10, 0)
@@ -253,8 +248,6 @@ def test_save_every_batch_loss_history_and_flow_observables():
         np.testing.assert_allclose(sparse["loss"][i], population_loss(y, args), rtol=1e-12)
     assert sparse.attention is sparse.observables["attention"]
     assert sparse["loss"][-1] < sparse["loss"][0]
-    with pytest.warns(DeprecationWarning, match="ts"):
-        assert np.array_equal(full.t, full.ts)
     assert full.loss is full["loss"]  # the population loss, by the flow's name
     assert sparse.compile_s >= 0 and sparse.run_s > 0
     with pytest.raises(ValueError, match="save_every"):

@@ -17,7 +17,7 @@ import flows
 from flows import scan_snap as ss
 from flows.optim_limits import gradient_flow
 from flows.scan_snap import noise as ssn
-from flows.scan_snap.network import count_loss
+from flows.scan_snap.model import count_loss, observe
 from tests._xla_level import default_level
 from tests.optim_limits._moments import check_weak_order, mismatch, summary, z_mean, z_var
 
@@ -46,7 +46,7 @@ def test_population_is_the_sampler_law():
     @jax.jit  # one program (eager vmaps compile every operation on their own: 43 s -> 8 s under load)
     def losses(key, data, cls):
         keys = jax.random.split(key, 3)
-        p = {"Y": jax.random.normal(keys[0], (9, 9)), "Z": jax.random.normal(keys[1], (9, 9))}
+        p = {"Y": jax.random.normal(keys[0], (9, 9)), "Z": jax.random.normal(keys[1], (2, 9))}  # Z's query rows
 
         def one(c, x):
             return count_loss(p, arrays, c[None], x[None])
@@ -84,7 +84,7 @@ _FLOW = gradient_flow(_population_loss)
 
 
 def _flow_observables(t, y, args):
-    out = ss.network.observe(y, CLASSES.arrays())
+    out = observe(y, CLASSES.arrays())
     return {"loss": out["loss"], "att": out["attention"][LOGIT]}
 
 
@@ -94,7 +94,7 @@ def _euler_flow(dt, steps, save_steps):
     c_0[2] after `save_steps` of the `steps` Euler steps. Solved on the step clock (`rates=dt`, unit step), so
     that one compiled program serves every dt."""
     data, w = ssn.population(CLASSES, T_CTX)
-    zero = {"Y": jnp.zeros((9, 9)), "Z": jnp.zeros((9, 9))}
+    zero = {"Y": jnp.zeros((9, 9)), "Z": jnp.zeros((2, 9))}  # Z's query rows
     args = _FLOW.make_args({"data": data, "w": jnp.asarray(w)}, rates=dt)
     return flows.solve(
         _FLOW.vector_field,

@@ -12,13 +12,24 @@ import numpy as np
 import optax
 import pytest
 
+from flows import driver
 from flows import optim_limits as ol
-from flows.scan_snap import solve_flow, syn_small
-from flows.scan_snap.flow import flow_args, full_vector_field, limit_problem, population_loss
+from flows.scan_snap import solve_flow, syn_small, system
+from flows.scan_snap.flow import flow_args, full_vector_field, population_loss
 
 CLASSES = syn_small()
 C1, C2, EPS = 2.0, 5.0, 1e-8
 TIGHT = dict(rtol=1e-12, atol=1e-14)
+
+
+def limit_problem(classes, eta_Y, eta_Z, optimizer, optim_args=None):
+    """(limit, args) of `solve_flow(optimizer=...)`: the driver's limit of `system(classes, eta_Y, eta_Z)` at
+    lr = 1 (the groups on the clocks eta_Y, eta_Z)."""
+    given = dict(optim_args or {})
+    if optimizer == "momentum" or (optimizer == "adam" and "c1" not in given):
+        given["lr"] = 1.0
+    limit, args, _ = driver.limit_problem(system(classes, eta_Y, eta_Z), optimizer, given)
+    return limit, args
 
 
 def _random_state(seed):
@@ -34,11 +45,12 @@ def test_gd_limit_field_is_todays_field():
     dv/ds = 0."""
     limit, args = limit_problem(CLASSES, 1.0, 2.0, "gd")
     mom, margs = limit_problem(CLASSES, 1.0, 2.0, "momentum", {"beta": 0.5})
-    flow = flow_args(CLASSES, 1.0, 2.0, query_rows=True)
+    flow = flow_args(CLASSES, 1.0, 2.0, query_rows=True)  # the rates do not enter the loss
 
     @jax.jit
     def fields(y):
-        on_manifold = mom.vector_field(0.0, {"theta": y, "v": jax.grad(population_loss)(y, margs["batch"])}, margs)
+        v = jax.grad(population_loss)(y, flow)
+        on_manifold = mom.vector_field(0.0, {"theta": y, "v": v}, margs)
         return limit.vector_field(0.0, y, args), full_vector_field(0.0, y, flow), on_manifold
 
     for seed in range(2):

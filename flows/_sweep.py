@@ -1,0 +1,166 @@
+"""How `flows.solve_batch` runs a sweep: in lockstep (the members stacked into one state that one adaptive solve
+advances with one step size) or vmapped (one adaptive solve per member, `jax.vmap` over the solve).
+
+A vmapped adaptive solve is a vmapped `while_loop`: every iteration steps every member (the finished ones
+too, their results masked); its conditionals become selects, so the saved observables are computed at every
+step for every member, not only at the save times; and on CPU each Runge-Kutta stage copies the whole batch of
+stage values into another layout and each save is a scatter looping over the members. On small states these
+copies cost about as much as the vector field itself. The lockstep solve has no batched control flow: the
+vector field is vmapped over the members inside one `diffrax.diffeqsolve`, whose step-size controller measures
+the error of every member separately (the RMS norm of each member's scaled error, the largest of them), so that
+every member meets `rtol`/`atol` as its own solve would. It takes the step sequence the most demanding member
+asks for at each time, so its step count is at least the largest of the members' own; each member's results
+agree with its own solve to the tolerances, not bit for bit.
+
+A lockstep solve pays for members that need small steps at different times (it takes them all); a vmapped one
+for the spread of the members' step counts (every member steps until the slowest is done).
+
+`config.strategy` chooses: `"auto"` (default) runs in lockstep where it applies (no event, no mesh, a state
+of one floating dtype, two members or more) and falls back to the vmapped solve for the whole batch when the
+lockstep solve fails (a member diverges, turns non-finite or exhausts `max_steps`), so that each member's
+status and message are its own; `"vmap"` always vmaps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from ._chunked import execute
+from ._inputs import check_field
+from ._program import saved_outputs, signature
+from ._xla import options_key
+from .trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["STRATEGIES", "SweepConfig", "config", "lockstep_applies", "run"]
+
+STRATEGIES = ("auto", "vmap")
+#: the name under which the stacked solve saves the members' states (an observable of the single solve)
+_STATE = "__members_y__"
+#: lockstep programs whose member field was checked (`check_field`), most recent last
+_CHECKED: dict = {}
+
+
+@dataclasses.dataclass
+class SweepConfig:
+    """How `solve_batch` runs a sweep (read at every call).
+
+    **Arguments:**
+
+    - `strategy`: `"auto"` (lockstep where it applies, else vmapped) or `"vmap"` (module docstring).
+    """
+
+    strategy: str = "auto"
+
+
+config = SweepConfig()
+
+
+def lockstep_applies(options: dict, in_axes: tuple, call_args: tuple, mesh_placed: bool) -> bool:
+    """Can this batch run in lockstep? Not with an event (each member stops or continues at its own time), not on
+    a mesh, not for a state of several dtypes, not for a batch of one."""
+    if config.strategy not in STRATEGIES:
+        raise ValueError(f"flows._sweep.config.strategy must be one of {STRATEGIES}, got {config.strategy!r}")
+    if config.strategy == "vmap" or mesh_placed or options["event"] is not None:
+        return False
+    leaves = jax.tree_util.tree_leaves(call_args[0])
+    size = np.shape(call_args[2])[0]
+    return size > 1 and len({jnp.result_type(x) for x in leaves}) == 1
+
+
+def run(vector_field, options: dict, key_opts: tuple, call_args: tuple, *, in_axes: tuple, place=None) -> Trajectory:
+    """Run the batch `call_args` (as `flows._chunked.execute` takes it, batched along `in_axes`) in lockstep or
+    vmapped (module docstring); the `Trajectory` is the same either way: every field with a leading batch axis."""
+    if lockstep_applies(options, in_axes, call_args, place is not None):
+        traj = _lockstep(vector_field, options, key_opts, call_args, in_axes)
+        if traj.ok:
+            return traj
+        logger.debug("solve_batch: the lockstep solve ended %s; solving the members vmapped", traj.status[0])
+    return execute(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
+
+
+def _member(tree, axis):
+    """Member 0 of a batched pytree (`axis == 0`), or the pytree itself (`axis is None`)."""
+    return jax.tree_util.tree_map(lambda a: a[0], tree) if axis == 0 else tree
+
+
+def _lockstep(vector_field, options, key_opts, call_args, in_axes) -> Trajectory:
+    """One solve of the stacked members (module docstring), as a batched `Trajectory`."""
+    y0, args, t0, t1, grid, _, extra = call_args
+    size = int(np.shape(t0)[0])
+    y_member = _member(y0, in_axes[0])
+    flat_member, unravel = ravel_pytree(y_member)
+    width = int(flat_member.shape[0])
+    stacked_y0 = _stack_states(y0, size) if in_axes[0] == 0 else np.broadcast_to(np.asarray(flat_member), (size, width))
+    args_axis = in_axes[1]
+    save_member = saved_outputs(options["observables"], options["save_states"])
+
+    def field(t, ys, a):
+        one = lambda y, b: ravel_pytree(vector_field(t, unravel(y), b))[0]  # noqa: E731
+        return jax.vmap(one, in_axes=(0, args_axis))(ys, a)
+
+    def observables(t, ys, a):
+        def one(y, b):
+            out = save_member(t, unravel(y), b)
+            return out if "__y__" not in out else {**out, _STATE: out.pop("__y__")}
+
+        return jax.vmap(one, in_axes=(0, args_axis))(ys, a)
+
+    def error_norm(scaled_error):
+        """The largest of the members' RMS norms of their scaled errors (each member as strict as alone)."""
+        per_member = jnp.reshape(scaled_error, (size, width))
+        return jnp.max(jnp.sqrt(jnp.mean(per_member**2, axis=1)))
+
+    t0_scalar = np.asarray(t0)[0]
+    stacked_args = (stacked_y0, args, t0_scalar, t1, grid, np.asarray(True), extra)
+    member_shapes = tuple((tuple(np.shape(x)), jnp.result_type(x).name) for x in jax.tree_util.tree_leaves(y_member))
+    key = ("lockstep", key_opts, args_axis, jax.tree_util.tree_structure(y_member), member_shapes)
+    checked = (key, signature(stacked_args), options_key())
+    if checked not in _CHECKED:
+        # the member's field checked as the vmapped path checks it (errors name the member's shapes), once per
+        # program: the check is an abstract trace of the field
+        check_field(vector_field, t0_scalar, y_member, _member(args, args_axis))
+        if len(_CHECKED) >= 64:
+            _CHECKED.pop(next(iter(_CHECKED)))
+        _CHECKED[checked] = True
+    opts = dict(options, observables=observables, save_states=False, norm=error_norm)
+    one = execute(field, opts, key, stacked_args, in_axes=None)
+    return _unstack(one, size, options["save_states"])
+
+
+def _stack_states(y0, size: int) -> np.ndarray:
+    """The batched pytree `y0` (every leaf with leading axis `size`) as one (size, width) host array, each row
+    a member's state raveled as `jax.flatten_util.ravel_pytree` ravels it (leaves in order, each row-major)."""
+    leaves = [np.asarray(x).reshape(size, -1) for x in jax.tree_util.tree_leaves(y0)]
+    return np.concatenate(leaves, axis=1) if len(leaves) > 1 else leaves[0]
+
+
+def _unstack(traj: Trajectory, size: int, save_states: bool) -> Trajectory:
+    """The single `Trajectory` of the stacked solve as the batched one of `size` members: saved arrays
+    (n_saves, size, ...) become (size, n_saves, ...); the counters, statuses and segments, shared, are repeated."""
+    swap = lambda a: np.moveaxis(np.asarray(a), 1, 0)  # noqa: E731
+    saved = {k: jax.tree_util.tree_map(swap, v) for k, v in traj.observables.items()}
+    ys = saved.pop(_STATE) if save_states else None
+    ts = np.asarray(traj.ts)
+    full = lambda x: np.full((size,), np.asarray(x))  # noqa: E731
+    return dataclasses.replace(
+        traj,
+        ts=np.broadcast_to(ts, (size,) + ts.shape).copy(),
+        ys=ys,
+        observables=saved,
+        status=(traj.status,) * size,
+        message=(traj.message,) * size,
+        t_final=full(traj.t_final),
+        t_event=full(traj.t_event),
+        num_steps=full(traj.num_steps),
+        num_accepted_steps=full(traj.num_accepted_steps),
+        num_rejected_steps=full(traj.num_rejected_steps),
+        segments=(traj.segments,) * size,  # the solvers `auto` ran, shared by the members
+    )
