@@ -113,13 +113,16 @@ def _packing(example):
     return pack, unpack
 
 
-def _flat_state(vector_field, y0):
+def _flat_state(vector_field, y0, always=False):
     """Integrate a pytree state of one dtype as one flat array (fewer leaves: a smaller program to trace and
     compile; diffrax's error norm, an RMS over every entry, is the same; an SDE's one Brownian motion draws the
     same numbers flat). Returns (vector field on the flat state, flat y0, ravel, unravel), `ravel` mapping a
-    pytree like y0 to the flat form; the identity for a 1-D array or a state of mixed dtypes."""
+    pytree like y0 to the flat form; the identity for a 1-D array or a state of mixed dtypes, unless `always`
+    (general SDE noise: its factor is a matrix on the flat state)."""
     leaves = jax.tree_util.tree_leaves(y0)
-    if (len(leaves) == 1 and jnp.ndim(leaves[0]) == 1) or len({jnp.result_type(x) for x in leaves}) > 1:
+    if not always and (
+        (len(leaves) == 1 and jnp.ndim(leaves[0]) == 1) or len({jnp.result_type(x) for x in leaves}) > 1
+    ):
         return vector_field, y0, lambda y: y, lambda y: y
     flat, unravel = ravel_pytree(y0)
 
@@ -226,7 +229,8 @@ def build(
 
     def run(y0, args, t0, t1, ts, event_on, extra=()):
         """One diffeqsolve; `event_on` (traced) switches the user event off for continuations."""
-        field, y0_flat, ravel, unravel = _flat_state(vector_field, y0)
+        general_noise = noise is not None and noise.diffusion is not None
+        field, y0_flat, ravel, unravel = _flat_state(vector_field, y0, always=general_noise)
         # jitted once here, the vector field and the saved outputs are traced once and reused at every call
         # site diffrax traces (initial step, RK stages, buffer shapes): a shorter compile
         field = jax.jit(field)
