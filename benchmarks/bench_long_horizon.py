@@ -58,13 +58,13 @@ def linear_attention(form: str) -> Callable:
 
 
 def scan_snap() -> Callable:
-    from flows.scan_snap import flow, syn_small
+    from flows import scan_snap as ss
 
-    classes = syn_small()
+    classes = ss.syn_small()
 
     def solve(t1, solver):
         ts = np.array([0.0, t1 / 100, t1])
-        return flow.solve_flow(classes, 10.0, 1.0, ts, reduced=True, solver=solver, throw=False)
+        return ss.solve_flow(classes, 10.0, 1.0, ts, reduced=True, solver=solver, throw=False)
 
     return solve
 
@@ -87,7 +87,7 @@ def mean_field() -> Callable:
 
     def solve(t1, solver):
         ts = np.array([0.0, t1 / 100, t1])
-        return mf.solve_particles(config, ts, solver=solver, throw=False, observables="basic")
+        return mf.solve_flow(config, ts, solver=solver, throw=False, observables="basic")
 
     return solve
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -52,6 +53,12 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     if len(solvers) > 1:  # the watching explicit solver is told the whole solve's horizon
         extra = (np.asarray(t1, grid.dtype),)
         in_axes = None if in_axes is None else (*in_axes[:6], (None,))
+    # constant steps: one uniform step grid over [t0, t1] (as one diffrax solve would take it), each call's step
+    # traced (its span divided into whole steps of that grid), so that the chunks take the steps of one solve
+    steady = options["constant_step"] and options.get("noise") is None
+    if steady:
+        extra = (np.zeros(np.shape(t0), grid.dtype),)
+        in_axes = None if in_axes is None else (*in_axes[:6], (0,))
     size = np.shape(t0)[0] if batched else 1
     place = place or (lambda x, axis: x)
     args_placed = place(args, in_axes[1] if batched else None)
@@ -68,7 +75,7 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     def strip(tree):
         return tree if batched else jax.tree_util.tree_map(lambda a: a[0], tree)
 
-    def chunk_call(y, start, piece, end, on):
+    def chunk_call(y, start, piece, end, on, dt=None):
         # the slots after a short piece get NaN times: diffrax's save loop (`ts[i] <= t_next`) and its checks
         # (increasing, within [t0, t1]) are false for NaN, so those slots are never reached and their
         # observables never run; a continuation's earlier save times are clipped to its start (saved already)
@@ -83,11 +90,15 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
             t1_placed if end is None else place(np.asarray(end, grid.dtype), None),
             place(strip(ts_c), axis),
             place(strip(np.asarray(on)), axis),
-            extra_placed,
+            extra_placed if dt is None else (place(strip(np.asarray(dt, grid.dtype)), axis),),
         )
 
     y, start, on = lead(y0), lead(np.asarray(t0, grid.dtype)), lead(np.asarray(event_on))
-    example = chunk_call(y, start, grid[:chunk], None, on)
+    origin = float(np.ravel(np.asarray(t0))[0])
+    span = float(t1) - origin
+    # diffrax's count of constant steps over [t0, t1] (`ConstantStepSize`), and the uniform step it spreads them to
+    h = span / max(1, math.ceil(span / np.nextafter(options["dt0"], np.inf))) if steady else None
+    example = chunk_call(y, start, grid[:chunk], None, on, dt=np.full(size, h) if steady else None)
     base = ("batch" if batched else "single", in_axes, key_opts, signature(example))
     member = lambda tree, ax: jax.tree_util.tree_map(lambda a: a[0], tree) if ax == 0 else tree  # noqa: E731
     one = (start[0], member(y, 0), member(args, in_axes[1] if batched else None))
@@ -127,10 +138,10 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     segments: list[list] = [[] for _ in range(size)]
     ts_out, saved_out = np.full((size, grid.shape[0]), np.inf, grid.dtype), None
     calls = 0
-    for first in range(0, grid.shape[0], chunk):
-        piece = grid[first : first + chunk]
-        last = first + chunk >= grid.shape[0]
-        end = float(t1) if last else float(piece[-1])
+    first = 0
+    while first < grid.shape[0]:
+        stop, end = _chunk_end(grid, first, chunk, float(t1), origin, h)
+        piece, last = grid[first:stop], stop >= grid.shape[0]
         pending, taken = active.copy(), np.zeros((size, piece.shape[0]), bool)
         while np.any(pending):
             for m in range(len(solvers)):
@@ -139,7 +150,11 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
                     continue
                 # the others run a zero-length solve from the chunk's end; their results are not used
                 begin = np.where(members, start, end).astype(grid.dtype)
-                raw = program_of(m)(*chunk_call(y, begin, piece, None if last else end, on))
+                dt = None
+                if steady:  # whole steps of the uniform grid from where each member starts
+                    length = end - begin
+                    dt = np.where(length > 0, length / np.maximum(1.0, np.ceil(length / h - 1e-6)), h)
+                raw = program_of(m)(*chunk_call(y, begin, piece, None if last else end, on, dt))
                 raw = lead(jax.tree_util.tree_map(np.asarray, _addressable(jax.block_until_ready(raw))))
                 calls += 1
                 # save points: those this call reached that no earlier call of the chunk saved
@@ -180,6 +195,7 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
             over = active & (state["num_steps"] >= budget)
             state["code"] = np.where(over, MAX_STEPS, state["code"])
             active &= ~over
+        first = stop
         if not np.any(active):
             break
     run_s = time.perf_counter() - start_clock - (compile_s - compiled_before)
@@ -189,6 +205,24 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     traj = decode(out, options, float(t1), batched, compile_s, run_s, spans if batched else spans[0])
     logger.debug("solve: %s (compile %.3f s, run %.3f s, %d calls)", traj.status, compile_s, run_s, calls)
     return traj
+
+
+def _chunk_end(grid, first: int, chunk: int, t1: float, origin: float, step: float | None) -> tuple[int, float]:
+    """(stop, end) of the chunk of save points `grid[first:stop]` (at most `chunk`), solved up to `end`: `t1` for
+    the last chunk, else the chunk's last save time, or with constant steps `step` (the uniform grid from
+    `origin`) the first step boundary at or after it, so that every chunk starts on the step grid and the steps
+    are those of one solve (a literal loop); the chunk is cut short where a later save time would fall before
+    that boundary (kept as it was if all of its save times lie within one step)."""
+    stop = min(first + chunk, grid.shape[0])
+    if stop >= grid.shape[0]:
+        return stop, t1
+    if step is None:
+        return stop, float(grid[stop - 1])
+    for j in range(stop - 1, first - 1, -1):
+        boundary = min(origin + math.ceil((float(grid[j]) - origin) / step - 1e-6) * step, t1)
+        if float(grid[j + 1]) >= boundary:
+            return j + 1, boundary
+    return stop, float(grid[stop - 1])
 
 
 def program(vector_field, options: dict, in_axes: tuple | None, watched: str | None = None) -> Callable:

@@ -168,7 +168,8 @@ def build(
     vmapped).
 
     `noise`: `None` (an ODE), or a `flows._terms.Noise` (an SDE with constant steps; `extra = (sigma, key, dt)`
-    its traced inputs, `solver` a name of `flows._terms.SDE_SOLVERS`). `watch`: run the watching form of
+    its traced inputs, `solver` a name of `flows._terms.SDE_SOLVERS`). An ODE with `constant_step`: `extra =
+    (dt,)`, the call's step. `watch`: run the watching form of
     `solver` (`flows._stiffness`, for `solver="auto"`; `extra = (horizon,)`, the whole solve's t1), which may
     stop with status code `SWITCH`. `norm`: the error norm of the step-size controller (default diffrax's RMS
     norm; `flows._sweep`'s lockstep solve passes the largest of the members' norms).
@@ -247,7 +248,10 @@ def build(
                 direction=directions,
             )
         if noise is None:
-            terms, step0, adjoint = diffrax.ODETerm(field), dt0, diffrax.RecursiveCheckpointAdjoint()
+            # constant steps: the step of this call is traced (`flows._chunked` divides each call's span into
+            # whole steps of one uniform grid)
+            step0 = extra[0] if constant_step else dt0
+            terms, adjoint = diffrax.ODETerm(field), diffrax.RecursiveCheckpointAdjoint()
         else:
             terms = noise.terms(field, y0_flat, ravel, unravel, extra, t0, t1)
             step0, adjoint = extra[2], noise.adjoint()

@@ -862,6 +862,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "save grid in chunks: the step counters of the last chunk only",
     ),
     Mutation(
+        "solve-chunk-constant-steps",
+        "flows/_chunked.py",
+        "stop, end = _chunk_end(grid, first, chunk, float(t1), origin, h)",
+        "stop, end = _chunk_end(grid, first, chunk, float(t1), origin, None)",
+        ("tests/test_solve_grid.py",),
+        "save grid in chunks: constant steps restart at a chunk's last save time, off the step grid",
+    ),
+    Mutation(
         "sde-sigma-squared",
         "flows/_terms.py",
         "factor = lambda t, y, a: lx.DiagonalLinearOperator(sigma)",
@@ -1873,8 +1881,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "solve-pin-last-save",
         "flows/_program.py",
-        "reached = saved_ts <= t_end",
-        "reached = saved_ts < t_end",
+        "bad = saved_ts <= t_end",
+        "bad = saved_ts < t_end",
         ("tests/test_solve_nonfinite_pins.py",),
         "solve: the save at the solve's (or a chunk's) end time left out of the finite check",
     ),
@@ -1888,9 +1896,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "solve-pin-sde-any",
-        "flows/sde.py",
-        "bad = bad | ~jnp.all(jnp.isfinite(a.reshape((a.shape[0], -1))), axis=1)",
-        "bad = bad | ~jnp.any(jnp.isfinite(a.reshape((a.shape[0], -1))), axis=1)",
+        "flows/_program.py",
+        "jnp.stack([jnp.all(jnp.isfinite(a), axis=-1) for a in packed.values()])",
+        "jnp.stack([jnp.any(jnp.isfinite(a), axis=-1) for a in packed.values()])",
         ("tests/test_solve_nonfinite_pins.py",),
         "solve_sde: a saved array counted finite when any (not every) entry is",
     ),
