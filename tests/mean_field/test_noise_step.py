@@ -13,8 +13,7 @@ import pytest
 from flows import FlowError
 from flows import mean_field as mf
 from flows.mean_field import noise
-from flows.mean_field.flow import vector_field
-from flows.mean_field.flow import particles_and_args
+from flows.mean_field.flow import particles_and_args, vector_field
 
 CFG = mf.Config(d=2, D=3, N=4, L=1, M=4, n_train=8, n_test=8, lam=1e-2, init_scale=2.0, seed=0)
 
