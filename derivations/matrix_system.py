@@ -10,14 +10,13 @@ from collections.abc import Mapping
 
 import sympy as sp
 
-from ._printing import readable
-from .system import FlowSystem
+from .system import DerivedFlow, FlowSystem
 
 __all__ = ["MatrixFlowSystem", "evaluate"]
 
 
 @dataclasses.dataclass(frozen=True)
-class MatrixFlowSystem:
+class MatrixFlowSystem(DerivedFlow):
     """d state/dt = rhs(state; params) with matrix and vector states at symbolic sizes.
 
     - `name`, `description`: as in `FlowSystem`.
@@ -30,17 +29,12 @@ class MatrixFlowSystem:
     - `loss`: the scalar loss the flow descends, when it is a gradient flow (else None).
     """
 
-    name: str
-    state: tuple
-    rhs: tuple
-    params: tuple
     sizes: tuple
     description: str = ""
     loss: sp.Expr | None = None
 
     def __post_init__(self):
-        if len(self.state) != len(self.rhs):
-            raise ValueError(f"MatrixFlowSystem {self.name!r}: {len(self.state)} states but {len(self.rhs)} rhs")
+        super().__post_init__()
         for s, e in zip(self.state, self.rhs, strict=True):
             shape = s.shape if isinstance(s, sp.MatrixSymbol) else None
             got = e.shape if isinstance(e, sp.MatrixExpr) else None
@@ -54,18 +48,12 @@ class MatrixFlowSystem:
         n x 1 symbol is a vector of shape (n,), a scalar has shape ())."""
         return {s.name: _shape(s) for s in (*self.state, *self.params)}
 
-    def state_names(self) -> tuple:
-        return tuple(s.name for s in self.state)
-
     def equations(self) -> list:
         t = sp.Symbol("t")
         return [
             sp.Eq(sp.Derivative(sp.Function(str(s))(t), t), e, evaluate=False)
             for s, e in zip(self.state, self.rhs, strict=True)
         ]
-
-    def to_text(self) -> str:
-        return "\n".join(f"d{s}/dt = {sp.sstr(readable(e))}" for s, e in zip(self.state, self.rhs, strict=True))
 
     def to_latex(self) -> str:
         lines = [rf"\frac{{d {sp.latex(s)}}}{{dt}} = {sp.latex(e)}" for s, e in zip(self.state, self.rhs, strict=True)]

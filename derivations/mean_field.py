@@ -117,12 +117,40 @@ class _MeanFieldDerivation(Derivation):
     `[(text_lhs, latex_lhs, expr)]`. No generated module (`module = None`)."""
 
     module = None
-    lam: sp.Symbol
 
     _velocity: Callable[[], list]  # the velocity lines, [(text_lhs, latex_lhs, expr)]
 
+    def __init__(self, D: int, K: int):
+        """The symbolic instance both particles share: sizes D, K (checked), tokens Z and adjoints P (D x K),
+        the weight decay lam."""
+        _check_sizes(D, K)
+        self.D, self.K = D, K
+        self.Z, self.P = _matrix("z", D, K), _matrix("p", D, K)
+        self.lam = sp.Symbol("lam", nonnegative=True)
+
     def _latex_names(self) -> dict:
         return {self.lam: r"\lambda"}
+
+    def _particle_flow(self, output: sp.Matrix, groups: dict, particle: str, law: str) -> tuple:
+        """Set `pairing` = <P, output>_F, the first variation g = pairing + lam/2 sum_groups |group|^2 and
+        `system` (the velocity -grad g, `gradient_flow` at learning rate 1, described by the `particle` and its
+        `law`) of a particle whose parameters are `groups` (name -> symbol matrix); return the derived gradients
+        of the pairing per group (sympy diff, entry by entry)."""
+        description = (
+            f"Mean-field transformer (Gao et al. 2024, eqs. 2.1-2.3 and its particle flow), {particle} on a D = "
+            f"{self.D}, K = N + 1 = {self.K} symbolic instance: first variation\n{law}"
+        )
+        self.pairing = frobenius(self.P, output)
+        decay = self.lam / 2 * sp.Add(*(frobenius(m, m) for m in groups.values()))
+        self.first_variation = self.pairing + decay
+        self.system = gradient_flow(
+            self.first_variation,
+            [ParameterGroup(name, tuple(m), 1) for name, m in groups.items()],
+            name=self.name,
+            simplify=False,
+            description=description,
+        )
+        return tuple(m.applyfunc(lambda s: sp.diff(self.pairing, s)) for m in groups.values())
 
     def _closed_velocity(self, closed: list) -> tuple:
         """-closed gradient - lam theta, per state entry."""
@@ -170,11 +198,8 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
     source = "derivations.mean_field:MeanFieldAttentionDerivation"
 
     def __init__(self, D: int = 2, K: int = 2):
-        _check_sizes(D, K)
-        self.D, self.K = D, K
-        self.Z, self.P = _matrix("z", D, K), _matrix("p", D, K)
+        super().__init__(D, K)
         self.V, self.W = _matrix("V", D, D), _matrix("W", D, D)
-        self.lam = sp.Symbol("lam", nonnegative=True)
         self.E = _matrix("E", K, K).applyfunc(lambda s: sp.Symbol(s.name, positive=True))
         # logits a[k, i] = z_k^T W z_i and the key-axis softmax
         self.logits = (self.Z.T * self.W * self.Z).applyfunc(sp.expand)
@@ -183,24 +208,12 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
         expa = self.logits.applyfunc(sp.exp)
         self.S = sp.Matrix(K, K, lambda k, i: expa[k, i] / sum(expa[:, i]))
         self.f = self.V * self.Z * self.S
-        self.pairing = frobenius(self.P, self.f)
-        decay = self.lam / 2 * (frobenius(self.V, self.V) + frobenius(self.W, self.W))
-        self.first_variation = self.pairing + decay
-        self.system = gradient_flow(
-            self.first_variation,
-            [ParameterGroup("V", tuple(self.V), 1), ParameterGroup("W", tuple(self.W), 1)],
-            name=self.name,
-            simplify=False,
-            description=(
-                "Mean-field transformer (Gao et al. 2024, eqs. 2.1-2.3 and its particle flow), attention particle\n"
-                f"theta = (V, W) on a D = {D}, K = N + 1 = {K} symbolic instance: first variation\n"
-                "g = <P, V Z S>_F + lam/2 (|V|^2 + |W|^2), S = softmax over keys of Z^T W Z; velocity\n"
-                "d theta/d tau = -grad_theta g derived by sympy and shown equal to the closed matrix form."
-            ),
+        law = (
+            "g = <P, V Z S>_F + lam/2 (|V|^2 + |W|^2), S = softmax over keys of Z^T W Z; velocity\n"
+            "d theta/d tau = -grad_theta g derived by sympy and shown equal to the closed matrix form."
         )
-        # derived gradients of the pairing (sympy diff, entry by entry)
-        self.grad_V = self.V.applyfunc(lambda v: sp.diff(self.pairing, v))
-        self.grad_W = self.W.applyfunc(lambda w: sp.diff(self.pairing, w))
+        particle = "attention particle\ntheta = (V, W)"
+        self.grad_V, self.grad_W = self._particle_flow(self.f, {"V": self.V, "W": self.W}, particle, law)
         # closed matrix forms, with S written through E[k, i] = exp(a_ki)
         self.S_E = sp.Matrix(K, K, lambda k, i: self.E[k, i] / sum(self.E[:, i]))
         self.closed_V, self.closed_W = self._closed(self.S_E)
@@ -347,34 +360,20 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
     source = "derivations.mean_field:MeanFieldMLPDerivation"
 
     def __init__(self, D: int = 2, K: int = 2):
-        _check_sizes(D, K)
-        self.D, self.K = D, K
-        self.Z, self.P = _matrix("z", D, K), _matrix("p", D, K)
+        super().__init__(D, K)
         self.W1 = sp.Matrix([_vector("a", D)])  # 1 x D row
         self.W2 = sp.Matrix(_vector("b", D))  # D x 1 column
-        self.lam = sp.Symbol("lam", nonnegative=True)
         self.h0 = sp.Symbol("h0", positive=True)
         self.pre = (self.W1 * self.Z).applyfunc(sp.expand)  # 1 x K preactivations u_i = W1 z_i
         self.sigma = self.pre.applyfunc(lambda u: huberized_relu(u, self.h0))
         self.sigma_grad = self.pre.applyfunc(lambda u: huberized_relu_grad(u, self.h0))
         self.h = self.W2 * self.sigma
-        self.pairing = frobenius(self.P, self.h)
-        decay = self.lam / 2 * (frobenius(self.W1, self.W1) + frobenius(self.W2, self.W2))
-        self.first_variation = self.pairing + decay
-        self.system = gradient_flow(
-            self.first_variation,
-            [ParameterGroup("W1", tuple(self.W1), 1), ParameterGroup("W2", tuple(self.W2), 1)],
-            name=self.name,
-            simplify=False,
-            description=(
-                "Mean-field transformer (Gao et al. 2024, eqs. 2.1-2.3 and its particle flow), MLP particle\n"
-                f"w = (W1 row a, W2 column b) on a D = {D}, K = N + 1 = {K} symbolic instance: first variation\n"
-                "g = <P, W2 sigma(W1 Z)>_F + lam/2 (|W1|^2 + |W2|^2), sigma = HuberizedReLU(h0); velocity\n"
-                "d w/d tau = -grad_w g derived by sympy and shown equal to the closed form on every piece."
-            ),
+        law = (
+            "g = <P, W2 sigma(W1 Z)>_F + lam/2 (|W1|^2 + |W2|^2), sigma = HuberizedReLU(h0); velocity\n"
+            "d w/d tau = -grad_w g derived by sympy and shown equal to the closed form on every piece."
         )
-        self.grad_W1 = self.W1.applyfunc(lambda a: sp.diff(self.pairing, a))
-        self.grad_W2 = self.W2.applyfunc(lambda b: sp.diff(self.pairing, b))
+        particle = "MLP particle\nw = (W1 row a, W2 column b)"
+        self.grad_W1, self.grad_W2 = self._particle_flow(self.h, {"W1": self.W1, "W2": self.W2}, particle, law)
         self.closed_W2 = self.P * self.sigma.T
         self.closed_W1 = _hadamard(self.W2.T * self.P, self.sigma_grad) * self.Z.T
         self.closed_velocity = self._closed_velocity([*self.closed_W1, *self.closed_W2])

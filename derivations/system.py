@@ -89,7 +89,34 @@ def check_same_symbols(named_exprs: Iterable[tuple[str, sp.Basic]]) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class FlowSystem:
+class DerivedFlow:
+    """What every derived flow is, scalar (`FlowSystem`) or matrix (`MatrixFlowSystem`): d state/dt = rhs(state;
+    params), named; one right-hand side per state entry."""
+
+    name: str
+    state: tuple
+    rhs: tuple
+    params: tuple
+
+    def __post_init__(self):
+        if len(self.state) != len(self.rhs):
+            raise ValueError(
+                f"{type(self).__name__} {self.name!r}: {len(self.state)} state entries but {len(self.rhs)} "
+                "right-hand sides"
+            )
+
+    def to_text(self) -> str:
+        """One line `dX/dt = ...` per state entry, each right-hand side in its readable form
+        (`derivations.readable`: an equal expression, factored or collected where that is shorter)."""
+        return "\n".join(f"d{s}/dt = {sp.sstr(readable(e))}" for s, e in zip(self.state, self.rhs, strict=True))
+
+    def state_names(self) -> tuple:
+        """The names of the state entries, in order: the generated module's `STATE`."""
+        return tuple(s.name for s in self.state)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowSystem(DerivedFlow):
     """An autonomous-in-structure ODE system d state/dt = rhs(state; params).
 
     - `name`: registry name, e.g. `"scan_snap-decoder"`.
@@ -103,19 +130,12 @@ class FlowSystem:
       sides); `reduce_by_symmetry` checks its invariance.
     """
 
-    name: str
-    state: tuple
-    rhs: tuple
-    params: tuple
     metric: tuple
     description: str = ""
     loss: sp.Expr | None = None
 
     def __post_init__(self):
-        if len(self.state) != len(self.rhs):
-            raise ValueError(
-                f"FlowSystem '{self.name}': {len(self.state)} state symbols but {len(self.rhs)} right-hand sides"
-            )
+        super().__post_init__()
         if len(self.metric) != len(self.state):
             raise ValueError(f"FlowSystem '{self.name}': metric needs one entry per state symbol")
         free = set().union(*(sp.sympify(e).free_symbols for e in self.rhs)) - set(self.state)
@@ -130,21 +150,12 @@ class FlowSystem:
         t = sp.Symbol("t")
         return [sp.Eq(sp.Derivative(sp.Function(str(s))(t), t), e) for s, e in zip(self.state, self.rhs, strict=True)]
 
-    def to_text(self) -> str:
-        """One line `dX/dt = ...` per state symbol, each right-hand side in its readable form
-        (`derivations.readable`: an equal expression, factored or collected where that is shorter)."""
-        return "\n".join(f"d{s}/dt = {sp.sstr(readable(e))}" for s, e in zip(self.state, self.rhs, strict=True))
-
     def to_latex(self) -> str:
         lines = [
             rf"\frac{{d {sp.latex(s)}}}{{dt}} = {sp.latex(readable(e))}"
             for s, e in zip(self.state, self.rhs, strict=True)
         ]
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
-
-    def state_names(self) -> tuple:
-        """The names of the state symbols, in order: the generated module's `STATE`."""
-        return tuple(s.name for s in self.state)
 
     def pack_state(self, values: Mapping, dtype: DTypeLike = float) -> np.ndarray:
         """The state array whose last axis holds `values[name]` for every state symbol, in `state` order (the

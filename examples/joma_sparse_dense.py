@@ -59,7 +59,7 @@ def sizes(quick):
 
 def check(rec, failures, name, measured, expected, holds, tested_at=None):
     if tested_at is not None:
-        rec.add_prediction(name, measured, expected, None, tested_at=tested_at, holds_at_this_size=bool(holds))
+        rec.add_prediction(name, measured, expected, None, tested_at=tested_at)
         return
     rec.add_prediction(name, measured, expected, bool(holds))
     if not holds:

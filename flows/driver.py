@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -29,7 +29,16 @@ from .trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LIMITS", "OPTIMIZERS", "TRAIN_ARGS", "limit_problem", "solve_flow", "train"]
+__all__ = [
+    "LIMITS",
+    "OPTIMIZERS",
+    "TRAIN_ARGS",
+    "check_optim_args",
+    "limit_problem",
+    "solve_flow",
+    "train",
+    "train_relabelled",
+]
 
 #: the optimisers `train` runs.
 OPTIMIZERS = ("gd", "sgd", "momentum", "adam")
@@ -196,6 +205,26 @@ def train(
     )
 
 
+def train_relabelled(
+    relabel: Callable[[training.NetworkRecord], training.NetworkRecord],
+    system: System,
+    optimizer: str,
+    lr: float | dict,
+    steps: int,
+    **options: Any,
+) -> training.NetworkRecord:
+    """`train(system, optimizer, lr, steps, **options)` with its record passed through `relabel` (a system's own
+    names: its optimiser, config, rates and extras), and so the record of a failed run (`TrainingError.record`,
+    also its `trajectory`) before the error goes on."""
+    try:
+        record = train(system, optimizer, lr, steps, **options)
+    except training.TrainingError as err:
+        if err.record is not None:
+            err.record = err.trajectory = relabel(err.record)
+        raise
+    return relabel(record)
+
+
 # -- the limits --------------------------------------------------------------------------------------------------
 
 
@@ -282,6 +311,12 @@ def _check_ts(ts: Any) -> np.ndarray:
     if ts.ndim != 1 or ts.size < 2 or ts[0] != 0.0 or np.any(np.diff(ts) < 0):
         raise ValueError("ts must be a finite, non-decreasing 1-D array starting at 0 with >= 2 entries")
     return ts
+
+
+def check_optim_args(optimizer: str | None, optim_args: dict | None) -> None:
+    """A system's `solve_flow` without an `optimizer` (its own flow) takes no `optim_args` (a `ValueError`)."""
+    if optimizer is None and optim_args is not None:
+        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
 
 
 def solve_flow(

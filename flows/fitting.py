@@ -162,7 +162,24 @@ def _deviation(value, ci, target):
 
 
 @dataclasses.dataclass(frozen=True)
-class PowerLawFit:
+class _BootstrapSummary:
+    """The fields every bootstrap fit shares (`_fit`'s last return value): `n_points`; `n_groups` (seeds
+    resampled, or `n_points`); `residual_std` of the log residuals; `level`; `n_boot` (requested) and
+    `n_boot_used` (non-degenerate resamples); `bootstrap` ("cluster" or "points"); `interval` ("percentile"
+    or "t")."""
+
+    n_points: int
+    n_groups: int
+    residual_std: float
+    level: float
+    n_boot: int
+    n_boot_used: int
+    bootstrap: str
+    interval: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerLawFit(_BootstrapSummary):
     """y ~ exp(intercept) x^slope by OLS in log-log space, with bootstrap intervals at `level`.
 
     - `slope`, `intercept` (natural log of the prefactor); `slope_ci`, `intercept_ci`: (lo, hi).
@@ -176,14 +193,6 @@ class PowerLawFit:
     intercept: float
     slope_ci: tuple[float, float]
     intercept_ci: tuple[float, float]
-    n_points: int
-    n_groups: int
-    residual_std: float
-    level: float
-    n_boot: int
-    n_boot_used: int
-    bootstrap: str
-    interval: str
     boot_slopes: np.ndarray = dataclasses.field(repr=False, compare=False)
 
     @property
@@ -207,7 +216,7 @@ class PowerLawFit:
 
 
 @dataclasses.dataclass(frozen=True)
-class JointPowerFit:
+class JointPowerFit(_BootstrapSummary):
     """err ~ exp(intercept) M^a L^b by OLS of log err on (1, log M, log L), with bootstrap intervals.
 
     Fields as in `PowerLawFit`, with `a`, `b`, `a_ci`, `b_ci`; `boot`: the (B', 3) replicates of
@@ -220,14 +229,6 @@ class JointPowerFit:
     a_ci: tuple[float, float]
     b_ci: tuple[float, float]
     intercept_ci: tuple[float, float]
-    n_points: int
-    n_groups: int
-    residual_std: float
-    level: float
-    n_boot: int
-    n_boot_used: int
-    bootstrap: str
-    interval: str
     boot: np.ndarray = dataclasses.field(repr=False, compare=False)
 
     def _coef(self, which):

@@ -67,6 +67,10 @@ STREAMS = ("init", "data", "batch", "noise")
 KEY_SCHEDULES = ("chain", "split")
 
 PyTree = Any
+#: parameters as a flat dict, parameter group -> array (what most systems' `init` returns)
+Params = dict[str, jax.Array]
+#: data as a flat dict, name -> array (what most systems' `loss` reads)
+Batch = dict[str, jax.Array]
 
 
 def _callable(owner: str, name: str, value: Any, signature: str, optional: bool = False) -> None:

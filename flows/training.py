@@ -51,6 +51,7 @@ __all__ = [
     "finish",
     "first_nonfinite_step",
     "flow_time",
+    "heavy_ball_args",
     "make_optimizer",
     "run_training",
     "save_steps",
@@ -142,6 +143,15 @@ def check_momentum(optimizer: str, momentum: float | None, allowed: Sequence[str
             f"momentum is for optimizer={allowed[0]!r} only, got momentum={momentum!r} with optimizer={optimizer!r}"
         )
     return beta
+
+
+def heavy_ball_args(optimizer: str, momentum: float | None) -> tuple[str, dict | None]:
+    """The shared driver's (optimizer, optim_args) of a system's `optimizer` ("gd", "sgd", "adam") with an
+    optional heavy-ball `momentum` (`check_momentum`): a given beta (0 included) runs "momentum" with it,
+    except under Adam."""
+    beta = check_momentum(optimizer, momentum)
+    heavy = momentum is not None and optimizer != "adam"  # optax.sgd(lr, momentum=beta), beta = 0 included
+    return ("momentum", {"beta": beta}) if heavy else (optimizer, None)
 
 
 def save_steps(steps: int, save_every: int = 1, explicit: ArrayLike | None = None) -> np.ndarray:

@@ -1106,8 +1106,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "mf-limit-scale-free",
         "flows/optim_limits/ode.py",
-        'return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"])), theta, args)',
-        'return _tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"]))',
+        'return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args)), theta, args)',
+        'return _tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args))',
         ("tests/mean_field/test_optim.py",),
         "sign descent off the groups' clocks (the mean field's M L dropped, as before the port)",
     ),
@@ -1729,8 +1729,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "la-pin-prompt-length-G",
         "flows/linear_attention/theory.py",
-        "return shift_loss(optimal_G(eigenvalues, N, rotation), M, _covariance(eigenvalues, rotation))",
-        "return shift_loss(optimal_G(eigenvalues, M, rotation), M, _covariance(eigenvalues, rotation))",
+        "return shift_loss(optimal_G(eigenvalues, N, rotation), M, _covariance(eigenvalues, rotation), **shift)",
+        "return shift_loss(optimal_G(eigenvalues, M, rotation), M, _covariance(eigenvalues, rotation), **shift)",
         ("tests/linear_attention/test_pins_shift.py",),
         "prompt-length shift: the model tested at M taken as trained at M (Gamma_M^{-1} instead of Gamma_N^{-1})",
     ),

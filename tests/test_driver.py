@@ -404,3 +404,24 @@ def test_systems_of_the_same_functions_share_one_compiled_limit():
     flows.solve_flow(LINEAR.replace(rate_scale={"b": 2.0}), ts)
     again = flows.solve_flow(LINEAR.replace(rate_scale={"b": 3.0}), ts)
     assert again.compile_s == 0.0
+
+
+@pytest.mark.parametrize("name", ["cooccurrence", "linear_attention", "mean_field", "scan_snap"])
+def test_a_systems_own_flow_refuses_optim_args(name):
+    """`solve_flow` without an optimizer (the system's own flow) takes no `optim_args`: every system says so
+    with the driver's one message, before any solve; with an optimizer the same keyword is accepted."""
+    from flows import registry
+
+    with pytest.raises(ValueError, match=r"optim_args needs an optimizer \('gd', 'momentum', 'sign' or 'adam'\)"):
+        flows.driver.check_optim_args(None, {"beta": 0.5})
+    flows.driver.check_optim_args("momentum", {"beta": 0.5})
+    module = getattr(flows, name)
+    config = registry.demo(name).config
+    ts = np.array([0.0, 0.1])
+    if name == "scan_snap":  # the Y/Z flow of the demo's classes (Syn-Small) at the demo's rates
+        classes = module.syn_small()
+        call = lambda: module.solve_flow(classes, 1.0, 2.0, ts, optim_args={"beta": 0.5})  # noqa: E731
+    else:
+        call = lambda: module.solve_flow(config, ts, optim_args={"beta": 0.5})  # noqa: E731
+    with pytest.raises(ValueError, match="optim_args needs an optimizer"):
+        call()

@@ -175,31 +175,15 @@ def train(
         raise ValueError("batch_size must be given for optimizer='sgd' (use 'gd' for full batch)")
     if optimizer == "gd" and batch_size is not None:
         raise ValueError("batch_size must be None for optimizer='gd' (full batch)")
-    beta = training.check_momentum(optimizer, momentum)
-    heavy = momentum is not None and optimizer != "adam"  # optax.sgd(lr, momentum=beta), beta = 0 included
-    name, optim_args = ("momentum", {"beta": beta}) if heavy else (optimizer, None)
+    name, optim_args = training.heavy_ball_args(optimizer, momentum)
     spec = system(config, num_test, batch_seed)
 
     def as_here(record):  # the optimiser by this function's names, the extras of this system
         extras = {"batch_size": batch_size, "a": init_params(config)[1]}
         return dataclasses.replace(record, optimizer=optimizer, extras=extras)
 
-    try:
-        record = driver.train(
-            spec,
-            name,
-            lr,
-            steps,
-            save_every=save_every,
-            save_steps=save_steps,
-            batch_size=batch_size,
-            optim_args=optim_args,
-        )
-    except training.TrainingError as err:
-        if err.record is not None:
-            err.record = err.trajectory = as_here(err.record)
-        raise
-    return as_here(record)
+    options = dict(save_every=save_every, save_steps=save_steps, batch_size=batch_size, optim_args=optim_args)
+    return driver.train_relabelled(as_here, spec, name, lr, steps, **options)
 
 
 def _check_y0(reduced: str | None, y0: Any) -> Any:
@@ -262,8 +246,7 @@ def solve_flow(
     """
     config = with_seed_init(config, seed, init)
     spec = system(config, num_test)
-    if optimizer is None and optim_args is not None:
-        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
+    driver.check_optim_args(optimizer, optim_args)
     if reduced is None and optimizer is None:
         reduced = "gram"
     if reduced is not None:

@@ -151,7 +151,7 @@ def _cell(text) -> str:
 SHORT_ENTRIES = 6
 
 
-def short_form(value, *, digits: int = 6, entries: int = SHORT_ENTRIES) -> str:
+def short_form(value: object, *, digits: int = 6, entries: int = SHORT_ENTRIES) -> str:
     """`value` (a metric or a prediction's measured value, as stored in metrics.json) in a short form for the
     report, never cut inside a number or a structure: floats to `digits` significant digits, lists and dicts
     (recursively; nested ones to 4 digits) to their first `entries` entries, then "... (n values)" or
@@ -172,7 +172,7 @@ def short_form(value, *, digits: int = 6, entries: int = SHORT_ENTRIES) -> str:
     return str(value)
 
 
-def _shortened(value, entries: int = SHORT_ENTRIES) -> bool:
+def _shortened(value: object, entries: int = SHORT_ENTRIES) -> bool:
     """True when `short_form` leaves entries of `value` out."""
     if isinstance(value, list | dict):
         inner = value.values() if isinstance(value, dict) else value

@@ -27,6 +27,7 @@ from jax.typing import ArrayLike
 
 from .._checks import check_choice, check_int, check_real, real_array
 from .._solve import Event, Trajectory, solve
+from ..system import Params
 from . import model, theory
 from .data import ATTENTIONS, MLPS
 
@@ -50,8 +51,6 @@ __all__ = [
 V_MLPS = ("nonlinear", "linear")
 #: the attention of the V-flow: "softmax" softmax(v^2 / T), "exp" e^{v^2 / T}
 V_ATTENTIONS = ("softmax", "exp")
-
-Params = dict[str, jax.Array]
 
 
 def _dphi(mlp: str, H: jax.Array) -> jax.Array:
@@ -210,6 +209,11 @@ def _v_args(mu, temperature, v0):
     return jnp.asarray(v0), {"mu": jnp.asarray(mu), "temperature": jnp.asarray(T)}
 
 
+def _solve_v(field, y0, args, ts, **options) -> Trajectory:
+    """`flows.solve` of a V-flow from `_v_args`' (y0, args), saved at `ts` (from 0) with its entropy."""
+    return solve(field, y0, t1=float(ts[-1]), ts=ts, args=args, observables=_v_entropy, **options)
+
+
 def solve_v_flow(
     mu: ArrayLike,
     ts: ArrayLike,
@@ -242,19 +246,8 @@ def solve_v_flow(
     ts = _check_ts(ts)
     y0, args = _v_args(mu, temperature, v0)
     event = None if blowup_level is None else blowup_event(blowup_level)
-    return solve(
-        field,
-        y0,
-        t1=float(ts[-1]),
-        ts=ts,
-        args=args,
-        observables=_v_entropy,
-        event=event,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        throw=throw,
+    return _solve_v(
+        field, y0, args, ts, event=event, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw
     )
 
 
@@ -286,16 +279,4 @@ def euler_v_flow(
     eta = check_real("eta", eta, low=0.0, strict=True)
     y0, args = _v_args(mu, temperature, v0)
     ts = eta * np.arange(0, steps + 1, save_every)
-    return solve(
-        field,
-        y0,
-        t1=float(ts[-1]),
-        ts=ts,
-        args=args,
-        observables=_v_entropy,
-        solver="euler",
-        constant_step=True,
-        dt0=eta,
-        max_steps=steps + 1,
-        throw=throw,
-    )
+    return _solve_v(field, y0, args, ts, solver="euler", constant_step=True, dt0=eta, max_steps=steps + 1, throw=throw)

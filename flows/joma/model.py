@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from jaxtyping import Float
 
 from .._checks import check_choice
+from ..system import Batch, Params
 from . import theory
 from .data import ATTENTIONS, MLPS, Config, population
 
@@ -52,8 +53,6 @@ __all__ = [
     "z_estimate",
 ]
 
-Params = dict[str, jax.Array]
-Batch = dict[str, jax.Array]
 
 #: the observables of `observe` (invariant_gap: exp and linear attention only)
 OBSERVABLES = ("loss", "entropy", "z_estimate_corr", "z_estimate_slope", "invariant_gap")

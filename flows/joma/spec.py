@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from .. import driver
-from ..system import Reduced, System, params_like
+from ..system import Params, Reduced, System, params_like
 from ..training import NetworkRecord
 from ..trajectory import Trajectory
 from . import flow, model
@@ -37,7 +37,6 @@ from .data import ROWS, Config
 
 __all__ = ["INVARIANT_TOL", "REDUCED", "SOLVER", "demo", "solve_flow", "system", "train"]
 
-Params = dict[str, jax.Array]
 
 #: the named limits of the spec
 REDUCED = ("w_flow",)

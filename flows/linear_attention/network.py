@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import driver, training
 from .._checks import INT_MAX, check_choice, check_int
-from ..training import NetworkRecord, TrainingError
+from ..training import NetworkRecord
 from .data import Config
 from .spec import system, with_seed_init
 
@@ -82,27 +82,11 @@ def train(
         sample_size = check_int("sample_size", sample_size, 1)
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, 1, sample_size or INT_MAX)
-    beta = training.check_momentum(optimizer, momentum)
-    heavy = momentum is not None and optimizer != "adam"  # optax.sgd(lr, momentum=beta), beta = 0 included
-    name, optim_args = ("momentum", {"beta": beta}) if heavy else (optimizer, None)
+    name, optim_args = training.heavy_ball_args(optimizer, momentum)
 
     def as_here(record):  # the optimiser by this function's names, the extras of this system
         extras = {"batch_size": batch_size, "sample_size": sample_size}
         return dataclasses.replace(record, optimizer=optimizer, extras=extras)
 
-    try:
-        record = driver.train(
-            system(config, sample_size),
-            name,
-            lr,
-            steps,
-            save_every=save_every,
-            save_steps=save_steps,
-            batch_size=batch_size,
-            optim_args=optim_args,
-        )
-    except TrainingError as err:
-        if err.record is not None:
-            err.record = err.trajectory = as_here(err.record)
-        raise
-    return as_here(record)
+    options = dict(save_every=save_every, save_steps=save_steps, batch_size=batch_size, optim_args=optim_args)
+    return driver.train_relabelled(as_here, system(config, sample_size), name, lr, steps, **options)

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..system import Batch, Params
 from . import model
 from .data import Config, covariance
 
@@ -40,11 +41,8 @@ __all__ = [
     "task_shift_loss",
 ]
 
-Params = dict[str, jax.Array]
-Args = dict[str, jax.Array]
 
-
-def data_args(config: Config) -> Args:
+def data_args(config: Config) -> Batch:
     """The arrays the observables read: `"lam"` Lambda `(d, d)`, `"N"` the prompt length (a float array),
     `"directions"` R `(d, d)` (the eigen-directions of Lambda as columns, in the order of `eigenvalues`) and
     `"gamma"` gamma_i = (1 + 1/N) lambda_i + tr(Lambda) / N `(d,)`, the eigenvalues of Gamma.
@@ -65,32 +63,32 @@ def data_args(config: Config) -> Args:
     }
 
 
-def loss(t: Any, params: Params, args: Args) -> jax.Array:
+def loss(t: Any, params: Params, args: Batch) -> jax.Array:
     """The exact population loss (1/2) E[(y_hat - y_q)^2] (ZFB eq. 3.8), a scalar."""
     lam = args["lam"]
     return model.moment_loss(params, lam, lam, jnp.eye(lam.shape[0], dtype=lam.dtype), args["N"])
 
 
-def effective_G(t: Any, params: Params, args: Args) -> jax.Array:
+def effective_G(t: Any, params: Params, args: Batch) -> jax.Array:
     """G with y_hat = x_q^T G h on ZFB's reduced parameters (`model.effective_G`), `(d, d)`."""
     return model.effective_G(params, None)
 
 
-def alignment(t: Any, params: Params, args: Args) -> jax.Array:
+def alignment(t: Any, params: Params, args: Batch) -> jax.Array:
     """a_i = gamma_i r_i^T G r_i, `(d,)`: the fraction of eigen-direction i that G has learned (1 at
     G = Gamma^{-1}, where r_i^T G r_i = 1 / gamma_i; 0 at G = 0)."""
     R = args["directions"]
     return args["gamma"] * jnp.einsum("ia,ij,ja->a", R, effective_G(t, params, args), R)
 
 
-def n_learned(t: Any, params: Params, args: Args) -> jax.Array:
+def n_learned(t: Any, params: Params, args: Batch) -> jax.Array:
     """The number of eigen-directions with `alignment` above 1/2 (a float scalar): k on the k-th plateau of
     principal-component regression (ZSLS eq. 18-19)."""
     a = alignment(t, params, args)
     return jnp.sum((a > 0.5).astype(a.dtype))
 
 
-OBSERVABLES: dict[str, Callable[[Any, Params, Args], jax.Array]] = {
+OBSERVABLES: dict[str, Callable[[Any, Params, Batch], jax.Array]] = {
     "loss": loss,
     "G": effective_G,
     "alignment": alignment,
@@ -98,7 +96,7 @@ OBSERVABLES: dict[str, Callable[[Any, Params, Args], jax.Array]] = {
 }
 
 
-def observe(t: Any, params: Params, args: Args) -> dict[str, jax.Array]:
+def observe(t: Any, params: Params, args: Batch) -> dict[str, jax.Array]:
     """Every observable of `OBSERVABLES` at once (G computed once).
 
     **Arguments:** `t` (unused), `params` of any form, `args = data_args(config)`.

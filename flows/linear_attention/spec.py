@@ -166,8 +166,7 @@ def solve_flow(
     **Raises:** `ValueError` naming a bad argument; `flows.FlowError` for a failed solve.
     """
     config = with_seed_init(config, seed, init)
-    if optimizer is None and optim_args is not None:
-        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
+    driver.check_optim_args(optimizer, optim_args)
     if reduced is not None:
         if isinstance(y0, dict):
             raise ValueError(

@@ -230,7 +230,14 @@ def pcr_G(eigenvalues: Eigenvalues, N: Length, k: int, rotation: Matrix | None =
 def prompt_length_loss(eigenvalues: Eigenvalues, N: Length, M: Length, rotation: Matrix | None = None) -> jax.Array:
     """The loss of the trained model G* = Gamma_N^{-1} on test prompts of length M (ZFB Theorem 4.2, eq 4.6):
     `shift_loss(Gamma_N^{-1}, M, Lambda)`; M = N gives `min_loss`, M = inf the long-prompt limit."""
-    return shift_loss(optimal_G(eigenvalues, N, rotation), M, _covariance(eigenvalues, rotation))
+    return _trained_loss(eigenvalues, N, M, rotation)
+
+
+def _trained_loss(eigenvalues, N, M, rotation, **shift) -> jax.Array:
+    """`shift_loss` of the trained model G* = Gamma_N^{-1} on test prompts of length M (`None`: N) whose inputs
+    have the training covariance Lambda, with the task or query moment of `shift`."""
+    M = N if M is None else M
+    return shift_loss(optimal_G(eigenvalues, N, rotation), M, _covariance(eigenvalues, rotation), **shift)
 
 
 def task_shift_loss(
@@ -239,9 +246,7 @@ def task_shift_loss(
     """The trained model's loss when the test tasks have second moment E[w w^T] = `task_cov` (ZFB section 4.2,
     task shift): it depends on the task law only through that moment and vanishes as N, M -> inf (y_hat ->
     x_q^T w). `M`: the test prompt length (default N)."""
-    M = N if M is None else M
-    cov = _covariance(eigenvalues, rotation)
-    return shift_loss(optimal_G(eigenvalues, N, rotation), M, cov, task_cov=task_cov)
+    return _trained_loss(eigenvalues, N, M, rotation, task_cov=task_cov)
 
 
 def query_shift_loss(
@@ -250,9 +255,7 @@ def query_shift_loss(
     """The trained model's loss when only the query is drawn from N(0, `query_cov`) (ZFB section 4.2, query
     shift): at M = N, 2 L = tr(query_cov (I - Gamma^{-1} Lambda)); it vanishes as N, M -> inf. `M`: the test
     prompt length (default N)."""
-    M = N if M is None else M
-    cov = _covariance(eigenvalues, rotation)
-    return shift_loss(optimal_G(eigenvalues, N, rotation), M, cov, query_cov=query_cov)
+    return _trained_loss(eigenvalues, N, M, rotation, query_cov=query_cov)
 
 
 def covariate_shift_loss(

@@ -46,11 +46,13 @@ __all__ = [
     "attention_update_rev",
     "attention_vjp",
     "check_data",
+    "check_group_shapes",
     "check_particles",
     "check_weights",
     "decay",
     "forward",
     "forward_states",
+    "group_arrays",
     "group_weighted",
     "huberized_relu",
     "huberized_relu_grad",
@@ -180,28 +182,36 @@ def as_array(name: str, value: Any) -> jax.Array:
         raise ValueError(f"{name} must be a numeric array, got {type(value).__name__}") from err
 
 
+def group_arrays(label: str, value: Any) -> dict:
+    """`value` as a dict of arrays, one per particle group (`GROUPS`): a ValueError naming `label` (or
+    `label[group]`) for another dict or what is not a numeric array."""
+    if not isinstance(value, dict) or set(value) != set(GROUPS):
+        raise ValueError(
+            f"{label} must be a dict with keys {GROUPS}, got "
+            f"{sorted(value) if isinstance(value, dict) else type(value).__name__}"
+        )
+    return {name: as_array(f"{label}[{name!r}]", value[name]) for name in GROUPS}
+
+
+def check_group_shapes(label: str, arrays: dict, want: dict, sizes: str) -> dict:
+    """`arrays` (from `group_arrays`) with the shapes `want` (group -> shape; the message names the `sizes` that
+    set them), floating point and finite; a ValueError naming `label[group]` otherwise."""
+    for name in GROUPS:
+        arr = arrays[name]
+        if arr.shape != want[name]:
+            raise ValueError(f"{label}[{name!r}] must have shape {want[name]} ({sizes}), got {arr.shape}")
+        if not jnp.issubdtype(arr.dtype, jnp.floating):
+            raise ValueError(f"{label}[{name!r}] must be floating point, got {arr.dtype}")
+        check_finite_tree(f"{label}[{name!r}]", arr)
+    return arrays
+
+
 def check_particles(config: Config, particles: dict) -> dict:
     """Validate a particle dict against `config` (keys, shapes, finiteness); returns it as arrays."""
-    if not isinstance(particles, dict) or set(particles) != set(GROUPS):
-        raise ValueError(
-            f"particles must be a dict with keys {GROUPS}, got "
-            f"{sorted(particles) if isinstance(particles, dict) else type(particles).__name__}"
-        )
+    arrays = group_arrays("particles", particles)
     L, D, M, Mm = config.L, config.D, config.M, config.M_mlp
     want = {"V": (L, M, D, D), "W": (L, M, D, D), "W1": (L, Mm, D), "W2": (L, Mm, D)}
-    out = {}
-    for name in GROUPS:
-        arr = as_array(f"particles[{name!r}]", particles[name])
-        if arr.shape != want[name]:
-            raise ValueError(
-                f"particles[{name!r}] must have shape {want[name]} (config L={L}, M={M}, "
-                f"M_mlp={Mm}, D={D}), got {arr.shape}"
-            )
-        if not jnp.issubdtype(arr.dtype, jnp.floating):
-            raise ValueError(f"particles[{name!r}] must be floating point, got {arr.dtype}")
-        check_finite_tree(f"particles[{name!r}]", arr)
-        out[name] = arr
-    return out
+    return check_group_shapes("particles", arrays, want, f"config L={L}, M={M}, M_mlp={Mm}, D={D}")
 
 
 def check_data(config: Config, data: Any, name: str = "data") -> Prompts:

@@ -12,7 +12,7 @@ from jax.sharding import Mesh
 
 from .. import driver, training
 from .._checks import check_choice, check_real
-from ..training import NetworkRecord, TrainingError
+from ..training import NetworkRecord
 from .data import Config, Particles, Prompts
 from .flow import nest, particles_of
 from .initial import init_particles
@@ -108,12 +108,5 @@ def train(
         }
         return dataclasses.replace(record, optimizer=optimizer, config=config, extras=extras)
 
-    try:
-        record = driver.train(
-            spec, name, lr, steps, save_every=save_every, batch_size=batch_size, optim_args=optim_args
-        )
-    except TrainingError as err:
-        if err.record is not None:
-            err.record = err.trajectory = as_here(err.record)
-        raise
-    return as_here(record)
+    options = dict(save_every=save_every, batch_size=batch_size, optim_args=optim_args)
+    return driver.train_relabelled(as_here, spec, name, lr, steps, **options)

@@ -153,6 +153,14 @@ def overridden(
     return spec.replace(data=obs.make_args(config, data, test)), particles
 
 
+def _solve_options(dt: float | None, **options: Any) -> dict[str, Any]:
+    """The `flows.solve` keywords of `solve_flow` and `solve_reference`: `options`, with constant steps of `dt`
+    (checked, > 0) when it is given."""
+    if dt is not None:
+        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
+    return options
+
+
 def solve_flow(
     config: Config,
     ts: Any,
@@ -205,13 +213,10 @@ def solve_flow(
     config = with_seed_init(config, seed, init)
     if init is not None and particles is not None:
         raise ValueError("init must be None when particles are given (the particles are the initialisation)")
-    if optimizer is None and optim_args is not None:
-        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
+    driver.check_optim_args(optimizer, optim_args)
     spec, particles = overridden(system(config, observables), config, particles, data, test)
-    options: dict[str, Any] = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, progress=progress)
+    options = _solve_options(dt, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, progress=progress)
     options.update(throw=throw, save_states=save_states)
-    if dt is not None:
-        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
     if optimizer is not None:
         if mesh is not None:
             raise ValueError("mesh is for the particle flow (optimizer=None): the limits start unsharded")
@@ -273,10 +278,8 @@ def solve_reference(
         raise ValueError(f"K = {K} does not match the {nodes['V'].shape[0]} nodes given")
     spec, _ = overridden(system(config, "basic"), config, None, data, test)
     spec = spec.replace(reduced={"reference": limit})
-    options: dict[str, Any] = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, progress=progress)
+    options = _solve_options(dt, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, progress=progress)
     options.update(throw=throw, save_states=save_states)
-    if dt is not None:
-        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
     return driver.solve_flow(spec, ts, reduced="reference", y0=nodes, **options)
 
 

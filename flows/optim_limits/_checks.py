@@ -3,6 +3,7 @@
 - `make_args_of`: a limit's `make_args(batch, **rates)` with every bad call a `ValueError` naming the keyword
   and the fix (a keyword of another limit, a missing rate, the rates given positionally, no data).
 - `check_limit_args`: the `args` of a limit's vector field are its `make_args` (not the data itself).
+- `check_field_traces`: a limit's vector field (or an SDE's drift) runs on the initial state and the data.
 - `raise_if_nonfinite`: the failed-run rule of `flows.training.finish` for `run_optax` and `run_sgd`, whose
   records are dicts: a `TrainingError` carrying the record truncated at the first non-finite step.
 """
@@ -12,12 +13,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 
+import jax
 import numpy as np
 
 from .._checks import check_finite_tree
 from ..training import TrainingError, first_nonfinite_step
 
-__all__ = ["ARG_KEYS", "FACTORIES", "check_limit_args", "make_args_of", "raise_if_nonfinite"]
+__all__ = ["ARG_KEYS", "FACTORIES", "check_field_traces", "check_limit_args", "make_args_of", "raise_if_nonfinite"]
 
 #: limit name -> the factory of `flows.optim_limits` that builds it
 FACTORIES = {"gd": "gradient_flow", "momentum": "heavy_ball", "sign": "sign_descent", "adam": "adam"}
@@ -121,3 +123,19 @@ def raise_if_nonfinite(save: np.ndarray, series: dict, bad, record_at: Callable,
         step=step,
         record=record_at(keep),
     )
+
+
+def check_field_traces(field: Callable, y0, args: Mapping, theta0, *, loss: str, data: str, source: str) -> None:
+    """Trace `field(0, y0, args)` abstractly (no compile): a loss that fails on the state or the data (a wrong
+    shape, a missing key) is a `ValueError` naming theta0 and `args[data]` with their shapes, not an error from
+    inside the solve. `theta0`: the parameters in `y0` (for the message); `loss`: what the caller calls the loss;
+    `source`: where the data came from."""
+    try:
+        jax.eval_shape(field, 0.0, y0, args)
+    except Exception as err:  # noqa: BLE001 -- any error of the user's loss, reported with the shapes
+        shapes = lambda tree: jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), tree)  # noqa: E731
+        raise ValueError(
+            f"the {loss} failed on theta0 (shapes {shapes(theta0)}) and {source}, {data} (shapes "
+            f"{shapes(args[data])}): {type(err).__name__}: {str(err)[:400]}; check that {data} and theta0 have the "
+            f"structure and shapes the {loss} expects"
+        ) from err

@@ -24,10 +24,10 @@ from jax.flatten_util import ravel_pytree
 
 from .._checks import INT_MAX, check_bool, check_finite_tree, check_int, check_real
 from .._inputs import check_loss_call, check_params, widest_dtype
-from ..training import run_training, training_program
+from ..training import ArrayLike, PyTree, run_training, training_program
 from ..trajectory import Trajectory
-from ._checks import raise_if_nonfinite
-from .ode import bias_corrected, cached
+from ._checks import check_field_traces, raise_if_nonfinite
+from .ode import adam_state, bias_corrected, cached
 
 __all__ = [
     "AdamSDE",
@@ -44,8 +44,6 @@ __all__ = [
 ]
 
 _tmap = jax.tree_util.tree_map
-PyTree = Any  # a pytree of arrays
-ArrayLike = Any  # an array or a sequence of numbers
 
 
 class SGDSDE(NamedTuple):
@@ -262,7 +260,9 @@ def solve_sgd_sde(
             "theta0 must have leaves of one dtype for the SGD SDE (its noise acts on the flattened parameters): "
             "cast them, e.g. jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), theta0)"
         )
-    _check_drift(sde.drift, theta0, sde.args)
+    check_field_traces(
+        sde.drift, theta0, sde.args, theta0, loss="per-sample loss", data="data", source="the data of the SDE"
+    )
     ts = np.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size == 0:
         raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
@@ -283,20 +283,6 @@ def solve_sgd_sde(
         brownian=brownian,
         **kwargs,
     )
-
-
-def _check_drift(drift, y0, args) -> None:
-    """Trace an SDE limit's drift at y0 abstractly: a per-sample loss that fails on the state or the data (a
-    wrong shape) is a ValueError naming theta0 and data, not an error from inside the solve."""
-    try:
-        jax.eval_shape(drift, 0.0, y0, args)
-    except Exception as err:  # noqa: BLE001 -- any error of the user's loss, reported with the shapes
-        shape = lambda tree: _tmap(lambda x: tuple(np.shape(x)), tree)  # noqa: E731
-        raise ValueError(
-            f"the per-sample loss failed on theta0 (shapes {shape(y0)}) and the data of the SDE (shapes "
-            f"{shape(args['data'])}): {type(err).__name__}: {str(err)[:400]}; check that data and theta0 have the "
-            "structure and shapes the loss expects"
-        ) from err
 
 
 def run_sgd(
@@ -495,15 +481,7 @@ def _adam_fields(per_sample_loss):
 
 
 def _adam_initial_state(theta0):
-    theta = check_params("theta0", theta0)
-    zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
-    return {
-        "theta": theta,
-        "m": _tmap(jnp.zeros_like, theta),
-        "u": _tmap(jnp.zeros_like, theta),
-        "m_weight": zeros,
-        "u_weight": zeros,
-    }
+    return adam_state(check_params("theta0", theta0), "u")
 
 
 def adam_sde(

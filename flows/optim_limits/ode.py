@@ -19,9 +19,9 @@ import optax
 
 from .._checks import check_choice, check_finite_tree, check_int, check_real
 from .._inputs import check_loss_call, check_params
-from ..training import run_training, training_program
+from ..training import ArrayLike, PyTree, run_training, training_program
 from ..trajectory import Trajectory
-from ._checks import FACTORIES, check_limit_args, make_args_of, raise_if_nonfinite
+from ._checks import FACTORIES, check_field_traces, check_limit_args, make_args_of, raise_if_nonfinite
 
 __all__ = [
     "Limit",
@@ -38,8 +38,6 @@ __all__ = [
 ]
 
 _tmap = jax.tree_util.tree_map
-PyTree = Any  # a pytree of arrays
-ArrayLike = Any  # an array or a sequence of numbers
 
 
 class Limit(NamedTuple):
@@ -132,6 +130,22 @@ def _clocked(dy, theta, args):
     return _tmap(lambda d, r: _rate(r, d) * d, dy, rates)
 
 
+def _loss_grad(loss, name, params=lambda y: y):
+    """`(y, args) -> grad L(params(y), args["batch"])`, `args` first checked to be the `make_args` of the limit
+    `name` (every limit's vector field starts so)."""
+    grad = jax.grad(loss)
+
+    def at(y, args):
+        check_limit_args(name, args)
+        return grad(params(y), args["batch"])
+
+    return at
+
+
+def _theta(y):
+    return y["theta"]
+
+
 @make_args_of("gd", ("rates",))
 def _batch_args(batch, *, rates=None):
     return _with_rates({"batch": batch}, rates)
@@ -142,11 +156,10 @@ def _batch_args(batch, *, rates=None):
 
 @cached
 def _gradient_flow(loss):
-    grad = jax.grad(loss)
+    grad = _loss_grad(loss, "gd")
 
     def vector_field(t, theta, args):
-        check_limit_args("gd", args)
-        return _clocked(_tmap(jnp.negative, grad(theta, args["batch"])), theta, args)
+        return _clocked(_tmap(jnp.negative, grad(theta, args)), theta, args)
 
     return Limit("gd", vector_field, _floats, lambda y: y, _batch_args)
 
@@ -175,11 +188,10 @@ def momentum_friction(lr: float, beta: float) -> float:
 
 @cached
 def _heavy_ball(loss):
-    grad = jax.grad(loss)
+    grad = _loss_grad(loss, "momentum", _theta)
 
     def vector_field(t, y, args):
-        check_limit_args("momentum", args)
-        g = grad(y["theta"], args["batch"])
+        g = grad(y, args)
         friction = _per_leaf(args["friction"], y["v"], "friction")
         dy = {
             "theta": _tmap(jnp.negative, y["v"]),
@@ -195,7 +207,7 @@ def _heavy_ball(loss):
     def make_args(batch, *, friction=None, rates=None):
         return _with_rates({"batch": batch, "friction": _positive_tree("friction", friction)}, rates)
 
-    return Limit("momentum", vector_field, initial_state, lambda y: y["theta"], make_args)
+    return Limit("momentum", vector_field, initial_state, _theta, make_args)
 
 
 def heavy_ball(loss: Callable) -> Limit:
@@ -226,11 +238,10 @@ def sign_eps(g: jax.Array, eps: float | jax.Array, form: str = "sqrt") -> jax.Ar
 
 @cached
 def _sign_descent(loss, form):
-    grad = jax.grad(loss)
+    grad = _loss_grad(loss, "sign")
 
     def vector_field(t, theta, args):
-        check_limit_args("sign", args)
-        return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args["batch"])), theta, args)
+        return _clocked(_tmap(lambda gi: -sign_eps(gi, args["eps"], form), grad(theta, args)), theta, args)
 
     @make_args_of("sign", ("eps", "rates"), required=("eps",))
     def make_args(batch, *, eps=None, rates=None):
@@ -278,13 +289,20 @@ def bias_corrected(moment, weight, limit):
     return jnp.where(ok, moment / jnp.where(ok, weight, 1.0), limit)
 
 
+def adam_state(theta: PyTree, second: str) -> dict:
+    """Adam's state at its start: `theta`, the moments "m" and `second` (the second moment's name) at zero like
+    theta, and their bias-correction weights "m_weight" and `second + "_weight"` at zero (one scalar per leaf)."""
+    zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
+    moments = {"m": _tmap(jnp.zeros_like, theta), second: _tmap(jnp.zeros_like, theta)}
+    return {"theta": theta, **moments, "m_weight": zeros, f"{second}_weight": zeros}
+
+
 @cached
 def _adam(loss):
-    grad = jax.grad(loss)
+    grad = _loss_grad(loss, "adam", _theta)
 
     def vector_field(t, y, args):
-        check_limit_args("adam", args)
-        g = grad(y["theta"], args["batch"])
+        g = grad(y, args)
 
         def dtheta(gi, mi, vi, wm, wv):
             mhat = bias_corrected(mi, wm, gi)
@@ -302,15 +320,7 @@ def _adam(loss):
         return {k: _clocked(d, y["theta"], args) for k, d in dy.items()}
 
     def initial_state(theta0):
-        theta = _floats(theta0)
-        zeros = _tmap(lambda x: jnp.zeros((), x.dtype), theta)
-        return {
-            "theta": theta,
-            "m": _tmap(jnp.zeros_like, theta),
-            "v": _tmap(jnp.zeros_like, theta),
-            "m_weight": zeros,
-            "v_weight": zeros,
-        }
+        return adam_state(_floats(theta0), "v")
 
     @make_args_of("adam", ("c1", "c2", "eps", "rates"), required=("c1", "c2"))
     def make_args(batch, *, c1=None, c2=None, eps=1e-8, rates=None):
@@ -319,7 +329,7 @@ def _adam(loss):
             rates,
         )
 
-    return Limit("adam", vector_field, initial_state, lambda y: y["theta"], make_args)
+    return Limit("adam", vector_field, initial_state, _theta, make_args)
 
 
 def adam(loss: Callable) -> Limit:
@@ -380,22 +390,10 @@ def solve_limit(
     for key in ("rates", "friction", "c1", "c2"):
         if key in args:
             _per_leaf(args[key], theta, key)
-    _check_field_on(limit, y0, args)
+    check_field_traces(
+        limit.vector_field, y0, args, theta, loss="loss", data="batch", source="the data given to make_args"
+    )
     return solve(limit.vector_field, y0, t1=float(ts[-1]), ts=ts, args=args, observables=observables, **solve_kwargs)
-
-
-def _check_field_on(limit: Limit, y0, args) -> None:
-    """Trace the limit's vector field at (y0, args) abstractly (no compile): a loss that fails on the data (a
-    wrong shape, a missing key) is a ValueError naming batch and theta0, not an error from inside the solve."""
-    try:
-        jax.eval_shape(limit.vector_field, 0.0, y0, args)
-    except Exception as err:  # noqa: BLE001 -- any error of the user's loss, reported with the shapes
-        shape = lambda tree: _tmap(lambda x: tuple(np.shape(x)), tree)  # noqa: E731
-        raise ValueError(
-            f"the loss failed on theta0 (shapes {shape(limit.params(y0))}) and batch (the data given to make_args, "
-            f"shapes {shape(args['batch'])}): {type(err).__name__}: {str(err)[:400]}; check that batch and theta0 "
-            "have the structure and shapes the loss expects"
-        ) from err
 
 
 def run_optax(

@@ -22,6 +22,7 @@ import numpy as np
 
 from .._checks import check_choice, check_int
 from .._prng import fused
+from ..system import Params
 from . import observables as obs
 from .data import ClassArrays
 
@@ -45,7 +46,6 @@ __all__ = [
     "within_bound",
 ]
 
-Params = dict[str, jax.Array]
 
 #: the initialisations of Y and Z.
 INITS = ("zero", "random")

@@ -69,20 +69,10 @@ def _run(spec, optimizer, rates, momentum, steps, batch_size, save, history, con
         params = as_yz(record.params)
         return dataclasses.replace(record, optimizer=optimizer, lr=rates, config=config, params=params, extras=extras)
 
+    options = dict(save_steps=save, batch_size=batch_size, optim_args=optim_args, history=history, batch_loss=True)
     try:
-        record = driver.train(
-            spec,
-            name,
-            1.0,
-            steps,
-            save_steps=save,
-            batch_size=batch_size,
-            optim_args=optim_args,
-            history=history,
-            batch_loss=True,
-        )
+        return driver.train_relabelled(as_here, spec, name, 1.0, steps, **options)
     except TrainingError as err:
-        record = None if err.record is None else as_here(err.record)
         dtype = jnp.result_type(float)
         raise TrainingError(
             f"training went non-finite at step {err.step} (optimizer={optimizer!r}, lr={rates}): the parameters "
@@ -90,9 +80,8 @@ def _run(spec, optimizer, rates, momentum, steps, batch_size, save, history, con
             "magnitude (ln of the largest float: its exponential overflows; see blowup_bound); lower the "
             f"learning rates. error.record holds the saved steps before it",
             step=err.step,
-            record=record,
+            record=err.record,
         ) from None
-    return as_here(record)
 
 
 def train(

@@ -368,6 +368,7 @@ def solve_flow(
     ts = check_ts(ts)
     first = int(ts[0] > 0)  # the limits start at t = 0: a grid that does not is solved from 0, that save dropped
     grid = np.concatenate([[0.0], ts]) if first else ts
+    driver.check_optim_args(optimizer, optim_args)
     if optimizer is not None:
         check_choice("optimizer", optimizer, OPTIMIZERS)
         if reduced or n:
@@ -380,8 +381,6 @@ def solve_flow(
                 "run on the network's clock (class weights P(n))"
             )
         optim_args = _unit_lr(optimizer, optim_args)
-    elif optim_args is not None:
-        raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
     check_choice("init", init, INITS)
     if init == "random" and (Y0 is not None or Z0 is not None):
         raise ValueError("init='random' draws Y0 and Z0: do not pass Y0 or Z0 with it")
