@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from . import _sweep as sweep
-from ._checks import check_bool, check_choice, check_finite_tree, check_int, check_real
+from ._checks import INT_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real
 from ._chunked import SAVE_CHUNK, call_cap, execute
 from ._inputs import as_state, check_observables, check_save_times, check_state, warn_precision
 from ._program import AUTO, FIXED_STEP_ONLY, SOLVER_NAMES, SOLVERS
@@ -78,6 +78,10 @@ def _prepare(vector_field, y0, t0, t1, ts, args, options: dict):
         options[name] = check_real(name, options[name], low=0.0, strict=True)
     check_horizon(t0, t1)
     max_steps = horizon_steps(t0, t1) if options["max_steps"] is None else options["max_steps"]
+    if options["max_steps"] is None and options["constant_step"] and options["dt0"] is not None:
+        # the constant steps the horizon needs (a bad dt0 is reported below)
+        dt0 = check_real("dt0", options["dt0"], low=0.0, strict=True)
+        max_steps = max(max_steps, min(math.ceil((float(t1) - float(t0)) / dt0 - 1e-9), INT_MAX))
     options["max_steps"] = max_steps = check_int("max_steps", max_steps, 1)
     if options["blowup"] is not None:  # inf is allowed (never diverges), NaN is not
         options["blowup"] = check_real("blowup", options["blowup"], low=0.0, strict=True, finite=False)
@@ -148,7 +152,9 @@ def solve(
       `"euler"` (explicit Euler; constant steps only: with step eta it is gradient descent).
     - `rtol`, `atol`: tolerances of the PID step-size controller.
     - `constant_step`: take constant steps of size `dt0` (`diffrax.ConstantStepSize`) instead of adaptive
-      ones (`"auto"` is then Tsit5); `dt0` is then required and `max_steps` must cover (t1 - t0) / dt0.
+      ones (`"auto"` is then Tsit5): n = ceil((t1 - t0) / dt0) equal steps (t1 - t0) / n over the horizon (`dt0`
+      itself where it divides t1 - t0), the same steps whatever the save grid; `dt0` is then required and
+      `max_steps` must cover n (default: at least n).
     - `max_steps`: the step budget over the whole solve (checked between calls of the compiled program, which
       takes at most 100,000 steps per call); exhausting it is reported as `status="max_steps"`. Default
       `None`: from the horizon (`horizon_steps`: 100,000 per decade of t1 - t0 above 1, plus 100,000).

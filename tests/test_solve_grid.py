@@ -172,3 +172,11 @@ def test_constant_step_euler_over_several_chunks_equals_a_literal_loop(dt):
     traj = solve(forced, jnp.asarray(y0), t1=T, ts=ts, args=1.0, solver="euler", constant_step=True, dt0=dt)
     assert traj.status == "ok" and int(traj.num_steps) == n
     np.testing.assert_allclose(np.asarray(traj.ys), exact, rtol=0, atol=1e-13)
+
+
+def test_constant_steps_beyond_the_default_budget_run_by_default():
+    """max_steps=None with constant steps covers the steps the horizon needs (150,000 Euler steps: more than
+    the 100,000 of the horizon's default and one call's cap), the literal loop's (1 - dt)^n."""
+    traj = solve(decay, jnp.array([1.0]), t1=1.5, args=1.0, solver="euler", constant_step=True, dt0=1e-5)
+    assert traj.status == "ok" and int(traj.num_steps) == 150_000
+    np.testing.assert_allclose(np.asarray(traj.ys)[-1], [(1.0 - 1e-5) ** 150_000], rtol=1e-10)
