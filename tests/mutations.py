@@ -873,7 +873,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "solve-chunk-constant-dt",
         "flows/_chunked.py",
         "dt = np.where(length > 0, length / np.maximum(1.0, np.ceil(length / h - 1e-6)), h)",
-        "dt = np.full(size, options[\"dt0\"])",
+        'dt = np.full(size, options["dt0"])',
         ("tests/joma/test_v_flow.py", "tests/test_solve_grid.py"),
         "save grid in chunks: each chunk's constant steps counted by diffrax from dt0 (a rounding adds a step)",
     ),
