@@ -14,15 +14,16 @@ Hessian hold an explicit solver's step at its stability bound. Each system's flo
 - `short_horizon/<flow>/auto` and `... steps`: the flow over a horizon where it is not stiff, auto against
   tsit5, target >= 1 / 1.1.
 
-Flows (full): linear attention d = 3, N = 12 to t = 1e5 (Tsit5 measured at 802,520 steps) and its separate
+Flows (full): linear attention d = 3, N = 12 to t = 1e5 and its separate
 heads (3 rank-one heads) to t = 1e7; the Scan-and-Snap reduced Z-flow (Syn-Small) to t = 1e4; the
 co-occurrence Gram flow (n = 12, L = 4, d = 8, m = 8, m1 = 16) to t = 1e5; the mean-field particle flow
 (L = 2, M = 4, 8 prompts) to tau = 1e3. `--quick`: horizons 100x shorter (and the mean field 10x), one
-repeat.
+repeat. `--flows a,b`: only these flows (names of `FLOWS`).
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import time
@@ -208,7 +209,14 @@ def run(quick: bool, flows=None, repeats=None, scale=None) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    return bench_main("long_horizon", run, __doc__.splitlines()[0], argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--flows", default=None, help=f"comma-separated names of {tuple(FLOWS)} (default all)")
+    ns, rest = pre.parse_known_args(argv)
+    names = None if ns.flows is None else tuple(ns.flows.split(","))
+    unknown = sorted(set(names or ()) - set(FLOWS))
+    if unknown:
+        raise SystemExit(f"--flows: unknown {unknown}; choose from {sorted(FLOWS)}")
+    return bench_main("long_horizon", lambda quick: run(quick, flows=names), __doc__.splitlines()[0], rest)
 
 
 if __name__ == "__main__":
