@@ -50,9 +50,9 @@ os.environ["FLOWS_NO_COMPILE_CACHE"] = "1"
 
 
 # Examples whose --quick run is among the longest: their quick run (and its verdict check) is in `pytest -m slow`
-# only, to keep the default suite within 5 minutes. The default run keeps four
-# Scan-and-Snap ones; the building blocks of the others are checked in the
-# default run by tests/<system>/ (flows vs closed forms, flow vs GD to first order in the learning rate, the
+# only, to keep the default suite within 5 minutes. The default run keeps scan_snap_fig3 and joma_sparse_dense
+# (fig4 and fig5 decide on means over 8 runs, fig9 is a sweep); the building blocks of the others are checked in
+# the default run by tests/<system>/ (flows vs closed forms, flow vs GD to first order in the learning rate, the
 # mean-field flow vs GD in tests/test_readme.py), and `python -m flows reproduce --quick` still runs them all.
 SLOW_EXAMPLES = frozenset(
     {
@@ -74,6 +74,9 @@ SLOW_EXAMPLES = frozenset(
         "scan_snap_adam",
         "cooccurrence_sgd_noise",
         "joma_invariant",
+        "scan_snap_fig4",
+        "scan_snap_fig5",
+        "scan_snap_fig9",
     }
 )
 

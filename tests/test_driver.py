@@ -187,7 +187,12 @@ def test_the_gradient_flow_is_the_closed_form(scale):
 
 
 @pytest.mark.parametrize(
-    "optimizer, optim_args", [("momentum", {"lr": 0.1, "beta": 0.5}), ("sign", None), ("adam", {"c1": 2.0, "c2": 1.0})]
+    "optimizer, optim_args",
+    [
+        pytest.param("momentum", {"lr": 0.1, "beta": 0.5}, marks=pytest.mark.slow),
+        pytest.param("sign", None, marks=pytest.mark.slow),
+        ("adam", {"c1": 2.0, "c2": 1.0}),
+    ],
 )
 def test_the_optimiser_limits_are_flows_optim_limits_on_the_spec(optimizer, optim_args):
     ts = np.array([0.0, 0.2, 0.5])

@@ -59,7 +59,7 @@ def test_fit_is_deterministic_for_an_integer_rng():
 N_EXP = 2000
 
 
-@pytest.mark.parametrize("cluster", [True, False], ids=["cluster", "points"])
+@pytest.mark.parametrize("cluster", [pytest.param(True, marks=pytest.mark.slow), False], ids=["cluster", "points"])
 def test_coverage_of_95_percent_interval(cluster):
     """2000 synthetic experiments (5 seeds x 6 x values, n_boot 200): the 95% t interval holds the true slope
     in 92.5%-97.5% of them. Measured: 0.9545 (cluster bootstrap over 5 seeds), 0.9545 (point bootstrap of

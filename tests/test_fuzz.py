@@ -548,7 +548,7 @@ def _bad_train_value(system, field, data):
 
 
 @pytest.mark.parametrize("system, field", [(s, f) for s in SHARED_TRAIN for f in SHARED_TRAIN[s]])
-@settings(ENTRY, max_examples=4)  # x 16 (system, field) pairs; nothing compiles
+@settings(ENTRY, max_examples=2)  # x 16 (system, field) pairs; nothing compiles
 @given(data=st.data())
 def test_shared_train_keywords_valid_and_invalid(system, field, data):
     kw = data.draw(good_train_calls(system), label="valid call")

@@ -228,6 +228,7 @@ def check_additive_sde(case, brownian):
         assert np.all(np.abs(corr) <= 5 / np.sqrt(PATHS)), corr
 
 
+@pytest.mark.slow  # the pytree path is the solve core's: test_solve_and_solve_batch_on_any_pytree
 @TREES
 @given(case=trees(mixed=True), brownian=st.sampled_from(("tree", "increments")))
 @example(case=ONE_VECTOR, brownian="tree")
@@ -270,6 +271,7 @@ def check_general_diffusion(case, m):
     assert_close(tree.ys, jax.vmap(jax.vmap(unravel))(flat.ys), case, f64=1e-12, f32=1e-6)
 
 
+@pytest.mark.slow  # the pytree path is the solve core's: test_solve_and_solve_batch_on_any_pytree
 @TREES
 @given(case=trees(mixed=False), m=st.integers(1, 3))
 @example(case=ONE_VECTOR, m=2)
@@ -338,6 +340,7 @@ def check_limits(case, name):
     assert_close(got, jax.vmap(unravel)(ref), case, f64=1e-7, f32=f32_tol(case) * 10)
 
 
+@pytest.mark.slow  # the pytree path is the solve core's: test_solve_and_solve_batch_on_any_pytree
 @TREES
 @given(case=trees(mixed=True), name=st.sampled_from(sorted(LIMITS)))
 @example(case=ONE_VECTOR, name="adam")
@@ -440,6 +443,7 @@ def check_sde_limits(case, which):
     assert_close(runs[0], jax.vmap(unravel)(runs[1]), case, f64=1e-12, f32=1e-6)
 
 
+@pytest.mark.slow  # the pytree path is the solve core's: test_solve_and_solve_batch_on_any_pytree
 @TREES
 @given(case=trees(mixed=False), which=st.sampled_from(("sgd", "adam")))
 @example(case=ONE_VECTOR, which="adam")

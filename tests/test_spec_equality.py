@@ -360,7 +360,7 @@ def _co_sde():
     )
 
 
-#: system -> case id -> (Case factory, slow): the default run covers every mode and optimiser once.
+#: system -> case id -> (Case factory, slow): the default run covers each system's training and flow.
 CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
     "linear_attention": {
         "train-population-gd": (lambda: _la_train(_LA, "gd", 0.05), False),
@@ -383,7 +383,7 @@ CASES: dict[str, dict[str, tuple[Callable[[], Case], bool]]] = {
         "flow-momentum": (lambda: _la_flow(_LA, "momentum", {"lr": 0.05, "beta": 0.5}), True),
         "flow-sign": (lambda: _la_flow(_LA, "sign", {"eps": 1e-2}), True),
         "flow-adam": (lambda: _la_flow(_LA_SEP, "adam", {"c1": 2.0, "c2": 1.0}), True),
-        "flow-zfb": (lambda: _la_flow(_LA_ZFB, reduced="zfb"), False),
+        "flow-zfb": (lambda: _la_flow(_LA_ZFB, reduced="zfb"), True),
         "flow-separate": (lambda: _la_flow(_LA_BAL, reduced="separate"), True),
     },
     "cooccurrence": {
@@ -485,13 +485,13 @@ CASES["scan_snap"] = {
     "train-tokens-momentum": (lambda: _ss_train("sgd", momentum=0.5, form="tokens", init="zero"), True),
     "train-counts-adam": (lambda: _ss_train("adam", seed=1), True),
     "train-embedding-momentum": (lambda: _ss_embedding("sgd", 0.2, momentum=0.5), True),
-    "train-embedding-frozen-U-adam": (lambda: _ss_embedding("adam", 0.0), False),
+    "train-embedding-frozen-U-adam": (lambda: _ss_embedding("adam", 0.0), True),
     "flow-population": (lambda: _ss_flow(init="random"), False),
     "flow-population-paper-time": (lambda: _ss_flow(paper_time=True), True),
     "flow-reduced": (lambda: _ss_flow(reduced=True), True),
     "flow-reduced-exact-slaving": (lambda: _ss_flow(reduced=True, exact_slaving=True, decoder_size=40.0), True),
     "flow-gd": (lambda: _ss_flow(optimizer="gd"), True),
-    "flow-momentum": (lambda: _ss_flow(optimizer="momentum", optim_args={"beta": 0.5}), False),
+    "flow-momentum": (lambda: _ss_flow(optimizer="momentum", optim_args={"beta": 0.5}), True),
     "flow-sign": (lambda: _ss_flow(optimizer="sign"), True),
     "flow-adam": (lambda: _ss_flow(optimizer="adam", init="random"), True),
 }

@@ -80,7 +80,11 @@ def _literal_loop(cfg, optimizer, lr, steps, batch_size=None):
 
 @pytest.mark.parametrize(
     "attention, mlp, optimizer, batch_size",
-    [("softmax", "relu", "gd", None), ("exp", "silu", "sgd", 2), ("linear", "linear", "adam", 3)],
+    [
+        ("softmax", "relu", "gd", None),
+        pytest.param("exp", "silu", "sgd", 2, marks=pytest.mark.slow),
+        ("linear", "linear", "adam", 3),
+    ],
 )
 def test_train_through_the_driver_is_a_literal_optax_loop(attention, mlp, optimizer, batch_size):
     cfg = joma.Config(attention=attention, mlp=mlp, seed=3, **SMALL)

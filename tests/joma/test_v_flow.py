@@ -91,7 +91,7 @@ def test_linear_entropy_only_falls():
     assert np.all(np.diff(H) <= 1e-12) and H[-1] < 1e-10 and H[0] == pytest.approx(math.log(10))
 
 
-@pytest.mark.parametrize("v0", [0.0, 0.05])
+@pytest.mark.parametrize("v0", [pytest.param(0.0, marks=pytest.mark.slow), 0.05])
 def test_exp_linear_blowup_event_is_the_closed_form(v0):
     """v' = mu e^{v^2/2} stops at max v = 6 (flows.Event) at the closed-form time to reach 6 (1e-9), within
     5e-9 of the blow-up time sqrt(pi/2) (1 - erf(v0/sqrt 2)) / max(mu)."""

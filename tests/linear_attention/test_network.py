@@ -181,7 +181,9 @@ def test_the_population_loss_converges_to_the_minimum():
     assert np.all(rec.n_learned[-1] == 2)
 
 
-@pytest.mark.parametrize("form, kw", [("merged", dict(heads=3)), ("separate", dict(heads=2))])
+@pytest.mark.parametrize(
+    "form, kw", [("merged", dict(heads=3)), pytest.param("separate", dict(heads=2), marks=pytest.mark.slow)]
+)
 def test_the_reduced_blocks_stay_zero(form, kw):
     """From the papers' initialisation (zero value row u and key-query row b), GD on the population loss keeps
     u = b = 0 (the invariant manifold of ZFB Lemma 5.2 and ZSLS's reduced models) while the rest moves."""

@@ -78,7 +78,9 @@ def _config(form, d=2, **kw):
                        **FORMS[form], **kw)  # fmt: skip
 
 
-@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize(
+    "form", [pytest.param(f, marks=pytest.mark.slow) if f == "merged" else f for f in sorted(FORMS)]
+)
 def test_population_loss_equals_the_exact_reference(form):
     cfg = _config(form)
     params = model.init_params(cfg)
@@ -149,7 +151,9 @@ def _reduced(form, cfg, rng):
     return {k: jnp.asarray(v) for k, v in params.items()}
 
 
-@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize(
+    "form", [pytest.param(f, marks=pytest.mark.slow) if f == "merged" else f for f in sorted(FORMS)]
+)
 def test_reduced_parameters_give_the_closed_form(form):
     """On u = 0, b = 0 the loss is ZFB's L(G), 2L = tr(G^T Lambda G Gamma Lambda) - 2 tr(Lambda G Lambda) +
     tr(Lambda), for G = effective_G (the theory module's loss_of_G, and the closed form written out here)."""

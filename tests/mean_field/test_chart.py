@@ -31,7 +31,9 @@ def _consts(config, data):
     return jnp.asarray(config.lam), jnp.asarray(config.threshold), jnp.asarray(config.d, jnp.int32)
 
 
-@pytest.mark.parametrize("p, q", [(1, 0), (2, 1), (2, 2)])
+@pytest.mark.parametrize(
+    "p, q", [pytest.param(1, 0, marks=pytest.mark.slow), pytest.param(2, 1, marks=pytest.mark.slow), (2, 2)]
+)
 def test_charted_velocity_is_autodiff_of_the_charted_objective(p, q):
     chart = _chart(p, q)
     data = training_set(CFG)

@@ -82,6 +82,7 @@ def _orders(sols):
     return q_orders, np.log2(diffs[:-1] / diffs[1:])
 
 
+@pytest.mark.slow  # the order at three grids; the OU order and the energy identity stay in the default run
 def test_full_flow_grid_convergence_order_fast():
     """MUSCL on the data-driven flow: Q(1) and the density (coarsened to the coarser grid) at n, 2n, 4n cells;
     the measured order of the successive differences is about 2."""
@@ -160,8 +161,8 @@ def _fits(rows):
     }
 
 
-# T > 0 (the Langevin particles) in -m slow; T = 0 is its fast twin
-@pytest.mark.parametrize("T", [0.0, pytest.param(0.02, marks=pytest.mark.slow)])
+@pytest.mark.slow  # particle clouds at three widths and six seeds; the charted particles are pinned in test_chart.py
+@pytest.mark.parametrize("T", [0.0, 0.02])
 def test_particles_approach_the_pde_like_m_to_the_minus_half(T):
     """Particles (ODE at T = 0, the Langevin SDE at T > 0) from the law the grid starts from: the gaps in Q(1),
     R(1) and the W2 per depth slice fall like M^(-1/2) (fitted slope, 95% cluster-bootstrap interval)."""

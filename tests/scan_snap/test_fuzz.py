@@ -359,7 +359,7 @@ BAD_TRAIN = {
 
 
 @pytest.mark.parametrize("field", sorted(BAD_TRAIN))
-@settings(ENTRY, max_examples=4)  # x 11 fields
+@settings(ENTRY, max_examples=2)  # x 11 fields
 @given(kw=train_calls(), data=st.data())
 def test_train_valid_and_invalid(stop_at_jit, field, kw, data):
     with stop_at_jit, pytest.raises(Reached) as info:
