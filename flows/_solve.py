@@ -80,8 +80,8 @@ def _prepare(vector_field, y0, t0, t1, ts, args, options: dict):
     max_steps = horizon_steps(t0, t1) if options["max_steps"] is None else options["max_steps"]
     if options["max_steps"] is None and options["constant_step"] and options["dt0"] is not None:
         # the constant steps the horizon needs (a bad dt0 is reported below)
-        dt0 = check_real("dt0", options["dt0"], low=0.0, strict=True)
-        max_steps = max(max_steps, min(math.ceil((float(t1) - float(t0)) / dt0 - 1e-9), INT_MAX))
+        step = check_real("dt0", options["dt0"], low=0.0, strict=True)
+        max_steps = max(max_steps, min(math.ceil((float(t1) - float(t0)) / step - 1e-9), INT_MAX))
     options["max_steps"] = max_steps = check_int("max_steps", max_steps, 1)
     if options["blowup"] is not None:  # inf is allowed (never diverges), NaN is not
         options["blowup"] = check_real("blowup", options["blowup"], low=0.0, strict=True, finite=False)
