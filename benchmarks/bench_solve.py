@@ -1,5 +1,5 @@
-"""flows.solve against scipy.integrate.solve_ivp on the same RHS in numpy, and work-precision of tsit5, dopri5,
-dopri8 and kvaerno5, on the three systems (co-occurrence Gram ODE, Scan-and-Snap reduced Z-flow, mean-field
+"""flows.solve against scipy.integrate.solve_ivp on the same RHS in numpy, and work-precision of auto, tsit5,
+dopri5, dopri8 and kvaerno5, on the three systems (co-occurrence Gram ODE, Scan-and-Snap reduced Z-flow, mean-field
 particle flow).
 
 **scipy comparison** (`solve_vs_scipy/<system>/...`): the system's JAX vector field solved by `flows.solve`
@@ -19,7 +19,8 @@ RHS call on each side (`rhs_call_s`, `jax_rhs_call_s`: the jitted JAX RHS, dispa
 per step and per RHS evaluation of each solve, which say where a missed ratio comes from. `steps` is
 accepted + rejected for flows.solve (diffrax's num_steps) and accepted for scipy (`accepted` in both rows).
 
-**Work-precision** (`solve_wp/<system>/<solver>`): one row per (system, solver, rtol), atol = rtol / 100, at a
+**Work-precision** (`solve_wp/<system>/<solver>`): one row per (system, solver, rtol), atol = rtol / 100, the
+default solver `auto` among them (its row records the segments it ran), at a
 size where the implicit kvaerno5 (dense Jacobian, LU per step) is affordable: the error at the final time
 against the tight reference, steps (accepted + rejected), run time after compile and compile time.
 `benchmarks/plot_work_precision.py` draws them (error against run time, one panel per system).
@@ -62,7 +63,7 @@ from flows.scan_snap import syn_small, zipfian  # noqa: E402
 logger = logging.getLogger(__name__)
 
 SYSTEMS = ("cooccurrence", "scan_snap_reduced", "mean_field")
-WP_SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5")
+WP_SOLVERS = ("auto", "tsit5", "dopri5", "dopri8", "kvaerno5")
 PAIRS = (("RK45", "dopri5", 10.0), ("DOP853", "dopri8", None))  # (scipy method, flows solver, target)
 RTOL, ATOL = 1e-8, 1e-10
 REF = ("dopri8", 1e-12, 1e-14)
@@ -70,7 +71,7 @@ WP_RTOLS = {True: (1e-8,), False: (1e-4, 1e-7, 1e-10)}
 #: kvaerno5 (implicit: a dense Jacobian and an LU per step) compiled for 72 s and ran 73 steps in 35 s on the
 #: small Scan-and-Snap problem at rtol 1e-4 on a busy 2-core machine, so the quick run leaves it out and the
 #: full run times it once (no best of repeats) and only at the looser tolerances.
-WP_QUICK_SOLVERS = ("tsit5", "dopri5", "dopri8")
+WP_QUICK_SOLVERS = ("auto", "tsit5", "dopri5", "dopri8")
 KVAERNO5_MIN_RTOL = 1e-7
 
 
@@ -203,6 +204,7 @@ def jax_solve(p: Problem, solver: str, rtol: float, atol: float, repeats: int) -
         "steps": int(first.num_steps),
         "rejected": int(first.num_rejected_steps),
         "status": first.status,
+        "segments": [list(seg) for seg in first.segments],
         "y": y,
     }
 
@@ -375,6 +377,7 @@ def wp_rows(
                     error=rel_error(j["y"], ref) if j["status"] == "ok" else None,
                     rejected=j["rejected"],
                     status=j["status"],
+                    segments=j["segments"],
                     system=p.system,
                     solver=solver,
                     rtol=rtol,

@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
-SOLVER_STYLE = {"tsit5": "o-", "dopri5": "s-", "dopri8": "^-", "kvaerno5": "D--"}
+SOLVER_STYLE = {"auto": "*-", "tsit5": "o-", "dopri5": "s-", "dopri8": "^-", "kvaerno5": "D--"}
 
 
 def load_rows(path) -> list[dict]:

@@ -6,6 +6,7 @@ is a `ValueError` naming the argument.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import jax
@@ -22,6 +23,7 @@ __all__ = [
     "check_params",
     "check_save_times",
     "check_state",
+    "warn_precision",
     "widest_dtype",
 ]
 
@@ -127,6 +129,38 @@ def check_observables(observables, save_states: bool):
     if not save_states and not observables:
         raise ValueError("save_states=False needs at least one observable to save")
     return observables if callable(observables) else tuple(sorted((observables or {}).items(), key=lambda kv: kv[0]))
+
+
+#: A relative tolerance below this many machine epsilons of the state's dtype cannot be met: the rounding of the
+#: steps and of the error estimate is of that size already.
+RTOL_FLOOR_EPS = 4.0
+#: The dtypes already warned about (the warning is given once per process and dtype).
+_PRECISION_WARNED: set[str] = set()
+
+
+def warn_precision(rtol: float, dtype) -> None:
+    """Warn (once per dtype) when `rtol` is finer than a solve in `dtype` can give: below `RTOL_FLOOR_EPS`
+    machine epsilons, e.g. the default rtol 1e-8 for a float32 state (JAX's default dtype unless
+    `jax_enable_x64` is on), whose error then stays near 1e-6 whatever rtol asks."""
+    dtype = jnp.dtype(dtype)
+    eps = float(jnp.finfo(dtype).eps)
+    if rtol >= RTOL_FLOOR_EPS * eps or dtype.name in _PRECISION_WARNED:
+        return
+    _PRECISION_WARNED.add(dtype.name)
+    if dtype.itemsize < 8 and not jax.config.read("jax_enable_x64"):
+        fix = (
+            "for float64 call jax.config.update('jax_enable_x64', True) at start-up (before any array is made) "
+            "and pass a float64 y0"
+        )
+    else:
+        fix = "pass a float64 y0 (jax_enable_x64 is on)" if dtype.itemsize < 8 else "no wider dtype is available"
+    warnings.warn(
+        f"rtol = {rtol:g} is finer than a {dtype.name} solve can give (machine epsilon {eps:.2g}): the solve runs in "
+        f"{dtype.name} and its error stays above about {RTOL_FLOOR_EPS * eps:.0e}; {fix}, or loosen rtol to at "
+        f"least {RTOL_FLOOR_EPS * eps:.0e}",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def check_params(name, tree):

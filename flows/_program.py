@@ -1,7 +1,7 @@
-"""The compiled program behind `flows.solve`: one `diffrax.diffeqsolve` with save points, observables, an
-optional event and a blow-up guard, status codes computed inside (so that it vmaps), and the in-process
-cache of ahead-of-time compiled programs keyed on the options and the shapes, dtypes and shardings of the
-call.
+"""The compiled program behind `flows.solve`, `flows.solve_batch` and `flows.solve_sde`: one
+`diffrax.diffeqsolve` of an ODE or an SDE (`flows._terms`) with save points, observables, an optional event
+and a blow-up guard, status codes computed inside (so that it vmaps), and the in-process cache of
+ahead-of-time compiled programs keyed on the options and the shapes, dtypes and shardings of the call.
 """
 
 from __future__ import annotations
@@ -16,13 +16,18 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from ._stiffness import EXPLICIT, IMPLICIT, SWITCH_RESULT, CalmWatch, StiffnessWatch
 from ._xla import compile_lowered, options_key
 from .events import BracketBisection
 from .trajectory import DIVERGED, DT_MIN, EVENT, MAX_STEPS, NONFINITE, OK, OTHER
 
 __all__ = [
+    "AUTO",
+    "CALL_STEPS",
     "COMPILED",
     "SOLVERS",
+    "SOLVER_NAMES",
+    "SWITCH",
     "all_finite",
     "build",
     "compiled",
@@ -40,6 +45,17 @@ SOLVERS: dict[str, type[diffrax.AbstractSolver]] = {
     "heun": diffrax.Heun,
     "euler": diffrax.Euler,
 }
+#: The default solver: Tsit5, switching to Kvaerno5 where the flow turns stiff and back (`flows._stiffness`).
+AUTO = "auto"
+#: Every solver name `flows.solve` takes.
+SOLVER_NAMES = (AUTO, *SOLVERS)
+#: The watching forms of the solvers `AUTO` runs.
+WATCHED = {EXPLICIT: StiffnessWatch, IMPLICIT: CalmWatch}
+#: The status code (internal, never decoded) of a call of `AUTO` that stopped to switch solvers.
+SWITCH = 7
+#: The most steps one call of a compiled solve takes (its compiled `max_steps`): a larger budget continues in
+#: further calls (`flows._chunked`), so every budget from here up shares one program.
+CALL_STEPS = 100_000
 #: Solvers without an embedded error estimate: they need `constant_step=True`.
 FIXED_STEP_ONLY = ("euler",)
 #: tolerances of the bisection that locates an event time on the step's dense interpolant: it stops when the
@@ -97,19 +113,23 @@ def _packing(example):
     return pack, unpack
 
 
-def _flat_state(vector_field, y0):
+def _flat_state(vector_field, y0, always=False):
     """Integrate a pytree state of one dtype as one flat array (fewer leaves: a smaller program to trace and
-    compile; diffrax's error norm, an RMS over every entry, is the same). Returns (vector field on the flat
-    state, flat y0, unravel); the identity for a 1-D array or a state of mixed dtypes."""
+    compile; diffrax's error norm, an RMS over every entry, is the same; an SDE's one Brownian motion draws the
+    same numbers flat). Returns (vector field on the flat state, flat y0, ravel, unravel), `ravel` mapping a
+    pytree like y0 to the flat form; the identity for a 1-D array or a state of mixed dtypes, unless `always`
+    (general SDE noise: its factor is a matrix on the flat state)."""
     leaves = jax.tree_util.tree_leaves(y0)
-    if (len(leaves) == 1 and jnp.ndim(leaves[0]) == 1) or len({jnp.result_type(x) for x in leaves}) > 1:
-        return vector_field, y0, lambda y: y
+    if not always and (
+        (len(leaves) == 1 and jnp.ndim(leaves[0]) == 1) or len({jnp.result_type(x) for x in leaves}) > 1
+    ):
+        return vector_field, y0, lambda y: y, lambda y: y
     flat, unravel = ravel_pytree(y0)
 
     def flat_field(t, y, args):
         return ravel_pytree(vector_field(t, unravel(y), args))[0]
 
-    return flat_field, flat, unravel
+    return flat_field, flat, lambda y: ravel_pytree(y)[0], unravel
 
 
 def saved_outputs(observables, save_states: bool):
@@ -140,15 +160,32 @@ def build(
     blowup,
     progress,
     constant_step=False,
+    noise=None,
+    watch=False,
     norm=None,
 ):
-    """Build the function (y0, args, t0, t1, ts) -> raw outputs that is jitted (and possibly vmapped); `norm`:
-    the error norm of the step-size controller (default diffrax's RMS norm; `flows._sweep`'s lockstep solve
-    passes the largest of the members' norms)."""
-    solver_obj = SOLVERS[solver]()
+    """Build the function (y0, args, t0, t1, ts, event_on, extra) -> raw outputs that is jitted (and possibly
+    vmapped).
+
+    `noise`: `None` (an ODE), or a `flows._terms.Noise` (an SDE with constant steps; `extra = (sigma, key, dt)`
+    its traced inputs, `solver` a name of `flows._terms.SDE_SOLVERS`). An ODE with `constant_step`: `extra =
+    (dt,)`, the call's step. `watch`: run the watching form of
+    `solver` (`flows._stiffness`, for `solver="auto"`; `extra = (horizon,)`, the whole solve's t1), which may
+    stop with status code `SWITCH`. `norm`: the error norm of the step-size controller (default diffrax's RMS
+    norm; `flows._sweep`'s lockstep solve passes the largest of the members' norms).
+    """
+
+    def solver_for(extra):
+        if noise is not None:
+            return noise.solver_object()
+        if watch:
+            return WATCHED[solver](horizon=extra[0])
+        return SOLVERS[solver]()
+
+    fixed = constant_step or noise is not None
     controller = (
         diffrax.ConstantStepSize()
-        if constant_step
+        if fixed
         else diffrax.PIDController(rtol=rtol, atol=atol, **({} if norm is None else {"norm": norm}))
     )
     save_fn = saved_outputs(observables, save_states)
@@ -185,14 +222,16 @@ def build(
                 (sol.result == R.event_occurred) & hit,
                 sol.result == R.max_steps_reached,
                 sol.result == R.dt_min_reached,
+                sol.result == SWITCH_RESULT,
             ],
-            [OK, DIVERGED, EVENT, MAX_STEPS, DT_MIN],
+            [OK, DIVERGED, EVENT, MAX_STEPS, DT_MIN, SWITCH],
             default=OTHER,
         ), hit
 
-    def run(y0, args, t0, t1, ts, event_on):
+    def run(y0, args, t0, t1, ts, event_on, extra=()):
         """One diffeqsolve; `event_on` (traced) switches the user event off for continuations."""
-        field, y0_flat, unravel = _flat_state(vector_field, y0)
+        general_noise = noise is not None and noise.diffusion is not None
+        field, y0_flat, ravel, unravel = _flat_state(vector_field, y0, always=general_noise)
         # jitted once here, the vector field and the saved outputs are traced once and reused at every call
         # site diffrax traces (initial step, RK stages, buffer shapes): a shorter compile
         field = jax.jit(field)
@@ -208,12 +247,20 @@ def build(
                 root_finder=BracketBisection(rtol=EVENT_RTOL, atol=EVENT_ATOL) if event is not None else None,
                 direction=directions,
             )
+        if noise is None:
+            # constant steps: the step of this call is traced (`flows._chunked` divides each call's span into
+            # whole steps of one uniform grid)
+            step0 = extra[0] if constant_step else dt0
+            terms, adjoint = diffrax.ODETerm(field), diffrax.RecursiveCheckpointAdjoint()
+        else:
+            terms = noise.terms(field, y0_flat, ravel, unravel, extra, t0, t1)
+            step0, adjoint = extra[2], noise.adjoint()
         sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
-            solver_obj,
+            terms,
+            solver_for(extra),
             t0=t0,
             t1=t1,
-            dt0=dt0,
+            dt0=step0,
             y0=y0_flat,
             args=args,
             saveat=diffrax.SaveAt(
@@ -227,6 +274,7 @@ def build(
             event=dx_event,
             throw=False,
             progress_meter=progress_meter,
+            adjoint=adjoint,
         )
         code, hit = code_of(sol)
         t_end = sol.ts[1][-1]  # the SubSaveAt(t1=True): where the solve stopped
@@ -237,9 +285,10 @@ def build(
         )
         packed, saved_ts = sol.ys[0], sol.ts[0]
         saved = unpack(packed)
-        reached = saved_ts <= t_end
-        at = lambda a: reached.reshape((-1,) + (1,) * (a.ndim - 1))  # noqa: E731
-        finite_saved = all_finite([jnp.where(at(a), a, 0) for a in jax.tree_util.tree_leaves(packed)] or [0.0])
+        # the reached save points whose state or observables are not finite, and the first of their times
+        bad = saved_ts <= t_end
+        bad = bad & ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(a), axis=-1) for a in packed.values()]), axis=0)
+        finite_saved = ~jnp.any(bad)
         code = jnp.where((code == OK) & ~(finite_saved & all_finite(y_end)), NONFINITE, code)
         return {
             "ts": saved_ts,
@@ -247,6 +296,7 @@ def build(
             "code": code,
             "t_final": t_end,
             "t_event": jnp.where(hit, t_end, jnp.nan),
+            "t_bad": jnp.min(jnp.where(bad, saved_ts, jnp.inf)),
             "y_end": y_end,
             "y_end_max": max_abs(y_end),
             "num_steps": sol.stats["num_steps"],

@@ -9,9 +9,10 @@ Failures are never silent. A non-finite state, a state whose max-norm passes `bl
 and at which time; the single (non-batched) call then raises `FlowError` unless `throw=False`.
 
 The parts live by concern: `flows.trajectory` (the record, statuses, messages), `flows.grids` (save grids),
-`flows.events` (`Event`, continuing past a non-stopping event), `flows._inputs` (validation of the state, the
-vector field, the save times and the observables), `flows._program` (the compiled diffrax program and its
-cache), `flows._chunked` (running it over a save grid). This module validates the call and runs it;
+`flows.events` (`Event`), `flows._inputs` (validation of the state, the vector field, the save times and the
+observables), `flows._program` (the compiled diffrax program of an ODE or SDE and its cache),
+`flows._stiffness` (the stiffness detection of `solver="auto"`), `flows._chunked` (running the program over a
+save grid, switching solvers, continuing past non-stopping events). This module validates the call and runs it;
 `solve_batch` vmaps it, optionally with the batch axis split over the devices of a `jax.sharding.Mesh`.
 """
 
@@ -24,21 +25,23 @@ import jax
 import numpy as np
 
 from . import _sweep as sweep
-from ._checks import check_bool, check_choice, check_finite_tree, check_int, check_real
-from ._chunked import SAVE_CHUNK, execute
-from ._inputs import as_state, check_observables, check_save_times, check_state
-from ._program import FIXED_STEP_ONLY, SOLVERS
+from ._checks import INT_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real
+from ._chunked import SAVE_CHUNK, call_cap, execute
+from ._inputs import as_state, check_observables, check_save_times, check_state, warn_precision
+from ._program import AUTO, FIXED_STEP_ONLY, SOLVER_NAMES, SOLVERS
 from .events import Event
 from .grids import check_horizon, linear_grid, log_grid
 from .trajectory import FlowError, Trajectory
 
 __all__ = [
+    "AUTO",
     "SAVE_CHUNK",
     "SOLVERS",
     "Event",
     "FlowError",
     "Trajectory",
     "batch_mesh",
+    "horizon_steps",
     "linear_grid",
     "log_grid",
     "solve",
@@ -50,6 +53,19 @@ __all__ = [
 OPTIONS = tuple("solver rtol atol dt0 max_steps observables save_states event blowup progress constant_step".split())
 
 
+#: The default step budget per decade of the horizon (`horizon_steps`).
+STEPS_PER_DECADE = 100_000
+
+
+def horizon_steps(t0: float, t1: float) -> int:
+    """The default `max_steps` of a solve over [t0, t1]: `STEPS_PER_DECADE` for each decade the horizon spans
+    above 1 and one more (100,000 up to t1 - t0 = 1, 600,000 for 1e5): with the stiff phase of a gradient flow
+    taken by the implicit solver of `solver="auto"`, whose steps grow geometrically once the flow has
+    converged, the steps a solve needs grow with the horizon's logarithm."""
+    decades = math.ceil(math.log10(max(float(t1) - float(t0), 1.0)) - 1e-12)
+    return STEPS_PER_DECADE * (1 + max(decades, 0))
+
+
 def _prepare(vector_field, y0, t0, t1, ts, args, options: dict):
     """Validate a call: returns (ts, t0, t1 as host arrays of y0's dtype, the checked `options`, the part of the
     compiled program's key that they decide)."""
@@ -57,16 +73,23 @@ def _prepare(vector_field, y0, t0, t1, ts, args, options: dict):
         raise ValueError("vector_field must be callable f(t, y, args)")
     for name in ("constant_step", "save_states", "progress"):
         options[name] = check_bool(name, options[name])
-    check_choice("solver", options["solver"], sorted(SOLVERS))
+    check_choice("solver", options["solver"], SOLVER_NAMES)
     for name in ("rtol", "atol"):
         options[name] = check_real(name, options[name], low=0.0, strict=True)
     check_horizon(t0, t1)
-    options["max_steps"] = max_steps = check_int("max_steps", options["max_steps"], 1)
+    max_steps = horizon_steps(t0, t1) if options["max_steps"] is None else options["max_steps"]
+    if options["max_steps"] is None and options["constant_step"] and options["dt0"] is not None:
+        # the constant steps the horizon needs (a bad dt0 is reported below)
+        step = check_real("dt0", options["dt0"], low=0.0, strict=True)
+        max_steps = max(max_steps, min(math.ceil((float(t1) - float(t0)) / step - 1e-9), INT_MAX))
+    options["max_steps"] = max_steps = check_int("max_steps", max_steps, 1)
     if options["blowup"] is not None:  # inf is allowed (never diverges), NaN is not
         options["blowup"] = check_real("blowup", options["blowup"], low=0.0, strict=True, finite=False)
     dt0 = options["dt0"] = None if options["dt0"] is None else check_real("dt0", options["dt0"], low=0.0, strict=True)
     ts = check_save_times(ts, t0, t1)
     if options["constant_step"]:
+        if options["solver"] == AUTO:  # no step-size history to watch: the explicit solver
+            options["solver"] = "tsit5"
         if dt0 is None:
             raise ValueError("dt0 (the step size) must be given with constant_step=True")
         needed = math.ceil((float(t1) - float(t0)) / dt0 - 1e-9)
@@ -81,8 +104,12 @@ def _prepare(vector_field, y0, t0, t1, ts, args, options: dict):
     if options["event"] is not None and not isinstance(options["event"], Event):
         raise ValueError("event must be a flows.Event")
     dtype = check_state(y0)
+    if not options["constant_step"]:  # the tolerances steer the step size only when it adapts
+        warn_precision(options["rtol"], dtype)
     check_finite_tree("args", args)
-    key_opts = (vector_field, *(obs_key if k == "observables" else options[k] for k in OPTIONS))
+    # the budget beyond one call's cap is counted on the host: every budget from the cap up is one program
+    compiled_in = dict(options, observables=obs_key, max_steps=call_cap(max_steps))
+    key_opts = (vector_field, *(compiled_in[k] for k in OPTIONS))
     # host arrays: the compiled program takes them as they are (a jnp.asarray is a dispatch each)
     return np.asarray(ts, dtype=dtype), np.asarray(t0, dtype=dtype), np.asarray(t1, dtype=dtype), options, key_opts
 
@@ -95,11 +122,11 @@ def solve(
     t0: float = 0.0,
     ts: Sequence[float] | np.ndarray | None = None,
     args=None,
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-8,
     atol: float = 1e-10,
     dt0: float | None = None,
-    max_steps: int = 100_000,
+    max_steps: int | None = None,
     observables: Mapping[str, Callable] | Callable | None = None,
     save_states: bool = True,
     event: Event | None = None,
@@ -119,12 +146,18 @@ def solve(
     - `t1`, `t0`: the horizon.
     - `ts`: save times within `[t0, t1]` (see `linear_grid`, `log_grid`); default: only `t1`.
     - `args`: parameters passed to `vector_field` (arrays are traced, so new values do not recompile).
-    - `solver`: `"tsit5"` (default), `"dopri5"`, `"dopri8"` (tight tolerances), `"kvaerno5"` (stiff),
-      `"heun"`, `"euler"` (explicit Euler; constant steps only: with step eta it is gradient descent).
+    - `solver`: `"auto"` (default: Tsit5, switching to Kvaerno5 where the flow turns stiff, as a gradient
+      flow does near a minimum, and back where the explicit steps would be as long; `traj.segments` says
+      which ran where), `"tsit5"`, `"dopri5"`, `"dopri8"` (tight tolerances), `"kvaerno5"` (stiff), `"heun"`,
+      `"euler"` (explicit Euler; constant steps only: with step eta it is gradient descent).
     - `rtol`, `atol`: tolerances of the PID step-size controller.
     - `constant_step`: take constant steps of size `dt0` (`diffrax.ConstantStepSize`) instead of adaptive
-      ones; `dt0` is then required and `max_steps` must cover (t1 - t0) / dt0.
-    - `max_steps`: the step budget; exhausting it is reported as `status="max_steps"`.
+      ones (`"auto"` is then Tsit5): n = ceil((t1 - t0) / dt0) equal steps (t1 - t0) / n over the horizon (`dt0`
+      itself where it divides t1 - t0), the same steps whatever the save grid; `dt0` is then required and
+      `max_steps` must cover n (default: at least n).
+    - `max_steps`: the step budget over the whole solve (checked between calls of the compiled program, which
+      takes at most 100,000 steps per call); exhausting it is reported as `status="max_steps"`. Default
+      `None`: from the horizon (`horizon_steps`: 100,000 per decade of t1 - t0 above 1, plus 100,000).
     - `observables`: `{name: g(t, y, args)}` computed at every saved time, or one function
       `g(t, y, args) -> {name: array}` (when the observables share an expensive intermediate).
     - `save_states`: set `False` to save only the observables (bounded memory for big states).
@@ -141,7 +174,7 @@ def solve(
     y0 = as_state(y0)
     options = {k: v for k, v in locals().items() if k in OPTIONS}
     ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(vector_field, y0, t0, t1, ts, args, options)
-    call_args = (y0, args, t0_arr, t1_arr, ts_arr, np.asarray(True))
+    call_args = (y0, args, t0_arr, t1_arr, ts_arr, np.asarray(True), ())
     traj = execute(vector_field, options, key_opts, call_args, in_axes=None)
     if throw and not traj.ok:
         raise FlowError(f"flow failed: {traj.message}", traj)
@@ -207,11 +240,11 @@ def solve_batch(
     args=None,
     batch_y0: bool = False,
     batch_args: bool = True,
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-8,
     atol: float = 1e-10,
     dt0: float | None = None,
-    max_steps: int = 100_000,
+    max_steps: int | None = None,
     observables: Mapping[str, Callable] | Callable | None = None,
     save_states: bool = True,
     event: Event | None = None,
@@ -266,8 +299,8 @@ def solve_batch(
     # host-side broadcasts: eager jnp ops would each compile a small program on the first call
     if not batch_y0:
         y0 = jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (size,) + np.shape(a)), y0)
-    call_args = (y0, args, np.full((size,), np.asarray(t0_arr)), t1_arr, np.asarray(ts_arr), np.ones((size,), bool))
-    in_axes = (0, 0 if batch_args else None, 0, None, 0, 0)
+    call_args = (y0, args, np.full((size,), np.asarray(t0_arr)), t1_arr, np.asarray(ts_arr), np.ones((size,), bool), ())
+    in_axes = (0, 0 if batch_args else None, 0, None, 0, 0, ())
     padded, place = size, None
     if mesh is not None:
         if event is not None and not event.stop and jax.process_count() > 1:

@@ -93,7 +93,7 @@ def _member(tree, axis):
 
 def _lockstep(vector_field, options, key_opts, call_args, in_axes) -> Trajectory:
     """One solve of the stacked members (module docstring), as a batched `Trajectory`."""
-    y0, args, t0, t1, grid, _ = call_args
+    y0, args, t0, t1, grid, _, extra = call_args
     size = int(np.shape(t0)[0])
     y_member = _member(y0, in_axes[0])
     flat_member, unravel = ravel_pytree(y_member)
@@ -119,7 +119,7 @@ def _lockstep(vector_field, options, key_opts, call_args, in_axes) -> Trajectory
         return jnp.max(jnp.sqrt(jnp.mean(per_member**2, axis=1)))
 
     t0_scalar = np.asarray(t0)[0]
-    stacked_args = (stacked_y0, args, t0_scalar, t1, grid, np.asarray(True))
+    stacked_args = (stacked_y0, args, t0_scalar, t1, grid, np.asarray(True), extra)
     member_shapes = tuple((tuple(np.shape(x)), jnp.result_type(x).name) for x in jax.tree_util.tree_leaves(y_member))
     key = ("lockstep", key_opts, args_axis, jax.tree_util.tree_structure(y_member), member_shapes)
     checked = (key, signature(stacked_args), options_key())
@@ -144,7 +144,7 @@ def _stack_states(y0, size: int) -> np.ndarray:
 
 def _unstack(traj: Trajectory, size: int, save_states: bool) -> Trajectory:
     """The single `Trajectory` of the stacked solve as the batched one of `size` members: saved arrays
-    (n_saves, size, ...) become (size, n_saves, ...); the counters and statuses, shared, are repeated."""
+    (n_saves, size, ...) become (size, n_saves, ...); the counters, statuses and segments, shared, are repeated."""
     swap = lambda a: np.moveaxis(np.asarray(a), 1, 0)  # noqa: E731
     saved = {k: jax.tree_util.tree_map(swap, v) for k, v in traj.observables.items()}
     ys = saved.pop(_STATE) if save_states else None
@@ -162,4 +162,5 @@ def _unstack(traj: Trajectory, size: int, save_states: bool) -> Trajectory:
         num_steps=full(traj.num_steps),
         num_accepted_steps=full(traj.num_accepted_steps),
         num_rejected_steps=full(traj.num_rejected_steps),
+        segments=(traj.segments,) * size,  # the solvers `auto` ran, shared by the members
     )

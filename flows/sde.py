@@ -1,4 +1,6 @@
-"""`solve_sde`: stochastic differential equations by diffrax, with constant steps.
+"""`solve_sde`: stochastic differential equations by diffrax, with constant steps, through the one solve
+core of `flows.solve` (`flows._terms` composes the drift and diffusion terms; the program, its statuses and
+messages and the `Trajectory` are `flows.solve`'s).
 
 - Additive noise (`sigma=`): dy = f(t, y, args) dt + sigma dW, as `diffrax.MultiTerm(ODETerm(f),
   ControlTerm(lineax.DiagonalLinearOperator(sigma), bm))`; the solvers of `SDE_SOLVERS`, strong orders in
@@ -10,51 +12,32 @@
   strong-order checks) or `diffrax.UnsafeBrownianPath` (`"increments"`: the same law, cheaper, for moments).
 
 It returns the `flows.Trajectory` of `flows.solve` (`t_event`, `rtol`, `atol` are `nan`); a non-finite state
-gives `status="nonfinite"` and raises `flows.FlowError` unless `throw=False`.
+or observable gives `status="nonfinite"` and raises `flows.FlowError` unless `throw=False`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import diffrax
 import jax
 import jax.numpy as jnp
-import lineax as lx
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
-from . import _program
 from ._checks import INT_MAX, SEED_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real
+from ._chunked import execute
 from ._inputs import as_state, check_observables, check_save_times, check_state
-from ._prng import fused
-from ._program import all_finite, max_abs, saved_outputs, signature
+from ._terms import BROWNIAN, GENERAL_NOISE_SOLVERS, SDE_SOLVERS, STRONG_ORDER, Noise
 from .grids import check_horizon
-from .trajectory import MAX_STEPS, NONFINITE, OK, OTHER, STATUS_NAMES, FlowError, Trajectory
+from .trajectory import FlowError, Trajectory
 
 logger = logging.getLogger(__name__)
 PyTree = Any  # an array or a pytree of arrays
 
 __all__ = ["BROWNIAN", "GENERAL_NOISE_SOLVERS", "SDE_SOLVERS", "STRONG_ORDER", "solve_sde"]
-
-#: name -> (diffrax solver class, Brownian-tree Lévy area it needs)
-SDE_SOLVERS: dict[str, tuple[type[diffrax.AbstractSolver], type]] = {
-    "euler": (diffrax.Euler, diffrax.BrownianIncrement),
-    "heun": (diffrax.Heun, diffrax.BrownianIncrement),
-    "sea": (diffrax.SEA, diffrax.SpaceTimeLevyArea),
-    "sra1": (diffrax.SRA1, diffrax.SpaceTimeLevyArea),
-    "shark": (diffrax.ShARK, diffrax.SpaceTimeLevyArea),
-}
-#: Strong order of each solver for additive noise (pathwise error ~ dt**order).
-STRONG_ORDER = {"euler": 1.0, "heun": 1.0, "sea": 1.0, "sra1": 1.5, "shark": 1.5}
-
-#: The solvers that converge to the Itô solution for general (non-commutative) noise (`diffusion=`), with
-#: their weak order: Euler-Maruyama only (module docstring).
-GENERAL_NOISE_SOLVERS = {"euler": 1.0}
 
 
 def _as_keys(key, seed, num_paths):
@@ -151,109 +134,6 @@ def _check_diffusion(diffusion, t0, y0, args, noise_shape):
             raise ValueError(f"diffusion must return floating arrays, got dtype {g.dtype}")
 
 
-#: Brownian motions: "tree" (`diffrax.VirtualBrownianTree`, the default: one path per key whatever dt) or
-#: "increments" (`diffrax.UnsafeBrownianPath`: one independent Gaussian increment per constant step, solved
-#: with `diffrax.ForwardMode`; much cheaper, the same law, but the path depends on dt).
-BROWNIAN = ("tree", "increments")
-
-
-def _build(drift, solver, tol, max_steps, observables, save_states, diffusion, noise_shape, brownian):
-    """The function `(y0, args, sigma, key, t0, t1, ts, dt) -> raw outputs` of one path (`solve_sde` jits it)."""
-    solver_cls, levy = SDE_SOLVERS[solver]
-    solver_obj = solver_cls()
-    save = saved_outputs(observables, save_states)
-
-    def run(y0, args, sigma, key, t0, t1, ts, dt):
-        key = fused(key)  # the same Brownian draws, the threefry hash unrolled (flows._prng)
-        leaves = jax.tree_util.tree_leaves(y0)
-        if diffusion is not None:
-            # general noise: one flat state (D,), a flat Brownian motion (m,), the factor as a D x m matrix
-            y0, unravel = ravel_pytree(y0)
-            m = math.prod(noise_shape)
-            f = lambda t, z, a: ravel_pytree(drift(t, unravel(z), a))[0]  # noqa: E731
-
-            def factor(t, z, a):
-                g = diffusion(t, unravel(z), a)
-                cols = [jnp.reshape(x, (-1, m)).astype(z.dtype) for x in jax.tree_util.tree_leaves(g)]
-                return lx.MatrixLinearOperator(jnp.concatenate(cols, axis=0) if len(cols) > 1 else cols[0])
-
-            noise_struct = jax.ShapeDtypeStruct((m,), y0.dtype)
-        elif len(leaves) > 1 and len({jnp.result_type(a) for a in leaves}) == 1:
-            # one flat state: one Brownian tree instead of one per leaf (the same law: independent
-            # coordinates), which compiles much faster for pytree states
-            y0, unravel = ravel_pytree(y0)
-            sigma = ravel_pytree(sigma)[0]
-            f = lambda t, z, a: ravel_pytree(drift(t, unravel(z), a))[0]  # noqa: E731
-        else:
-            unravel = lambda z: z  # noqa: E731
-            f = drift
-
-        def save_fn(t, z, args):
-            return save(t, unravel(z), args)
-
-        if diffusion is None:
-            noise_struct = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), y0)
-            factor = lambda t, y, a: lx.DiagonalLinearOperator(sigma)  # noqa: E731
-        if brownian == "tree":
-            bm = diffrax.VirtualBrownianTree(t0, t1, tol=tol, shape=noise_struct, key=key, levy_area=levy)
-            adjoint = diffrax.RecursiveCheckpointAdjoint()
-        else:
-            bm = diffrax.UnsafeBrownianPath(shape=noise_struct, key=key, levy_area=levy)
-            adjoint = diffrax.ForwardMode()
-        terms = diffrax.MultiTerm(diffrax.ODETerm(f), diffrax.ControlTerm(factor, bm))
-        sol = diffrax.diffeqsolve(
-            terms,
-            solver_obj,
-            t0=t0,
-            t1=t1,
-            dt0=dt,
-            y0=y0,
-            args=args,
-            saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save_fn), diffrax.SubSaveAt(t1=True)]),
-            stepsize_controller=diffrax.ConstantStepSize(),
-            max_steps=max_steps,
-            throw=False,
-            adjoint=adjoint,
-        )
-        saved = sol.ys[0]
-        y_end = jax.tree_util.tree_map(lambda a: a[-1], sol.ys[1])
-        finite = all_finite(y_end)
-        leaves = jax.tree_util.tree_leaves(saved)
-        # first saved time at which a state or an observable is not finite (inf if none)
-        bad = jnp.zeros(ts.shape, bool)
-        for a in leaves:
-            bad = bad | ~jnp.all(jnp.isfinite(a.reshape((a.shape[0], -1))), axis=1)
-        t_bad = jnp.min(jnp.where(bad, ts, jnp.inf))
-        R = diffrax.RESULTS
-        code = jnp.select(
-            [sol.result == R.max_steps_reached, ~finite | jnp.any(bad), sol.result == R.successful],
-            [MAX_STEPS, NONFINITE, OK],
-            default=OTHER,
-        )
-        return {
-            "saved": saved,
-            "code": code,
-            "t_final": sol.ts[1][-1],
-            "t_bad": t_bad,
-            "y_end_max": max_abs(y_end),
-            "num_steps": sol.stats["num_steps"],
-        }
-
-    return run
-
-
-def _message(code, t_final, t_bad, t1, y_end_max, max_steps):
-    name = STATUS_NAMES[code]
-    if name == "ok":
-        return "ok: integrated to t1"
-    if name == "nonfinite":
-        where = f"by t = {t_bad:.6g}" if math.isfinite(t_bad) else f"at t1 = {t1:.6g}"
-        return f"non-finite state (NaN or inf) {where} (max |y| at the end = {y_end_max:.3g}); reduce dt or the noise"
-    if name == "max_steps":
-        return f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g}"
-    return f"solver failed at t = {t_final:.6g}"
-
-
 def solve_sde(
     drift: Callable,
     y0: PyTree,
@@ -326,12 +206,13 @@ def solve_sde(
     check_choice("brownian", brownian, BROWNIAN)
     if (sigma is None) == (diffusion is None):
         raise ValueError("give exactly one of sigma (additive noise) or diffusion (general noise, with noise_shape)")
+    shape = None
     if diffusion is not None:
         if not callable(diffusion):
             raise ValueError("diffusion must be callable g(t, y, args)")
         if noise_shape is None:
             raise ValueError("noise_shape (the shape of W) must be given with diffusion")
-        noise_shape = _noise_shape(noise_shape)
+        shape = _noise_shape(noise_shape)
         if solver not in GENERAL_NOISE_SOLVERS:
             why = (
                 "converges to the Stratonovich solution" if solver in ("heun", "sea") else "is for additive noise only"
@@ -368,60 +249,51 @@ def solve_sde(
     else:
         if len({jnp.result_type(a) for a in jax.tree_util.tree_leaves(y0)}) > 1:
             raise ValueError("y0 must have leaves of one dtype with diffusion (the state is one flat vector)")
-        _check_diffusion(diffusion, t0, y0, args, noise_shape)
+        _check_diffusion(diffusion, t0, y0, args, shape)
         sig = None
     keys, batched = _as_keys(key, seed, num_paths)
 
-    ts_arr, t0_arr, t1_arr, dt_arr = (jnp.asarray(x, dtype=dtype) for x in (ts, t0, t1, dt))
-    call_args = (y0, args, sig, keys, t0_arr, t1_arr, ts_arr, dt_arr)
-    tree_tol = tol if brownian == "tree" else None  # the increments do not use tol: one program for every dt
-    static = (solver, tree_tol, int(max_steps), obs_key, save_states, diffusion, noise_shape, brownian)
-    cache_key = ("sde", batched, drift, *static, signature(call_args[:3] + call_args[4:]), jnp.shape(keys))
-
-    def build():
-        run = _build(drift, solver, tol, int(max_steps), observables, save_states, diffusion, noise_shape, brownian)
-        return jax.vmap(run, in_axes=(None, None, None, 0, None, None, None, None)) if batched else run
-
-    fn, compile_s = _program.compiled(cache_key, build, call_args)  # the one compile hook of every solve
-    start = time.perf_counter()
-    raw = jax.block_until_ready(fn(*call_args))
-    run_s = time.perf_counter() - start
-
-    saved = raw["saved"]
-    ys = saved.get("__y__") if save_states else None
-    if ys is not None:  # the saved states in y0's dtypes
-        ys = jax.tree_util.tree_map(lambda a, d: a if a.dtype == d else a.astype(d), ys, y_dtypes)
-    obs = {k: v for k, v in saved.items() if k != "__y__"}
-    codes = np.atleast_1d(np.asarray(raw["code"]))
-    t_final = np.atleast_1d(np.asarray(raw["t_final"]))
-    t_bad = np.atleast_1d(np.asarray(raw["t_bad"]))
-    ymax = np.atleast_1d(np.asarray(raw["y_end_max"]))
-    statuses = tuple(STATUS_NAMES[int(c)] for c in codes)
-    messages = tuple(
-        _message(int(c), float(tf), float(tb), float(t1), float(ym), int(max_steps))
-        for c, tf, tb, ym in zip(codes, t_final, t_bad, ymax, strict=True)
-    )
-    n = codes.size
-    traj = Trajectory(
-        ts=jnp.broadcast_to(ts_arr, (n,) + ts_arr.shape) if batched else ts_arr,
-        ys=ys,
-        observables=obs,
-        status=statuses if batched else statuses[0],
-        message=messages if batched else messages[0],
-        t_final=raw["t_final"],
-        t_event=jnp.full(jnp.shape(raw["t_final"]), jnp.nan, dtype),
-        num_steps=raw["num_steps"],
-        num_accepted_steps=raw["num_steps"],
-        num_rejected_steps=jnp.zeros_like(raw["num_steps"]),
-        compile_s=compile_s,
-        run_s=run_s,
-        solver=solver,
-        rtol=float("nan"),
-        atol=float("nan"),
-    )
-    logger.debug("solve_sde: %s (compile %.3f s, run %.3f s)", traj.status, compile_s, run_s)
+    options = {
+        "solver": solver,
+        "rtol": math.nan,
+        "atol": math.nan,
+        "dt0": None,
+        "max_steps": int(max_steps),
+        "observables": observables,
+        "save_states": save_states,
+        "event": None,
+        "blowup": None,
+        "progress": False,
+        "constant_step": True,
+        "noise": Noise(solver, brownian, tol if brownian == "tree" else None, diffusion, shape),
+    }
+    # the increments do not use tol: one program for every dt
+    key_opts = ("sde", drift, *(obs_key if k == "observables" else v for k, v in options.items()))
+    grid = np.asarray(ts, dtype=dtype)
+    start, horizon, step = (np.asarray(x, dtype=dtype) for x in (t0, t1, dt))
+    if batched:  # one path per key: the state, start and grid broadcast to the paths (on the host)
+        n = int(np.shape(keys)[0])
+        call_args = (
+            jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (n,) + np.shape(a)), y0),
+            args,
+            np.full((n,), start),
+            horizon,
+            grid,
+            np.ones((n,), bool),
+            (sig, keys, step),
+        )
+        in_axes = (0, None, 0, None, 0, 0, (None, 0, None))
+    else:
+        call_args, in_axes = (y0, args, start, horizon, grid, np.asarray(True), (sig, keys, step)), None
+    traj = execute(drift, options, key_opts, call_args, in_axes=in_axes)
+    if traj.ys is not None:  # the saved states in y0's dtypes
+        ys = jax.tree_util.tree_map(lambda a, d: a if a.dtype == d else a.astype(d), traj.ys, y_dtypes)
+        traj = dataclasses.replace(traj, ys=ys)
+    logger.debug("solve_sde: %s (compile %.3f s, run %.3f s)", traj.status, traj.compile_s, traj.run_s)
     if throw and not traj.ok:
+        statuses = traj.status if batched else (traj.status,)
+        messages = traj.message if batched else (traj.message,)
         bad = [i for i, s in enumerate(statuses) if s not in ("ok", "event")]
-        where = f" (path {bad[0]} of {n})" if batched else ""
+        where = f" (path {bad[0]} of {len(statuses)})" if batched else ""
         raise FlowError(f"SDE solve failed{where}: {messages[bad[0]]}", traj)
     return traj

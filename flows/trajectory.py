@@ -44,7 +44,9 @@ class Trajectory:
     - `t_final`: the time the solve reached; `t_event`: the located event time (`nan` if none occurred).
     - `num_steps`, `num_accepted_steps`, `num_rejected_steps`: solver counters.
     - `compile_s`, `run_s`: seconds spent compiling (0 when a cached compilation was reused) and running.
-    - `solver`, `rtol`, `atol`: how it was solved.
+    - `solver`, `rtol`, `atol`: how it was solved (`rtol = atol = nan` for an SDE's constant steps).
+    - `segments`: which solver ran over which interval, `((solver, t_start, t_end), ...)` in order (one
+      segment unless `solver="auto"` switched; a tuple of these per member of a batch).
     """
 
     ts: Any
@@ -62,6 +64,7 @@ class Trajectory:
     solver: str
     rtol: float
     atol: float
+    segments: tuple = ()
 
     @property
     def ok(self) -> bool:
@@ -79,12 +82,16 @@ class Trajectory:
             self,
             ys=None if self.ys is None else take(self.ys),
             observables=take(self.observables),
+            segments=self.segments[i] if self.segments else self.segments,
             **{name: getattr(self, name)[i] for name in per_member},
         )
 
 
-def message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_finite=True):
-    """The status `code` of a solve in words: what happened, where, and what to try."""
+def message(
+    code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_finite=True, *, t_bad=math.nan, sde=False
+):
+    """The status `code` of a solve in words: what happened, where, and what to try. `t_bad`: the first saved
+    time with a non-finite value (`nan`/`inf` if none); `sde`: the solve is an SDE's (constant steps)."""
     name = STATUS_NAMES[code]
     if name == "nonfinite" and not rhs_finite:
         return (
@@ -97,23 +104,32 @@ def message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_
     if name == "event":
         return f"event '{event.name}' at t = {t_final:.10g}"
     if name == "max_steps":
+        where = f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g}"
+        if sde:
+            return where
         if math.isfinite(y_end_max) and y_end_max > 1e4:
             return (
-                f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g} with max |y| = "
+                f"{where} with max |y| = "
                 f"{y_end_max:.3g}: if the state grows without bound there, this is a finite-time blow-up of the "
                 f"flow and a stiff solver does not help: end the solve before it (a smaller t1), lower "
                 f"`blowup` to stop there, or check the rates and the initial scale; otherwise increase "
                 f"max_steps or loosen rtol/atol"
             )
-        return (
-            f"max_steps = {max_steps} reached at t = {t_final:.6g} before t1 = {t1:.6g} "
-            f"(max |y| = {y_end_max:.3g}); increase max_steps, loosen rtol/atol, "
-            f"or, if the flow is stiff (fast decaying modes), use kvaerno5 instead of {solver}"
+        stiff = (
+            "solver 'auto' switched to kvaerno5 wherever it found the flow stiff"
+            if solver == "auto"
+            else f"if the flow is stiff (fast decaying modes), use solver 'auto' or 'kvaerno5' instead of {solver}"
         )
+        return f"{where} (max |y| = {y_end_max:.3g}); increase max_steps, loosen rtol/atol, or, {stiff}"
     if name == "dt_min":
         return f"step size collapsed at t = {t_final:.6g} (max |y| = {y_end_max:.3g})"
     if name == "nonfinite":
-        return f"non-finite state (NaN or inf) by t = {t_final:.6g}"
+        if sde:
+            where = f"by t = {t_bad:.6g}" if math.isfinite(t_bad) else f"at t1 = {t1:.6g}"
+            return (
+                f"non-finite state (NaN or inf) {where} (max |y| at the end = {y_end_max:.3g}); reduce dt or the noise"
+            )
+        return f"non-finite state (NaN or inf) by t = {t_bad if math.isfinite(t_bad) else t_final:.6g}"
     if name == "diverged":
         return (
             f"diverged: max |y| passed blowup = {blowup:.3g} at t = {t_final:.6g} "
@@ -124,21 +140,24 @@ def message(code, t_final, t1, y_end_max, max_steps, event, blowup, solver, rhs_
     return f"solver failed at t = {t_final:.6g}"
 
 
-def decode(raw, options, t1, batched, compile_s, run_s) -> Trajectory:
-    """The raw outputs of a compiled solve (and its continuation) as a `Trajectory`."""
+def decode(raw, options, t1, batched, compile_s, run_s, segments=()) -> Trajectory:
+    """The raw outputs of a compiled solve (and its continuations) as a `Trajectory`; `segments` as in
+    `Trajectory`."""
     saved = raw["saved"]
     ys = saved.get("__y__") if options["save_states"] else None
     obs = {k: v for k, v in saved.items() if k != "__y__"}
     codes = np.atleast_1d(np.asarray(raw["code"]))
     t_final = np.atleast_1d(np.asarray(raw["t_final"]))
+    t_bad = np.atleast_1d(np.asarray(raw.get("t_bad", np.full(codes.shape, np.nan))))
     ymax = np.atleast_1d(np.asarray(raw["y_end_max"]))
     rhs_ok = np.atleast_1d(np.asarray(raw["rhs_finite"]))
     codes = np.where(np.isin(codes, STUCK) & ~rhs_ok, NONFINITE, codes)
     statuses = tuple(STATUS_NAMES[int(c)] for c in codes)
     settings = (options["max_steps"], options["event"], options["blowup"], options["solver"])
+    sde = options.get("noise") is not None
     messages = tuple(
-        message(int(c), float(tf), float(t1), float(ym), *settings, bool(ok))
-        for c, tf, ym, ok in zip(codes, t_final, ymax, rhs_ok, strict=True)
+        message(int(c), float(tf), float(t1), float(ym), *settings, bool(ok), t_bad=float(tb), sde=sde)
+        for c, tf, ym, ok, tb in zip(codes, t_final, ymax, rhs_ok, t_bad, strict=True)
     )
     return Trajectory(
         ts=raw["ts"],
@@ -156,4 +175,5 @@ def decode(raw, options, t1, batched, compile_s, run_s) -> Trajectory:
         solver=options["solver"],
         rtol=options["rtol"],
         atol=options["atol"],
+        segments=segments,
     )

@@ -106,15 +106,17 @@ def assert_finite_inputs(**trees):
 
 
 def _solve_stub(key, build, call_args):
-    """`flows._program.compiled` under `stop_at_solvers`: an ODE solve's program is
-    `functools.partial(flows._chunked.program, vector_field, options, in_axes)` and its first call gets the first
-    chunk of the save grid, padded with NaN times (never reached); an SDE solve's key starts with "sde"."""
-    if key[0] == "sde":
-        y0, args, sigma, keys, t0, t1, ts, dt = call_args
+    """`flows._program.compiled` under `stop_at_solvers`: a solve's program is
+    `functools.partial(flows._chunked.program, vector_field, options, in_axes, watched)` and its first call
+    gets the first chunk of the save grid (an ODE's padded with NaN times, never reached; an SDE's whole grid,
+    its traced inputs `(sigma, keys, dt)` last)."""
+    options, in_axes = build.args[1], build.args[2]
+    y0, args, t0, t1, ts, _, extra = call_args
+    if options.get("noise") is not None:
+        sigma, keys, dt = extra
+        ts = np.asarray(ts).reshape(-1, np.shape(ts)[-1])[0]
         assert_finite_inputs(y0=y0, args=args, sigma=sigma, t0=t0, t1=t1, ts=ts, dt=dt)
         raise Reached({"y0": y0, "args": args, "sigma": sigma, "keys": keys, "ts": ts, "dt": dt, "cache_key": key})
-    _, options, in_axes = build.args
-    y0, args, t0, t1, ts, _ = call_args
     ts = np.asarray(ts).reshape(-1, SAVE_CHUNK)[0]  # one member's grid (a batch's are clipped to its horizon)
     ts = ts[~np.isnan(ts)]
     assert_finite_inputs(y0=y0, args=args, t0=t0, t1=t1, ts=ts)

@@ -134,7 +134,7 @@ BAD_SOLVE = {
     "atol": bad_reals(0.0, strict=True),
     "t0": st.one_of(bad_reals(high=1.0, high_strict=True), st.just(np.array(0.0))),
     "t1": st.one_of(bad_reals(low=0.0, strict=True), st.just([1.0])),
-    "max_steps": st.one_of(bad_ints(1), st.just(3.0)),
+    "max_steps": st.one_of(bad_ints(1).filter(lambda v: v is not None), st.just(3.0)),  # None: from the horizon
     "dt0": bad_reals(0.0, strict=True).filter(lambda v: v is not None),
     "blowup": bad_reals(0.0, strict=True, finite=False).filter(lambda v: v is not None),
     "ts": st.one_of(

@@ -1,12 +1,15 @@
 """flows.solve at its entry: a vector field of the wrong output shape or one that fails is a ValueError
 before the solve is traced; lists become arrays; non-finite y0 is refused; the failure messages name the
-right remedies."""
+right remedies; a tolerance finer than the state's dtype can give is a warning naming jax_enable_x64."""
 
+import warnings
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from flows import FlowError, solve, solve_batch
+from flows import FlowError, _inputs, solve, solve_batch
 
 
 def decay(t, y, args):
@@ -60,3 +63,31 @@ def test_blow_up_message_names_the_remedies():
     assert traj.status in ("max_steps", "nonfinite")
     if traj.status == "max_steps":
         assert "blow-up" in traj.message and "stiff solver does not help" in traj.message
+
+
+def rotation(t, y, args):
+    return jnp.stack([-y[1], y[0]]) * args
+
+
+def test_a_tolerance_finer_than_float32_warns_once_naming_x64():
+    """Without jax_enable_x64 the state is float32 (machine epsilon 1.2e-7): rtol 1e-8 cannot be met, and the
+    error of the rotation y = (cos t, sin t) at t = 10 is indeed 10x the tolerance or more (rounding). The
+    first such solve warns, naming jax_enable_x64; a second one does not; an attainable rtol (1e-5) and a
+    float64 solve at 1e-8 never warn."""
+    _inputs._PRECISION_WARNED.clear()
+    with jax.enable_x64(False), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        y0, one = jnp.array([1.0, 0.0]), jnp.float32(1.0)
+        assert y0.dtype == jnp.float32
+        tight = solve(rotation, y0, t1=10.0, args=one, rtol=1e-8, atol=1e-10)
+        solve(rotation, y0, t1=10.0, args=one, rtol=1e-8, atol=1e-10)
+        solve(rotation, y0, t1=10.0, args=one, rtol=1e-5, atol=1e-7)
+    messages = [str(w.message) for w in seen if issubclass(w.category, UserWarning)]
+    assert len(messages) == 1, messages
+    assert "jax_enable_x64" in messages[0] and "rtol = 1e-08" in messages[0] and "float32" in messages[0]
+    exact = np.array([np.cos(10.0), np.sin(10.0)])
+    assert np.max(np.abs(np.asarray(tight.ys[-1]) - exact)) > 1e-7  # not a false alarm
+    _inputs._PRECISION_WARNED.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # float64 at the same rtol: no warning
+        solve(rotation, jnp.array([1.0, 0.0]), t1=10.0, args=jnp.asarray(1.0), rtol=1e-8, atol=1e-10)

@@ -144,3 +144,39 @@ def test_step_budget_counts_every_chunk():
     traj = solve(logistic, jnp.array([0.01]), t1=40.0, ts=ts, rtol=1e-10, atol=1e-12, max_steps=budget, throw=False)
     assert traj.status == "max_steps" and float(traj.t_final) < 40.0
     assert budget <= int(traj.num_steps) <= budget + int(full.num_steps)
+
+
+def forced(t, y, args):
+    return -y * (1.0 + 0.5 * jnp.sin(3.0 * t)) + args * jnp.cos(t)
+
+
+def _euler_loop(y0, T, dt, ts, c):
+    """A literal Euler loop over [0, T] in ceil(T / dt) equal steps (as diffrax spreads constant steps over the
+    horizon), read at `ts` by linear interpolation between the steps (Euler's dense output)."""
+    n = int(np.ceil(T / dt - 1e-9))
+    h, ys = T / n, [np.asarray(y0, float)]
+    for k in range(n):
+        t = k * h
+        ys.append(ys[-1] + h * (-ys[-1] * (1.0 + 0.5 * np.sin(3.0 * t)) + c * np.cos(t)))
+    knots, ys = h * np.arange(n + 1), np.array(ys)
+    return n, np.stack([np.interp(ts, knots, ys[:, i]) for i in range(ys.shape[1])], axis=1)
+
+
+@pytest.mark.parametrize("dt", [0.01, 0.003])  # save times on the step grid, and between its steps
+def test_constant_step_euler_over_several_chunks_equals_a_literal_loop(dt):
+    """200 save points (4 chunks): every chunk starts on the step grid, so the steps are those of one solve
+    (a chunk ending at a save time between two steps restarted the constant steps there: one step more and
+    the steps of each chunk stretched to fit it, an error of the order of dt^2)."""
+    T, ts, y0 = 2.0, np.linspace(0.0, 2.0, 200), np.array([1.0, -2.0])
+    n, exact = _euler_loop(y0, T, dt, ts, 1.0)
+    traj = solve(forced, jnp.asarray(y0), t1=T, ts=ts, args=1.0, solver="euler", constant_step=True, dt0=dt)
+    assert traj.status == "ok" and int(traj.num_steps) == n
+    np.testing.assert_allclose(np.asarray(traj.ys), exact, rtol=0, atol=1e-13)
+
+
+def test_constant_steps_beyond_the_default_budget_run_by_default():
+    """max_steps=None with constant steps covers the steps the horizon needs (150,000 Euler steps: more than
+    the 100,000 of the horizon's default and one call's cap), the literal loop's (1 - dt)^n."""
+    traj = solve(decay, jnp.array([1.0]), t1=1.5, args=1.0, solver="euler", constant_step=True, dt0=1e-5)
+    assert traj.status == "ok" and int(traj.num_steps) == 150_000
+    np.testing.assert_allclose(np.asarray(traj.ys)[-1], [(1.0 - 1e-5) ** 150_000], rtol=1e-10)

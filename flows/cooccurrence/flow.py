@@ -44,7 +44,7 @@ __all__ = [
 #: the keys of the Gram state.
 GRAM_STATE = ("G", "S", "M_V", "M_K", "M_Q", "A")
 #: the default options of the solves of this system (`flows.solve` keywords).
-SOLVER = {"solver": "tsit5", "rtol": 1e-8, "atol": 1e-10, "max_steps": 200_000, "save_states": False}
+SOLVER = {"solver": "auto", "rtol": 1e-8, "atol": 1e-10, "save_states": False}
 
 
 def flow_gradients(state: Gram, args: Args) -> tuple[Array, Array, Array]:

@@ -235,7 +235,7 @@ def solve_flow(
       zero at t=0).
     - `seed`, `init`: override `config.seed`, `config.init` (`None`: the config's), as in `train`;
       `num_test`: as in `system`.
-    - `options`: `flows.solve` keywords (default `flow.SOLVER`: tsit5, rtol 1e-8, atol 1e-10, 200 000 steps,
+    - `options`: `flows.solve` keywords (default `flow.SOLVER`: auto, rtol 1e-8, atol 1e-10, max_steps from the horizon,
       observables only).
 
     **Returns:** a `Trajectory` with `observables` named as in `observables.OBSERVABLES` (`loss`,

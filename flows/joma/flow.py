@@ -223,10 +223,10 @@ def solve_v_flow(
     *,
     attention: str = "softmax",
     blowup_level: float | None = None,
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-10,
     atol: float = 1e-12,
-    max_steps: int = 200_000,
+    max_steps: int | None = None,
     throw: bool = True,
 ) -> Trajectory:
     """Integrate the V-flow of Fig. 4 (module docstring) with `flows.solve`.

@@ -41,7 +41,7 @@ __all__ = ["INVARIANT_TOL", "REDUCED", "SOLVER", "demo", "solve_flow", "system",
 #: the named limits of the spec
 REDUCED = ("w_flow",)
 #: the default options of the solves of this system (tight: the invariant is held to `INVARIANT_TOL`)
-SOLVER = {"solver": "tsit5", "rtol": 1e-10, "atol": 1e-12, "max_steps": 200_000}
+SOLVER = {"solver": "auto", "rtol": 1e-10, "atol": 1e-12}
 #: the largest invariant gap along a flow for which the exact invariants count as held
 INVARIANT_TOL = 1e-8
 
@@ -190,7 +190,7 @@ def solve_flow(
       (exact for exp, and for linear attention when c > 0; approximate for softmax).
     - `ts`: non-decreasing save times from 0 on the clock t = lr * step of `train`; `params0`: the start
       (default the config's); `options`: `flows.solve_flow` keywords (`seed`, `noise`, `batch_size`) and
-      `flows.solve` keywords over `SOLVER` (tsit5, rtol 1e-10, atol 1e-12).
+      `flows.solve` keywords over `SOLVER` (auto, rtol 1e-10, atol 1e-12).
 
     **Returns:** a `Trajectory` with the observables of `train`'s record (states: the parameters, or W).
 

@@ -43,7 +43,7 @@ __all__ = ["REDUCED", "SOLVER", "initial_reduced_state", "reduced_limit", "reduc
 #: the reduced flows `solve_flow(reduced=...)` integrates.
 REDUCED = ("zfb", "separate")
 #: the default options of the solves of this system (tight: the flows are held against the networks to 1e-10).
-SOLVER = {"solver": "tsit5", "rtol": 1e-10, "atol": 1e-12, "max_steps": 200_000, "save_states": False}
+SOLVER = {"solver": "auto", "rtol": 1e-10, "atol": 1e-12, "save_states": False}
 
 
 def _eig_frame(config: Config) -> tuple[np.ndarray, np.ndarray]:

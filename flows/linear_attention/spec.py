@@ -158,7 +158,7 @@ def solve_flow(
       eigen-direction from s_i = `init_scale` or the scales `y0` (`flow.initial_reduced_state`).
     - `ts`: non-decreasing save times from 0 on the clock t = lr * step of `network.train`.
     - `seed`, `init`: override `config.seed`, `config.init`; `options`: `flows.solve` keywords (default
-      `flow.SOLVER`: tsit5, rtol 1e-10, atol 1e-12, 200 000 steps, observables only).
+      `flow.SOLVER`: auto, rtol 1e-10, atol 1e-12, max_steps from the horizon, observables only).
 
     **Returns:** a `Trajectory` with the observables of `observables.OBSERVABLES` ("loss", "G" `(k, d, d)`,
     "alignment" `(k, d)`, "n_learned"), as `network.train`'s record.

@@ -296,7 +296,7 @@ def solve_charted(
     rtol: float = 1e-8,
     atol: float = 1e-10,
     save_states: bool = False,
-    max_steps: int = 100_000,
+    max_steps: int | None = None,
 ) -> Trajectory:
     """Integrate the charted particle flow from `cparticles`, saving Q and R (and the states) at `ts`.
 
@@ -306,7 +306,7 @@ def solve_charted(
     - `data`: the training prompts (default `training_set(config)`).
     - `temperature`: T >= 0; T > 0 integrates the Langevin SDE dc = v dtau + sqrt(2 T) dB (`flows.solve_sde`
       with constant step `dt`, Brownian motion seeded by `seed`, solver default "euler").
-    - `dt`, `solver`, `rtol`, `atol`, `max_steps`: at T = 0 an adaptive `flows.solve` (default "tsit5"), or
+    - `dt`, `solver`, `rtol`, `atol`, `max_steps`: at T = 0 an adaptive `flows.solve` (default "auto"), or
       constant steps `dt`; at T > 0 the SDE step and solver.
     """
     cparticles = check_charted(config, chart, cparticles)
@@ -333,7 +333,7 @@ def solve_charted(
             observables=observe,
             save_states=save_states,
         )
-    solver = solver or "tsit5"
+    solver = solver or "auto"  # with the reverse-mode field (no forward derivatives) "auto" is Tsit5
     field, observe = _cached_field(chart, solver != "kvaerno5")
     options: dict[str, Any] = dict(
         t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps

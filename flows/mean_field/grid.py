@@ -27,8 +27,9 @@ so the masses sum to their initial total up to rounding. Outside the box the den
 boundary faces is added to the state's `escaped` mass (total mass in box + escaped is conserved), and a solve
 whose escaped mass passes `mass_tol` ends with status "left_box". The forward pass of the grid law is that of
 the atoms at the cell centres with weights their masses (`model.weighted`), so Q, R and the velocity field
-come from the particles' code. The ODE in tau is integrated by `flows.solve` (explicit "tsit5" by default;
-"kvaerno5" where the diffusion makes it stiff: its Newton steps differentiate the field in forward mode).
+come from the particles' code. The ODE in tau is integrated by `flows.solve` ("auto" by default,
+switching to "kvaerno5" where the diffusion makes it stiff: its Newton steps differentiate the field in forward
+mode).
 """
 
 from __future__ import annotations
@@ -366,11 +367,11 @@ def solve_grid(
     masses: dict,
     *,
     data: Prompts | None = None,
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-7,
     atol: float = 1e-10,
     dt: float | None = None,
-    max_steps: int = 100_000,
+    max_steps: int | None = None,
     save_states: bool = False,
     mass_tol: float = 1e-6,
 ) -> GridSolution:

@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 #: the default solve options of the particle flow and the optimiser limits (`flows.solve` keywords).
-SOLVER = {"solver": "tsit5", "rtol": 1e-7, "atol": 1e-9, "max_steps": 100_000, "save_states": False}
+SOLVER = {"solver": "auto", "rtol": 1e-7, "atol": 1e-9, "save_states": False}
 
 
 def with_seed_init(config: Config, seed: int | None = None, init: str | None = None) -> Config:
@@ -170,11 +170,11 @@ def solve_flow(
     particles: Particles | None = None,
     data: Prompts | None = None,
     test: Prompts | None = None,
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-7,
     atol: float = 1e-9,
     dt: float | None = None,
-    max_steps: int = 100_000,
+    max_steps: int | None = None,
     observables: str = "all",
     save_states: bool = False,
     mesh: Mesh | None = None,
@@ -239,11 +239,11 @@ def solve_reference(
     test: Prompts | None = None,
     substeps: int = 4,
     depth_solver: str = "tsit5",
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-7,
     atol: float = 1e-9,
     dt: float | None = None,
-    max_steps: int = 100_000,
+    max_steps: int | None = None,
     observables: str | dict = "all",
     save_states: bool = False,
     progress: bool = False,

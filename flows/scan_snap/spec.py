@@ -60,7 +60,7 @@ __all__ = ["FORMS", "check_rates", "demo", "loss", "solve_flow", "system"]
 #: the forms of the network: the Y/Z model on count vectors or on token sequences, and the embedding form.
 FORMS = ("counts", "tokens", "embedding")
 #: the default options of the solves of this system.
-SOLVER = {"solver": "tsit5", "rtol": 1e-8, "atol": 1e-10, "max_steps": 200_000}
+SOLVER = {"solver": "auto", "rtol": 1e-8, "atol": 1e-10}
 
 
 def loss(params: dict, batch: dict) -> jax.Array:
@@ -318,10 +318,10 @@ def solve_flow(
     paper_time: bool | None = None,
     exact_slaving: bool = False,
     decoder_size: float | None = None,
-    solver: str = "tsit5",
+    solver: str = "auto",
     rtol: float = 1e-8,
     atol: float = 1e-10,
-    max_steps: int = 200_000,
+    max_steps: int | None = None,
     throw: bool = True,
     init: str = "zero",
     seed: int = 0,

@@ -43,6 +43,14 @@ def test_euler_iteration_is_the_official_loop(fig4):
     np.testing.assert_allclose(euler.ts, 0.02 * np.arange(0, 5001, 50), rtol=1e-14)
 
 
+def test_every_iterate_saved_is_the_official_loop():
+    """save_every=1: 1001 save points (16 save chunks of the solve), still the official loop's steps."""
+    ws, _ = official_fig4(MU, niter=1000)
+    euler = flow.euler_v_flow(MU, steps=1000, save_every=1)
+    assert int(euler.num_steps) == 1000
+    np.testing.assert_allclose(euler.ys, ws, rtol=0, atol=1e-12)
+
+
 def test_flow_and_euler_differ_at_first_order_in_the_step(fig4):
     """The flow is the eta -> 0 limit of the official iteration: the entropy gap halves with eta."""
     ts, traj, euler = fig4

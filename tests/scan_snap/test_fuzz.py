@@ -245,7 +245,7 @@ BAD_FLOW = {
     "Y0": st.one_of(st.just(np.full((M, M), math.inf)), st.just(np.ones(M))),
     "solver": bad_choices(["tsit5"]),
     "rtol": bad_reals(0.0, strict=True),
-    "max_steps": bad_ints(1),
+    "max_steps": bad_ints(1).filter(lambda v: v is not None),  # None: from the horizon
     "throw": bad_bools(),
 }
 
