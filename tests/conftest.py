@@ -50,7 +50,7 @@ os.environ["FLOWS_NO_COMPILE_CACHE"] = "1"
 
 
 # Examples whose --quick run is among the longest: their quick run (and its verdict check) is in `pytest -m slow`
-# only, to keep the default suite within 5 minutes. The default run keeps scan_snap_fig3 and joma_sparse_dense
+# only, to keep the default suite within 5 minutes. The default run keeps scan_snap_fig3
 # (fig4 and fig5 decide on means over 8 runs, fig9 is a sweep); the building blocks of the others are checked in
 # the default run by tests/<system>/ (flows vs closed forms, flow vs GD to first order in the learning rate, the
 # mean-field flow vs GD in tests/test_readme.py), and `python -m flows reproduce --quick` still runs them all.
@@ -77,6 +77,7 @@ SLOW_EXAMPLES = frozenset(
         "scan_snap_fig4",
         "scan_snap_fig5",
         "scan_snap_fig9",
+        "joma_sparse_dense",
     }
 )
 

@@ -158,6 +158,7 @@ def test_event_time_is_nan_when_the_level_is_never_crossed():
 ATTENTION_NAMES = ("attention", "entropy", "entropy_distinct", "common_mass")
 
 
+@pytest.mark.slow  # the observables are pinned in tests/scan_snap/test_observables.py
 def test_scan_snap_flow_and_record_share_the_attention_observables():
     """The names are identical (the flow's state-specific `loss`/`gamma` aside), computed by the same
     `observables.attention_observables`. At lr = 1 (T = 512, batch 128, 64 SGD steps) the record follows the

@@ -65,6 +65,7 @@ def test_separate_rhs_is_minus_the_autodiff_gradient_of_the_population_loss():
         assert np.abs(kq).max() < 1e-12 and np.abs(np.asarray(g["W_PV"])[d]).max() < 1e-12
 
 
+@pytest.mark.slow  # the separate RHS is autodiff's in the default run
 @pytest.mark.parametrize("reduced", ["separate"])
 def test_reduced_flow_equals_the_full_flow_from_the_reduced_initialisation(reduced):
     """(ZFB's reduced flow: `test_zfb_reduced_flow_at_any_d_equals_the_full_flow`.)"""
@@ -118,6 +119,7 @@ def test_long_time_flow_reaches_gamma_inverse_and_the_minimum_loss():
     np.testing.assert_allclose(traj.observables["alignment"][-1], 1.0, atol=1e-7)
 
 
+@pytest.mark.slow  # the plateau losses are pinned against closed forms in test_theory.py
 def test_separate_heads_plateau_at_the_pcr_losses_in_decreasing_eigenvalue_order():
     """From s_i = 0.01: direction i is half-learned at the closed-form time of ZSLS eq 21 (theory.separate_time,
     1e-6), in the order of decreasing eigenvalue, and between two learning events the loss sits at the PCR plateau

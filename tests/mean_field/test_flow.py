@@ -87,6 +87,7 @@ def test_energy_identity_and_monotone_Q(adaptive):
     assert np.all(adaptive.observables["mean_speed"] <= adaptive.observables["max_speed"])
 
 
+@pytest.mark.slow  # the summary observables are pinned in test_observables.py
 def test_observables_all_and_basic_are_summary_and_basic():
     """What `solve_flow` hands to `flows.solve` (the fixture above saves "basic" and evaluates `summary` on the
     states; the two solves differ only in this argument): the spec's observables of the particles, bit for bit

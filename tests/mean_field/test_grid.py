@@ -35,6 +35,7 @@ def test_mass_conserved_and_nonnegative_with_data_and_noise():
     assert np.ptp(sol.observables["Q"]) > 1e-4  # the law moved
 
 
+@pytest.mark.slow  # mass and nonnegativity with data and noise stay in the default run
 def test_ssp_heun_upwind_keeps_every_mass_nonnegative():
     """Heun is strong-stability preserving: under the CFL and diffusion step bounds upwind masses stay >= 0."""
     box = gd.Box((-3.0,), (5.0,), (40,))
