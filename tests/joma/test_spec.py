@@ -106,6 +106,7 @@ def test_train_through_the_driver_is_a_literal_optax_loop(attention, mlp, optimi
     assert np.max(np.abs(other["loss"] - rec["loss"])) > 1e-6
 
 
+@pytest.mark.slow  # the joint flow is held against autodiff in test_flow.py
 def test_w_flow_is_the_joint_flow_for_a_nonlinear_mlp():
     """The named limit "w_flow" (flow.reduced_field: W alone, z = c + sum v^2 / (2 tau)) from the start's W and
     the driver's joint gradient flow of (W, z) are one trajectory (exp attention, SiLU MLP; the official size

@@ -109,6 +109,7 @@ def test_zfb_reduced_flow_at_any_d_equals_the_full_flow(d):
     assert float(red.observables["loss"][-1]) < float(red.observables["loss"][0]) - 0.05
 
 
+@pytest.mark.slow  # the minimum and Gamma^-1 are pinned in test_theory.py; long horizons in test_auto_solver.py
 def test_long_time_flow_reaches_gamma_inverse_and_the_minimum_loss():
     traj = la.solve_flow(SINGLE, np.array([0.0, 1e3, 1e4]), reduced="zfb")
     G = np.asarray(traj.observables["G"][-1])

@@ -99,6 +99,7 @@ def test_zero_data_leaves_the_weight_decay_drift():
     np.testing.assert_allclose(v, -0.7 * np.broadcast_to(faces, v.shape), rtol=1e-14, atol=1e-16)
 
 
+@pytest.mark.slow  # the 2-D chart's velocity is autodiff's in test_chart.py
 def test_two_dimensional_grid_with_the_mlp_kept():
     chart = ch.Chart(
         _chart().attention.repeat(2, 0) * np.array([1.0, 0.5])[:, None, None, None], np.eye(3)[None, :2] * 0.7

@@ -105,6 +105,7 @@ def _tracking_error(c, Zf, T, eta, tau, batch, seeds):
     return float(np.linalg.norm(p["Z"].mean(axis=0) - Zf) / np.linalg.norm(Zf))
 
 
+@pytest.mark.slow  # the finite-T rate is the scan_snap_finite_T example's
 def test_finite_T_tracks_flow_error_shrinks_in_T():
     """Plain SGD (batch mean, lr 0.25) vs the T -> inf flow at t = 16: relative error of Z falls with T.
 

@@ -113,6 +113,7 @@ def _euler_flow(dt, steps, save_steps):
 ZERO_STEPS = 16  # the zero-noise check: 32 SDE steps of the default comparison's program (its horizon is traced)
 
 
+@pytest.mark.slow  # the SDE core's zero-noise path is pinned in tests/test_sde.py
 def test_zero_noise_is_the_finite_T_gradient_flow():
     """noise=False: the SDE paths are flows.solve's constant-step Euler (step lr / 2) of gradient_flow of the
     enumerated population loss sum_j w_j l_j, to 1e-10 (the SDE program of the default comparison, run for
