@@ -55,6 +55,9 @@ def setup(quick):
 # (measured 0.77 .. 1.03 at m = 16, 32, 64); both hold at every width of the full run (n = 60: bump 6-52%, R 1.23
 # .. 1.53), so the quick run records them as not tested at this size.
 FULL_SIZES = "the full run (n = 60, d = 163, m in {64, 128, 256}, m1 = 256, t up to 300)"
+#: below the full run's smallest width the smallest phase-2 score change (about 1e-3) is of the size of the
+#: draw's finite-width fluctuation, and its sign changes from seed to seed: P4 is decided from this width up
+P4_MIN_M = 64
 # P1 compares T1 * S0 across widths. One draw (data and initialisation) moves it by tens of percent, so one
 # draw's max/min can land on either side of 2 (at the quick sizes and at the full ones alike): the full run
 # decides P1 on the means over P1_DRAWS draws, with a bootstrap interval over the draws; the quick run records
@@ -84,7 +87,7 @@ def check(rec, name, measured, expected, holds, failures, tested_at=None, **extr
         failures.append(name)
 
 
-def analyse(rec, tag, traj, L, failures, quick):
+def analyse(rec, tag, traj, L, failures, quick, m):
     ts = np.asarray(traj.ts)
     o = {k: np.asarray(v) for k, v in traj.observables.items()}
     T1 = float(traj.t_event)
@@ -163,6 +166,7 @@ def analyse(rec, tag, traj, L, failures, quick):
         "every signed change > 0 over [T1, t_end] (Thm 3.2) and max|p(mu1->mu2) - 1/L| <= 1/L^2 (Cor. F.17)",
         all(v > 0 for v in signs.values()) and p_dev <= 1.0 / L**2,
         failures,
+        tested_at=FULL_SIZES if quick and m < P4_MIN_M else None,
     )
     # P5: balancing
     br = o["balance_ratio"][phase2]
@@ -229,7 +233,7 @@ def main(argv=None) -> int:
             traj = co.solve_flow(cfg, ts)
             rec.add_timing(f"flow_m{m}_s", time.perf_counter() - start)
             rec.add_solver_stats(f"flow_m{m}", traj)
-            products[m] = analyse(rec, f"m{m}", traj, L, failures, ns.quick)
+            products[m] = analyse(rec, f"m{m}", traj, L, failures, ns.quick, m)
             trajs[m] = traj
             rec.add_series(**{f"m{m}_{k}": np.asarray(v) for k, v in traj.observables.items()})
         rec.add_series(ts=ts)
