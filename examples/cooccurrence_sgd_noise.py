@@ -123,10 +123,10 @@ def main(argv=None) -> int:
                 if np.isnan(a).any() or np.isnan(b).any():
                     raise RuntimeError(f"a path or run has no T1 before t = {T} at lr {lr}")
                 tag = f"{what}_lr{lr:g}"
-                rec.add_metric(f"{tag}_mean_sde", float(a.mean()))
-                rec.add_metric(f"{tag}_mean_sgd", float(b.mean()))
-                rec.add_metric(f"{tag}_std_sde", float(a.std(ddof=1)))
-                rec.add_metric(f"{tag}_std_sgd", float(b.std(ddof=1)))
+                rec.add_metric(f"{tag}_sde_mean", float(a.mean()))
+                rec.add_metric(f"{tag}_sgd_mean", float(b.mean()))
+                rec.add_metric(f"{tag}_sde_std", float(a.std(ddof=1)))
+                rec.add_metric(f"{tag}_sgd_std", float(b.std(ddof=1)))
                 zm, zv = _z_mean(a, b), _z_var(a, b)
                 at = "T1" if what == "T1" else f"the loss at t = {T:g}"
                 for moment, z in (("mean", zm), ("variance", zv)):

@@ -313,7 +313,7 @@ def main(argv=None) -> int:
             rec.add_metric(f"w2_slope_vs_M_{g}_final", fit.slope)
             rec.add_metric(f"w2_slope_vs_M_{g}_final_ci", f"[{fit.slope_ci[0]:.3f}, {fit.slope_ci[1]:.3f}]")
             y0 = np.concatenate([w2x[M][g][:, 0].mean(-1) for M in M_exact])
-            rec.add_metric(f"w2_slope_vs_M_{g}_tau0", fitting.power_law_fit(x, y0, n_boot=10).slope)
+            rec.add_metric(f"tau0_w2_slope_vs_M_{g}", fitting.power_law_fit(x, y0, n_boot=10).slope)
         fa = slopes["attention"]
         rec.add_prediction(
             "w2_slope_vs_M_attention",
