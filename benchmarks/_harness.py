@@ -33,6 +33,7 @@ from pathlib import Path
 
 import jax
 
+from benchmarks import summary as _summary
 from flows.experiments import records
 
 __all__ = [
@@ -54,17 +55,9 @@ __all__ = [
     "write_rows",
 ]
 
-#: What a user does, in the order the performance page shows them (a row's `task`).
-TASKS = (
-    "first call",
-    "rerun with the compile cache",
-    "long run",
-    "sweep",
-    "network beside its limit",
-    "compile",
-    "solver",
-    "workaround",
-)
+#: What a user does, in the order the performance page shows them (a row's `task`): one tuple, kept in
+#: `benchmarks.summary` (which the site's build reads without importing jax).
+TASKS = _summary.TASKS
 #: The default target of a measure against its floor: within 1.5x of it (floor / measured >= 1 / 1.5).
 FLOOR_TARGET = 1 / 1.5
 

@@ -18,7 +18,8 @@ from benchmarks.plot_scaling import read_rows
 
 # the folder of the committed rows (benchmarks._harness.RESULTS_DIR, without importing the harness and jax)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# benchmarks._harness.TASKS (the harness imports jax; the site's build reads this module alone)
+#: What a user does, in the order the performance page shows them (a row's `task`; the harness reads it here:
+#: the site's build reads this module without importing jax).
 TASKS = (
     "first call",
     "rerun with the compile cache",
