@@ -10,9 +10,11 @@ real arrays (never `bool` or complex). Flags are `True` or `False` (or a numpy b
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,6 +27,7 @@ __all__ = [
     "check_finite_tree",
     "check_int",
     "check_real",
+    "forwarded_options",
     "real_array",
 ]
 
@@ -183,3 +186,26 @@ def check_options(name: str, options, allowed, what: str) -> dict:
     if unknown:
         raise ValueError(f"{name}: unknown keys {unknown} for {what} (allowed: {sorted(allowed)})")
     return options
+
+
+@functools.cache
+def _keyword_defaults(target: Callable) -> dict:
+    return {p.name: p.default for p in inspect.signature(target).parameters.values() if p.kind is p.KEYWORD_ONLY}
+
+
+def forwarded_options(caller: str, options: Mapping, target: Callable, names: Sequence[str]) -> dict:
+    """The keywords `names` of `target`, as a thin wrapper `caller` that takes them as `**options` passes them on:
+    `options` completed with `target`'s defaults, so that the options are defined, defaulted and documented once,
+    in `target`'s signature. An unknown keyword, or a missing one that `target` requires, is a `TypeError` naming
+    it, as Python's own for a function that lists its parameters."""
+    unknown = sorted(map(str, set(options) - set(names)))
+    if unknown:
+        raise TypeError(
+            f"{caller}() got an unexpected keyword argument {unknown[0]!r} (it takes the options of "
+            f"{target.__name__}: {', '.join(names)})"
+        )
+    defaults = _keyword_defaults(target)
+    missing = [name for name in names if name not in options and defaults[name] is inspect.Parameter.empty]
+    if missing:
+        raise TypeError(f"{caller}() missing required keyword argument {missing[0]!r} (as in {target.__name__})")
+    return {name: options.get(name, defaults[name]) for name in names}

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 import numpy as np
 
 from . import _sweep as sweep
-from ._checks import INT_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real
+from ._checks import INT_MAX, check_bool, check_choice, check_finite_tree, check_int, check_real, forwarded_options
 from ._chunked import SAVE_CHUNK, call_cap, execute
 from ._inputs import as_state, check_observables, check_save_times, check_state, warn_precision
 from ._program import AUTO, FIXED_STEP_ONLY, SOLVER_NAMES, SOLVERS
@@ -51,6 +52,9 @@ __all__ = [
 
 #: The solver options of `solve` and `solve_batch`, in the order of their part of a compiled program's key.
 OPTIONS = tuple("solver rtol atol dt0 max_steps observables save_states event blowup progress constant_step".split())
+
+#: The options of `solve` that `solve_batch` takes (a batch shows no progress bar and adapts its steps).
+BATCH_OPTIONS = tuple(k for k in OPTIONS if k not in ("progress", "constant_step"))
 
 
 #: The default step budget per decade of the horizon (`horizon_steps`).
@@ -234,23 +238,12 @@ def solve_batch(
     vector_field: Callable,
     y0,
     *,
-    t1: float,
-    t0: float = 0.0,
-    ts: Sequence[float] | np.ndarray | None = None,
     args=None,
     batch_y0: bool = False,
     batch_args: bool = True,
-    solver: str = "auto",
-    rtol: float = 1e-8,
-    atol: float = 1e-10,
-    dt0: float | None = None,
-    max_steps: int | None = None,
-    observables: Mapping[str, Callable] | Callable | None = None,
-    save_states: bool = True,
-    event: Event | None = None,
-    blowup: float | None = 1e10,
     throw: bool = False,
     mesh: jax.sharding.Mesh | None = None,
+    **options: Any,
 ) -> Trajectory:
     """A sweep: one compilation, one solution per member of the batch.
 
@@ -271,8 +264,14 @@ def solve_batch(
     result. After `jax.distributed.initialize` the mesh may span hosts: every process passes the same
     (seeded) inputs and receives the whole result.
 
-    Other arguments as in `solve`.
+    `options`: the horizon and the solver options of `solve`, with its defaults and meanings: `t1` (required),
+    `t0`, `ts`, and `BATCH_OPTIONS` (`solver`, `rtol`, `atol`, `dt0`, `max_steps`, `observables`, `save_states`,
+    `event`, `blowup`; not `progress` or `constant_step`); an unknown one is a `TypeError` naming it. `args`,
+    `throw` as in `solve`.
     """
+    options = forwarded_options("solve_batch", options, solve, ("t1", "t0", "ts", *BATCH_OPTIONS))
+    t1, t0, ts = options.pop("t1"), options.pop("t0"), options.pop("ts")
+    options.update(progress=False, constant_step=False)
     batch_y0, batch_args = check_bool("batch_y0", batch_y0), check_bool("batch_args", batch_args)
     throw = check_bool("throw", throw)
     if not (batch_y0 or batch_args):
@@ -291,7 +290,6 @@ def solve_batch(
     if None in sizes or len(sizes) != 1:
         raise ValueError(f"batched leaves of args/y0 must share one leading axis size, got {sizes}")
     example_y0 = jax.tree_util.tree_map(lambda a: a[0], y0) if batch_y0 else y0
-    options = {"progress": False, "constant_step": False, **{k: v for k, v in locals().items() if k in OPTIONS}}
     ts_arr, t0_arr, t1_arr, options, key_opts = _prepare(vector_field, example_y0, t0, t1, ts, None, options)
     # Everything but args (if unbatched) and t1 carries the batch axis, so that a continuation after an
     # event (other start times, other states) reuses the same compiled program.
@@ -303,6 +301,7 @@ def solve_batch(
     in_axes = (0, 0 if batch_args else None, 0, None, 0, 0, ())
     padded, place = size, None
     if mesh is not None:
+        event = options["event"]
         if event is not None and not event.stop and jax.process_count() > 1:
             raise ValueError("event with stop=False is not supported on a mesh spanning several processes")
         call_args, padded, place = _shard_batch(call_args, in_axes, mesh)

@@ -23,13 +23,14 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ._checks import check_choice, check_int, check_real
+from ._checks import check_choice, check_int, check_real, forwarded_options
 
 ArrayLike = Any  # a 1-D array or a sequence of numbers
 Rng = np.random.Generator | int
 
 __all__ = [
     "DEFAULT_MODELS",
+    "FIT_OPTIONS",
     "INTERVALS",
     "JointPowerFit",
     "ModelFit",
@@ -41,6 +42,9 @@ __all__ = [
 
 #: Interval constructions: "percentile" (bootstrap percentiles) or "t" (bootstrap sd, Student quantile).
 INTERVALS = ("percentile", "t")
+
+#: The bootstrap keywords every fit takes (defined, with their defaults, by `power_law_fit`).
+FIT_OPTIONS = ("seeds", "n_boot", "level", "rng", "interval")
 
 
 def _theorem_shape(M, L):
@@ -266,7 +270,7 @@ class ModelFit:
 # --------------------------------------------------------------------------- fits
 
 
-def _fit(X, logy, seeds, n_boot, level, interval, rng):
+def _fit(X, logy, *, seeds, n_boot, level, rng, interval):
     """OLS of `logy` on `X` with bootstrap intervals: (coefficients, intervals, replicates, the fields every fit
     result shares)."""
     level = check_real("level", level, low=0.0, strict=True, high=1.0, high_strict=True)
@@ -315,7 +319,7 @@ def power_law_fit(
     if np.unique(x).size < 2:
         raise ValueError("x must hold at least 2 distinct values (a slope needs them)")
     X = np.stack([np.ones(n), np.log(x)], axis=1)
-    coef, ci, boot, shared = _fit(X, np.log(y), seeds, n_boot, level, interval, rng)
+    coef, ci, boot, shared = _fit(X, np.log(y), seeds=seeds, n_boot=n_boot, level=level, rng=rng, interval=interval)
     return PowerLawFit(
         slope=float(coef[1]),
         intercept=float(coef[0]),
@@ -326,26 +330,18 @@ def power_law_fit(
     )
 
 
-def joint_power_fit(
-    M: ArrayLike,
-    L: ArrayLike,
-    err: ArrayLike,
-    *,
-    seeds: ArrayLike | None = None,
-    n_boot: int = 2000,
-    level: float = 0.95,
-    rng: Rng = 0,
-    interval: str = "t",
-) -> JointPowerFit:
+def joint_power_fit(M: ArrayLike, L: ArrayLike, err: ArrayLike, **options: Any) -> JointPowerFit:
     """Fit err ~ C M^a L^b: OLS of log err on (1, log M, log L), with bootstrap intervals.
 
     Compare `a` with -1/2 (width rate) and `b` with -1 (depth rate, where the depth error dominates) or 0
-    (where the width term sqrt(log L / M) dominates: its local L exponent is 1/(2 log L), small). Arguments
-    as in `power_law_fit`; M, L and err need >= 4 points and (log M, log L) must not be collinear (both
-    must vary, not in lockstep).
+    (where the width term sqrt(log L / M) dominates: its local L exponent is 1/(2 log L), small). M, L and
+    err need >= 4 points and (log M, log L) must not be collinear (both must vary, not in lockstep).
+    `options`: the bootstrap keywords of `power_law_fit` (`FIT_OPTIONS`: `seeds`, `n_boot`, `level`, `rng`,
+    `interval`), with its defaults and meanings; an unknown one is a `TypeError` naming it.
 
     **Returns:** `JointPowerFit`. **Raises:** `ValueError` naming the offending argument.
     """
+    options = forwarded_options("joint_power_fit", options, power_law_fit, FIT_OPTIONS)
     M, L, err = _positive("M", M), _positive("L", L), _positive("err", err)
     n = _same_length([("M", M), ("L", L), ("err", err)])
     if n < 4:
@@ -356,7 +352,7 @@ def joint_power_fit(
     X = np.stack([np.ones(n), np.log(M), np.log(L)], axis=1)
     if np.linalg.matrix_rank(X) < 3:
         raise ValueError("M, L: log M and log L are collinear (they vary in lockstep); a and b are not identified")
-    coef, ci, boot, shared = _fit(X, np.log(err), seeds, n_boot, level, interval, rng)
+    coef, ci, boot, shared = _fit(X, np.log(err), **options)
     return JointPowerFit(
         a=float(coef[1]),
         b=float(coef[2]),

@@ -1185,6 +1185,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "loss check: a loss that is not a scalar passes (a JAX TypeError from jax.grad)",
     ),
     Mutation(
+        "forwarded-options-dropped",
+        "flows/_checks.py",
+        "return {name: options.get(name, defaults[name]) for name in names}",
+        "return {name: defaults.get(name, options.get(name)) for name in names}",
+        ("tests/test_solve_errors.py", "tests/test_fitting.py"),
+        "a thin wrapper's **options: the given options replaced by the target's defaults",
+    ),
+    Mutation(
         "mf-group-rates-pytree",
         "flows/optim_limits/problem.py",
         "return jax.tree_util.tree_map(lambda r: value_of_lr(lr * r), rates)",

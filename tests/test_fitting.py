@@ -106,6 +106,22 @@ def _grid(n_seeds=6):
     return M, L, seeds
 
 
+def test_joint_fit_takes_the_bootstrap_options_of_power_law_fit():
+    """`joint_power_fit(**options)` takes `power_law_fit`'s keywords with its defaults (n_boot 2000, level 0.95,
+    rng 0, interval "t", points resampled): the call without them is the call with them written out, bit for
+    bit; an unknown keyword is a TypeError naming it."""
+    rng = np.random.default_rng(5)
+    M, L, seeds = _grid()
+    err = 2.0 * M**-0.5 * L**-1.0 * np.exp(0.1 * rng.standard_normal(M.size))
+    default = joint_power_fit(M, L, err)
+    explicit = joint_power_fit(M, L, err, seeds=None, n_boot=2000, level=0.95, rng=0, interval="t")
+    np.testing.assert_array_equal(default.boot, explicit.boot)
+    assert default.a_ci == explicit.a_ci and default.n_boot == 2000 and default.bootstrap == "points"
+    assert joint_power_fit(M, L, err, level=0.5).a_ci != default.a_ci  # the options reach the fit
+    with pytest.raises(TypeError, match="'nboot'.*power_law_fit: seeds, n_boot"):
+        joint_power_fit(M, L, err, nboot=10)
+
+
 def test_joint_fit_recovers_width_and_depth_exponents():
     rng = np.random.default_rng(8)
     M, L, seeds = _grid()

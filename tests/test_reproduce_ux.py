@@ -393,3 +393,16 @@ def test_reproduce_passes_the_seed_and_reruns_a_record_of_another_seed(tmp_path,
     assert main([*base, "--seed", "4"]) == 0 and seed_of_record() == 4
     assert "| [seeded](#seeded) | ok |" in (out / "REPORT.md").read_text()
     assert "FAIL seed_is_odd" in (out / "REPORT.md").read_text()  # the verdict is the seed's
+
+
+def test_each_example_is_launched_with_the_run_settings(tmp_path):
+    """The command of every example of a ``reproduce`` run: the script with `--out` its record folder, then
+    `--quick`, `--seed N` and `--no-compile-cache` exactly when the run asks for them."""
+    from flows.experiments.reproduce import _Launch
+
+    script, rec = tmp_path / "ex.py", tmp_path / "out" / "ex"
+    base = [sys.executable, str(script.resolve()), "--out", str(rec.resolve())]
+    assert _Launch(quick=False, cwd=tmp_path).command(script, rec) == base
+    full = _Launch(quick=True, cwd=tmp_path, cache=False, seed=3).command(script, rec)
+    assert full == [*base, "--quick", "--seed", "3", "--no-compile-cache"]
+    assert _Launch(quick=False, cwd=tmp_path, seed=0).command(script, rec) == [*base, "--seed", "0"]

@@ -91,3 +91,26 @@ def test_a_tolerance_finer_than_float32_warns_once_naming_x64():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # float64 at the same rtol: no warning
         solve(rotation, jnp.array([1.0, 0.0]), t1=10.0, args=jnp.asarray(1.0), rtol=1e-8, atol=1e-10)
+
+
+def test_solve_batch_takes_the_options_of_solve_with_its_defaults():
+    """`solve_batch(**options)` forwards to the options `solve` defines: an unknown one (or one a batch does not
+    take) is a TypeError naming it, a missing `t1` too, and the defaults are `solve`'s own (a drifted default
+    would change the batch's tolerance, its budget or its save grid)."""
+    y0, rates = jnp.ones(2), jnp.array([0.5, 2.0])
+    for bad in ("rtl", "progress", "constant_step"):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{bad}'.*solve: t1, t0, ts, solver"):
+            solve_batch(decay, y0, t1=1.0, args=rates, **{bad: True})
+    with pytest.raises(TypeError, match="missing required keyword argument 't1'"):
+        solve_batch(decay, y0, args=rates)
+    default = solve_batch(decay, y0, t1=1.0, args=rates)
+    explicit = solve_batch(
+        decay, y0, t1=1.0, t0=0.0, ts=None, args=rates, solver="auto", rtol=1e-8, atol=1e-10, blowup=1e10
+    )
+    np.testing.assert_array_equal(default.ys, explicit.ys)
+    np.testing.assert_array_equal(default.ts, explicit.ts)
+    assert default.num_steps.tolist() == explicit.num_steps.tolist()
+    loose = solve_batch(decay, y0, t1=1.0, args=rates, rtol=1e-4, atol=1e-6)
+    assert np.sum(loose.num_steps) < np.sum(default.num_steps)  # the options reach the solver
+    for i, rate in enumerate(rates):
+        np.testing.assert_allclose(default.ys[i, -1], np.exp(-float(rate)) * np.ones(2), rtol=1e-7)

@@ -154,34 +154,41 @@ class _Running:
     tag: str
 
 
-def _start(
-    running: list[_Running],
-    index: int,
-    script: Path,
-    rec_dir: Path,
-    *,
-    quick: bool,
-    cwd: Path,
-    tag: str,
-    cache: bool = True,
-    seed: int | None = None,
-) -> None:
-    """Start an example and append it to `running` (the list the interrupt handler terminates), so that a
-    Ctrl-C landing between the process's start and its registration cannot leave it running."""
+@dataclass(frozen=True)
+class _Launch:
+    """How every example of one ``reproduce`` run is started: `--quick`, `--seed` (None: the example's own), the
+    compile cache on or off, from the checkout's folder `cwd`."""
+
+    quick: bool
+    cwd: Path
+    cache: bool = True
+    seed: int | None = None
+
+    def command(self, script: Path, rec_dir: Path) -> list[str]:
+        cmd = [sys.executable, str(script.resolve()), "--out", str(rec_dir.resolve())]
+        cmd += ["--quick"] if self.quick else []
+        cmd += [] if self.seed is None else ["--seed", str(self.seed)]
+        cmd += [] if self.cache else ["--no-compile-cache"]
+        return cmd
+
+
+def _start(running: list[_Running], job: tuple[int, Path, Path, str], launch: _Launch) -> None:
+    """Start the example of `job` (index, script, record folder, tag) and append it to `running` (the list the
+    interrupt handler terminates), so that a Ctrl-C landing between the process's start and its registration
+    cannot leave it running."""
+    index, script, rec_dir, tag = job
     rec_dir.mkdir(parents=True, exist_ok=True)
     log_path = rec_dir / "run.log"
-    cmd = [sys.executable, str(script.resolve()), "--out", str(rec_dir.resolve())]
-    cmd += ["--quick"] if quick else []
-    cmd += [] if seed is None else ["--seed", str(seed)]
-    cmd += [] if cache else ["--no-compile-cache"]
+    cmd = launch.command(script, rec_dir)
     print(f"{tag} {script.stem}: running ...", flush=True)
     proc = None
     try:
         with open(log_path, "w", encoding="utf-8") as log:
             log.write(f"$ {shlex.join(cmd)}\n")
             log.flush()
+            env = _child_env(launch.cache)
             proc = subprocess.Popen(
-                cmd, cwd=cwd, env=_child_env(cache), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                cmd, cwd=launch.cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         running.append(_Running(index, script.stem, rec_dir, log_path, proc, time.perf_counter(), tag))
     except BaseException:
@@ -212,27 +219,20 @@ def default_jobs() -> int:
 
 
 def _run_all(
-    pending: list[tuple[int, Path, Path, str]],
-    outcomes: list[Outcome],
-    *,
-    jobs: int,
-    quick: bool,
-    cwd: Path,
-    cache: bool,
-    seed: int | None = None,
+    pending: list[tuple[int, Path, Path, str]], outcomes: list[Outcome], *, jobs: int, launch: _Launch
 ) -> None:
-    """Run `pending` (index, script, record folder, tag) with at most `jobs` at once, in order of start;
-    fills `outcomes[index]`. On KeyboardInterrupt every running example is terminated (its log says so,
+    """Run `pending` (index, script, record folder, tag) as `launch` says, at most `jobs` at once, in order of
+    start; fills `outcomes[index]`. On KeyboardInterrupt every running example is terminated (its log says so,
     its outcome stays "interrupted") and the interrupt propagates."""
     queue = list(pending)
     running: list[_Running] = []
     try:
         while queue or running:
             while queue and len(running) < jobs:
-                index, script, rec_dir, tag = queue.pop(0)
+                job = index, script, rec_dir, _ = queue.pop(0)
                 (rec_dir / records.META_FILE).unlink(missing_ok=True)
                 outcomes[index] = Outcome(script.stem, "interrupted")
-                _start(running, index, script, rec_dir, quick=quick, cwd=cwd, tag=tag, cache=cache, seed=seed)
+                _start(running, job, launch)
             if len(running) == 1 and not queue:
                 running[0].proc.wait()
             else:
@@ -301,7 +301,7 @@ def reproduce(args, argv: list[str]) -> int:
     t0 = time.perf_counter()
     try:
         cache = not getattr(args, "no_compile_cache", False)
-        _run_all(pending, outcomes, jobs=jobs, quick=args.quick, cwd=cwd, cache=cache, seed=seed)
+        _run_all(pending, outcomes, jobs=jobs, launch=_Launch(quick=args.quick, cwd=cwd, cache=cache, seed=seed))
     except KeyboardInterrupt:
         interrupted = True
         current = [o.stem for o in outcomes if o.status == "interrupted"]

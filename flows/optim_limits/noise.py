@@ -230,26 +230,16 @@ def sgd_sde(
 
 
 def solve_sgd_sde(
-    sde: SGDSDE,
-    theta0: PyTree,
-    ts: ArrayLike,
-    *,
-    dt: float,
-    key: jax.Array | None = None,
-    seed: int | None = None,
-    num_paths: int | None = None,
-    observables: Mapping[str, Callable] | Callable | None = None,
-    save_states: bool = True,
-    brownian: str = "increments",
-    **kwargs: Any,
+    sde: SGDSDE, theta0: PyTree, ts: ArrayLike, *, dt: float, brownian: str = "increments", **options: Any
 ) -> Trajectory:
     """`flows.solve_sde(sde.drift, theta0, diffusion=sde.diffusion, noise_shape=sde.noise_shape, args=sde.args,
     t1=ts[-1], ts=ts, dt=dt, ...)` from t0 = 0 (Euler-Maruyama). `dt` should be well below `sde.lr` (the SDE,
     not SGD's own discretisation of it). Observables are functions of (t, theta, args) with
     `args = sde.args`. `brownian="increments"` (default here: an independent Gaussian increment per step,
-    the cheap choice for moments over many paths) or `"tree"`; `kwargs` go to `flows.solve_sde` (`tol`,
-    `max_steps`, `throw`). `theta0`: any pytree of float arrays of one dtype (the noise acts on the flattened
-    parameters); a ValueError names it when the loss fails on it (a wrong shape)."""
+    the cheap choice for moments over many paths) or `"tree"`; `options` go to `flows.solve_sde`, which defines
+    them, their defaults and their checks (`key`, `seed`, `num_paths`, `observables`, `save_states`, `tol`,
+    `max_steps`, `throw`, `solver`). `theta0`: any pytree of float arrays of one dtype (the noise acts on the
+    flattened parameters); a ValueError names it when the loss fails on it (a wrong shape)."""
     from ..sde import solve_sde
 
     if not isinstance(sde, SGDSDE):
@@ -275,13 +265,8 @@ def solve_sgd_sde(
         t1=float(ts[-1]),
         ts=ts,
         dt=dt,
-        key=key,
-        seed=seed,
-        num_paths=num_paths,
-        observables=observables,
-        save_states=save_states,
         brownian=brownian,
-        **kwargs,
+        **options,
     )
 
 

@@ -301,6 +301,16 @@ def test_bad_arguments_name_the_field(call, name):
         call()
 
 
+def test_solve_sgd_sde_forwards_its_options_to_solve_sde():
+    """The options of `solve_sgd_sde` are `flows.solve_sde`'s: an unknown one is a TypeError naming it, and a
+    given one reaches the solver (`num_paths` sets the leading axis of the saved states)."""
+    sde = sgd_sde(per_sample_loss, DATA, 4, 0.1)
+    with pytest.raises(TypeError, match="num_path"):
+        solve_sgd_sde(sde, THETA0, (0.2,), dt=0.1, seed=0, num_path=2)
+    tr = solve_sgd_sde(sde, THETA0, (0.2,), dt=0.1, seed=0, num_paths=3)
+    assert jax.tree_util.tree_leaves(tr.ys)[0].shape[:2] == (3, 1)
+
+
 def test_batch_size_above_n_allowed_with_replacement():
     sde = sgd_sde(per_sample_loss, DATA, 32, 0.1, replacement=True)
     assert float(sde.args["scale"]) == pytest.approx(0.1 / 32, rel=1e-15) and sde.noise_shape == (N,)
