@@ -23,6 +23,7 @@ reduced flows (no Y); `alpha` (the target-token probability per class) beside th
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
@@ -187,7 +188,7 @@ def limits(classes: SequenceClasses, eta_Y: float, eta_Z: float, options: dict) 
         return functools.partial(builder, classes, eta_Y, eta_Z, conventions(paper), *extra)
 
     # name: (vector field, initial state, field-args builder and its flags, observe, description)
-    table = {
+    table: dict[str, tuple[Callable, Callable, tuple, Callable, str]] = {
         "population": (
             full_vector_field,
             _population_state,
