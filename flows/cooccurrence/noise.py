@@ -32,7 +32,6 @@ def solve_sgd_sde(
     num_paths: int,
     seed: int = 0,
     *,
-    dt: float | None = None,
     num_test: int = 600,
     init_seed: int | None = None,
     init: str | None = None,
@@ -44,14 +43,15 @@ def solve_sgd_sde(
 
     **Arguments:**
 
-    - `ts`: non-decreasing save times from 0 (flow time t = lr * step); `dt`: the SDE step, default `lr / 4`.
+    - `ts`: non-decreasing save times from 0 (flow time t = lr * step).
     - `batch_size`, `lr`: the SGD settings (batches without replacement, as `train`); `batch_size = n` is
       full-batch GD, the SDE without noise.
     - `seed`: the Brownian paths (`jax.random.key(seed)`, split per path); `init_seed`, `init`: override
       `config.seed`, `config.init` (data and initialisation), as `train(seed=, init=)`.
-    - `options`: keywords of `flows.solve_sde`, which defines and checks them: `brownian` (`"increments"` by
-      default here), `save_states` (`False` by default here), `max_steps` (default: the steps of `dt`; one
-      `max_steps` for a sweep over lr and dt compiles one program), `throw`, ...
+    - `options`: keywords of `flows.solve_sde`, which defines and checks them: `dt` (the SDE step, default
+      here `lr / 4`), `brownian` (default here `"increments"`), `save_states` (default `False`: the driver's),
+      `max_steps` (default: the steps of `dt`; one `max_steps` for a sweep over lr and dt compiles one
+      program), `throw`, ...
 
     **Returns:** the batched `flows.Trajectory` (`observables[name]` of shape `(num_paths, len(ts), ...)`).
 
@@ -60,12 +60,11 @@ def solve_sgd_sde(
     lr = check_real("lr", lr, low=0.0, strict=True)
     num_paths = check_int("num_paths", num_paths, 1)
     seed = check_int("seed", seed, 0, 2**63 - 1)
-    dt = lr / 4 if dt is None else check_real("dt", dt, low=0.0, strict=True)
     spec = system(with_seed_init(config, init_seed, init), num_test)
-    options = {"brownian": "increments", "save_states": False, **options}
+    options = {"dt": lr / 4, "brownian": "increments", **options}
     key = jax.random.key(seed)
     return driver.solve_flow(
-        spec, ts, "sgd", {"lr": lr}, noise=True, batch_size=batch_size, key=key, dt=dt, num_paths=num_paths, **options
+        spec, ts, "sgd", {"lr": lr}, noise=True, batch_size=batch_size, key=key, num_paths=num_paths, **options
     )
 
 
