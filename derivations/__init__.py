@@ -41,9 +41,10 @@ def register(cls=None, *, replace: bool = False):
 
     Usable as a decorator (`@derivations.register`). The class needs the attributes of the `Derivation`
     contract: `name` (a new, non-empty string), `module` (an identifier, or `None` for print/check only) and
-    `source` (a string). A name the package already uses is refused; re-registering one of your own names
-    needs `replace=True`. Registration lasts for this Python process; `write_all` and `check_generated` stay
-    with the package's own derivations (write yours with `codegen.write(d.system, out_dir=...)`).
+    `source` (a string; `Derivation` gives each subclass its `"module:QualifiedName"` unless it sets one). A
+    name the package already uses is refused; re-registering one of your own names needs `replace=True`.
+    Registration lasts for this Python process; `write_all` and `check_generated` stay with the package's own
+    derivations (write yours with `codegen.write(d.system, out_dir=...)`).
     """
     if cls is None:
         return lambda c: register(c, replace=replace)

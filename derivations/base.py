@@ -22,7 +22,8 @@ class Derivation:
       `None` for a derivation that is printed and checked only, with no generated code (e.g. the mean-field
       ones, whose full-size systems are written by hand with array operations: `derivations.mean_field`).
     - `source` (class attribute, str): where the derivation lives (`"package.module:function"`, a file name),
-      recorded in the generated file's header.
+      recorded in the generated file's header; default `"<the class's module>:<its qualified name>"`, set for
+      each subclass that does not give its own.
     - `system` (set in `__init__`): the derived `FlowSystem`, the thing that is emitted and solved.
     - `to_text()`, `to_latex()`: the derivation in words and in LaTeX. The defaults here print the steps of
       `_steps()` (override it: a list of `(title, [sympy objects])`) and then the result, `result_rhs()` (override
@@ -43,6 +44,12 @@ class Derivation:
     source: str
     system: FlowSystem | MatrixFlowSystem
     result_title: str = "result"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        # every class its own default, not an inherited one: the header names the class that derived the code
+        if "source" not in cls.__dict__:
+            cls.source = f"{cls.__module__}:{cls.__qualname__}"
 
     def _steps(self) -> list:
         return []

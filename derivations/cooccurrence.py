@@ -87,7 +87,6 @@ class GramDerivation(Derivation):
 
     name = "cooccurrence-gram"
     module = "cooccurrence_gram"
-    source = "derivations.cooccurrence:GramDerivation"
 
     def __init__(self) -> None:
         s = gram_symbols()
@@ -148,7 +147,6 @@ class Cooccurrence3TokenDerivation(Derivation):
 
     name = "cooccurrence-3token"
     module = "cooccurrence_3token"
-    source = "derivations.cooccurrence:Cooccurrence3TokenDerivation"
 
     def __init__(self):
         G, S, A, MV, MK, MQ, m, m1, L = three_token_symbols()
@@ -207,7 +205,6 @@ class CooccurrencePhase2Derivation(Derivation):
 
     name = "cooccurrence-phase2"
     module = "cooccurrence_phase2"
-    source = "derivations.cooccurrence:CooccurrencePhase2Derivation"
 
     def __init__(self):
         G, S, A, MV, MK, MQ, m, m1, L = three_token_symbols()

@@ -102,7 +102,6 @@ class ExpReducedDerivation(Derivation):
 
     name = "joma-exp-reduced"
     module = "joma_exp_reduced"
-    source = "derivations.joma:ExpReducedDerivation"
 
     def __init__(self) -> None:
         X, W, z, c, tau = joma_symbols()

@@ -66,7 +66,6 @@ class ZFBDerivation(Derivation):
 
     name = "linear_attention-zfb"
     module = "linear_attention_zfb"
-    source = "derivations.linear_attention:ZFBDerivation"
 
     def __init__(self) -> None:
         u, U, Lam, N, _ = zfb_symbols()
@@ -114,7 +113,6 @@ class SeparateDerivation(Derivation):
 
     name = "linear_attention-separate"
     module = "linear_attention_separate"
-    source = "derivations.linear_attention:SeparateDerivation"
 
     def __init__(self) -> None:
         v, k, q, s, lam, N, trace = separate_symbols()

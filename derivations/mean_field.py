@@ -195,7 +195,6 @@ class MeanFieldAttentionDerivation(_MeanFieldDerivation):
     """
 
     name = "mean_field-attention"
-    source = "derivations.mean_field:MeanFieldAttentionDerivation"
 
     def __init__(self, D: int = 2, K: int = 2):
         super().__init__(D, K)
@@ -357,7 +356,6 @@ class MeanFieldMLPDerivation(_MeanFieldDerivation):
     """
 
     name = "mean_field-mlp"
-    source = "derivations.mean_field:MeanFieldMLPDerivation"
 
     def __init__(self, D: int = 2, K: int = 2):
         super().__init__(D, K)

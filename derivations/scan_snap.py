@@ -131,7 +131,6 @@ class ReducedSymmetricDerivation(Derivation):
 
     name = "scan_snap-reduced-symmetric"
     module = "scan_snap_reduced_symmetric"
-    source = "derivations.scan_snap:ReducedSymmetricDerivation"
 
     def __init__(self):
         z_d, z_c, p_d, p_c, D, C, K, eta_Z, gamma = reduced_symmetric_symbols()

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from .. import driver
-from .._checks import check_bool, check_int, check_real
+from .._checks import check_int, check_real
 from ..optim_limits import noise as _noise
 from ..trajectory import Trajectory
 from . import observables as obs
@@ -32,13 +32,10 @@ def solve_sgd_sde(
     num_paths: int,
     seed: int = 0,
     *,
-    dt: float | None = None,
     num_test: int = 600,
-    brownian: str = "increments",
     init_seed: int | None = None,
     init: str | None = None,
-    save_states: bool = False,
-    max_steps: int | None = None,
+    **options: Any,
 ) -> Trajectory:
     """`num_paths` Euler-Maruyama paths of the SGD SDE from `network.init_params(config)`: the shared driver's
     `flows.solve_flow(spec.system(config, num_test), ts, "sgd", {"lr": lr}, noise=True, ...)`, the observables of
@@ -46,13 +43,15 @@ def solve_sgd_sde(
 
     **Arguments:**
 
-    - `ts`: non-decreasing save times from 0 (flow time t = lr * step); `dt`: the SDE step, default `lr / 4`.
+    - `ts`: non-decreasing save times from 0 (flow time t = lr * step).
     - `batch_size`, `lr`: the SGD settings (batches without replacement, as `train`); `batch_size = n` is
       full-batch GD, the SDE without noise.
     - `seed`: the Brownian paths (`jax.random.key(seed)`, split per path); `init_seed`, `init`: override
       `config.seed`, `config.init` (data and initialisation), as `train(seed=, init=)`.
-    - `brownian`: `"increments"` (default) or `"tree"`; `max_steps` (default: the steps of `dt`): as in
-      `flows.solve_sde` (one `max_steps` for a sweep over lr and dt compiles one program).
+    - `options`: keywords of `flows.solve_sde`, which defines and checks them: `dt` (the SDE step, default
+      here `lr / 4`), `brownian` (default here `"increments"`), `save_states` (default `False`: the driver's),
+      `max_steps` (default: the steps of `dt`; one `max_steps` for a sweep over lr and dt compiles one
+      program), `throw`, ...
 
     **Returns:** the batched `flows.Trajectory` (`observables[name]` of shape `(num_paths, len(ts), ...)`).
 
@@ -61,22 +60,11 @@ def solve_sgd_sde(
     lr = check_real("lr", lr, low=0.0, strict=True)
     num_paths = check_int("num_paths", num_paths, 1)
     seed = check_int("seed", seed, 0, 2**63 - 1)
-    dt = lr / 4 if dt is None else check_real("dt", dt, low=0.0, strict=True)
-    save_states = check_bool("save_states", save_states)
     spec = system(with_seed_init(config, init_seed, init), num_test)
+    options = {"dt": lr / 4, "brownian": "increments", **options}
+    key = jax.random.key(seed)
     return driver.solve_flow(
-        spec,
-        ts,
-        "sgd",
-        {"lr": lr},
-        noise=True,
-        batch_size=batch_size,
-        key=jax.random.key(seed),
-        dt=dt,
-        num_paths=num_paths,
-        save_states=save_states,
-        brownian=brownian,
-        max_steps=max_steps,
+        spec, ts, "sgd", {"lr": lr}, noise=True, batch_size=batch_size, key=key, num_paths=num_paths, **options
     )
 
 
@@ -94,21 +82,20 @@ def train_sgd_runs(
     steps: int,
     batch_size: int,
     lr: float,
-    num_runs: int | None = None,
-    seed: int = 0,
     *,
-    keys: Any = None,
-    save_every: int | None = None,
     num_test: int = 600,
     init_seed: int | None = None,
     init: str | None = None,
+    **options: Any,
 ) -> dict:
     """`num_runs` SGD trainings of eq. (1) (`optax.sgd(lr)`, batches of `batch_size` distinct samples drawn
     as `train` draws them) in one vmapped program (`flows.optim_limits.run_sgd`), from
     `network.init_params(config)`: `{"steps", "ts", name: (runs, saves, ...)}` with the observables of
-    `observables.OBSERVABLES` at steps 0, save_every, ... Run r uses `split(key(seed), num_runs)[r]`, or
-    `keys[r]` (`keys=jax.random.PRNGKey(batch_seed)[None]` is `train(..., batch_seed=batch_seed)`'s minibatch
-    stream). `init_seed`, `init`, `num_test`: as in `solve_sgd_sde`."""
+    `observables.OBSERVABLES` at steps 0, save_every, ... `options`: the keywords of `run_sgd`, which defines
+    and checks them (`num_runs`, `seed`, `keys`, `save_every`, `replacement`); run r uses
+    `split(key(seed), num_runs)[r]`, or `keys[r]` (`keys=jax.random.PRNGKey(batch_seed)[None]` is
+    `train(..., batch_seed=batch_seed)`'s minibatch stream). `init_seed`, `init`, `num_test`: as in
+    `solve_sgd_sde`."""
     spec = system(with_seed_init(config, init_seed, init), num_test)
     source = spec.keys()
     data = spec.dataset(source["data"])
@@ -126,10 +113,7 @@ def train_sgd_runs(
         batch_size,
         lr,
         steps,
-        num_runs=num_runs,
-        seed=seed,
-        keys=keys,
-        save_every=save_every,
         observables=_observe,
         extra_args={"a": data["a"], "obs": data},
+        **options,
     )

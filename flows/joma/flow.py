@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -223,11 +224,7 @@ def solve_v_flow(
     *,
     attention: str = "softmax",
     blowup_level: float | None = None,
-    solver: str = "auto",
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    max_steps: int | None = None,
-    throw: bool = True,
+    **options: Any,
 ) -> Trajectory:
     """Integrate the V-flow of Fig. 4 (module docstring) with `flows.solve`.
 
@@ -238,7 +235,8 @@ def solve_v_flow(
     - `mlp` in `V_MLPS`, `attention` in `V_ATTENTIONS`.
     - `blowup_level`: stop at `blowup_event(blowup_level)` (the blow-up of the linear-MLP exp flow; the event
       time is `Trajectory.t_event`).
-    - `solver`, `rtol`, `atol`, `max_steps`, `throw` as in `flows.solve`.
+    - `options`: keywords of `flows.solve`, which defines and checks them (`solver`, `rtol` (default here
+      1e-10), `atol` (default here 1e-12), `max_steps`, `throw`, ...).
 
     **Returns:** a `Trajectory`: states v `(len(ts), n)`, observable `"entropy"` H(softmax(v^2 / T)).
     """
@@ -246,9 +244,7 @@ def solve_v_flow(
     ts = _check_ts(ts)
     y0, args = _v_args(mu, temperature, v0)
     event = None if blowup_level is None else blowup_event(blowup_level)
-    return _solve_v(
-        field, y0, args, ts, event=event, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, throw=throw
-    )
+    return _solve_v(field, y0, args, ts, event=event, **{"rtol": 1e-10, "atol": 1e-12, **options})
 
 
 def euler_v_flow(

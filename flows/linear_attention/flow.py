@@ -125,20 +125,26 @@ def reduced_limit(config: Config, reduced: str) -> Reduced:
     and its args, the start (`initial_reduced_state`, "zfb" from the spec's initial parameters) and the map to
     the full parameters (`reduced_params`), at which the trajectory's observables are the network's."""
     reduced = check_choice("reduced", reduced, REDUCED)
-    if reduced == "zfb":
-        return Reduced(
-            vector_field=_zfb.vector_field,
-            initial=functools.partial(_zfb_initial, config),
-            to_params=functools.partial(reduced_params, config, "zfb"),
-            args=functools.partial(_field_args, _zfb_args, config),
-            description="ZFB Lemma 5.2, eq 5.4: the single head in (u, U), G = u U^T",
-        )
+    field, make_args, initial, description = {
+        "zfb": (
+            _zfb.vector_field,
+            _zfb_args,
+            _zfb_initial,
+            "ZFB Lemma 5.2, eq 5.4: the single head in (u, U), G = u U^T",
+        ),
+        "separate": (
+            _separate.vector_field,
+            _separate_args,
+            _separate_initial,
+            "ZSLS eq 21: a balanced rank-one head per eigen-direction, ds/dt = lambda^2 s^2 (1 - gamma s^3)",
+        ),
+    }[reduced]
     return Reduced(
-        vector_field=_separate.vector_field,
-        initial=functools.partial(_separate_initial, config),
-        to_params=functools.partial(reduced_params, config, "separate"),
-        args=functools.partial(_field_args, _separate_args, config),
-        description="ZSLS eq 21: a balanced rank-one head per eigen-direction, ds/dt = lambda^2 s^2 (1 - gamma s^3)",
+        vector_field=field,
+        initial=functools.partial(initial, config),
+        to_params=functools.partial(reduced_params, config, reduced),
+        args=functools.partial(_field_args, make_args, config),
+        description=description,
     )
 
 

@@ -23,6 +23,7 @@ reduced flows (no Y); `alpha` (the target-token probability per class) beside th
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
@@ -186,33 +187,38 @@ def limits(classes: SequenceClasses, eta_Y: float, eta_Z: float, options: dict) 
     def field_args(builder, paper, *extra):
         return functools.partial(builder, classes, eta_Y, eta_Z, conventions(paper), *extra)
 
+    # name: (vector field, initial state, field-args builder and its flags, observe, description)
+    table: dict[str, tuple[Callable, Callable, tuple, Callable, str]] = {
+        "population": (
+            full_vector_field,
+            _population_state,
+            (_args, False, True),
+            _obs_full,
+            "Lemmas 1-2 (eqs. 4-5) at T -> inf: the population flow of (Y, Z), hand-written",
+        ),
+        "reduced": (
+            reduced_vector_field,
+            _reduced_state,
+            (_args, True, False),
+            _obs_reduced,
+            "Lemma 4 (eq. 10), Theorem 1: the quasi-static reduced Z-flow with h(t/K) and B_n",
+        ),
+        "decoder": (
+            decoder_field,
+            _decoder_state,
+            (_args, False, False),
+            _obs_decoder,
+            "Sec. 4, Lemmas 5-6: the decoder h-flow per class, attention frozen (disjoint supports)",
+        ),
+        "symmetric": (
+            symmetric_vector_field,
+            functools.partial(_symmetric_state, classes),
+            (_symmetric_args, True),
+            _obs_symmetric,
+            "eq. 10 on class-symmetric classes (generated): state (h, z_d, z_c)",
+        ),
+    }
     return {
-        "population": Reduced(
-            vector_field=full_vector_field,
-            initial=_population_state,
-            args=field_args(_args, False, True),
-            observe=_obs_full,
-            description="Lemmas 1-2 (eqs. 4-5) at T -> inf: the population flow of (Y, Z), hand-written",
-        ),
-        "reduced": Reduced(
-            vector_field=reduced_vector_field,
-            initial=_reduced_state,
-            args=field_args(_args, True, False),
-            observe=_obs_reduced,
-            description="Lemma 4 (eq. 10), Theorem 1: the quasi-static reduced Z-flow with h(t/K) and B_n",
-        ),
-        "decoder": Reduced(
-            vector_field=decoder_field,
-            initial=_decoder_state,
-            args=field_args(_args, False, False),
-            observe=_obs_decoder,
-            description="Sec. 4, Lemmas 5-6: the decoder h-flow per class, attention frozen (disjoint supports)",
-        ),
-        "symmetric": Reduced(
-            vector_field=symmetric_vector_field,
-            initial=functools.partial(_symmetric_state, classes),
-            args=field_args(_symmetric_args, True),
-            observe=_obs_symmetric,
-            description="eq. 10 on class-symmetric classes (generated): state (h, z_d, z_c)",
-        ),
+        name: Reduced(vector_field=field, initial=initial, args=field_args(*args), observe=observe, description=text)
+        for name, (field, initial, args, observe, text) in table.items()
     }

@@ -203,3 +203,10 @@ def test_bad_arguments_name_the_field():
         con.solve_sgd_sde(CFG, TS, 3, 0.1, 0, num_test=NUM_TEST)
     with pytest.raises(ValueError, match="num_runs"):
         con.train_sgd_runs(CFG, 10, 3, 0.1, num_test=NUM_TEST)
+    # the forwarded keywords are checked by the functions that define them (flows.solve_sde, run_sgd)
+    with pytest.raises(ValueError, match="dt"):
+        con.solve_sgd_sde(CFG, TS, 3, 0.1, 4, num_test=NUM_TEST, dt=-0.1)
+    with pytest.raises(TypeError, match="paths_per_lr"):
+        con.solve_sgd_sde(CFG, TS, 3, 0.1, 4, num_test=NUM_TEST, paths_per_lr=2)
+    with pytest.raises(TypeError, match="save_evry"):
+        con.train_sgd_runs(CFG, 10, 3, 0.1, num_runs=2, num_test=NUM_TEST, save_evry=5)

@@ -157,3 +157,24 @@ def test_derivation_contract_is_documented():
         assert word in doc, word
     assert "embed" not in derivations.verify.__doc__  # no function of that name exists
     assert not hasattr(derivations.verify, "embed")
+
+
+def test_source_defaults_to_each_class_own_qualified_name():
+    """`Derivation` sets `source` per subclass (its module and qualified name), never an inherited one, and
+    keeps one a class gives; the package's derivations record where they live (the generated headers)."""
+
+    class Parent(Derivation):
+        name, module = "test-parent", None
+
+    class Child(Parent):
+        name = "test-child"
+
+    class Given(Derivation):
+        name, module, source = "test-given", None, "my_flows.py"
+
+    here = f"{__name__}:test_source_defaults_to_each_class_own_qualified_name.<locals>"
+    assert Parent.source == f"{here}.Parent"
+    assert Child.source == f"{here}.Child"
+    assert Given.source == "my_flows.py"
+    assert derivations._REGISTRY["linear_attention-zfb"].source == "derivations.linear_attention:ZFBDerivation"
+    assert derivations._REGISTRY["scan_snap-decoder"].source == "derivations.scan_snap:decoder_h_flow"

@@ -54,6 +54,7 @@ def test_every_iterate_saved_is_the_official_loop():
 def test_flow_and_euler_differ_at_first_order_in_the_step(fig4):
     """The flow is the eta -> 0 limit of the official iteration: the entropy gap halves with eta."""
     ts, traj, euler = fig4
+    assert (traj.rtol, traj.atol) == (1e-10, 1e-12)  # solve_v_flow's own tolerances over flows.solve's
     H = np.asarray(traj.observables["entropy"])
     gaps = []
     for eta, every in ((0.02, 50), (0.01, 100)):
@@ -120,6 +121,10 @@ def test_v_flow_rejects_bad_input():
         flow.solve_v_flow(MU, ts, v0=[0.1, 0.2])
     with pytest.raises(ValueError, match="ts"):
         flow.solve_v_flow(MU, [0.5, 1.0])
+    with pytest.raises(TypeError, match="tolerance"):  # flows.solve's keywords are forwarded, and checked there
+        flow.solve_v_flow(MU, ts, tolerance=1e-6)
+    with pytest.raises(ValueError, match="rtol"):
+        flow.solve_v_flow(MU, ts, rtol=-1.0)
     with pytest.raises(ValueError, match="save_every"):
         flow.euler_v_flow(MU, steps=100, save_every=7)
     with pytest.raises(ValueError, match="level"):
