@@ -41,13 +41,13 @@ def vector_field(t: float, particles: Particles, args: dict) -> Particles:
     """d particles / d tau for `args = observables.make_args(config, data, test)` (a particle dict):
     `network.velocity(method="autodiff")`, i.e. -M L dQ/d theta per attention particle and -M_mlp L dQ/d w
     per MLP particle. Differentiable in forward and reverse mode (implicit solvers)."""
-    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], rev=False)
+    return velocity_autodiff(particles, *obs.objective_inputs(args), rev=False)
 
 
 def _vector_field_rev(t, particles, args):
     """`vector_field` through the attention with the hand-written reverse-mode rule: the same values, a
     faster gradient, no forward-mode AD (what the explicit solvers and GD use)."""
-    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], rev=True)
+    return velocity_autodiff(particles, *obs.objective_inputs(args), rev=True)
 
 
 def field_for(solver: str) -> Callable:

@@ -50,7 +50,7 @@ from ..system import Reduced
 from .chart import CHARTED_GROUPS, Chart, chart_key, charted_probe_velocity, expand
 from .data import Config, Prompts, training_set
 from .model import check_data, objective_value, risk_value
-from .observables import make_args
+from .observables import make_args, objective_inputs
 from .spec import system
 
 __all__ = ["FLUXES", "Box", "GridFlow", "GridSolution", "grid_limit", "solve_grid"]
@@ -232,17 +232,7 @@ class GridFlow:
     def velocity(self, state: dict, points: dict, args: dict) -> dict:
         """-grad delta Q/delta rho of the grid law at `points` {group: (P, dim)} -> {group: (L, P, dim)}."""
         atoms, weights = self.atoms(state)
-        return charted_probe_velocity(
-            self.chart,
-            atoms,
-            self._probes(points),
-            args["Z0"],
-            args["y"],
-            args["lam"],
-            args["threshold"],
-            args["d"],
-            weights,
-        )
+        return charted_probe_velocity(self.chart, atoms, self._probes(points), *objective_inputs(args), weights=weights)
 
     def rhs(self, t: ArrayLike, state: dict, args: dict) -> dict:
         """d state / d tau (module docstring)."""
@@ -287,7 +277,7 @@ class GridFlow:
         escaped), the escaped mass, the smallest cell mass, and the mean and variance of every slice's law."""
         atoms, weights = self.atoms(state)
         full = expand(self.chart, atoms)
-        Q = objective_value(full, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], False, weights)
+        Q = objective_value(full, *objective_inputs(args), False, weights)
         R = risk_value(full, args["Z0"], args["y"], args["threshold"], args["d"], False, weights)
         centres = {g: self.boxes[g].centres() for g in self.groups}
         u = self.velocity(state, centres, args)
