@@ -92,21 +92,16 @@ def save_times(ts: Any) -> np.ndarray:
 
 
 def particle_problem(
-    config: Config,
-    ts: Any,
-    particles: Particles | None = None,
-    data: Prompts | None = None,
-    test: Prompts | None = None,
-    observables: str | dict = "all",
+    config: Config, ts: Any, observables: str | dict = "all", **overrides: Any
 ) -> tuple[np.ndarray, Particles, dict, Any]:
     """(ts, particles, args, observables) of a particle solve: `ts` checked (non-decreasing, starting at 0, >= 2
-    entries), the initial particles (`init_particles(config)` by default), `observables.make_args` of the
-    training set and the test prompts (`training_set`, `held_out_set` by default), and `observables`
-    resolved: `"all"` is `observables.summary`, `"basic"` `observables.BASIC_OBSERVABLES`, a dict itself."""
+    entries), `particles_and_args(config, **overrides)` (the keywords `particles`, `data`, `test`, documented
+    there; another name is a TypeError naming it), and `observables` resolved: `"all"` is
+    `observables.summary`, `"basic"` `observables.BASIC_OBSERVABLES`, a dict itself."""
     ts = save_times(ts)
     if isinstance(observables, str):
         observables = _OBSERVABLES[check_choice("observables", observables, tuple(_OBSERVABLES))]
-    return (ts, *particles_and_args(config, particles, data, test), observables)
+    return (ts, *particles_and_args(config, **overrides), observables)
 
 
 def _same(data: dict) -> dict:

@@ -107,7 +107,9 @@ def solve_particles_sde(
     temperature = _check_temperature(temperature)
     dt = check_real("dt", dt, low=0.0, strict=True)
     check_choice("solver", solver, sorted(SDE_SOLVERS))
-    ts, particles, args, observables = particle_problem(config, ts, particles, data, test, observables)
+    ts, particles, args, observables = particle_problem(
+        config, ts, observables, particles=particles, data=data, test=test
+    )
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
     options: dict[str, Any] = dict(key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps, throw=throw)
@@ -186,9 +188,8 @@ def solve_particles_sde_stable(
     for name in ("throw", "save_states"):
         if name in options:
             raise ValueError(f"{name} is not an option of solve_particles_sde_stable (module docstring)")
-    _, _, args, _ = particle_problem(
-        config, ts, options.get("particles"), options.get("data"), options.get("test"), "basic"
-    )
+    overrides = {name: options[name] for name in ("particles", "data", "test") if name in options}
+    _, _, args, _ = particle_problem(config, ts, "basic", **overrides)
     h, worst = dt, float("nan")
     for _ in range(halvings + 1):
         traj = solve_particles_sde(config, ts, temperature, dt=h, save_states=True, throw=False, **options)
