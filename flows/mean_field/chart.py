@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +40,7 @@ from .data import Config, Prompts, training_set
 from .gradients import probe_velocity, velocity_autodiff
 from .model import ObjectiveInputs, RiskInputs, check_data, objective_value, risk_value
 from .observables import make_args, objective_inputs
+from .spec import solve_options
 
 __all__ = [
     "CHARTED_GROUPS",
@@ -304,12 +304,10 @@ def solve_charted(
         )
     solver = solver or "auto"  # with the reverse-mode field (no forward derivatives) "auto" is Tsit5
     field, observe = _cached_field(chart, solver != "kvaerno5")
-    options: dict[str, Any] = dict(
-        t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps
+    options = solve_options("solve_charted", dt, dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps))
+    return solve(
+        field, cparticles, t1=float(ts[-1]), ts=ts, args=args, observables=observe, save_states=save_states, **options
     )
-    if dt is not None:
-        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
-    return solve(field, cparticles, observables=observe, save_states=save_states, **options)
 
 
 def train_charted(

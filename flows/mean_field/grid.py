@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +50,7 @@ from .chart import CHARTED_GROUPS, Chart, chart_key, charted_probe_velocity, exp
 from .data import Config, Prompts, training_set
 from .model import check_data, objective_value, risk_value
 from .observables import make_args, objective_inputs
-from .spec import system
+from .spec import solve_options, system
 
 __all__ = ["FLUXES", "Box", "GridFlow", "GridSolution", "grid_limit", "solve_grid"]
 
@@ -383,9 +382,7 @@ def solve_grid(
     mass_tol = check_real("mass_tol", mass_tol, low=0.0, strict=True)
     ts = np.asarray(ts, float)
     state0 = flow.initial_state(masses)
-    options: dict[str, Any] = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
-    if dt is not None:
-        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
+    options = solve_options("solve_grid", dt, dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps))
     spec = system(flow.config, "basic").replace(data=make_args(flow.config, data), reduced={"grid": limit})
     traj = driver.solve_flow(spec, ts, reduced="grid", y0=state0, save_states=save_states, throw=False, **options)
     observables = {k: np.asarray(v) for k, v in traj.observables.items()}
