@@ -91,10 +91,10 @@ def solve_particles_sde(
     - `observables`: `"basic"` (Q and R, default), `"all"` (`observables.summary`) or a dict
       name -> f(t, particles, args) with `args = observables.make_args(config, data, test)`.
     - `save_states`: also keep the particles at every saved time (`traj.ys`).
-    - `options`: the `flows.solve_sde` keywords of `SDE_OPTIONS`, documented there: `key` or `seed` (the
-      Brownian motions, exactly one; the same seed gives the same result), `num_paths` (that many independent
-      noise realisations from the same initial particles, one vmapped program; every field of the result
-      gains a leading path axis), `tol`, `max_steps`, `throw`.
+    - `options`: the `flows.solve_sde` keywords (documented there) named in `SDE_OPTIONS`, another keyword a
+      ValueError naming it: `key` or `seed` (the Brownian motions, exactly one; the same seed gives the same
+      result), `num_paths` (that many independent noise realisations from the same initial particles, one
+      vmapped program; every field of the result gains a leading path axis), `tol`, `max_steps`, `throw`.
 
     **Returns:** a `flows.Trajectory` (observables at `ts`; `traj.ys` the particles if `save_states`).
     The temperature, the step `dt`, the horizon `ts[-1]` and the keys are traced: a new T reuses the compiled

@@ -155,7 +155,7 @@ def overridden(
     return spec.replace(data=obs.make_args(config, data, test)), particles
 
 
-#: the `flows.solve` keywords that `solve_flow`, `solve_reference` (over `SOLVER`) and the charted solvers pass on.
+#: the `flows.solve` keywords that `solve_flow` and `solve_reference` take as `**options` (over `SOLVER`).
 SOLVE_OPTIONS = ("solver", "rtol", "atol", "max_steps", "progress", "throw", "save_states")
 
 
@@ -209,12 +209,12 @@ def solve_flow(
       particle flow is `train(config, "gd", lr=eta_tau, ...)` to rounding).
     - `observables`: `"all"` (`observables.summary`) or `"basic"` (Q and R only, the cheapest).
     - `mesh`: a mesh from `sharding.particle_mesh()` to split the particle axis of the particle flow over.
-    - `options`: the `flows.solve` keywords of `SOLVE_OPTIONS` (`solver`, `rtol`, `atol`, `max_steps`,
-      `progress`, `throw`, `save_states`), documented there, over `SOLVER` (Tsit5-or-implicit "auto", rtol
-      1e-7, atol 1e-9, observables only). The particle flow picks the forward-mode field for implicit solvers
-      (`flow.field_for`). `save_states` also keeps the states (`traj.ys`: the particle dict for the particle
-      flow; the limit's state, the spec's parameters or a dict with them under "theta" and the optimiser's
-      moments, otherwise).
+    - `options`: the `flows.solve` keywords (documented there) named in `SOLVE_OPTIONS`: `solver`, `rtol`,
+      `atol`, `max_steps`, `progress`, `throw`, `save_states`, over the defaults `SOLVER` ("auto", rtol 1e-7,
+      atol 1e-9, observables only); another keyword is a ValueError naming it. The particle flow picks the
+      forward-mode field for implicit solvers (`flow.field_for`). `save_states` also keeps the states
+      (`traj.ys`: the particle dict for the particle flow; the limit's state, the spec's parameters or a dict
+      with them under "theta" and the optimiser's moments, otherwise).
 
     **Returns:** a `flows.Trajectory` with `observables["Q"]`, `["R"]`, ... at `ts`.
 
@@ -263,8 +263,8 @@ def solve_reference(
     - `data`, `test`: training prompts and fresh test prompts (defaults from `config`).
     - `substeps`, `depth_solver`: the depth integration (as in `reference.reference_states`).
     - `dt`, `options`: the tau-integration, as in `solve_flow` (`dt`: constant steps instead of adaptive;
-      `options`: the `flows.solve` keywords of `SOLVE_OPTIONS` over `SOLVER`; `save_states` also keeps the
-      node values at every saved time, `traj.ys`).
+      `options`: the `flows.solve` keywords named in `SOLVE_OPTIONS`, over `SOLVER`; `save_states` also keeps
+      the node values at every saved time, `traj.ys`).
     - `observables`: `"all"` (`reference.REFERENCE_OBSERVABLES`), `"basic"` (Q and R only, the cheapest to
       compile) or a dict name -> f(t, nodes, args) with `args = reference.make_reference_args(...)`.
 
