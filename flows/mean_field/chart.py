@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -39,8 +38,9 @@ from .._solve import Trajectory, solve
 from ..sde import solve_sde
 from .data import Config, Prompts, training_set
 from .gradients import probe_velocity, velocity_autodiff
-from .model import check_data, objective_value, risk_value
-from .observables import make_args
+from .model import ObjectiveInputs, RiskInputs, check_data, objective_value, risk_value
+from .observables import make_args, objective_inputs
+from .spec import solve_options
 
 __all__ = [
     "CHARTED_GROUPS",
@@ -182,61 +182,32 @@ def check_charted(config: Config, chart: Chart, cparticles: dict) -> dict:
 
 
 def charted_objective(
-    chart: Chart,
-    cparticles: dict,
-    Z0: jax.Array,
-    y: jax.Array,
-    lam: jax.Array | float,
-    threshold: jax.Array,
-    d: jax.Array,
-    weights: dict | None = None,
+    chart: Chart, cparticles: dict, *inputs: *ObjectiveInputs, weights: dict | None = None
 ) -> jax.Array:
-    """Q_c(c) = Q(expand(c)) (eq. 2.3 of the charted heads; `weights`: `model.weighted`)."""
-    return objective_value(expand(chart, cparticles), Z0, y, lam, threshold, d, False, weights)
+    """Q_c(c) = Q(expand(c)) (eq. 2.3 of the charted heads): `model.objective_value` of the expanded particles;
+    `inputs` = (Z0, y, lam, threshold, d) and `weights` as documented there."""
+    return objective_value(expand(chart, cparticles), *inputs, rev=False, weights=weights)
 
 
-def charted_risk(
-    chart: Chart,
-    cparticles: dict,
-    Z0: jax.Array,
-    y: jax.Array,
-    threshold: jax.Array,
-    d: jax.Array,
-    weights: dict | None = None,
-) -> jax.Array:
-    """R of the charted particles."""
-    return risk_value(expand(chart, cparticles), Z0, y, threshold, d, False, weights)
+def charted_risk(chart: Chart, cparticles: dict, *inputs: *RiskInputs, weights: dict | None = None) -> jax.Array:
+    """R of the charted particles: `model.risk_value` of the expanded particles; `inputs` = (Z0, y, threshold,
+    d) and `weights` as documented there."""
+    return risk_value(expand(chart, cparticles), *inputs, rev=False, weights=weights)
 
 
-def charted_velocity(
-    chart: Chart,
-    cparticles: dict,
-    Z0: jax.Array,
-    y: jax.Array,
-    lam: jax.Array | float,
-    threshold: jax.Array,
-    d: jax.Array,
-    rev: bool = True,
-) -> dict:
+def charted_velocity(chart: Chart, cparticles: dict, *inputs: *ObjectiveInputs, rev: bool = True) -> dict:
     """A^T v: the charted particle velocity, the chart's transpose of `gradients.velocity_autodiff` at the
-    expanded particles (= -M L dQ_c/dc, tests)."""
-    return pullback(chart, velocity_autodiff(expand(chart, cparticles), Z0, y, lam, threshold, d, rev))
+    expanded particles (= -M L dQ_c/dc, tests); `inputs` = (Z0, y, lam, threshold, d) and `rev` as there."""
+    return pullback(chart, velocity_autodiff(expand(chart, cparticles), *inputs, rev=rev))
 
 
 def charted_probe_velocity(
-    chart: Chart,
-    atoms: dict,
-    probes: dict,
-    Z0: jax.Array,
-    y: jax.Array,
-    lam: jax.Array | float,
-    threshold: jax.Array,
-    d: jax.Array,
-    weights: dict | None = None,
+    chart: Chart, atoms: dict, probes: dict, *inputs: *ObjectiveInputs, weights: dict | None = None
 ) -> dict:
     """-grad_c delta Q_c/delta rho at charted probes {"attention": (L, P, p), "mlp": (L, Pm, q)} for the law of
-    the charted `atoms` with relative `weights`: the chart's transpose of `gradients.probe_velocity`."""
-    full = probe_velocity(expand(chart, atoms), Z0, y, lam, threshold, d, expand(chart, probes), weights)
+    the charted `atoms` with relative `weights`: the chart's transpose of `gradients.probe_velocity`, whose
+    `inputs` = (Z0, y, lam, threshold, d) these are."""
+    full = probe_velocity(expand(chart, atoms), *inputs, probes=expand(chart, probes), weights=weights)
     return pullback(chart, full)
 
 
@@ -249,7 +220,7 @@ def _complete(c: dict, args: dict) -> dict:
 def _observables(chart: Chart):
     def observe(t, c, args):
         full = expand(chart, _complete(c, args))
-        Q = objective_value(full, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+        Q = objective_value(full, *objective_inputs(args))
         R = risk_value(full, args["Z0"], args["y"], args["threshold"], args["d"])
         return {"Q": Q, "R": R}
 
@@ -258,9 +229,7 @@ def _observables(chart: Chart):
 
 def _field(chart: Chart, rev: bool):
     def field(t, c, args):
-        v = charted_velocity(
-            chart, _complete(c, args), args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], rev
-        )
+        v = charted_velocity(chart, _complete(c, args), *objective_inputs(args), rev=rev)
         return {g: v[g] for g in c}
 
     return field
@@ -335,12 +304,10 @@ def solve_charted(
         )
     solver = solver or "auto"  # with the reverse-mode field (no forward derivatives) "auto" is Tsit5
     field, observe = _cached_field(chart, solver != "kvaerno5")
-    options: dict[str, Any] = dict(
-        t1=float(ts[-1]), ts=ts, args=args, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps
+    options = solve_options("solve_charted", dt, dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps))
+    return solve(
+        field, cparticles, t1=float(ts[-1]), ts=ts, args=args, observables=observe, save_states=save_states, **options
     )
-    if dt is not None:
-        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
-    return solve(field, cparticles, observables=observe, save_states=save_states, **options)
 
 
 def train_charted(
@@ -365,7 +332,7 @@ def train_charted(
     )
 
     def loss(c):
-        return charted_objective(chart, c, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+        return charted_objective(chart, c, *objective_inputs(args))
 
     @jax.jit
     def run(c, state):

@@ -41,13 +41,13 @@ def vector_field(t: float, particles: Particles, args: dict) -> Particles:
     """d particles / d tau for `args = observables.make_args(config, data, test)` (a particle dict):
     `network.velocity(method="autodiff")`, i.e. -M L dQ/d theta per attention particle and -M_mlp L dQ/d w
     per MLP particle. Differentiable in forward and reverse mode (implicit solvers)."""
-    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], rev=False)
+    return velocity_autodiff(particles, *obs.objective_inputs(args), rev=False)
 
 
 def _vector_field_rev(t, particles, args):
     """`vector_field` through the attention with the hand-written reverse-mode rule: the same values, a
     faster gradient, no forward-mode AD (what the explicit solvers and GD use)."""
-    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], rev=True)
+    return velocity_autodiff(particles, *obs.objective_inputs(args), rev=True)
 
 
 def field_for(solver: str) -> Callable:
@@ -92,21 +92,16 @@ def save_times(ts: Any) -> np.ndarray:
 
 
 def particle_problem(
-    config: Config,
-    ts: Any,
-    particles: Particles | None = None,
-    data: Prompts | None = None,
-    test: Prompts | None = None,
-    observables: str | dict = "all",
+    config: Config, ts: Any, observables: str | dict = "all", **overrides: Any
 ) -> tuple[np.ndarray, Particles, dict, Any]:
     """(ts, particles, args, observables) of a particle solve: `ts` checked (non-decreasing, starting at 0, >= 2
-    entries), the initial particles (`init_particles(config)` by default), `observables.make_args` of the
-    training set and the test prompts (`training_set`, `held_out_set` by default), and `observables`
-    resolved: `"all"` is `observables.summary`, `"basic"` `observables.BASIC_OBSERVABLES`, a dict itself."""
+    entries), `particles_and_args(config, **overrides)` (the keywords `particles`, `data`, `test`, documented
+    there; another name is a TypeError naming it), and `observables` resolved: `"all"` is
+    `observables.summary`, `"basic"` `observables.BASIC_OBSERVABLES`, a dict itself."""
     ts = save_times(ts)
     if isinstance(observables, str):
         observables = _OBSERVABLES[check_choice("observables", observables, tuple(_OBSERVABLES))]
-    return (ts, *particles_and_args(config, particles, data, test), observables)
+    return (ts, *particles_and_args(config, **overrides), observables)
 
 
 def _same(data: dict) -> dict:

@@ -29,6 +29,7 @@ from .._xla import jit as xla_jit
 from .data import Config, Prompts
 from .model import (
     GROUPS,
+    ObjectiveInputs,
     attention_update,
     attention_vjp,
     check_data,
@@ -97,53 +98,44 @@ def adjoint_states(
     return Z_att, Z_mlp, P_att, P_mlp
 
 
-def velocity_adjoint(
-    particles: dict, Z0: jax.Array, y: jax.Array, lam: jax.Array | float, threshold: jax.Array, d: jax.Array
-) -> dict:
+def velocity_adjoint(particles: dict, *inputs: *ObjectiveInputs) -> dict:
     """-(M L) dQ/dtheta per attention particle and -(M_mlp L) dQ/dw per MLP particle (first variation): the
     velocity field `probe_velocity` at the particles themselves."""
-    return probe_velocity(particles, Z0, y, lam, threshold, d, particles)
+    return probe_velocity(particles, *inputs, probes=particles)
 
 
-def probe_velocity(
-    particles: dict,
-    Z0: jax.Array,
-    y: jax.Array,
-    lam: jax.Array | float,
-    threshold: jax.Array,
-    d: jax.Array,
-    probes: dict,
-    weights: dict | None = None,
-) -> dict:
+def probe_velocity(particles: dict, *inputs: *ObjectiveInputs, probes: dict, weights: dict | None = None) -> dict:
     """-grad delta Q/delta rho at probe particles: the velocity field of the Wasserstein gradient flow of the
     law given by `particles` (with `weights`), evaluated anywhere.
 
-    `probes` is a particle dict `{"V": (L, P, D, D), "W": (L, P, D, D), "W1": (L, Pm, D), "W2": (L, Pm, D)}`
-    (probe j of layer l sits at depth slice l; P and Pm may be 0). Returns the dict of
-    -grad_theta g(theta, t_l) - lam theta with g the data part of the first variation
-    (`observables.first_variation`): at the particles themselves (`probes = particles`, no weights) it is
-    `velocity_adjoint`.
+    **Arguments:**
+
+    - `inputs`: (Z0, y, lam, threshold, d), as in `model.objective_value` (whose first variation this is).
+    - `probes`: a particle dict `{"V": (L, P, D, D), "W": (L, P, D, D), "W1": (L, Pm, D), "W2": (L, Pm, D)}`
+      (probe j of layer l sits at depth slice l; P and Pm may be 0).
+    - `weights`: relative atom weights of `particles` (`model.weighted`).
+
+    **Returns:** the dict of -grad_theta g(theta, t_l) - lam theta at the probes, with g the data part of the
+    first variation (`observables.first_variation`): at the particles themselves (`probes = particles`, no
+    weights) it is `velocity_adjoint`.
     """
+    Z0, y, lam, threshold, d = inputs
     Z_att, Z_mlp, P_att, P_mlp = adjoint_states(particles, Z0, y, threshold, d, weights)
     layers = tuple(probes[k] for k in GROUPS)
     grads = jax.vmap(particle_gradients, in_axes=(0, 0, 0, 0, 0, None))(Z_att, P_att, Z_mlp, P_mlp, layers, threshold)
     return {k: -g - lam * probes[k] for k, g in zip(GROUPS, grads, strict=True)}
 
 
-def velocity_autodiff(
-    particles: dict,
-    Z0: jax.Array,
-    y: jax.Array,
-    lam: jax.Array | float,
-    threshold: jax.Array,
-    d: jax.Array,
-    rev: bool = True,
-) -> dict:
-    """-(M L) dQ/dtheta by reverse-mode AD; `rev=False` keeps it differentiable in forward mode (implicit
-    solvers need the Jacobian of the velocity)."""
+def velocity_autodiff(particles: dict, *inputs: *ObjectiveInputs, rev: bool = True) -> dict:
+    """-(M L) dQ/dtheta by reverse-mode AD of `model.objective_value(particles, *inputs, rev=rev)`.
+
+    **Arguments:** `inputs`: (Z0, y, lam, threshold, d), documented at `model.objective_value`
+    (`observables.objective_inputs` of a `make_args` dict); `rev=False` keeps the velocity differentiable in
+    forward mode (implicit solvers need its Jacobian).
+    """
     L, M = particles["V"].shape[:2]
     Mm = particles["W1"].shape[1]
-    g = jax.grad(objective_value)(particles, Z0, y, lam, threshold, d, rev)
+    g = jax.grad(objective_value)(particles, *inputs, rev=rev)
     scale = {"V": M * L, "W": M * L, "W1": Mm * L, "W2": Mm * L}
     return {k: -scale[k] * g[k] for k in GROUPS}
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -50,8 +49,8 @@ from ..system import Reduced
 from .chart import CHARTED_GROUPS, Chart, chart_key, charted_probe_velocity, expand
 from .data import Config, Prompts, training_set
 from .model import check_data, objective_value, risk_value
-from .observables import make_args
-from .spec import system
+from .observables import make_args, objective_inputs
+from .spec import solve_options, system
 
 __all__ = ["FLUXES", "Box", "GridFlow", "GridSolution", "grid_limit", "solve_grid"]
 
@@ -232,17 +231,7 @@ class GridFlow:
     def velocity(self, state: dict, points: dict, args: dict) -> dict:
         """-grad delta Q/delta rho of the grid law at `points` {group: (P, dim)} -> {group: (L, P, dim)}."""
         atoms, weights = self.atoms(state)
-        return charted_probe_velocity(
-            self.chart,
-            atoms,
-            self._probes(points),
-            args["Z0"],
-            args["y"],
-            args["lam"],
-            args["threshold"],
-            args["d"],
-            weights,
-        )
+        return charted_probe_velocity(self.chart, atoms, self._probes(points), *objective_inputs(args), weights=weights)
 
     def rhs(self, t: ArrayLike, state: dict, args: dict) -> dict:
         """d state / d tau (module docstring)."""
@@ -287,7 +276,7 @@ class GridFlow:
         escaped), the escaped mass, the smallest cell mass, and the mean and variance of every slice's law."""
         atoms, weights = self.atoms(state)
         full = expand(self.chart, atoms)
-        Q = objective_value(full, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"], False, weights)
+        Q = objective_value(full, *objective_inputs(args), False, weights)
         R = risk_value(full, args["Z0"], args["y"], args["threshold"], args["d"], False, weights)
         centres = {g: self.boxes[g].centres() for g in self.groups}
         u = self.velocity(state, centres, args)
@@ -393,9 +382,7 @@ def solve_grid(
     mass_tol = check_real("mass_tol", mass_tol, low=0.0, strict=True)
     ts = np.asarray(ts, float)
     state0 = flow.initial_state(masses)
-    options: dict[str, Any] = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
-    if dt is not None:
-        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
+    options = solve_options("solve_grid", dt, dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps))
     spec = system(flow.config, "basic").replace(data=make_args(flow.config, data), reduced={"grid": limit})
     traj = driver.solve_flow(spec, ts, reduced="grid", y0=state0, save_states=save_states, throw=False, **options)
     observables = {k: np.asarray(v) for k, v in traj.observables.items()}

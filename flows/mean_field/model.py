@@ -41,6 +41,8 @@ __all__ = [
     "ATTENTION",
     "GROUPS",
     "MLP",
+    "ObjectiveInputs",
+    "RiskInputs",
     "as_array",
     "attention_update",
     "attention_update_rev",
@@ -71,6 +73,12 @@ __all__ = [
 GROUPS = ("V", "W", "W1", "W2")
 ATTENTION = ("V", "W")
 MLP = ("W1", "W2")
+
+#: (Z0, y, lam, threshold, d): the arguments after the particles of `objective_value`, which the velocities
+#: (`gradients.velocity_autodiff`, `gradients.probe_velocity`) and the charted model pass on.
+ObjectiveInputs = tuple[jax.Array, jax.Array, jax.Array | float, jax.Array, jax.Array]
+#: (Z0, y, threshold, d): those of `risk_value`.
+RiskInputs = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 
 
 # --------------------------------------------------------------------------- the two encoders

@@ -41,6 +41,7 @@ from .model import ATTENTION, MLP, check_data, check_particles, objective, risk
 
 __all__ = [
     "MAX_STEP_RATIO",
+    "SDE_OPTIONS",
     "StableSolve",
     "entropic_objective",
     "entropy_knn",
@@ -53,6 +54,9 @@ __all__ = [
 #: The largest accepted h Lambda(theta) of `solve_particles_sde_stable` (module docstring).
 MAX_STEP_RATIO = 0.1
 
+#: The `flows.solve_sde` keywords that `solve_particles_sde` passes on.
+SDE_OPTIONS = ("key", "seed", "num_paths", "tol", "max_steps", "throw")
+
 
 def _check_temperature(temperature) -> float:
     return check_real("temperature", temperature, low=0.0)
@@ -64,18 +68,13 @@ def solve_particles_sde(
     temperature: float,
     *,
     dt: float,
-    key: Any = None,
-    seed: int | None = None,
     solver: str = "euler",
     particles: Particles | None = None,
     data: Prompts | None = None,
     test: Prompts | None = None,
     observables: str | dict = "basic",
-    num_paths: int | None = None,
     save_states: bool = False,
-    tol: float | None = None,
-    max_steps: int | None = None,
-    throw: bool = True,
+    **options: Any,
 ) -> Trajectory:
     """Integrate the particle SDE d theta = v(theta) d tau + sqrt(2 T) dB (module docstring) from
     `init_particles(config)` with `flows.solve_sde` and save observables.
@@ -86,16 +85,16 @@ def solve_particles_sde(
     - `temperature`: T >= 0 (T = 0: the particle ODE of `solve_flow` with the same constant-step solver).
     - `dt`: the constant step (Euler-Maruyama with `dt = eta_tau` is full-batch GD at learning rate eta_tau M L
       with Gaussian noise sqrt(2 T eta_tau) per coordinate).
-    - `key` or `seed`: the Brownian motions (exactly one); the same seed gives the same result.
     - `solver`: a name of `flows.sde.SDE_SOLVERS` (`"euler"`, `"heun"`, `"sea"`, `"sra1"`, `"shark"`; all of
       strong order >= 1 here, the noise being additive).
     - `particles`, `data`, `test`: override the initial particles, the training set and the test prompts.
     - `observables`: `"basic"` (Q and R, default), `"all"` (`observables.summary`) or a dict
       name -> f(t, particles, args) with `args = observables.make_args(config, data, test)`.
-    - `num_paths`: that many independent noise realisations from the same initial particles (one vmapped
-      program); every field of the result gains a leading path axis.
     - `save_states`: also keep the particles at every saved time (`traj.ys`).
-    - `tol`, `max_steps`, `throw`: as in `flows.solve_sde`.
+    - `options`: the `flows.solve_sde` keywords (documented there) named in `SDE_OPTIONS`, another keyword a
+      ValueError naming it: `key` or `seed` (the Brownian motions, exactly one; the same seed gives the same
+      result), `num_paths` (that many independent noise realisations from the same initial particles, one
+      vmapped program; every field of the result gains a leading path axis), `tol`, `max_steps`, `throw`.
 
     **Returns:** a `flows.Trajectory` (observables at `ts`; `traj.ys` the particles if `save_states`).
     The temperature, the step `dt`, the horizon `ts[-1]` and the keys are traced: a new T reuses the compiled
@@ -107,10 +106,16 @@ def solve_particles_sde(
     temperature = _check_temperature(temperature)
     dt = check_real("dt", dt, low=0.0, strict=True)
     check_choice("solver", solver, sorted(SDE_SOLVERS))
-    ts, particles, args, observables = particle_problem(config, ts, particles, data, test, observables)
+    unknown = sorted(set(options) - set(SDE_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"solve_particles_sde got unknown keyword(s) {unknown}: its flows.solve_sde options are {SDE_OPTIONS}"
+        )
+    ts, particles, args, observables = particle_problem(
+        config, ts, observables, particles=particles, data=data, test=test
+    )
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
-    options: dict[str, Any] = dict(key=key, seed=seed, num_paths=num_paths, tol=tol, max_steps=max_steps, throw=throw)
     options.update(solver=solver, observables=observables, save_states=save_states)
     return solve_sde(field_for(solver), particles, sigma=sigma, t1=float(ts[-1]), dt=dt, ts=ts, args=args, **options)
 
@@ -186,9 +191,8 @@ def solve_particles_sde_stable(
     for name in ("throw", "save_states"):
         if name in options:
             raise ValueError(f"{name} is not an option of solve_particles_sde_stable (module docstring)")
-    _, _, args, _ = particle_problem(
-        config, ts, options.get("particles"), options.get("data"), options.get("test"), "basic"
-    )
+    overrides = {name: options[name] for name in ("particles", "data", "test") if name in options}
+    _, _, args, _ = particle_problem(config, ts, "basic", **overrides)
     h, worst = dt, float("nan")
     for _ in range(halvings + 1):
         traj = solve_particles_sde(config, ts, temperature, dt=h, save_states=True, throw=False, **options)

@@ -41,6 +41,7 @@ __all__ = [
     "dissipation",
     "first_variation",
     "make_args",
+    "objective_inputs",
     "max_speed",
     "mean_speed",
     "objective_Q",
@@ -71,13 +72,19 @@ def make_args(config: Config, data: Prompts, test: Prompts | None = None, dtype:
     }
 
 
+def objective_inputs(args: dict) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+    """(Z0, y, lam, threshold, d) of a `make_args` dict: the arguments after the particles of the array-level
+    `model.objective_value`, `gradients.velocity_autodiff` and `gradients.probe_velocity`."""
+    return args["Z0"], args["y"], args["lam"], args["threshold"], args["d"]
+
+
 def _v(particles, args):
-    return velocity_autodiff(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+    return velocity_autodiff(particles, *objective_inputs(args))
 
 
 def objective_Q(t: float, particles: Particles, args: dict) -> jax.Array:
     """Q (eq. 2.3)."""
-    return objective_value(particles, args["Z0"], args["y"], args["lam"], args["threshold"], args["d"])
+    return objective_value(particles, *objective_inputs(args))
 
 
 def risk_R(t: float, particles: Particles, args: dict) -> jax.Array:

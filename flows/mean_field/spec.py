@@ -48,12 +48,14 @@ from .sharding import shard_particles
 __all__ = [
     "OBSERVE",
     "SOLVER",
+    "SOLVE_OPTIONS",
     "demo",
     "loss",
     "observe",
     "observe_basic",
     "overridden",
     "solve_flow",
+    "solve_options",
     "solve_reference",
     "system",
     "with_seed_init",
@@ -153,11 +155,23 @@ def overridden(
     return spec.replace(data=obs.make_args(config, data, test)), particles
 
 
-def _solve_options(dt: float | None, **options: Any) -> dict[str, Any]:
-    """The `flows.solve` keywords of `solve_flow` and `solve_reference`: `options`, with constant steps of `dt`
-    (checked, > 0) when it is given."""
+#: the `flows.solve` keywords that `solve_flow` and `solve_reference` take as `**options` (over `SOLVER`).
+SOLVE_OPTIONS = ("solver", "rtol", "atol", "max_steps", "progress", "throw", "save_states")
+
+
+def solve_options(caller: str, dt: float | None, options: dict[str, Any]) -> dict[str, Any]:
+    """The `flows.solve` keywords of `caller`: `options` (names from `SOLVE_OPTIONS`), with constant steps of
+    `dt` (checked, > 0) when it is given.
+
+    **Raises:** `ValueError` naming a keyword `caller` does not take, or a bad `dt`.
+    """
+    unknown = sorted(set(options) - set(SOLVE_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"{caller} got unknown keyword(s) {unknown}: it takes dt and the flows.solve options {SOLVE_OPTIONS}"
+        )
     if dt is not None:
-        options.update(dt0=check_real("dt", dt, low=0.0, strict=True), constant_step=True)
+        options = {**options, "dt0": check_real("dt", dt, low=0.0, strict=True), "constant_step": True}
     return options
 
 
@@ -170,18 +184,12 @@ def solve_flow(
     particles: Particles | None = None,
     data: Prompts | None = None,
     test: Prompts | None = None,
-    solver: str = "auto",
-    rtol: float = 1e-7,
-    atol: float = 1e-9,
     dt: float | None = None,
-    max_steps: int | None = None,
     observables: str = "all",
-    save_states: bool = False,
     mesh: Mesh | None = None,
-    progress: bool = False,
-    throw: bool = True,
     seed: int | None = None,
     init: str | None = None,
+    **options: Any,
 ) -> Trajectory:
     """Integrate the particle flow, or an optimiser's limit, from `init_particles(config)` on the shared driver
     (`flows.solve_flow(system(config), ...)`) and save the observables.
@@ -197,14 +205,16 @@ def solve_flow(
     - `seed`, `init`: override `config.seed` and `config.init` (`None`: the config's), as in `network.train`.
     - `particles`, `data`, `test`: override the initial particles, the training set and the test prompts
       (`init` with `particles` is a ValueError).
-    - `solver`, `rtol`, `atol`, `max_steps`, `progress`, `throw`: as in `flows.solve` (the particle flow picks
-      the forward-mode field for implicit solvers, `flow.field_for`); `dt`: constant steps of this size
-      instead (with `solver="euler"` and `dt = eta_tau` the particle flow is `train(config, "gd",
-      lr=eta_tau, ...)` to rounding).
+    - `dt`: constant steps of this size instead of adaptive ones (with `solver="euler"` and `dt = eta_tau` the
+      particle flow is `train(config, "gd", lr=eta_tau, ...)` to rounding).
     - `observables`: `"all"` (`observables.summary`) or `"basic"` (Q and R only, the cheapest).
-    - `save_states`: also keep the states (`traj.ys`: the particle dict for the particle flow; the limit's
-      state, the spec's parameters or a dict with them under "theta" and the optimiser's moments, otherwise).
     - `mesh`: a mesh from `sharding.particle_mesh()` to split the particle axis of the particle flow over.
+    - `options`: the `flows.solve` keywords (documented there) named in `SOLVE_OPTIONS`: `solver`, `rtol`,
+      `atol`, `max_steps`, `progress`, `throw`, `save_states`, over the defaults `SOLVER` ("auto", rtol 1e-7,
+      atol 1e-9, observables only); another keyword is a ValueError naming it. The particle flow picks the
+      forward-mode field for implicit solvers (`flow.field_for`). `save_states` also keeps the states
+      (`traj.ys`: the particle dict for the particle flow; the limit's state, the spec's parameters or a dict
+      with them under "theta" and the optimiser's moments, otherwise).
 
     **Returns:** a `flows.Trajectory` with `observables["Q"]`, `["R"]`, ... at `ts`.
 
@@ -215,8 +225,7 @@ def solve_flow(
         raise ValueError("init must be None when particles are given (the particles are the initialisation)")
     driver.check_optim_args(optimizer, optim_args)
     spec, particles = overridden(system(config, observables), config, particles, data, test)
-    options = _solve_options(dt, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, progress=progress)
-    options.update(throw=throw, save_states=save_states)
+    options = solve_options("solve_flow", dt, options)
     if optimizer is not None:
         if mesh is not None:
             raise ValueError("mesh is for the particle flow (optimizer=None): the limits start unsharded")
@@ -224,7 +233,7 @@ def solve_flow(
         return driver.solve_flow(spec, ts, optimizer, optim_args, y0=y0, **options)
     if mesh is not None:
         particles = shard_particles(init_particles(config) if particles is None else particles, mesh)
-    if field_for(solver) is vector_field:  # implicit: the forward-mode field
+    if field_for(options.get("solver", SOLVER["solver"])) is vector_field:  # implicit: the forward-mode field
         spec = spec.replace(reduced={**spec.reduced, "particles": particle_limit(implicit=True)})
     return driver.solve_flow(spec, ts, reduced="particles", y0=particles, **options)
 
@@ -239,15 +248,9 @@ def solve_reference(
     test: Prompts | None = None,
     substeps: int = 4,
     depth_solver: str = "tsit5",
-    solver: str = "auto",
-    rtol: float = 1e-7,
-    atol: float = 1e-9,
     dt: float | None = None,
-    max_steps: int | None = None,
     observables: str | dict = "all",
-    save_states: bool = False,
-    progress: bool = False,
-    throw: bool = True,
+    **options: Any,
 ) -> Trajectory:
     """Integrate the continuous-depth reference d nodes/d tau = `reference.reference_velocity` on the shared
     driver (`flows.solve_flow(system(config), ts, reduced="reference")`).
@@ -259,11 +262,11 @@ def solve_reference(
       values instead (K is then read from them; a given `K` must match).
     - `data`, `test`: training prompts and fresh test prompts (defaults from `config`).
     - `substeps`, `depth_solver`: the depth integration (as in `reference.reference_states`).
-    - `solver`, `rtol`, `atol`, `dt`, `max_steps`, `progress`, `throw`: the tau-integration, as in
-      `solve_flow` (`dt`: constant steps instead of adaptive).
+    - `dt`, `options`: the tau-integration, as in `solve_flow` (`dt`: constant steps instead of adaptive;
+      `options`: the `flows.solve` keywords named in `SOLVE_OPTIONS`, over `SOLVER`; `save_states` also keeps
+      the node values at every saved time, `traj.ys`).
     - `observables`: `"all"` (`reference.REFERENCE_OBSERVABLES`), `"basic"` (Q and R only, the cheapest to
       compile) or a dict name -> f(t, nodes, args) with `args = reference.make_reference_args(...)`.
-    - `save_states`: also keep the node values at every saved time (`traj.ys`).
 
     **Returns:** a `flows.Trajectory` with `observables["Q"]`, `["R"]`, ... at `ts`.
 
@@ -278,8 +281,7 @@ def solve_reference(
         raise ValueError(f"K = {K} does not match the {nodes['V'].shape[0]} nodes given")
     spec, _ = overridden(system(config, "basic"), config, None, data, test)
     spec = spec.replace(reduced={"reference": limit})
-    options = _solve_options(dt, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, progress=progress)
-    options.update(throw=throw, save_states=save_states)
+    options = solve_options("solve_reference", dt, options)
     return driver.solve_flow(spec, ts, reduced="reference", y0=nodes, **options)
 
 

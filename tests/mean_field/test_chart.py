@@ -129,14 +129,14 @@ def test_probe_velocity_at_the_particles_is_the_particle_velocity():
     data = training_set(CFG)
     parts = init_particles(CFG)
     lam, threshold, d = _consts(CFG, data)
-    v = gr.probe_velocity(parts, data.Z0, data.y, lam, threshold, d, parts)
+    v = gr.probe_velocity(parts, data.Z0, data.y, lam, threshold, d, probes=parts)
     want = gr.velocity_adjoint(parts, data.Z0, data.y, lam, threshold, d)
     for k in mm.GROUPS:
         np.testing.assert_allclose(v[k], want[k], rtol=1e-12, atol=1e-14)
     # charted: the probe field at the atoms (equal weights) is the charted particle velocity
     chart = _chart(2, 1)
     c = _cparticles(CFG, chart)
-    vc = ch.charted_probe_velocity(chart, c, c, data.Z0, data.y, lam, threshold, d, _ones(CFG))
+    vc = ch.charted_probe_velocity(chart, c, c, data.Z0, data.y, lam, threshold, d, weights=_ones(CFG))
     wc = ch.charted_velocity(chart, c, data.Z0, data.y, lam, threshold, d)
     for k in ch.CHARTED_GROUPS:
         np.testing.assert_allclose(vc[k], wc[k], rtol=1e-11, atol=1e-13)

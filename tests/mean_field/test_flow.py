@@ -165,3 +165,24 @@ def test_divergence_is_reported_never_silent():
     with pytest.raises(flows.FlowError) as err:
         mf.solve_flow(big, np.linspace(0.0, 2.0, 5), solver="euler", dt=0.1, save_states=True, observables="basic")
     assert err.value.trajectory.status in ("nonfinite", "diverged")
+
+
+def test_solve_keywords_reach_the_driver_and_unknown_ones_are_named(monkeypatch):
+    """`solve_flow` and `solve_reference` pass every `flows.solve` keyword of `spec.SOLVE_OPTIONS` on (a
+    dropped one would fall back to `spec.SOLVER`'s default), `dt` as constant steps, and name any other."""
+    from flows.mean_field import spec
+
+    seen = {}
+    monkeypatch.setattr(spec.driver, "solve_flow", lambda *a, **kwargs: seen.update(kwargs) or "solved")
+    passed = dict(solver="tsit5", rtol=1e-5, atol=1e-6, max_steps=99, progress=True, throw=False, save_states=True)
+    assert set(passed) == set(spec.SOLVE_OPTIONS)
+    ts = flows.linear_grid(0.0, 0.4, 5)
+    for solve in (mf.solve_flow, mf.solve_reference):
+        seen.clear()
+        config = CFG if solve is mf.solve_flow else CFG.replace(init="tied")
+        assert solve(config, ts, dt=0.1, **passed) == "solved"
+        assert {k: seen[k] for k in passed} == passed and (seen["dt0"], seen["constant_step"]) == (0.1, True)
+        with pytest.raises(ValueError, match="rtoll"):
+            solve(config, ts, rtoll=1e-3)
+        with pytest.raises(ValueError, match="dt"):
+            solve(config, ts, dt=-0.1)

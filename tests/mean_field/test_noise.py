@@ -3,6 +3,7 @@ coordinate, seeds reproduce, the Kozachenko-Leonenko entropy against Gaussian cl
 
 import types
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -117,6 +118,11 @@ def test_arguments_reach_solve_sde(monkeypatch):
         assert solve_particles_sde(CFG, TS, 0.1, dt=DT, seed=3, solver=solver, tol=1e-4) == "solved"
         assert (seen["solver"], seen["dt"], seen["seed"], seen["tol"]) == (solver, DT, 3, 1e-4)
         assert abs(float(seen["sigma"]) - np.sqrt(0.2)) <= 1e-15 and seen["t1"] == TAU
+    passed = dict(key=jax.random.key(5), num_paths=3, tol=1e-3, max_steps=77, throw=False)
+    assert solve_particles_sde(CFG, TS, 0.1, dt=DT, save_states=True, **passed) == "solved"
+    assert set(passed) == set(noise.SDE_OPTIONS) - {"seed"} and seen["save_states"] is True
+    for name, value in passed.items():
+        assert seen[name] is value, name
 
 
 @pytest.mark.slow
@@ -178,6 +184,7 @@ def test_knn_entropy_stack_and_slices():
         (dict(ts=[0.1, 0.2]), "ts"),
         (dict(seed=None), "key"),
         (dict(num_paths=-2), "num_paths"),
+        (dict(brownian="tree"), "brownian"),
     ],
 )
 def test_bad_inputs_name_the_field(kwargs, name):
