@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         nets, fls = {}, {}
         for mlp in MLPS:
             start = time.perf_counter()
-            nets[mlp] = joma.train(base.replace(mlp=mlp), "gd", LR, STEPS, SAVE_EVERY)
+            nets[mlp] = joma.train(base.replace(mlp=mlp), "gd", LR, STEPS, save_every=SAVE_EVERY)
             rec.add_timing(f"train_{mlp}_s", time.perf_counter() - start)
         for mlp in sz["flows"]:
             start = time.perf_counter()

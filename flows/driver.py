@@ -314,7 +314,7 @@ def _check_ts(ts: Any) -> np.ndarray:
 
 
 def check_optim_args(optimizer: str | None, optim_args: dict | None) -> None:
-    """A system's `solve_flow` without an `optimizer` (its own flow) takes no `optim_args` (a `ValueError`)."""
+    """`solve_flow` without an `optimizer` (a system's own flow) takes no `optim_args` (a `ValueError`)."""
     if optimizer is None and optim_args is not None:
         raise ValueError("optim_args needs an optimizer ('gd', 'momentum', 'sign' or 'adam')")
 
@@ -322,7 +322,7 @@ def check_optim_args(optimizer: str | None, optim_args: dict | None) -> None:
 def solve_flow(
     system: System,
     ts: Any,
-    optimizer: str = "gd",
+    optimizer: str | None = None,
     optim_args: dict | None = None,
     *,
     reduced: str | None = None,
@@ -340,7 +340,10 @@ def solve_flow(
       clock of `train` (module docstring).
     - `optimizer`, `optim_args`: the optimiser whose limit is solved, `flows.optim_limits.limit_problem`'s
       names: `"gd"` (gradient flow), `"momentum"` (`{"lr", "beta"}`: the heavy-ball ODE), `"sign"` (`{"eps"}`,
-      default `System.sign_eps`), `"adam"` (`{"lr", "b1", "b2", "eps"}` or `{"c1", "c2", "eps"}`).
+      default `System.sign_eps`), `"adam"` (`{"lr", "b1", "b2", "eps"}` or `{"c1", "c2", "eps"}`). `None`
+      (the default) is the system's own flow, `"gd"`, and takes no `optim_args` (a `ValueError` naming them)
+      except with `noise=True` (the SGD SDE). The systems' `solve_flow` forward these two keywords here,
+      where they are defined and checked.
     - `reduced`: the name of one of `System.reduced` (then `optimizer` is `"gd"` and `noise` False): that
       limit, from `Reduced.initial` of the initial parameters (or from the state `y0`).
     - `noise`: `True` solves the SDE of minibatch training (`flows.optim_limits.noise`) with
@@ -364,6 +367,9 @@ def solve_flow(
     system = _check_system(system)
     ts = _check_ts(ts)
     noise = check_bool("noise", noise)
+    if not noise:  # the SGD SDE of "gd" (optimizer None) takes optim_args {"lr"}
+        check_optim_args(optimizer, optim_args)
+    optimizer = "gd" if optimizer is None else optimizer
     if reduced is not None:
         return _solve_reduced(system, ts, optimizer, optim_args, reduced, seed, noise, batch_size, y0, options)
     if noise:
@@ -387,7 +393,7 @@ def _solve_reduced(system, ts, optimizer, optim_args, name, seed, noise, batch_s
     if not system.reduced:
         raise ValueError(f"reduced: system {system.name!r} has no reduced limits")
     check_choice("reduced", name, tuple(system.reduced))
-    if optimizer not in ("gd", None) or optim_args or noise or batch_size is not None:
+    if optimizer != "gd" or optim_args or noise or batch_size is not None:
         raise ValueError(
             f"reduced={name!r} is the gradient flow of its own state: optimizer must be 'gd', with no "
             "optim_args, noise or batch_size (the other limits run on the full parameters: reduced=None)"

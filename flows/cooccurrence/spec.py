@@ -207,8 +207,6 @@ def solve_flow(
     ts: Any,
     *,
     reduced: str | None = None,
-    optimizer: str | None = None,
-    optim_args: dict | None = None,
     y0: Any = None,
     seed: int | None = None,
     init: str | None = None,
@@ -222,11 +220,11 @@ def solve_flow(
     **Arguments:**
 
     - `ts`: non-decreasing save times from 0 (e.g. `flows.log_grid`); the horizon is `ts[-1]`.
-    - `reduced`, `optimizer`: `reduced="gram"` (the default when both are `None`) integrates the exact Gram ODE
-      (`flow.vector_field`); `"three_token"`, `"phase2"` the generated reduced systems (`reduced`); `optimizer`
-      `"gd"`, `"momentum"`, `"sign"`, `"adam"` (with `optim_args`, `flows.optim_limits.limit_problem`'s names)
-      integrates that optimiser's limit on the parameters (W, W_V, W_K, W_Q) instead (only gradient flow
-      closes on the Grams; `"gd"` is the same flow as `"gram"`, in the parameters).
+    - `reduced`: `"gram"` (the default when neither `reduced` nor `optimizer` is given) integrates the exact
+      Gram ODE (`flow.vector_field`); `"three_token"`, `"phase2"` the generated reduced systems (`reduced`).
+      `optimizer="gd"`, `"momentum"`, `"sign"`, `"adam"` (with `optim_args`) integrates that optimiser's
+      limit on the parameters (W, W_V, W_K, W_Q) instead (only gradient flow closes on the Grams; `"gd"` is
+      the same flow as `"gram"`, in the parameters).
     - `y0`: the start: a Gram state (dict of `flow.GRAM_STATE`), a `(40,)` or `(4,)` reduced state, or a
       parameter dict with an optimizer (default: the initialisation's).
     - `locate_T1`: for the Gram flow and the optimiser limits, also find T1 = the first time with zero training
@@ -235,8 +233,9 @@ def solve_flow(
       zero at t=0).
     - `seed`, `init`: override `config.seed`, `config.init` (`None`: the config's), as in `train`;
       `num_test`: as in `system`.
-    - `options`: `flows.solve` keywords (default `flow.SOLVER`: auto, rtol 1e-8, atol 1e-10, max_steps from the horizon,
-      observables only).
+    - `options`: keywords of the shared driver `flows.solve_flow`, which defines and checks them (`optimizer`,
+      `optim_args`: `flows.optim_limits.limit_problem`'s names; `noise`, `batch_size`), and of `flows.solve`
+      (default `flow.SOLVER`: auto, rtol 1e-8, atol 1e-10, max_steps from the horizon, observables only).
 
     **Returns:** a `Trajectory` with `observables` named as in `observables.OBSERVABLES` (`loss`,
     `group_loss (k, 4)`, `train_error`, `test_loss`, `G (k, 3)`, `S`, `A (k, 3, 3)`, `M_V (k, 3, 3)`, `p12`,
@@ -246,8 +245,7 @@ def solve_flow(
     """
     config = with_seed_init(config, seed, init)
     spec = system(config, num_test)
-    driver.check_optim_args(optimizer, optim_args)
-    if reduced is None and optimizer is None:
+    if reduced is None and options.get("optimizer") is None:
         reduced = "gram"
     if reduced is not None:
         reduced = check_choice("reduced", reduced, tuple(REDUCED))
@@ -255,7 +253,7 @@ def solve_flow(
     locate_T1 = check_bool("locate_T1", locate_T1) and reduced in T1_EVENTS
     if locate_T1:
         options["event"] = T1_EVENTS[reduced]
-    traj = driver.solve_flow(spec, ts, optimizer or "gd", optim_args, reduced=reduced, y0=y0, **options)
+    traj = driver.solve_flow(spec, ts, reduced=reduced, y0=y0, **options)
     if locate_T1 and float(np.asarray(traj.observables["min_margin"])[0]) > 0:
         # zero training error already at t = 0 (ts[0] = 0): T1 = 0, whatever the margin does later
         traj = dataclasses.replace(traj, t_event=0.0)

@@ -151,7 +151,6 @@ def train(
     optimizer: str = "gd",
     lr: float | dict = 0.1,
     steps: int = 2000,
-    save_every: int = 10,
     *,
     params0: Params | None = None,
     **options: Any,
@@ -160,37 +159,32 @@ def train(
     (defaults: the official Fig. 2/3 run, full-batch GD at lr 0.1 for 2000 steps).
 
     **Arguments:** `optimizer` (`"gd"`, `"sgd"` with `batch_size` classes per step, `"momentum"`, `"adam"`),
-    `lr`, `steps`, `save_every`; `params0` the start; `options`: `flows.train` keywords (`seed`, `batch_size`,
-    `optim_args`, `save_steps`).
+    `lr`, `steps`; `params0` the start; `options`: keywords of the shared driver `flows.train`, which defines
+    and checks them (`save_every`, default 10, `save_steps`, `seed`, `batch_size`, `optim_args`, ...).
 
     **Returns:** a `flows.training.NetworkRecord` with the observables of `model.OBSERVABLES` on the clock
     t = lr * step.
 
     **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` at the first non-finite step.
     """
-    return driver.train(system(config, params0), optimizer, lr, steps, save_every=save_every, **options)
+    return driver.train(system(config, params0), optimizer, lr, steps, **options)
 
 
 def solve_flow(
-    config: Config,
-    ts: Any,
-    *,
-    reduced: str | None = None,
-    optimizer: str = "gd",
-    optim_args: dict | None = None,
-    params0: Params | None = None,
-    **options: Any,
+    config: Config, ts: Any, *, reduced: str | None = None, params0: Params | None = None, **options: Any
 ) -> Trajectory:
     """Integrate a limit of the JoMA network of `config` on the shared driver:
     `flows.solve_flow(system(config, params0), ts, ...)`.
 
     - The joint flow (`reduced=None`): (W, z) under -grad of the loss by autodiff, or the limit of `optimizer`
-      (`"momentum"`, `"sign"`, `"adam"` with `optim_args`; `noise=True` the SGD SDE over the classes).
+      (`"momentum"`, `"sign"`, `"adam"` with `optim_args`; `noise=True` the SGD SDE over the classes, with
+      `optim_args={"lr": ...}` and `batch_size`).
     - `reduced="w_flow"`: the flow of W alone from W0, z = z(W) from the invariant with the constant of the start
       (exact for exp, and for linear attention when c > 0; approximate for softmax).
     - `ts`: non-decreasing save times from 0 on the clock t = lr * step of `train`; `params0`: the start
-      (default the config's); `options`: `flows.solve_flow` keywords (`seed`, `noise`, `batch_size`) and
-      `flows.solve` keywords over `SOLVER` (auto, rtol 1e-10, atol 1e-12).
+      (default the config's); `options`: keywords of the shared driver `flows.solve_flow`, which defines and
+      checks them (`optimizer`, `optim_args`, `seed`, `noise`, `batch_size`), and of `flows.solve` over
+      `SOLVER` (auto, rtol 1e-10, atol 1e-12).
 
     **Returns:** a `Trajectory` with the observables of `train`'s record (states: the parameters, or W).
 
@@ -199,7 +193,7 @@ def solve_flow(
     """
     if "y0" in options:
         raise ValueError("y0: give the start as params0 (the invariant's constant is taken there)")
-    return driver.solve_flow(system(config, params0), ts, optimizer, optim_args, reduced=reduced, **options)
+    return driver.solve_flow(system(config, params0), ts, reduced=reduced, **options)
 
 
 def demo() -> System:

@@ -139,8 +139,6 @@ def solve_flow(
     ts: Any,
     *,
     reduced: str | None = None,
-    optimizer: str | None = None,
-    optim_args: dict | None = None,
     y0: dict | float | Any | None = None,
     seed: int | None = None,
     init: str | None = None,
@@ -151,14 +149,16 @@ def solve_flow(
 
     - The full flow (`reduced=None`): every parameter of `config.form` under -grad of the exact
       `model.population_loss` by autodiff, from `model.init_params(config)` (or the parameter dict `y0`);
-      `optimizer` `"momentum"`, `"sign"`, `"adam"` (with `optim_args`, `flows.optim_limits.limit_problem`'s
-      names) integrates that optimiser's limit instead of gradient flow (`None` or `"gd"`).
+      `optimizer="momentum"`, `"sign"`, `"adam"` (with `optim_args`) integrates that optimiser's limit instead
+      of gradient flow (`None` or `"gd"`).
     - `reduced="zfb"` (ZFB Lemma 5.2): the generated (u, U) flow from the initial parameters (`form="single"`,
       `init="paper"`, any d); `reduced="separate"` (ZSLS eq 21): one balanced head per
       eigen-direction from s_i = `init_scale` or the scales `y0` (`flow.initial_reduced_state`).
     - `ts`: non-decreasing save times from 0 on the clock t = lr * step of `network.train`.
-    - `seed`, `init`: override `config.seed`, `config.init`; `options`: `flows.solve` keywords (default
-      `flow.SOLVER`: auto, rtol 1e-10, atol 1e-12, max_steps from the horizon, observables only).
+    - `seed`, `init`: override `config.seed`, `config.init`.
+    - `options`: keywords of the shared driver `flows.solve_flow`, which defines and checks them (`optimizer`,
+      `optim_args`, `noise`, `batch_size`), and of `flows.solve` (default `flow.SOLVER`: auto, rtol 1e-10,
+      atol 1e-12, max_steps from the horizon, observables only).
 
     **Returns:** a `Trajectory` with the observables of `observables.OBSERVABLES` ("loss", "G" `(k, d, d)`,
     "alignment" `(k, d)`, "n_learned"), as `network.train`'s record.
@@ -166,7 +166,6 @@ def solve_flow(
     **Raises:** `ValueError` naming a bad argument; `flows.FlowError` for a failed solve.
     """
     config = with_seed_init(config, seed, init)
-    driver.check_optim_args(optimizer, optim_args)
     if reduced is not None:
         if isinstance(y0, dict):
             raise ValueError(
@@ -177,7 +176,7 @@ def solve_flow(
             y0 = initial_reduced_state(config, reduced, y0)
     elif y0 is not None and not isinstance(y0, dict):
         raise ValueError(f"y0 must be a parameter dict of form {config.form!r} for the full flow")
-    return driver.solve_flow(system(config), ts, optimizer or "gd", optim_args, reduced=reduced, y0=y0, **options)
+    return driver.solve_flow(system(config), ts, reduced=reduced, y0=y0, **options)
 
 
 def demo() -> System:
