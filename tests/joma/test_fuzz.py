@@ -136,7 +136,7 @@ def test_spec_entry_points_reach_the_driver_or_name_the_argument(optimizer, lr, 
     optim_args = {"beta": 0.5} if optimizer == "momentum" else None
     batch_size = 2 if optimizer == "sgd" else None
     with stop_at_trainings(), pytest.raises(Reached):
-        joma.train(_SMALL, optimizer, lr, steps, 1, batch_size=batch_size, optim_args=optim_args)
+        joma.train(_SMALL, optimizer, lr, steps, save_every=1, batch_size=batch_size, optim_args=optim_args)
     with stop_at_solvers(), pytest.raises(Reached):
         joma.solve_flow(_SMALL, [0.0, t1], reduced=reduced)
     field = data.draw(st.sampled_from(["lr", "steps", "save_every", "ts", "params0", "reduced", "batch_size"]))
