@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -40,10 +41,11 @@ from .data import Config, Prompts, training_set
 from .gradients import probe_velocity, velocity_autodiff
 from .model import ObjectiveInputs, RiskInputs, check_data, objective_value, risk_value
 from .observables import make_args, objective_inputs
-from .spec import solve_options
+from .spec import SOLVE_OPTIONS, solve_options, split_options
 
 __all__ = [
     "CHARTED_GROUPS",
+    "SDE_OPTIONS",
     "Chart",
     "charted_objective",
     "charted_probe_velocity",
@@ -251,6 +253,10 @@ def _cached_field(chart: Chart, rev: bool):
     return _FIELDS[key]
 
 
+#: the `flows.solve_sde` keywords that `solve_charted` passes on at temperature > 0.
+SDE_OPTIONS = ("dt", "solver", "max_steps", "save_states", "throw")
+
+
 def solve_charted(
     config: Config,
     chart: Chart,
@@ -259,13 +265,8 @@ def solve_charted(
     *,
     data: Prompts | None = None,
     temperature: float = 0.0,
-    dt: float | None = None,
     seed: int = 0,
-    solver: str | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-10,
-    save_states: bool = False,
-    max_steps: int | None = None,
+    **options: Any,
 ) -> Trajectory:
     """Integrate the charted particle flow from `cparticles`, saving Q and R (and the states) at `ts`.
 
@@ -274,9 +275,12 @@ def solve_charted(
     - `ts`: save times in flow time tau, starting at 0.
     - `data`: the training prompts (default `training_set(config)`).
     - `temperature`: T >= 0; T > 0 integrates the Langevin SDE dc = v dtau + sqrt(2 T) dB (`flows.solve_sde`
-      with constant step `dt`, Brownian motion seeded by `seed`, solver default "euler").
-    - `dt`, `solver`, `rtol`, `atol`, `max_steps`: at T = 0 an adaptive `flows.solve` (default "auto"), or
-      constant steps `dt`; at T > 0 the SDE step and solver.
+      with constant step `dt`, Brownian motion seeded by `seed`).
+    - `options`: at T = 0 the keywords of `flows.solve`, which defines them (`spec.SOLVE_OPTIONS`: `solver`,
+      default "auto", `rtol`, `atol`, `max_steps`, ...), and `dt` for constant steps instead of adaptive ones
+      (`spec.solve_options`); at T > 0 those of `flows.solve_sde` named in `SDE_OPTIONS` (`dt`, required, the
+      SDE step; `solver`, default "euler"; ...). `save_states` (default here `False`) also keeps the charted
+      particles at `ts`. Another keyword is a ValueError naming it.
     """
     cparticles = check_charted(config, chart, cparticles)
     data = check_data(config, training_set(config) if data is None else data)
@@ -285,29 +289,31 @@ def solve_charted(
     args = make_args(config, data)
     args["empty"] = {g: np.zeros(c.shape) for g, c in cparticles.items() if c.size == 0}
     cparticles = {g: c for g, c in cparticles.items() if c.size}
+    options = {"save_states": False, **options}
+    solver = options.pop("solver", None)  # None: the default of the solve below
     if temperature > 0.0:
-        if dt is None:
+        (options,) = split_options("solve_charted at temperature > 0", options, SDE_OPTIONS)
+        if options.get("dt") is None:
             raise ValueError("dt (the SDE step) must be given when temperature > 0")
+        options["dt"] = check_real("dt", options["dt"], low=0.0, strict=True)
         field, observe = _cached_field(chart, True)
         return solve_sde(
             field,
             cparticles,
             sigma=math.sqrt(2.0 * temperature),
             t1=float(ts[-1]),
-            dt=check_real("dt", dt, low=0.0, strict=True),
             ts=ts,
             args=args,
             solver=solver or "euler",
             seed=seed,
             observables=observe,
-            save_states=save_states,
+            **options,
         )
+    (options,) = split_options("solve_charted", options, ("dt", *SOLVE_OPTIONS))
     solver = solver or "auto"  # with the reverse-mode field (no forward derivatives) "auto" is Tsit5
     field, observe = _cached_field(chart, solver != "kvaerno5")
-    options = solve_options("solve_charted", dt, dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps))
-    return solve(
-        field, cparticles, t1=float(ts[-1]), ts=ts, args=args, observables=observe, save_states=save_states, **options
-    )
+    options = solve_options("solve_charted", options.pop("dt", None), {"solver": solver, **options})
+    return solve(field, cparticles, t1=float(ts[-1]), ts=ts, args=args, observables=observe, **options)
 
 
 def train_charted(

@@ -26,6 +26,7 @@ from .initial import init_particles
 from .model import ATTENTION, MLP, check_data, check_particles
 
 __all__ = [
+    "OVERRIDES",
     "field_for",
     "nest",
     "particle_limit",
@@ -67,6 +68,10 @@ def nest(particles: Particles) -> dict:
 def particles_of(params: dict) -> Particles:
     """The particle dict `{"V", "W", "W1", "W2"}` of the spec's parameters (`nest` undone)."""
     return {**params["attention"], **params["mlp"]}
+
+
+#: the keywords of `particles_and_args`: the overrides of a particle solve's start.
+OVERRIDES = ("particles", "data", "test")
 
 
 def particles_and_args(

@@ -7,17 +7,14 @@ k eta_tau / (1 - beta)).
 from __future__ import annotations
 
 import dataclasses
-
-from jax.sharding import Mesh
+from typing import Any
 
 from .. import driver, training
 from .._checks import check_choice, check_real
 from ..training import NetworkRecord
-from .data import Config, Particles, Prompts
+from .data import Config
 from .flow import nest, particles_of
-from .initial import init_particles
-from .sharding import shard_particles
-from .spec import overridden, system, with_seed_init
+from .spec import START_OPTIONS, split_options, start
 
 __all__ = ["LR_GROUPS", "NetworkRecord", "train"]
 
@@ -33,14 +30,7 @@ def train(
     save_every: int = 1,
     *,
     momentum: float = 0.0,
-    batch_size: int | None = None,
-    seed: int | None = None,
-    init: str | None = None,
-    particles: Particles | None = None,
-    data: Prompts | None = None,
-    test: Prompts | None = None,
-    mesh: Mesh | None = None,
-    observables: str = "all",
+    **options: Any,
 ) -> NetworkRecord:
     """Train the finite network from `init_particles(config)` with optax: the shared driver `flows.train` on
     `spec.system(config, observables)`.
@@ -55,15 +45,13 @@ def train(
     - `lr` (> 0): the flow-time rate eta_tau, or `{"attention": .., "mlp": ..}` (one per parameter group).
       The optimiser's learning rates are eta M L (attention) and eta M_mlp L (MLP) on the raw gradients of Q.
     - `steps` (>= 1); `save_every`: record every k-th step (and the last).
-    - `batch_size`: `None` (full batch) or B in [1, n_train] prompts per step (`"sgd"`, `"adam"`).
-    - `seed`, `init`: override `config.seed` (training set, initial particles, test prompts) and
-      `config.init` (`None`: the config's), as the same keywords of `solve_flow` and of the other systems.
-      `init` with `particles` is a ValueError (the particles are the initialisation).
-    - `particles`, `data`, `test`: override the initial particles, the training set and the fresh test
-      prompts (defaults from `config`).
-    - `mesh`: a `jax.sharding.Mesh` (e.g. `sharding.particle_mesh()`) to shard the particle axis over.
-    - `observables`: `"all"` (every entry of `observables.OBSERVABLES` at the saved steps, one velocity
-      evaluation each) or `"basic"` (Q and R only: one forward pass each; what throughput runs use).
+    - `options`: `batch_size` (`flows.train`'s: `None`, full batch, or B in [1, n_train] prompts per step, for
+      `"sgd"` and `"adam"`), and the keywords of `spec.start`, defined and documented there
+      (`spec.START_OPTIONS`), as in `solve_flow`: `seed`, `init` (override `config.seed` and `config.init`),
+      `observables` (`"all"`, every entry of `observables.OBSERVABLES` at the saved steps, one velocity
+      evaluation each, or `"basic"`, Q and R only: what throughput runs use), `particles`,
+      `data`, `test` (the initial particles, the training set and the test prompts), `mesh` (to shard the
+      particle axis over). Another keyword is a ValueError naming it.
 
     **Clock:** step k sits at flow time tau = eta k / (1 - momentum) (`flows.training.flow_time`; eta the
     largest rate of a dict): explicit Euler of the particle flow with step eta is the `"gd"` run, and heavy
@@ -77,21 +65,18 @@ def train(
     **Raises:** `ValueError` naming a bad argument; `flows.TrainingError` when the run goes non-finite,
     carrying the record truncated before that step.
     """
-    config = with_seed_init(config, seed, init)
-    if init is not None and particles is not None:
-        raise ValueError("init must be None when particles are given (the particles are the initialisation)")
+    overrides, batching = split_options("train", options, START_OPTIONS, ("batch_size",))
+    batch_size = batching.get("batch_size")
+    config, spec, particles = start(config, **overrides)
     check_choice("optimizer", optimizer, training.OPTIMIZERS)
     beta = check_real("momentum", momentum, low=0.0, high=1.0, high_strict=True)
     if optimizer != "sgd" and beta != 0.0:
         raise ValueError(
             f"momentum is for optimizer='sgd' only (heavy ball), got momentum={momentum!r} with optimizer={optimizer!r}"
         )
-    spec, particles = overridden(system(config, observables), config, particles, data, test)
-    if mesh is not None:
-        particles = shard_particles(init_particles(config) if particles is None else particles, mesh)
     if particles is not None:
-        start = nest(particles)
-        spec = spec.replace(init=lambda source: start)
+        start_params = nest(particles)
+        spec = spec.replace(init=lambda source: start_params)
     name, optim_args = ("momentum", {"beta": beta}) if beta != 0.0 else (optimizer, None)
     if name == "gd" and batch_size is not None:
         raise ValueError("batch_size is for optimizer='sgd' or 'adam' (minibatches); 'gd' is full batch")

@@ -36,8 +36,9 @@ from ..sde import SDE_SOLVERS, solve_sde
 from ..trajectory import FlowError
 from . import observables as obs
 from .data import Config, Particles, Prompts, training_set
-from .flow import field_for, particle_problem
+from .flow import OVERRIDES, field_for, particle_problem
 from .model import ATTENTION, MLP, check_data, check_particles, objective, risk
+from .spec import split_options
 
 __all__ = [
     "MAX_STEP_RATIO",
@@ -69,9 +70,6 @@ def solve_particles_sde(
     *,
     dt: float,
     solver: str = "euler",
-    particles: Particles | None = None,
-    data: Prompts | None = None,
-    test: Prompts | None = None,
     observables: str | dict = "basic",
     save_states: bool = False,
     **options: Any,
@@ -87,12 +85,13 @@ def solve_particles_sde(
       with Gaussian noise sqrt(2 T eta_tau) per coordinate).
     - `solver`: a name of `flows.sde.SDE_SOLVERS` (`"euler"`, `"heun"`, `"sea"`, `"sra1"`, `"shark"`; all of
       strong order >= 1 here, the noise being additive).
-    - `particles`, `data`, `test`: override the initial particles, the training set and the test prompts.
     - `observables`: `"basic"` (Q and R, default), `"all"` (`observables.summary`) or a dict
       name -> f(t, particles, args) with `args = observables.make_args(config, data, test)`.
     - `save_states`: also keep the particles at every saved time (`traj.ys`).
-    - `options`: the `flows.solve_sde` keywords (documented there) named in `SDE_OPTIONS`, another keyword a
-      ValueError naming it: `key` or `seed` (the Brownian motions, exactly one; the same seed gives the same
+    - `options`: `particles`, `data`, `test` (the initial particles, the training set and the test prompts: the
+      keywords `flow.OVERRIDES` of `flow.particles_and_args`, which defines and checks them), and the
+      `flows.solve_sde` keywords (documented there) named in `SDE_OPTIONS`; another keyword is a ValueError
+      naming it. `key` or `seed` (the Brownian motions, exactly one; the same seed gives the same
       result), `num_paths` (that many independent noise realisations from the same initial particles, one
       vmapped program; every field of the result gains a leading path axis), `tol`, `max_steps`, `throw`.
 
@@ -106,14 +105,8 @@ def solve_particles_sde(
     temperature = _check_temperature(temperature)
     dt = check_real("dt", dt, low=0.0, strict=True)
     check_choice("solver", solver, sorted(SDE_SOLVERS))
-    unknown = sorted(set(options) - set(SDE_OPTIONS))
-    if unknown:
-        raise ValueError(
-            f"solve_particles_sde got unknown keyword(s) {unknown}: its flows.solve_sde options are {SDE_OPTIONS}"
-        )
-    ts, particles, args, observables = particle_problem(
-        config, ts, observables, particles=particles, data=data, test=test
-    )
+    overrides, options = split_options("solve_particles_sde", options, OVERRIDES, SDE_OPTIONS)
+    ts, particles, args, observables = particle_problem(config, ts, observables, **overrides)
     dtype = jnp.result_type(particles["V"])
     sigma = jnp.sqrt(jnp.asarray(2.0 * temperature, dtype))
     options.update(solver=solver, observables=observables, save_states=save_states)
@@ -191,7 +184,7 @@ def solve_particles_sde_stable(
     for name in ("throw", "save_states"):
         if name in options:
             raise ValueError(f"{name} is not an option of solve_particles_sde_stable (module docstring)")
-    overrides = {name: options[name] for name in ("particles", "data", "test") if name in options}
+    overrides = {name: options[name] for name in OVERRIDES if name in options}
     _, _, args, _ = particle_problem(config, ts, "basic", **overrides)
     h, worst = dt, float("nan")
     for _ in range(halvings + 1):

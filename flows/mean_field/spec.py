@@ -28,6 +28,7 @@ motion from the data key folded with 1 and 2.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -49,6 +50,7 @@ __all__ = [
     "OBSERVE",
     "SOLVER",
     "SOLVE_OPTIONS",
+    "START_OPTIONS",
     "demo",
     "loss",
     "observe",
@@ -57,6 +59,8 @@ __all__ = [
     "solve_flow",
     "solve_options",
     "solve_reference",
+    "split_options",
+    "start",
     "system",
     "with_seed_init",
 ]
@@ -145,7 +149,7 @@ def overridden(
     spec: System, config: Config, particles: Particles | None, data: Prompts | None, test: Prompts | None
 ) -> tuple[System, Particles | None]:
     """(the spec on the given training and test prompts, the given particles checked): the overrides of
-    `train` and `solve_flow` (the spec itself and `None` without them)."""
+    `start` (the spec itself and `None` without them)."""
     if particles is not None:
         particles = check_particles(config, particles)
     if data is None and test is None:
@@ -153,6 +157,62 @@ def overridden(
     data = check_data(config, training_set(config) if data is None else data)
     test = check_data(config, held_out_set(config) if test is None else test, "test")
     return spec.replace(data=obs.make_args(config, data, test)), particles
+
+
+#: the keywords of `start` that `network.train` and `solve_flow` take as `**options`.
+START_OPTIONS = ("seed", "init", "observables", "particles", "data", "test", "mesh")
+
+
+def start(
+    config: Config,
+    *,
+    seed: int | None = None,
+    init: str | None = None,
+    observables: str = "all",
+    particles: Particles | None = None,
+    data: Prompts | None = None,
+    test: Prompts | None = None,
+    mesh: Mesh | None = None,
+) -> tuple[Config, System, Particles | None]:
+    """Where `network.train` and `solve_flow` start: the config, its spec and the initial particles, with the
+    overrides those functions take as `**options` (names in `START_OPTIONS`, defined and documented here).
+
+    **Arguments:**
+
+    - `seed`, `init` (the config): override `config.seed` (training set, initial particles, test prompts) and
+      `config.init` (`None`: the config's), as the same keywords of the other systems.
+    - `observables` (the spec): `"all"` (every entry of `observables.OBSERVABLES`, `observables.summary`) or
+      `"basic"` (Q and R only: one forward pass each, the cheapest).
+    - `particles`, `data`, `test` (the start): override the initial particles, the training set and the fresh
+      test prompts (defaults from `config`); `init` with `particles` is a ValueError (the particles are the
+      initialisation).
+    - `mesh`: a `jax.sharding.Mesh` (e.g. `sharding.particle_mesh()`) to shard the particle axis over.
+
+    **Returns:** (the config with `seed`, `init` applied, `system(config, observables)` on the given prompts,
+    the given particles checked and sharded over `mesh`, or `None` for the spec's own).
+
+    **Raises:** `ValueError` naming a bad argument.
+    """
+    config = with_seed_init(config, seed, init)
+    if init is not None and particles is not None:
+        raise ValueError("init must be None when particles are given (the particles are the initialisation)")
+    spec, particles = overridden(system(config, observables), config, particles, data, test)
+    if mesh is not None:
+        particles = shard_particles(init_particles(config) if particles is None else particles, mesh)
+    return config, spec, particles
+
+
+def split_options(caller: str, options: dict[str, Any], *groups: Sequence[str]) -> list[dict[str, Any]]:
+    """`options` split by the keyword names of `groups`, one dict per group: how a thin wrapper passes its
+    `**options` on to the functions that define them (`start`, `flows.solve`, `flows.train`).
+
+    **Raises:** `ValueError` naming a keyword in no group, and listing those `caller` takes.
+    """
+    known = [name for group in groups for name in group]
+    unknown = sorted(map(str, set(options) - set(known)))
+    if unknown:
+        raise ValueError(f"{caller} got unknown keyword(s) {unknown}: it takes {', '.join(known)}")
+    return [{k: v for k, v in options.items() if k in group} for group in groups]
 
 
 #: the `flows.solve` keywords that `solve_flow` and `solve_reference` take as `**options` (over `SOLVER`).
@@ -176,20 +236,7 @@ def solve_options(caller: str, dt: float | None, options: dict[str, Any]) -> dic
 
 
 def solve_flow(
-    config: Config,
-    ts: Any,
-    *,
-    optimizer: str | None = None,
-    optim_args: dict | None = None,
-    particles: Particles | None = None,
-    data: Prompts | None = None,
-    test: Prompts | None = None,
-    dt: float | None = None,
-    observables: str = "all",
-    mesh: Mesh | None = None,
-    seed: int | None = None,
-    init: str | None = None,
-    **options: Any,
+    config: Config, ts: Any, *, optimizer: str | None = None, optim_args: dict | None = None, **options: Any
 ) -> Trajectory:
     """Integrate the particle flow, or an optimiser's limit, from `init_particles(config)` on the shared driver
     (`flows.solve_flow(system(config), ...)`) and save the observables.
@@ -202,16 +249,13 @@ def solve_flow(
       its clock M L or M_mlp L (`optim_args` as in every system, `flows.optim_limits.limit_problem`: "lr"
       (eta_tau) and "beta" for momentum, "eps" for sign (default 1e-6), "lr", "b1", "b2" or "c1", "c2" for
       Adam; the limits of optax at learning rates lr M L and lr M_mlp L).
-    - `seed`, `init`: override `config.seed` and `config.init` (`None`: the config's), as in `network.train`.
-    - `particles`, `data`, `test`: override the initial particles, the training set and the test prompts
-      (`init` with `particles` is a ValueError).
-    - `dt`: constant steps of this size instead of adaptive ones (with `solver="euler"` and `dt = eta_tau` the
-      particle flow is `train(config, "gd", lr=eta_tau, ...)` to rounding).
-    - `observables`: `"all"` (`observables.summary`) or `"basic"` (Q and R only, the cheapest).
-    - `mesh`: a mesh from `sharding.particle_mesh()` to split the particle axis of the particle flow over.
-    - `options`: the `flows.solve` keywords (documented there) named in `SOLVE_OPTIONS`: `solver`, `rtol`,
+    - `options`: the keywords of `start`, defined and documented there (`START_OPTIONS`: `observables`,
+      `seed`, `init`, `particles`, `data`, `test`, and `mesh` for the particle flow only: the limits start
+      unsharded), as in `network.train`; `dt`: constant steps of this size instead of adaptive ones (with
+      `solver="euler"` and `dt = eta_tau` the particle flow is `train(config, "gd", lr=eta_tau, ...)` to
+      rounding); and the `flows.solve` keywords (documented there) named in `SOLVE_OPTIONS`: `solver`, `rtol`,
       `atol`, `max_steps`, `progress`, `throw`, `save_states`, over the defaults `SOLVER` ("auto", rtol 1e-7,
-      atol 1e-9, observables only); another keyword is a ValueError naming it. The particle flow picks the
+      atol 1e-9, observables only). Another keyword is a ValueError naming it. The particle flow picks the
       forward-mode field for implicit solvers (`flow.field_for`). `save_states` also keeps the states
       (`traj.ys`: the particle dict for the particle flow; the limit's state, the spec's parameters or a dict
       with them under "theta" and the optimiser's moments, otherwise).
@@ -220,19 +264,15 @@ def solve_flow(
 
     **Raises:** `ValueError` naming a bad argument; `flows.FlowError` for a failed solve (unless `throw=False`).
     """
-    config = with_seed_init(config, seed, init)
-    if init is not None and particles is not None:
-        raise ValueError("init must be None when particles are given (the particles are the initialisation)")
+    overrides, options = split_options("solve_flow", options, START_OPTIONS, ("dt", *SOLVE_OPTIONS))
     driver.check_optim_args(optimizer, optim_args)
-    spec, particles = overridden(system(config, observables), config, particles, data, test)
-    options = solve_options("solve_flow", dt, options)
+    if optimizer is not None and overrides.get("mesh") is not None:
+        raise ValueError("mesh is for the particle flow (optimizer=None): the limits start unsharded")
+    config, spec, particles = start(config, **overrides)
+    options = solve_options("solve_flow", options.pop("dt", None), options)
     if optimizer is not None:
-        if mesh is not None:
-            raise ValueError("mesh is for the particle flow (optimizer=None): the limits start unsharded")
         y0 = None if particles is None else nest(particles)
         return driver.solve_flow(spec, ts, optimizer, optim_args, y0=y0, **options)
-    if mesh is not None:
-        particles = shard_particles(init_particles(config) if particles is None else particles, mesh)
     if field_for(options.get("solver", SOLVER["solver"])) is vector_field:  # implicit: the forward-mode field
         spec = spec.replace(reduced={**spec.reduced, "particles": particle_limit(implicit=True)})
     return driver.solve_flow(spec, ts, reduced="particles", y0=particles, **options)
@@ -244,11 +284,8 @@ def solve_reference(
     *,
     K: int | None = None,
     nodes: Particles | None = None,
-    data: Prompts | None = None,
-    test: Prompts | None = None,
     substeps: int = 4,
     depth_solver: str = "tsit5",
-    dt: float | None = None,
     observables: str | dict = "all",
     **options: Any,
 ) -> Trajectory:
@@ -260,28 +297,29 @@ def solve_reference(
     - `ts`: increasing save times in flow time tau, starting at 0; the horizon is `ts[-1]`.
     - `K`: depth nodes (default 9) of `reference.init_reference(config, K)`; `nodes`: start from these node
       values instead (K is then read from them; a given `K` must match).
-    - `data`, `test`: training prompts and fresh test prompts (defaults from `config`).
     - `substeps`, `depth_solver`: the depth integration (as in `reference.reference_states`).
-    - `dt`, `options`: the tau-integration, as in `solve_flow` (`dt`: constant steps instead of adaptive;
-      `options`: the `flows.solve` keywords named in `SOLVE_OPTIONS`, over `SOLVER`; `save_states` also keeps
-      the node values at every saved time, `traj.ys`).
     - `observables`: `"all"` (`reference.REFERENCE_OBSERVABLES`), `"basic"` (Q and R only, the cheapest to
       compile) or a dict name -> f(t, nodes, args) with `args = reference.make_reference_args(...)`.
+    - `options`: as in `solve_flow`: `data`, `test` (the training prompts and fresh test prompts, defaults from
+      `config`: the keywords of `start`), `dt` (constant steps instead of adaptive) and the `flows.solve`
+      keywords named in `SOLVE_OPTIONS`, over `SOLVER` (`save_states` also keeps the node values at every
+      saved time, `traj.ys`); another keyword is a ValueError naming it.
 
     **Returns:** a `flows.Trajectory` with `observables["Q"]`, `["R"]`, ... at `ts`.
 
     **Raises:** `ValueError` for bad arguments, naming the field (`init` for `config.init == "iid"`, `K`,
     `substeps`, `nodes[...]`); `flows.FlowError` for a failed solve (unless `throw=False`).
     """
+    overrides, options = split_options("solve_reference", options, ("data", "test"), ("dt", *SOLVE_OPTIONS))
     if not isinstance(config, Config):
         raise ValueError(f"config must be a mean_field.Config, got {type(config).__name__}")
     limit = reference_limit(config, 9 if K is None else K, substeps, depth_solver, observables)
     nodes = check_nodes(config, init_reference(config, 9 if K is None else K) if nodes is None else nodes)
     if K is not None and K != nodes["V"].shape[0]:
         raise ValueError(f"K = {K} does not match the {nodes['V'].shape[0]} nodes given")
-    spec, _ = overridden(system(config, "basic"), config, None, data, test)
+    _, spec, _ = start(config, observables="basic", **overrides)
     spec = spec.replace(reduced={"reference": limit})
-    options = solve_options("solve_reference", dt, options)
+    options = solve_options("solve_reference", options.pop("dt", None), options)
     return driver.solve_flow(spec, ts, reduced="reference", y0=nodes, **options)
 
 

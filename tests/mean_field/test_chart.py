@@ -195,3 +195,36 @@ def test_bad_input_is_named():
             training_set(CFG),
             weights={"attention": jnp.ones((3, 5)), "mlp": -jnp.ones((3, 4))},
         )
+
+
+def test_solve_charted_forwards_its_solve_keywords(monkeypatch):
+    """`solve_charted` passes its keywords to the solver that defines them: at T = 0 `flows.solve` (with
+    "auto" and states off by default, `dt` as constant steps), at T > 0 `flows.solve_sde` ("euler", `dt`, the
+    seed); a keyword the solver of that temperature lacks is a ValueError naming it."""
+    seen = {}
+    monkeypatch.setattr(ch, "solve", lambda *a, **kw: seen.update(kw) or "ode")
+    monkeypatch.setattr(ch, "solve_sde", lambda *a, **kw: seen.update(kw) or "sde")
+    chart = _chart(2, 1)
+    c = _cparticles(CFG, chart)
+    assert ch.solve_charted(CFG, chart, [0.0, 0.1], c) == "ode"
+    assert (seen["solver"], seen["save_states"]) == ("auto", False) and "rtol" not in seen and "dt0" not in seen
+    seen.clear()
+    passed = dict(solver="tsit5", rtol=1e-5, atol=1e-6, max_steps=9, progress=True, throw=False, save_states=True)
+    assert ch.solve_charted(CFG, chart, [0.0, 0.1], c, dt=0.01, **passed) == "ode"
+    assert {k: seen[k] for k in passed} == passed and (seen["dt0"], seen["constant_step"]) == (0.01, True)
+    seen.clear()
+    assert ch.solve_charted(CFG, chart, [0.0, 0.1], c, temperature=0.5, dt=0.01, seed=4, max_steps=20) == "sde"
+    assert {k: seen[k] for k in ("solver", "dt", "seed", "max_steps", "save_states")} == {
+        "solver": "euler",
+        "dt": 0.01,
+        "seed": 4,
+        "max_steps": 20,
+        "save_states": False,
+    }
+    assert seen["sigma"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="rtol"):
+        ch.solve_charted(CFG, chart, [0.0, 0.1], c, temperature=0.5, dt=0.01, rtol=1e-3)
+    with pytest.raises(ValueError, match="^dt"):
+        ch.solve_charted(CFG, chart, [0.0, 0.1], c, temperature=0.5)
+    with pytest.raises(ValueError, match="rtoll"):
+        ch.solve_charted(CFG, chart, [0.0, 0.1], c, rtoll=1e-3)

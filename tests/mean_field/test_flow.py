@@ -186,3 +186,62 @@ def test_solve_keywords_reach_the_driver_and_unknown_ones_are_named(monkeypatch)
             solve(config, ts, rtoll=1e-3)
         with pytest.raises(ValueError, match="dt"):
             solve(config, ts, dt=-0.1)
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_start_keywords_are_forwarded_to_spec_start_and_unknown_ones_are_named(monkeypatch):
+    """`train`, `solve_flow` (every keyword of `spec.START_OPTIONS`) and `solve_reference` (`data`, `test`) pass
+    their start overrides to `spec.start`, which defines them, unchanged and complete (a dropped one would
+    silently start from the config's own particles or prompts), and name a keyword nobody defines."""
+    from flows.mean_field import network, spec
+
+    seen = {}
+
+    def start(config, **overrides):
+        seen.update(overrides)
+        raise _Stop
+
+    monkeypatch.setattr(spec, "start", start)
+    monkeypatch.setattr(network, "start", start)
+    passed = {name: object() for name in spec.START_OPTIONS}
+    ts = flows.linear_grid(0.0, 0.4, 5)
+    calls = {
+        "train": (lambda **kw: mf.train(CFG, "gd", 0.1, 5, **kw), passed),
+        "solve_flow": (lambda **kw: mf.solve_flow(CFG, ts, **kw), passed),
+        "solve_reference": (
+            lambda **kw: mf.solve_reference(CFG.replace(init="tied"), ts, **kw),
+            {k: passed[k] for k in ("data", "test")},
+        ),  # the reference's spec observes Q and R (it has its own observables)
+    }
+    for name, (call, given) in calls.items():
+        seen.clear()
+        with pytest.raises(_Stop):
+            call(**given)
+        assert seen == (given if name != "solve_reference" else {**given, "observables": "basic"}), name
+        with pytest.raises(ValueError, match=rf"^{name} got unknown keyword\(s\) \['bogus'\]"):
+            call(bogus=1)
+    with pytest.raises(ValueError, match=r"\['seed'\]"):  # not a keyword of the reference
+        mf.solve_reference(CFG.replace(init="tied"), ts, seed=1)
+    with pytest.raises(ValueError, match="mesh is for the particle flow"):
+        mf.solve_flow(CFG, ts, optimizer="gd", mesh=object())
+
+
+def test_start_applies_every_override():
+    """`spec.start`: seed and init replace the config's, the prompts replace the spec's data, the particles are
+    checked and returned (the spec's own without them), init with particles is named."""
+    from flows.mean_field import spec
+
+    config, system, particles = spec.start(CFG, seed=7, init="tied", observables="basic")
+    assert (config.seed, config.init, particles) == (7, "tied", None)
+    assert system is spec.system(config, "basic")
+    data, test = mf.training_set(CFG.replace(seed=5)), mf.held_out_set(CFG.replace(seed=6))
+    p0 = mf.init_particles(CFG.replace(seed=8))
+    config, system, particles = spec.start(CFG, particles=p0, data=data, test=test)
+    assert config is CFG and all(np.array_equal(particles[k], p0[k]) for k in p0)
+    want = obs.make_args(CFG, data, test)
+    assert all(np.array_equal(system.data[k], want[k]) for k in ("Z0", "y", "Z0_test", "y_test"))
+    with pytest.raises(ValueError, match="^init must be None when particles are given"):
+        spec.start(CFG, init="tied", particles=p0)

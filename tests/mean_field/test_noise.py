@@ -113,7 +113,7 @@ def test_arguments_reach_solve_sde(monkeypatch):
     import flows.mean_field.noise as noise
 
     seen = {}
-    monkeypatch.setattr(noise, "solve_sde", lambda field, y0, **kwargs: seen.update(kwargs) or "solved")
+    monkeypatch.setattr(noise, "solve_sde", lambda field, y0, **kwargs: seen.update(kwargs, y0=y0) or "solved")
     for solver in ("sea", "heun"):
         assert solve_particles_sde(CFG, TS, 0.1, dt=DT, seed=3, solver=solver, tol=1e-4) == "solved"
         assert (seen["solver"], seen["dt"], seen["seed"], seen["tol"]) == (solver, DT, 3, 1e-4)
@@ -123,6 +123,13 @@ def test_arguments_reach_solve_sde(monkeypatch):
     assert set(passed) == set(noise.SDE_OPTIONS) - {"seed"} and seen["save_states"] is True
     for name, value in passed.items():
         assert seen[name] is value, name
+    # the start overrides go to `flow.particles_and_args` (which defines them), the particles as given
+    particles = mf.init_particles(CFG.replace(seed=9))
+    data = mf.training_set(CFG.replace(seed=9))
+    solve_particles_sde(CFG, TS, 0.1, dt=DT, seed=3, particles=particles, data=data, test=data)
+    assert all(seen["y0"][k] is particles[k] for k in particles) and seen["args"]["y"] is data.y
+    with pytest.raises(ValueError, match=r"^solve_particles_sde got unknown keyword\(s\) \['rtol'\]"):
+        solve_particles_sde(CFG, TS, 0.1, dt=DT, seed=3, rtol=1e-3)
 
 
 @pytest.mark.slow
