@@ -49,6 +49,7 @@ def test_sweep_rows_members_agree():
     assert main["ratio"]["target"] == 50 or "restated" in main["ratio"]
 
 
+@pytest.mark.slow  # benchmark machinery, run by the harness itself
 def test_sweep_floor_helpers():
     """`benchmarks._sweeps`: the evaluation count of an FSAL method, the step statistics, the vector-field
     floor and the diffrax peer on the class-symmetric flow (4 members), whose finals equal flows' solves."""

@@ -59,6 +59,7 @@ def test_unknown_system_is_rejected():
         _numpy_rhs.prepare("no_such_system", {}, [])
 
 
+@pytest.mark.slow  # benchmark machinery, run by the harness itself
 def test_scipy_side_and_figure_on_a_tiny_problem(tmp_path):
     """The fast version of the tiny run below: the scipy subprocess (numpy kernel environment) against a
     tight scipy reference, and the figure from rows in the common format; no flows.solve compile."""

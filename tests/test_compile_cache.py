@@ -64,6 +64,7 @@ def _entries(tmp_path):
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
+@pytest.mark.slow  # two fresh processes; the cache's switch is pinned by test_opt_out_by_flag_and_by_environment
 def test_second_process_reads_the_cache(tmp_path):
     """A jitted function's program and a solve's ("jit_run") are written by the first process and found by
     the second (at EQX_ON_ERROR=raise JAX refuses every solve program: "uses host callbacks")."""

@@ -320,6 +320,7 @@ BALANCED = flows.System(
 )
 
 
+@pytest.mark.slow  # pinned per system: tests/linear_attention/test_flow.py (zfb, separate)
 def test_a_reduced_limit_is_the_full_flow_on_its_invariant_set():
     ts = np.array([0.0, 1.0, 4.0])
     full = flows.solve_flow(BALANCED, ts, rtol=1e-11, atol=1e-13)

@@ -5,6 +5,7 @@ options off for the programs compiled after it."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax._src import compiler  # the compile options JAX hands XLA (a check of the flag)
 
 import flows
@@ -39,6 +40,7 @@ def _event_program():
     return run, call
 
 
+@pytest.mark.slow  # the suite's level is pinned by test_suite_optimisation_level_gives_the_default_results
 def test_options_change_compile_not_results():
     assert _xla.compiler_options() == {"xla_cpu_use_fusion_emitters": False}
     run, call = _event_program()

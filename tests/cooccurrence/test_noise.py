@@ -53,6 +53,7 @@ def _run(lr, horizon=T):
     return _RUNS[lr, horizon]
 
 
+@pytest.mark.slow  # the runs' law is pinned by test_sde_paths_and_sgd_runs_agree_within_standard_errors
 def test_sgd_runs_are_the_trainer():
     """Run 0 of the vmapped SGD program (keys[0] = PRNGKey(5)) is `train(CFG, "sgd", lr, batch_size=3,
     batch_seed=5)`: the loss, G and A at the saved steps to 1e-12 (the same batches, the same optax step)."""

@@ -39,8 +39,9 @@ def test_charted_velocity_is_autodiff_of_the_charted_objective(p, q):
     data = training_set(CFG)
     c = _cparticles(CFG, chart)
     lam, threshold, d = _consts(CFG, data)
-    v = ch.charted_velocity(chart, c, data.Z0, data.y, lam, threshold, d)
-    g = jax.grad(lambda c: ch.charted_objective(chart, c, data.Z0, data.y, lam, threshold, d))(c)
+    # jitted: eagerly, both sides dispatch op by op (seconds)
+    v = jax.jit(lambda c: ch.charted_velocity(chart, c, data.Z0, data.y, lam, threshold, d))(c)
+    g = jax.jit(jax.grad(lambda c: ch.charted_objective(chart, c, data.Z0, data.y, lam, threshold, d)))(c)
     want = {"attention": -CFG.M * CFG.L * g["attention"], "mlp": -CFG.M_mlp * CFG.L * g["mlp"]}
     for k in ch.CHARTED_GROUPS:
         assert v[k].shape == c[k].shape
@@ -157,9 +158,11 @@ def test_probe_velocity_is_minus_the_gradient_of_the_first_variation():
         fv = obs._first_variation(full, data.Z0, data.y, threshold, d, (probes["V"], probes["W"]), None)
         return fv["attention"][0, 0] + 0.5 * lam * (jnp.sum(pr["V"] ** 2) + jnp.sum(pr["W"] ** 2))
 
-    grad = jax.grad(g)(probe)
+    grad = jax.jit(jax.grad(g))(probe)  # jitted: eagerly it dispatches op by op (seconds)
     probes = {"attention": jnp.broadcast_to(probe, (CFG.L, 1, 2)), "mlp": jnp.zeros((CFG.L, 0, 1))}
-    v = ch.charted_probe_velocity(chart, c, probes, data.Z0, data.y, lam, threshold, d)
+    v = jax.jit(lambda c, probes: ch.charted_probe_velocity(chart, c, probes, data.Z0, data.y, lam, threshold, d))(
+        c, probes
+    )
     np.testing.assert_allclose(v["attention"][0, 0], -grad[0, 0], rtol=1e-11, atol=1e-13)
 
 
