@@ -19,6 +19,7 @@ import numpy as np
 
 from . import training
 from ._checks import INT_MAX, check_bool, check_choice, check_int, check_options, check_real, real_array
+from ._solve import OPTIONS as _SOLVE_OPTIONS
 from ._solve import solve
 from .optim_limits.ode import Limit
 from .optim_limits.problem import OPTIMIZERS as LIMITS
@@ -28,6 +29,9 @@ from .system import System, num_rows, params_like
 from .trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
+
+#: the `flows.solve` keywords the ODE limits take as options (the observables and the horizon are the driver's)
+SOLVE_KEYWORDS = tuple(k for k in _SOLVE_OPTIONS if k != "observables") + ("throw",)
 
 __all__ = [
     "LIMITS",
@@ -369,6 +373,9 @@ def solve_flow(
     noise = check_bool("noise", noise)
     if not noise:  # the SGD SDE of "gd" (optimizer None) takes optim_args {"lr"}
         check_optim_args(optimizer, optim_args)
+        # the options reach flows.solve through every system's solve_flow: a typo is named here, with what
+        # solve_flow takes, not as an unexpected keyword of a function the user did not call
+        check_options("options", options, SOLVE_KEYWORDS, "solve_flow (the flows.solve keywords)")
     optimizer = "gd" if optimizer is None else optimizer
     if reduced is not None:
         return _solve_reduced(system, ts, optimizer, optim_args, reduced, seed, noise, batch_size, y0, options)

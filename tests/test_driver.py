@@ -349,6 +349,8 @@ def test_a_reduced_limit_is_the_full_flow_on_its_invariant_set():
         (dict(y0={"w": jnp.ones(2), "b": 1.0}), "y0"),
         (dict(optimizer="adam", optim_args={"c1": 1.0}), "c2"),
         (dict(noise="yes"), "noise"),
+        (dict(optimzer="adam"), "unknown keys \\['optimzer'\\] for solve_flow"),
+        (dict(rtl=1e-6), "unknown keys \\['rtl'\\] for solve_flow"),
     ],
 )
 def test_bad_solve_flow_arguments_name_the_field(kw, field):
