@@ -154,6 +154,10 @@ def heavy_ball_args(optimizer: str, momentum: float | None) -> tuple[str, dict |
     return ("momentum", {"beta": beta}) if heavy else (optimizer, None)
 
 
+#: the most saved steps a training run records (each holds every observable)
+MAX_SAVES = 10_000_000
+
+
 def save_steps(steps: int, save_every: int = 1, explicit: ArrayLike | None = None) -> np.ndarray:
     """The saved step numbers: every `save_every`-th step and the last, or the `explicit` ones (step 0 is
     always saved)."""
@@ -164,6 +168,11 @@ def save_steps(steps: int, save_every: int = 1, explicit: ArrayLike | None = Non
         arr = np.unique(raw.astype(np.int64).ravel())
         return arr if arr[0] == 0 else np.concatenate([[0], arr])
     save_every = check_int("save_every", save_every, 1)
+    if steps // save_every + 2 > MAX_SAVES:  # before allocating the grid (steps up to INT_MAX are valid)
+        raise ValueError(
+            f"save_every = {save_every} saves {steps // save_every + 1} of steps = {steps}: more than {MAX_SAVES} "
+            "saved steps; raise save_every"
+        )
     arr = np.arange(0, steps + 1, save_every, dtype=np.int64)
     return arr if arr[-1] == steps else np.concatenate([arr, [steps]])
 

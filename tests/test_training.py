@@ -114,3 +114,12 @@ def test_record_vocabulary_and_validation():
     assert math.isnan(
         training.NetworkRecord(ts=0, steps=0, observables={}, params={}, optimizer="gd", lr=1.0).compile_s
     )
+
+
+def test_a_save_grid_beyond_max_saves_is_refused_before_it_is_built():
+    from flows.training import MAX_SAVES, save_steps
+
+    assert save_steps(10, 5).tolist() == [0, 5, 10]
+    assert save_steps(MAX_SAVES - 2, 1).size == MAX_SAVES - 1
+    with pytest.raises(ValueError, match="save_every"):
+        save_steps(10**9 + 1, 1)  # 8 GB of step numbers if it were built
