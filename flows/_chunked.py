@@ -1,5 +1,6 @@
 """Running the compiled solve of `flows._program` over a save grid and decoding the result into a `Trajectory`:
-in chunks of `SAVE_CHUNK` save points (so a new number of save points never recompiles), each chunk in one or
+in chunks of `SAVE_CHUNK` save points (so a new number of save points never recompiles a single solve; a batch
+pads its grid to a power of two of save slots, `batch_slots`), each chunk in one or
 more calls, a member of a batch going on from where its last call stopped when that call stopped early for a
 reason that is not the end of its solve: a non-stopping event (then with the event off), a switch of solver
 (`solver="auto"`: Tsit5 until the flow turns stiff, then Kvaerno5, and back; `flows._stiffness`), or the step
@@ -28,7 +29,7 @@ from .trajectory import EVENT, MAX_STEPS, OK, STUCK, decode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SAVE_CHUNK", "call_cap", "execute", "program"]
+__all__ = ["BATCH_MIN_SLOTS", "SAVE_CHUNK", "batch_slots", "call_cap", "execute", "program"]
 
 #: Save points per call of the compiled program. A grid of n save times runs as ceil(n / SAVE_CHUNK) chunks of
 #: one program (each from where the last stopped, the last one to t1; a shorter piece is padded with NaN
@@ -36,16 +37,32 @@ __all__ = ["SAVE_CHUNK", "call_cap", "execute", "program"]
 #: chunk restarts the step-size controller at each chunk's last save time: results agree with one long solve
 #: to the tolerances, not bit for bit.
 SAVE_CHUNK = 64
+#: The fewest save slots of a batch's program (`batch_slots`).
+BATCH_MIN_SLOTS = 4
+
+
+def batch_slots(n_saves: int) -> int:
+    """The save slots per call of a batch's program for a grid of `n_saves` points: the smallest power of two
+    holding the grid (at least `BATCH_MIN_SLOTS`), at most `SAVE_CHUNK`. A batch's save buffer is the batch
+    size times a single solve's, and every slot is initialised, carried through the step loop and checked for
+    finite values whether or not a save fills it; so a batch's grid is padded to its power of two only (one
+    program per power, at most five) where a single solve pads every grid to `SAVE_CHUNK` (one program). The
+    chunks, and so the results, are those of `SAVE_CHUNK` either way: a grid of more than `SAVE_CHUNK` points
+    runs in chunks of `SAVE_CHUNK`."""
+    return min(SAVE_CHUNK, max(BATCH_MIN_SLOTS, 1 << max(0, int(n_saves) - 1).bit_length()))
+
+
 #: The counters a Trajectory sums over calls.
 COUNTERS = ("num_steps", "num_accepted_steps", "num_rejected_steps")
 
 
-def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
+def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None, stacked=False):
     """Compile (cached) and run the save grid chunk by chunk, each member of a batch until the chunk's end or
     its stop; decode into a Trajectory. `call_args = (y0, args, t0, t1, grid, event_on, extra)`: `grid` is the
     1-D save grid (shared by every member of a batch), `extra` the SDE's traced inputs (`()` for an ODE);
     `options["max_steps"]` is the step budget over every call. `place` puts the host arrays of one call on a
-    mesh (`solve_batch(mesh=...)`)."""
+    mesh (`solve_batch(mesh=...)`). `stacked`: the single solve is a batch stacked into one state
+    (`flows._sweep`), whose save slots are sized as a batch's (`batch_slots`)."""
     batched = in_axes is not None
     y0, args, t0, t1, grid, event_on, extra = call_args
     grid = np.asarray(grid)
@@ -66,7 +83,10 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None):
     extra_placed = tuple(place(x, ax) for x, ax in zip(extra, extra_axes, strict=True))
     t1_placed = place(np.asarray(t1), None)
     event, budget = options["event"], options["max_steps"]
-    chunk = grid.shape[0] if options.get("noise") is not None else SAVE_CHUNK
+    if options.get("noise") is not None:
+        chunk = grid.shape[0]
+    else:
+        chunk = batch_slots(grid.shape[0]) if batched or stacked else SAVE_CHUNK
 
     # the host's view of every member (a single solve is a batch of one here)
     def lead(tree):

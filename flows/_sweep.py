@@ -29,7 +29,6 @@ import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from ._chunked import execute
 from ._inputs import check_field
@@ -96,27 +95,30 @@ def _lockstep(vector_field, options, key_opts, call_args, in_axes) -> Trajectory
     y0, args, t0, t1, grid, _, extra = call_args
     size = int(np.shape(t0)[0])
     y_member = _member(y0, in_axes[0])
-    flat_member, unravel = ravel_pytree(y_member)
-    width = int(flat_member.shape[0])
-    stacked_y0 = _stack_states(y0, size) if in_axes[0] == 0 else np.broadcast_to(np.asarray(flat_member), (size, width))
+    if in_axes[0] != 0:
+        y0 = jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (size,) + np.shape(a)), y0)
+    stacked_y0, unstack, widths = _leaf_major(y0, size)
+    width = int(sum(widths))
     args_axis = in_axes[1]
     save_member = saved_outputs(options["observables"], options["save_states"])
+    members = lambda f: jax.vmap(f, in_axes=(None, 0, args_axis))  # noqa: E731
 
     def field(t, ys, a):
-        one = lambda y, b: ravel_pytree(vector_field(t, unravel(y), b))[0]  # noqa: E731
-        return jax.vmap(one, in_axes=(0, args_axis))(ys, a)
+        out = members(vector_field)(t, unstack(ys), a)
+        return jnp.concatenate([jnp.ravel(x).astype(ys.dtype) for x in jax.tree_util.tree_leaves(out)])
 
     def observables(t, ys, a):
-        def one(y, b):
-            out = save_member(t, unravel(y), b)
+        def one(t, y, b):
+            out = save_member(t, y, b)
             return out if "__y__" not in out else {**out, _STATE: out.pop("__y__")}
 
-        return jax.vmap(one, in_axes=(0, args_axis))(ys, a)
+        return members(one)(t, unstack(ys), a)
 
     def error_norm(scaled_error):
         """The largest of the members' RMS norms of their scaled errors (each member as strict as alone)."""
-        per_member = jnp.reshape(scaled_error, (size, width))
-        return jnp.max(jnp.sqrt(jnp.mean(per_member**2, axis=1)))
+        blocks = jax.tree_util.tree_leaves(unstack(scaled_error))
+        squares = sum(jnp.sum(jnp.reshape(x, (size, -1)) ** 2, axis=1) for x in blocks)
+        return jnp.sqrt(jnp.max(squares) / width)
 
     t0_scalar = np.asarray(t0)[0]
     stacked_args = (stacked_y0, args, t0_scalar, t1, grid, np.asarray(True), extra)
@@ -131,15 +133,27 @@ def _lockstep(vector_field, options, key_opts, call_args, in_axes) -> Trajectory
             _CHECKED.pop(next(iter(_CHECKED)))
         _CHECKED[checked] = True
     opts = dict(options, observables=observables, save_states=False, norm=error_norm)
-    one = execute(field, opts, key, stacked_args, in_axes=None)
+    one = execute(field, opts, key, stacked_args, in_axes=None, stacked=True)
     return _unstack(one, size, options["save_states"])
 
 
-def _stack_states(y0, size: int) -> np.ndarray:
-    """The batched pytree `y0` (every leaf with leading axis `size`) as one (size, width) host array, each row
-    a member's state raveled as `jax.flatten_util.ravel_pytree` ravels it (leaves in order, each row-major)."""
-    leaves = [np.asarray(x).reshape(size, -1) for x in jax.tree_util.tree_leaves(y0)]
-    return np.concatenate(leaves, axis=1) if len(leaves) > 1 else leaves[0]
+def _leaf_major(y0, size: int):
+    """The batched pytree `y0` (every leaf with leading axis `size`) as one flat host array, leaf after leaf
+    (each leaf's block holds the members in order, row-major), and `unstack` mapping such a flat array (traced)
+    back to the batched pytree; and each leaf's width per member. Leaf-major blocks are contiguous, so the
+    stacking and unstacking at every vector-field evaluation are block copies and reshapes, not a strided
+    interleave of the members' raveled states."""
+    leaves, treedef = jax.tree_util.tree_flatten(y0)
+    shapes = [np.shape(x)[1:] for x in leaves]
+    widths = [int(np.prod(s, dtype=int)) for s in shapes]
+    flat = np.concatenate([np.asarray(x).reshape(-1) for x in leaves])
+    bounds = np.cumsum([0] + [size * w for w in widths])
+
+    def unstack(ys):
+        parts = [ys[bounds[i] : bounds[i + 1]].reshape((size,) + shapes[i]) for i in range(len(shapes))]
+        return jax.tree_util.tree_unflatten(treedef, parts)
+
+    return flat, unstack, widths
 
 
 def _unstack(traj: Trajectory, size: int, save_states: bool) -> Trajectory:

@@ -31,7 +31,6 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from flows._checks import INT_MAX, SEED_MAX
-from flows._chunked import SAVE_CHUNK
 
 __all__ = [
     "CONFIG",
@@ -117,7 +116,7 @@ def _solve_stub(key, build, call_args):
         ts = np.asarray(ts).reshape(-1, np.shape(ts)[-1])[0]
         assert_finite_inputs(y0=y0, args=args, sigma=sigma, t0=t0, t1=t1, ts=ts, dt=dt)
         raise Reached({"y0": y0, "args": args, "sigma": sigma, "keys": keys, "ts": ts, "dt": dt, "cache_key": key})
-    ts = np.asarray(ts).reshape(-1, SAVE_CHUNK)[0]  # one member's grid (a batch's are clipped to its horizon)
+    ts = np.asarray(ts).reshape(-1, np.shape(ts)[-1])[0]  # one member's grid (a batch's are clipped to its horizon)
     ts = ts[~np.isnan(ts)]
     assert_finite_inputs(y0=y0, args=args, t0=t0, t1=t1, ts=ts)
     for name in ("rtol", "atol"):

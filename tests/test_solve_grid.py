@@ -1,13 +1,14 @@
 """flows.solve with save grids of any length: one compiled program (the grid runs in chunks of
-`flows._chunked.SAVE_CHUNK` save points), the same results as closed forms across chunk boundaries, stops and
-events in a later chunk, and the step budget counted over the whole grid."""
+`flows._chunked.SAVE_CHUNK` save points; a batch's, one per power of two of save slots), the same results as
+closed forms across chunk boundaries, stops and events in a later chunk, and the step budget counted over the
+whole grid."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from flows import Event, FlowError, linear_grid, solve, solve_batch
-from flows._chunked import SAVE_CHUNK
+from flows import Event, FlowError, _sweep, linear_grid, solve, solve_batch
+from flows._chunked import SAVE_CHUNK, batch_slots
 from flows._program import COMPILED as _COMPILED
 
 
@@ -69,15 +70,24 @@ def test_observables_run_only_at_the_real_save_points():
     assert sorted(calls) == pytest.approx(list(ts), abs=1e-12), calls
 
 
-def test_batch_every_grid_length_is_one_program():
+@pytest.mark.parametrize("strategy", ["auto", "vmap"])
+def test_batch_grid_lengths_share_a_program_per_power_of_two(strategy, monkeypatch):
+    """A batch pads its grid to a power of two of save slots (`batch_slots`), at most SAVE_CHUNK: grids of 5
+    and 7 points share one program, one of SAVE_CHUNK + 3 (two chunks of SAVE_CHUNK) and one of 2 SAVE_CHUNK + 3
+    share another, in lockstep and vmapped alike; the results are the closed form's either way."""
     rates = jnp.array([0.5, 1.0, 2.0])
-    before = set(_COMPILED)
-    for n in (5, 2 * SAVE_CHUNK + 3):
+    assert [batch_slots(n) for n in (1, 4, 5, 8, 9, 33, SAVE_CHUNK, SAVE_CHUNK + 1, 10**6)] == [
+        4, 4, 8, 8, 16, 64, SAVE_CHUNK, SAVE_CHUNK, SAVE_CHUNK]  # fmt: skip
+    monkeypatch.setattr(_sweep.config, "strategy", strategy)
+    programs = []
+    for n in (5, 7, SAVE_CHUNK + 3, 2 * SAVE_CHUNK + 3):
+        before = set(_COMPILED)
         ts = linear_grid(0.0, 2.0, n)
         batch = solve_batch(decay, jnp.array([1.0]), t1=2.0, ts=ts, args=rates, rtol=1e-10, atol=1e-12)
         assert batch.status == ("ok",) * 3 and np.asarray(batch.ys).shape == (3, n, 1)
         np.testing.assert_allclose(np.asarray(batch.ys)[..., 0], np.exp(-np.outer(rates, ts)), rtol=1e-8)
-    assert len(set(_COMPILED) - before) == 1
+        programs.append(len(set(_COMPILED) - before))
+    assert programs[1] == 0 and programs[3] == 0, programs
 
 
 def test_stopping_event_in_a_later_chunk_marks_the_rest_unreached():

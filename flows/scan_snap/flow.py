@@ -21,7 +21,9 @@ from .theory import gamma_of_h
 __all__ = [
     "check_ts",
     "flow_args",
+    "UNROLLED_K",
     "full_vector_field",
+    "gram_inverse",
     "h_rate",
     "population_loss",
     "reduced_vector_field",
@@ -96,10 +98,31 @@ def h_rate(h: Any, M: Any, eta_Y: Any, K: Any) -> Array:
     return eta_Y / (K * ((M - 1.0) + jnp.exp(M * h)))
 
 
+#: The largest class count K whose Gram matrix `gram_inverse` inverts by unrolled elimination.
+UNROLLED_K = 8
+
+
+def gram_inverse(G: Array) -> Array:
+    """G^{-1} of a (K, K) Gram matrix F^T F, symmetric positive definite while the attention vectors are
+    linearly independent. For K <= `UNROLLED_K`: Gauss-Jordan elimination unrolled at trace time, without
+    pivoting (stable on a positive definite matrix, as Cholesky is), so that a sweep's members are inverted by
+    elementwise operations vectorised across the batch; `jnp.linalg.inv` runs one LAPACK LU and two triangular
+    solves per member on CPU (the row `scan_snap/sweep(n=256)` of `benchmarks/bench_scan_snap.py`). Larger K:
+    `jnp.linalg.inv`."""
+    K = G.shape[-1]
+    if K > UNROLLED_K:
+        return jnp.linalg.inv(G)
+    A = jnp.concatenate([G, jnp.eye(K, dtype=G.dtype)], axis=-1)
+    for i in range(K):
+        pivot_row = A[i] / A[i, i]
+        A = (A - jnp.outer(A[:, i], pivot_row)).at[i].set(pivot_row)
+    return A[:, K:]
+
+
 def _reduced_parts(Z, h, args):
     f = obs.normalized_attention(obs.attention(Z, args["cond"], args["Q"]))
     G = f @ f.T  # F^T F in the paper's notation, (K, K)
-    Ginv = jnp.linalg.inv(G)
+    Ginv = gram_inverse(G)
     gt = Ginv @ f  # row n: (F^dagger)^T e_n = sum_j Ginv_{jn} f_j (Ginv symmetric)
     gt_c = gt - args["center"] * jnp.mean(gt, axis=0, keepdims=True) * (args["K"] / args["Md"])
     gamma = gamma_of_h(h, args["Md"]) * args["scale"]

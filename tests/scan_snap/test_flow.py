@@ -8,7 +8,15 @@ import pytest
 
 from flows.scan_snap import observables as obs
 from flows.scan_snap import solve_flow, syn_medium, syn_small, theory, zipfian
-from flows.scan_snap.flow import flow_args, full_vector_field, population_loss, reduced_vector_field, slaved_decoder
+from flows.scan_snap.flow import (
+    UNROLLED_K,
+    flow_args,
+    full_vector_field,
+    gram_inverse,
+    population_loss,
+    reduced_vector_field,
+    slaved_decoder,
+)
 
 
 # right-hand sides and references jitted: one program per vocabulary size (eager, every op of the vector
@@ -161,3 +169,19 @@ def test_rate_sweep_is_one_batched_solve_equal_to_single_solves(strategy, monkey
         solve_flow(c, np.ones((2, 2)), 1.0, ts)
     with pytest.raises(ValueError, match="one length"):
         solve_flow(c, [1.0, 2.0], [1.0, 2.0, 3.0], ts)
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, UNROLLED_K, UNROLLED_K + 1])
+def test_gram_inverse_is_the_inverse_of_attention_gram_matrices(K):
+    """The reduced flow's (F^T F)^{-1}: the unrolled elimination (K <= UNROLLED_K) and the LAPACK fallback
+    agree with numpy's inverse on Gram matrices of random unit attention vectors, one at a time and vmapped
+    over a batch (as a sweep runs it), and G G^{-1} is the identity."""
+    rng = np.random.default_rng(K)
+    F = np.abs(rng.normal(size=(5, K, 3 * K + 4)))
+    F /= np.linalg.norm(F, axis=-1, keepdims=True)
+    G = F @ np.swapaxes(F, -1, -2)
+    exact = np.linalg.inv(G)
+    batched = np.asarray(jax.jit(jax.vmap(gram_inverse))(jnp.asarray(G)))
+    np.testing.assert_allclose(batched, exact, rtol=1e-10, atol=1e-12 * np.max(np.abs(exact)))
+    np.testing.assert_allclose(np.asarray(gram_inverse(jnp.asarray(G[0]))), exact[0], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(G @ batched, np.broadcast_to(np.eye(K), G.shape), atol=1e-10)
