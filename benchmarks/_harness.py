@@ -91,17 +91,19 @@ def versus(
     kind: str = "floor",
     target: float | None = None,
     source: str = "this run",
+    unit: str = "s",
 ) -> dict:
     """A measure against its floor or best peer: `value` = floor_s / measured_s (1: at the floor; 0.5: twice
     it), what the floor is (`of`), `kind` ("floor" or "peer"), where it was measured (`source`: "this run", or
     the row or file it comes from) and the target on `value` (met when value >= target; None where the row's
-    target is on its ratio to the alternative, see `restate`)."""
+    target is on its ratio to the alternative, see `restate`). `unit`: what `measured_s` and `floor_s` count
+    when not seconds (e.g. "steps"; recorded as `unit`)."""
     if kind not in ("floor", "peer"):
         raise ValueError(f"kind must be 'floor' or 'peer', got {kind!r}")
     measured_s, floor_s = float(measured_s), float(floor_s)
     value = floor_s / measured_s
     met = None if target is None else bool(value >= target)
-    return {
+    out = {
         "value": value,
         "measured_s": measured_s,
         "floor_s": floor_s,
@@ -111,6 +113,7 @@ def versus(
         "target": target,
         "met": met,
     }
+    return out if unit == "s" else {**out, "unit": unit}
 
 
 def restate(rat: dict, best_possible: float, floor: dict) -> tuple[dict, dict]:

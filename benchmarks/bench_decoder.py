@@ -2,7 +2,10 @@
 and a vmapped sweep over eta_Y vs a Python loop over single solves.
 
 Every row: {"bench", "params", "compile_s", "run_s_min", "repeats", "num_steps", "error_vs_ref", ...};
-the reference is the closed form theory.h (eq. 45). Ratios are measured in the same run; the sweep's floor is
+the reference is the closed form theory.h (eq. 45). Ratios are measured in the same run. The best peer of each
+flows.solve run is `jax.jit` of a bare `diffrax.diffeqsolve` of the same field (Dopri8, the same tolerances and
+save times, no flows; `bare_diffrax_run_s`): the scipy row carries the flows run against it (`floor`, kind
+"peer"), as `benchmarks/bench_solve.py`'s scipy rows do. The sweep's floor is
 the vector-field evaluations of the members' own solves, batched (`benchmarks._sweeps`), and `vmapped_s` the
 same sweep vmapped (`flows._sweep`'s other strategy).
 """
@@ -16,6 +19,8 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+import diffrax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
@@ -24,6 +29,31 @@ from benchmarks._harness import bench_main, best_of, ratio, row, versus  # noqa:
 from flows import _sweep  # noqa: E402
 from flows.scan_snap import solve_decoder, theory  # noqa: E402
 from flows.scan_snap.decoder import decoder_vector_field  # noqa: E402
+
+
+def bare_diffrax_run_s(M: float, eta: float, ts: np.ndarray, rtol: float, atol: float, repeats: int) -> float:
+    """The best peer of `solve_decoder`: `jax.jit` of a bare `diffrax.diffeqsolve` of the decoder field (Dopri8,
+    PID controller, saved at `ts`; no flows), best of `repeats` after compile."""
+
+    def run(args):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(decoder_vector_field),
+            diffrax.Dopri8(),
+            0.0,
+            float(ts[-1]),
+            None,
+            jnp.zeros(()),
+            args,
+            saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=100_000,
+            throw=False,
+        ).ys
+
+    fn = jax.jit(run)
+    args = {"M": jnp.asarray(M), "eta_Y": jnp.asarray(eta)}
+    jax.block_until_ready(fn(args))
+    return best_of(lambda: fn(args), repeats)
 
 
 def run(quick: bool) -> list[dict]:
@@ -59,6 +89,8 @@ def run(quick: bool) -> list[dict]:
             repeats,
         )
         err_s = float(np.max(np.abs(sol.y[0][1:] - ref[1:]) / ref[1:]))
+        bare_s = bare_diffrax_run_s(M, eta, ts, rtol, 1e-30, repeats)
+        peer = "jax.jit of a bare diffeqsolve (dopri8, same tolerances and saves)"
         rows.append(
             row(
                 "decoder_h/scipy.solve_ivp(DOP853)",
@@ -68,7 +100,10 @@ def run(quick: bool) -> list[dict]:
                 repeats=repeats,
                 steps=int(sol.nfev),
                 error=err_s,
+                task="solver",
                 ratio=ratio(scipy_s / run_s, "scipy run / flows.solve run"),
+                floor=versus(run_s, bare_s, peer, kind="peer"),
+                bare_diffrax_run_s=bare_s,
             )
         )
 

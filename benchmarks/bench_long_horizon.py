@@ -17,7 +17,7 @@ Hessian hold an explicit solver's step at its stability bound. Each system's flo
   the `auto` row, `ratio` and `floor` (the best peer, `kind="peer"`) = (best fixed solver's run time, chosen in
   hindsight among those that reached t1) / (auto's), target >= 1 / 1.5; where none reached t1, the peer is
   the fastest fixed solver stopped early, a lower bound (`peer_reached_t1` false: the ratio is at least this).
-  The row `long_horizon/<flow>/auto steps` the same for steps.
+  The row `long_horizon/<flow>/auto steps` the same for steps (its peer in steps, `unit="steps"`).
 - `short_horizon/<flow>/auto` and `... steps`: the flow over a horizon where it is not stiff, auto against
   tsit5, target >= 1 / 1.1.
 
@@ -236,6 +236,14 @@ def flow_rows(name: str, t1: float, short_t1: float, repeats: int, solvers=SOLVE
                 task="long run",
                 peer_reached_t1=reached,
                 ratio=ratio(runs[best]["steps"] / runs["auto"]["steps"], of, target=LONG_TARGET),
+                floor=versus(
+                    runs["auto"]["steps"],
+                    runs[best]["steps"],
+                    f"the best fixed solver's steps ({best})",
+                    kind="peer",
+                    target=LONG_TARGET,
+                    unit="steps",
+                ),  # fmt: skip
             )
         )
     short = {s: measure(solve, short_t1, s, repeats) for s in ("auto", "tsit5")}
@@ -254,7 +262,13 @@ def flow_rows(name: str, t1: float, short_t1: float, repeats: int, solvers=SOLVE
                 tsit5={k: t[k] for k in ("status", "steps", "compile_s", "run_s_min")},
                 task="long run",
                 ratio=ratio(t[key] / a[key], f"tsit5 {key} / auto {key}", target=SHORT_TARGET),
-                **({} if measure_name else {"floor": versus(a[key], t[key], "tsit5's run", kind="peer")}),
+                floor=versus(
+                    a[key],
+                    t[key],
+                    f"tsit5's {'steps' if measure_name else 'run'}",
+                    kind="peer",
+                    unit="steps" if measure_name else "s",
+                ),  # fmt: skip
             )
         )
     return rows

@@ -675,6 +675,39 @@ def _adam_make(hyper):
     return optax.multi_transform({"Y": one(), "Z": one()}, {"Y": "Y", "Z": "Z"})
 
 
+def _adam_bare_diffrax_s(classes, options: dict, ts: np.ndarray, repeats: int) -> tuple[float, np.ndarray]:
+    """The best peer of the Adam ODE solve: `jax.jit` of a bare `diffrax.diffeqsolve` (Tsit5, PID at rtol 1e-9,
+    atol 1e-11, saved at `ts`; no flows) of the limit `solve_flow(..., optimizer="adam")` integrates
+    (`flows.driver.limit_problem`: the same field, args and start): (best of `repeats` after compile, its
+    final Z)."""
+    import diffrax
+
+    from flows import driver
+    from flows.scan_snap.spec import system
+
+    limit, args, params = driver.limit_problem(system(classes, 1.0, 1.0), "adam", dict(options))
+    y0 = limit.initial_state(params)
+
+    def run(y0, args):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(limit.vector_field),
+            diffrax.Tsit5(),
+            0.0,
+            float(ts[-1]),
+            None,
+            y0,
+            args,
+            saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-11),
+            max_steps=1_000_000,
+            throw=False,
+        ).ys
+
+    fn = jax.jit(run)
+    ys = jax.block_until_ready(fn(y0, args))
+    return best_of(lambda: fn(y0, args), repeats), np.asarray(limit.params(ys)["Z"][-1])
+
+
 def adam_ode(lrs=(0.1, 0.025), repeats: int = 3, t1: float = ADAM_T, n: int = ADAM_SAVES) -> list[dict]:
     """The Adam ODE against optax Adam to the same horizon t1 (see the module docstring)."""
     import jax.numpy as jnp
@@ -703,6 +736,9 @@ def adam_ode(lrs=(0.1, 0.025), repeats: int = 3, t1: float = ADAM_T, n: int = AD
     tr = solve_it()  # a Trajectory of numpy arrays: complete on return
     ode_first_s = time.perf_counter() - begin
     ode_s = best_of(lambda: solve_it().ys["Z"], repeats)
+    bare_s, bare_Z = _adam_bare_diffrax_s(classes, options, ts, repeats)
+    of_peer = "jax.jit of a bare diffeqsolve of the same Adam ODE (tsit5, same tolerances and saves)"
+    peer = versus(ode_s, bare_s, of_peer, kind="peer")
     fresh_ode = fresh_process(_ADAM_ODE_CHILD.format(t1=t1, n=fine * n + 1, c1=ADAM_C1, c2=ADAM_C2))
     attention = jax.vmap(lambda z: obs.attention(z, batch["cond"], batch["Q"]))
     c_ode = np.asarray(tr.observables["attention"])[::fine]
@@ -729,6 +765,9 @@ def adam_ode(lrs=(0.1, 0.025), repeats: int = 3, t1: float = ADAM_T, n: int = AD
             steps=int(tr.num_steps),
             first_call_in_process_s=ode_first_s,
             solve_run_s=tr.run_s,
+            bare_diffrax_run_s=bare_s,
+            bare_diffrax_error=float(np.max(np.abs(bare_Z - np.asarray(tr.ys["Z"][-1])[list(classes.query_tokens)]))),
+            floor=peer,
             first_call_s=fresh_ode["wall_s"],
             fresh_call_s=fresh_ode["call_s"],
             fresh_import_s=fresh_ode["import_s"],
@@ -771,6 +810,7 @@ def adam_ode(lrs=(0.1, 0.025), repeats: int = 3, t1: float = ADAM_T, n: int = AD
                 first_call_ratio=fresh["wall_s"] / fresh_ode["wall_s"],
                 first_call_ratio_of="Adam training first call / Adam ODE first call (fresh processes)",
                 ratio=ratio(train_s / ode_s, f"optax Adam to t = {t1:g} ({steps} steps) / Adam ODE, after compile"),
+                floor=peer,
             ),
         ]
     return rows

@@ -96,8 +96,8 @@ def _machine(m: dict) -> str:
     return f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('memory_gib')} GiB, {m.get('platform')}"
 
 
-def _seconds(x: float) -> str:
-    return f"{x:.3g} s"
+def _seconds(x: float, unit: str = "s") -> str:
+    return f"{x:.3g} {unit}"
 
 
 def _line(r: dict, notes: list[str]) -> str:
@@ -106,7 +106,8 @@ def _line(r: dict, notes: list[str]) -> str:
     alt = f"{rat['value']:.3g}x ({rat['of']})" if rat else ""
     if fl:
         where = "" if fl["source"] == "this run" else f"; from {fl['source']}"
-        vs = f"{1 / fl['value']:.3g}x its {fl['kind']} ({_seconds(fl['floor_s'])}: {fl['of']}{where})"
+        floor = _seconds(fl["floor_s"], fl.get("unit", "s"))
+        vs = f"{1 / fl['value']:.3g}x its {fl['kind']} ({floor}: {fl['of']}{where})"
     else:
         vs = "not measured"
     if fl.get("target") is not None:
@@ -120,7 +121,7 @@ def _line(r: dict, notes: list[str]) -> str:
         target += f" (note {len(notes)})"
     v = verdict(r)
     mark = "-" if v is None else ("met" if v else "**missed**")
-    shown = "-" if measured is None else _seconds(measured)
+    shown = "-" if measured is None else _seconds(measured, fl.get("unit", "s"))
     return f"| `{r['bench']}` | {shown} | {alt or '-'} | {vs} | {target} | {mark} |"
 
 

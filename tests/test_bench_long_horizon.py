@@ -78,6 +78,12 @@ def test_tiny_run_rows():
     for s in ("tsit5", "kvaerno5"):
         r = by[f"long_horizon/scan_snap_reduced/{s}"]
         assert r["status"] == "ok" or r["stopped_early"] or r["max_steps"] == horizon_steps(0.0, 100.0)
-    assert "auto steps" in by["long_horizon/scan_snap_reduced/auto steps"]["ratio"]["of"]
+    steps = by["long_horizon/scan_snap_reduced/auto steps"]
+    assert "auto steps" in steps["ratio"]["of"]
+    # every row carries its best peer; the steps rows count steps
+    assert steps["floor"]["unit"] == "steps" and steps["floor"]["measured_s"] == auto["steps"]
+    assert steps["floor"]["value"] == pytest.approx(steps["ratio"]["value"])
     short = by["short_horizon/scan_snap_reduced/auto steps"]
     assert short["status"] == "ok" and short["tsit5"]["status"] == "ok"
+    assert short["floor"] == {**short["floor"], "kind": "peer", "unit": "steps", "floor_s": short["tsit5"]["steps"]}
+    assert all(r.get("floor") for r in rows if r.get("ratio")), [r["bench"] for r in rows if not r.get("floor")]
