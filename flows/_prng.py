@@ -2,8 +2,9 @@
 
 On the CPU backend JAX lowers the threefry2x32 hash as a rolled `fori_loop` (5 iterations of 4 rounds), each
 round a pass of its own over the counters, and every draw brings its own while loop to compile; the unrolled
-hash compiles and runs faster where draws dominate (row `workarounds/fused_prng(mean_field.solve_particles_sde)`
-of `benchmarks/bench_workarounds.py`; switched off by `flows._xla.config.fused_prng`). `fused(key)` rewraps a
+hash was written to compile and run faster where draws dominate (rows `workarounds/fused_prng(...)` of
+`benchmarks/bench_workarounds.py`; off by default, switched on by `flows._xla.config.fused_prng`, see
+`flows._xla`). `fused(key)` rewraps a
 threefry key (raw uint32 `(..., 2)` data or a typed threefry key) as a typed key of `THREEFRY_FUSED`, a
 `jax.extend.random.define_prng_impl` whose split, random_bits and fold_in are JAX's threefry2x32 in its default
 partitionable mode, computed by the unrolled hash: every `jax.random` sampler on the rewrapped key draws bit for

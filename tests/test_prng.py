@@ -5,7 +5,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from flows import _prng
+from flows import _prng, _xla
+
+
+@pytest.fixture(autouse=True)
+def _fused_on(monkeypatch):
+    """The rewrapping is off by default (`flows._xla.config.fused_prng`): these tests switch it on."""
+    monkeypatch.setattr(_xla.config, "fused_prng", True)
+
+
+def test_fused_is_off_by_default():
+    assert _xla.Config().fused_prng is False
 
 
 def _same(a, b):
@@ -48,9 +58,7 @@ def test_threefry2x32_known_answer():
 
 
 def test_fused_switched_off_by_config(monkeypatch):
-    """`flows._xla.config.fused_prng = False` (the benchmark's off switch) leaves every key as it is."""
-    from flows import _xla
-
+    """`flows._xla.config.fused_prng = False` (the default) leaves every key as it is."""
     k = jax.random.PRNGKey(5)
     monkeypatch.setattr(_xla.config, "fused_prng", False)
     assert _prng.fused(k) is k
