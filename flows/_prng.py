@@ -2,14 +2,14 @@
 
 On the CPU backend JAX lowers the threefry2x32 hash as a rolled `fori_loop` (5 iterations of 4 rounds), each
 round a pass of its own over the counters, and every draw brings its own while loop to compile; the unrolled
-hash was written to compile and run faster where draws dominate (rows `workarounds/fused_prng(...)` of
-`benchmarks/bench_workarounds.py`; off by default, switched on by `flows._xla.config.fused_prng`, see
-`flows._xla`). `fused(key)` rewraps a
+hash compiles and runs faster where draws dominate a compiled program (rows `workarounds/fused_prng(...)` of
+`benchmarks/bench_workarounds.py`; switched off by `flows._xla.config.fused_prng`). `fused(key)` rewraps a
 threefry key (raw uint32 `(..., 2)` data or a typed threefry key) as a typed key of `THREEFRY_FUSED`, a
 `jax.extend.random.define_prng_impl` whose split, random_bits and fold_in are JAX's threefry2x32 in its default
 partitionable mode, computed by the unrolled hash: every `jax.random` sampler on the rewrapped key draws bit for
-bit what it draws on the original key (tests/test_prng.py). With the partitionable flag off, or a key of
-another implementation, `fused` returns the key unchanged.
+bit what it draws on the original key (tests/test_prng.py). It does so inside a jit trace only: eagerly the
+key comes back unchanged (JAX's own threefry is then one dispatch, the unrolled hash one per operation). With
+the partitionable flag off, or a key of another implementation, `fused` returns the key unchanged.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend import random as jex_random
+from jax.extend.core import unsafe_am_i_under_a_jit_DO_NOT_USE as _under_a_jit
 
 from ._xla import config
 
-__all__ = ["THREEFRY_FUSED", "fused", "threefry2x32"]
+__all__ = ["THREEFRY_FUSED", "fused", "rewrap", "threefry2x32"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -93,12 +94,20 @@ THREEFRY_FUSED = jex_random.define_prng_impl(
 
 
 def fused(key):
-    """`key` (raw uint32 data `(..., 2)` or a typed threefry2x32 key) as a typed `THREEFRY_FUSED` key: the
-    same draws from every `jax.random` sampler, faster CPU programs. Other keys come back unchanged, and so
-    does every key when `jax_threefry_partitionable` is off (the fused functions follow the partitionable
+    """`key` (raw uint32 data `(..., 2)` or a typed threefry2x32 key) as a typed `THREEFRY_FUSED` key when called
+    inside a jit trace (`rewrap`): the same draws from every `jax.random` sampler, faster CPU programs. Outside
+    a trace the key comes back unchanged: an eager draw on a rewrapped key runs the hash one operation at a
+    time, where JAX's own threefry is one dispatch (the same bits either way). Other keys come back unchanged,
+    and so does every key when `jax_threefry_partitionable` is off (the fused functions follow the partitionable
     definitions only), and with `flows._xla.config.fused_prng` off."""
-    if not config.fused_prng or not jax.config.jax_threefry_partitionable:
+    if not config.fused_prng or not jax.config.jax_threefry_partitionable or not _under_a_jit():
         return key
+    return rewrap(key)
+
+
+def rewrap(key):
+    """`key` as a typed `THREEFRY_FUSED` key, traced or not (`fused` without its conditions but the key's
+    implementation): a typed threefry2x32 key or raw uint32 data `(..., 2)`; other keys come back unchanged."""
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         if str(jax.random.key_impl(key)) != "threefry2x32":
             return key

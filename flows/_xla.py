@@ -9,11 +9,11 @@ call in a fresh process with the workaround on against off).
 - `jit(..., one_shot=True)` (`config.one_shot_level0`): small programs that run once per call (random draws
   of a data set) compile at `xla_backend_optimization_level=0`, a shorter compile (row
   `workarounds/one_shot_level0(mean_field data)`; a value may change in its last bit).
-- `flows._prng.fused` (`config.fused_prng`, off by default): threefry draws with the hash unrolled, the same
-  bits. It was written for shorter compiles and runs of draw-heavy programs; its rows
-  `workarounds/fused_prng(...)` no longer show the 10% a workaround must pay, and an eager draw on a fused
-  key runs the hash op by op (every `solve_flow` and `train` call of Scan and Snap derives its keys eagerly),
-  where JAX's own threefry is one dispatch. Switch it on to compare.
+- `flows._prng.fused` (`config.fused_prng`): threefry draws with the hash unrolled, the same bits, shorter
+  compiles and runs of draw-heavy programs (rows `workarounds/fused_prng(...)`, and the Fig. 6 sweep of
+  `benchmarks/bench_scan_snap.py`). Inside a jit trace only: an eager draw on a rewrapped key would run the
+  hash one operation at a time (every Scan and Snap `solve_flow` and `train` call derives its keys eagerly),
+  where JAX's own threefry is one dispatch.
 - `config.xla_defaults = True`: XLA's defaults for every program compiled after it, whatever the other fields.
 
 The caches of compiled programs key on every field through `options_key`.
@@ -40,14 +40,14 @@ class Config:
     - `xla_defaults`: compile with XLA's default options instead of the library's (module docstring).
     - `classic_emitters`: compile with `xla_cpu_use_fusion_emitters=False` (a shorter compile on CPU).
     - `one_shot_level0`: compile `jit(..., one_shot=True)` programs at XLA backend level 0 (a shorter compile).
-    - `fused_prng`: `flows._prng.fused` rewraps threefry keys (the unrolled hash; off by default, module
-      docstring).
+    - `fused_prng`: `flows._prng.fused` rewraps threefry keys inside jit traces (the unrolled hash: shorter
+      compiles and runs).
     """
 
     xla_defaults: bool = False
     classic_emitters: bool = True
     one_shot_level0: bool = True
-    fused_prng: bool = False
+    fused_prng: bool = True
 
 
 config = Config()

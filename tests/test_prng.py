@@ -8,14 +8,22 @@ import pytest
 from flows import _prng, _xla
 
 
-@pytest.fixture(autouse=True)
-def _fused_on(monkeypatch):
-    """The rewrapping is off by default (`flows._xla.config.fused_prng`): these tests switch it on."""
-    monkeypatch.setattr(_xla.config, "fused_prng", True)
+def test_fused_rewraps_inside_a_trace_only():
+    """Eagerly the key comes back unchanged (JAX's threefry is one dispatch; the unrolled hash would run one
+    operation at a time); under jit it is rewrapped, and draws the same bits."""
+    assert _xla.Config().fused_prng is True
+    k = jax.random.PRNGKey(4)
+    assert _prng.fused(k) is k
+    impls = []
 
+    @jax.jit
+    def draw(key):
+        f = _prng.fused(key)
+        impls.append(str(jax.random.key_impl(f)))
+        return jax.random.uniform(f, (7, 5))
 
-def test_fused_is_off_by_default():
-    assert _xla.Config().fused_prng is False
+    assert _same(draw(k), jax.random.uniform(k, (7, 5)))
+    assert impls == [str(_prng.THREEFRY_FUSED)], impls
 
 
 def _same(a, b):
@@ -25,7 +33,7 @@ def _same(a, b):
 @pytest.mark.parametrize("seed", [0, 7, 2**32 - 1])
 def test_fused_key_draws_the_same_bits(seed):
     k = jax.random.PRNGKey(seed)
-    f = _prng.fused(k)
+    f = _prng.rewrap(k)
     assert str(jax.random.key_impl(f)) != "threefry2x32"  # really rewrapped
     assert _same(jax.random.key_data(jax.random.split(f, 5)), jax.random.split(k, 5))
     assert _same(jax.random.key_data(jax.random.split(f, (2, 3))), jax.random.split(k, (2, 3)))
@@ -45,10 +53,10 @@ def test_fused_under_jit_and_vmap_and_typed_keys():
     fast = jax.jit(jax.vmap(lambda k: jax.random.uniform(_prng.fused(k), (16, 9))))(keys)
     assert _same(fast, jax.vmap(lambda k: jax.random.uniform(k, (16, 9)))(keys))
     typed = jax.random.key(3)
-    assert _same(jax.random.normal(_prng.fused(typed), (8,)), jax.random.normal(typed, (8,)))
-    assert _prng.fused(_prng.fused(typed)).dtype == _prng.fused(typed).dtype  # idempotent
+    assert _same(jax.random.normal(_prng.rewrap(typed), (8,)), jax.random.normal(typed, (8,)))
+    assert _prng.rewrap(_prng.rewrap(typed)).dtype == _prng.rewrap(typed).dtype  # idempotent
     other = jax.random.key(3, impl="rbg")
-    assert _prng.fused(other) is other  # other implementations pass through
+    assert _prng.rewrap(other) is other  # other implementations pass through
 
 
 def test_threefry2x32_known_answer():
@@ -58,9 +66,15 @@ def test_threefry2x32_known_answer():
 
 
 def test_fused_switched_off_by_config(monkeypatch):
-    """`flows._xla.config.fused_prng = False` (the default) leaves every key as it is."""
-    k = jax.random.PRNGKey(5)
+    """`flows._xla.config.fused_prng = False` (the benchmark's off switch) leaves every key as it is, traced
+    too."""
     monkeypatch.setattr(_xla.config, "fused_prng", False)
-    assert _prng.fused(k) is k
-    typed = jax.random.key(5)
-    assert _prng.fused(typed) is typed
+    impls = []
+
+    @jax.jit
+    def impl_of(key):
+        impls.append(str(jax.random.key_impl(_prng.fused(key))))
+        return key
+
+    impl_of(jax.random.key(5))
+    assert impls == ["threefry2x32"], impls
