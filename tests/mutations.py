@@ -91,6 +91,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Scan and Snap reduced flow: Gauss-Jordan without dividing the pivot row by its pivot",
     ),
     Mutation(
+        "fused-eager-rewrap",
+        "flows/_prng.py",
+        "if not config.fused_prng or not jax.config.jax_threefry_partitionable or not _under_a_jit():",
+        "if not config.fused_prng or not jax.config.jax_threefry_partitionable:",
+        ("tests/test_prng.py",),
+        "fused PRNG: eager keys rewrapped too (an eager draw then runs the unrolled hash op by op)",
+    ),
+    Mutation(
         "sweep-stack-order",
         "flows/_sweep.py",
         "parts = [ys[bounds[i] : bounds[i + 1]].reshape((size,) + shapes[i]) for i in range(len(shapes))]",
