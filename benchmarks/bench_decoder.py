@@ -31,9 +31,9 @@ from flows.scan_snap import solve_decoder, theory  # noqa: E402
 from flows.scan_snap.decoder import decoder_vector_field  # noqa: E402
 
 
-def bare_diffrax_run_s(M: float, eta: float, ts: np.ndarray, rtol: float, atol: float, repeats: int) -> float:
+def bare_diffrax(M: float, eta: float, ts: np.ndarray, rtol: float, atol: float):
     """The best peer of `solve_decoder`: `jax.jit` of a bare `diffrax.diffeqsolve` of the decoder field (Dopri8,
-    PID controller, saved at `ts`; no flows), best of `repeats` after compile."""
+    PID controller, saved at `ts`; no flows) and its args, as (fn, args): `fn(args)` is h at `ts`."""
 
     def run(args):
         return diffrax.diffeqsolve(
@@ -50,8 +50,12 @@ def bare_diffrax_run_s(M: float, eta: float, ts: np.ndarray, rtol: float, atol: 
             throw=False,
         ).ys
 
-    fn = jax.jit(run)
-    args = {"M": jnp.asarray(M), "eta_Y": jnp.asarray(eta)}
+    return jax.jit(run), {"M": jnp.asarray(M), "eta_Y": jnp.asarray(eta)}
+
+
+def bare_diffrax_run_s(M: float, eta: float, ts: np.ndarray, rtol: float, atol: float, repeats: int) -> float:
+    """`bare_diffrax`'s run, best of `repeats` after compile."""
+    fn, args = bare_diffrax(M, eta, ts, rtol, atol)
     jax.block_until_ready(fn(args))
     return best_of(lambda: fn(args), repeats)
 

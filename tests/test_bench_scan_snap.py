@@ -101,3 +101,33 @@ def test_helpers_and_child_programs():
     compile(b._SGD_CHILD.format(steps=3, momentum=0.9, path="z.npy"), "sgd_child", "exec")
     compile(b._COMPILE_CHILD.format(), "compile_child", "exec")
     compile(b._FIG6_CHILD.format(argv=["--quick"]), "fig6_child", "exec")
+
+
+@pytest.mark.slow  # two programs compiled; the benchmark records the same difference as bare_diffrax_error
+def test_adam_ode_peer_solves_the_same_limit():
+    """The Adam ODE's best peer (a bare diffeqsolve of `driver.limit_problem`'s limit) integrates what
+    `solve_flow(..., optimizer="adam")` integrates: the same Z at t = 2 to the tolerances."""
+    from flows.scan_snap import solve_flow
+
+    classes = b.syn_small()
+    options = {"c1": b.ADAM_C1, "c2": b.ADAM_C2, "eps": 1e-8}
+    ts = np.linspace(0.0, 2.0, 5)
+    tr = solve_flow(classes, 1.0, 1.0, ts, optimizer="adam", optim_args=options, rtol=1e-9, atol=1e-11)
+    seconds, Z = b._adam_bare_diffrax_s(classes, options, ts, repeats=1)
+    flows_Z = np.asarray(tr.ys["Z"][-1])[list(classes.query_tokens)]
+    assert seconds > 0 and np.max(np.abs(flows_Z)) > 1e-3  # the flow moved Z
+    np.testing.assert_allclose(Z, flows_Z, rtol=0, atol=1e-8)
+
+
+@pytest.mark.slow
+def test_decoder_peer_solves_the_same_flow():
+    """The decoder's best peer (`bench_decoder.bare_diffrax`: a bare Dopri8 diffeqsolve of the decoder field)
+    gives `solve_decoder`'s h at the save times to the tolerances, and its timing runs."""
+    from benchmarks import bench_decoder as bd
+    from flows.scan_snap import solve_decoder
+
+    ts = np.concatenate([[0.0], np.geomspace(1e-3, 10.0, 9)])
+    fn, args = bd.bare_diffrax(100.0, 1.0, ts, 1e-10, 1e-30)
+    ref = np.asarray(solve_decoder(100.0, 1.0, ts, rtol=1e-10, atol=1e-30).ys)
+    np.testing.assert_allclose(np.asarray(fn(args)), ref, rtol=1e-8, atol=1e-14)
+    assert ref[-1] > 0 and bd.bare_diffrax_run_s(100.0, 1.0, ts, 1e-10, 1e-30, repeats=1) > 0
