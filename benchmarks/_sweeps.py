@@ -6,7 +6,8 @@
   mean number per member. No batched solve can evaluate less; the Runge-Kutta updates, the error norm and the
   saves come on top.
 - The best peer (`diffrax_vmap`): `jax.vmap` of a bare `diffrax.diffeqsolve` (Tsit5, the same tolerances and
-  save times, no flows), what a diffrax user writes.
+  save times, no flows), what a diffrax user writes. `bare_solve` is that solve for one member, the best peer
+  of every single `flows.solve` the benchmarks time (`bench_solve`, `bench_decoder`, the Adam ODE).
 - Where the time goes (`member_steps`): the members' own step counts (their spread is what a vmapped solve
   pays: every member steps until the slowest is done).
 """
@@ -17,10 +18,11 @@ import diffrax
 import jax
 import numpy as np
 
+import flows
 from benchmarks._harness import best_of
 from flows import _xla
 
-__all__ = ["FLOOR_CHAIN", "STAGES_PER_STEP", "diffrax_vmap", "evaluations", "field_floor", "member_steps"]
+__all__ = ["FLOOR_CHAIN", "STAGES_PER_STEP", "bare_solve", "diffrax_vmap", "evaluations", "field_floor", "member_steps"]
 
 
 def _new_stages(solver) -> int:
@@ -77,27 +79,43 @@ def field_floor(vector_field, ys, args, args_axis, evals, repeats: int = 5) -> t
     return eval_s * float(np.mean(evals)), eval_s
 
 
+def bare_solve(vector_field, *, solver: str, rtol: float, atol: float, t1: float, t0: float = 0.0, ts=None,
+               max_steps: int = 100_000):  # fmt: skip
+    """`(y0, args) -> diffrax.Solution`: a bare `diffrax.diffeqsolve` of `vector_field` (`solver` a name of
+    `flows.SOLVERS`, PID controller with `rtol`, `atol`, from `t0` to `t1`, saved at `ts`, or at t1 when `ts` is
+    None; no flows), unjitted (the caller jits it, alone or vmapped)."""
+    solver_obj = flows.SOLVERS[solver]()
+    saveat = diffrax.SaveAt(t1=True) if ts is None else diffrax.SaveAt(ts=np.asarray(ts, float))
+
+    def run(y0, args):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(vector_field),
+            solver_obj,
+            t0,
+            t1,
+            None,
+            y0,
+            args,
+            saveat=saveat,
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=max_steps,
+            throw=False,
+        )
+
+    return run
+
+
 def diffrax_vmap(vector_field, y0, args, ts, *, rtol: float, atol: float, batch_y0: bool, batch_args: bool,
                  repeats: int = 3, max_steps: int = 100_000, solver: str = "tsit5") -> dict:  # fmt: skip
     """The best peer of a sweep: `jax.vmap` of a bare `diffrax.diffeqsolve` (`solver`, PID controller with `rtol`,
     `atol`, saved at `ts`), jitted with the library's compile options. Returns its best time of `repeats`
     (`run_s`), the members' step counts (`num_steps`) and the final states (`final`)."""
     ts = np.asarray(ts, float)
+    solve = bare_solve(vector_field, solver=solver, rtol=rtol, atol=atol, t0=float(ts[0]), t1=float(ts[-1]), ts=ts,
+                       max_steps=max_steps)  # fmt: skip
 
     def one(y, a):
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(vector_field),
-            {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}[solver](),
-            float(ts[0]),
-            float(ts[-1]),
-            None,
-            y,
-            a,
-            saveat=diffrax.SaveAt(ts=ts),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            max_steps=max_steps,
-            throw=False,
-        )
+        sol = solve(y, a)
         return sol.ys, sol.stats["num_steps"]
 
     fn = _xla.jit(jax.vmap(one, in_axes=(0 if batch_y0 else None, 0 if batch_args else None)))

@@ -19,7 +19,6 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import diffrax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
@@ -32,25 +31,11 @@ from flows.scan_snap.decoder import decoder_vector_field  # noqa: E402
 
 
 def bare_diffrax(M: float, eta: float, ts: np.ndarray, rtol: float, atol: float):
-    """The best peer of `solve_decoder`: `jax.jit` of a bare `diffrax.diffeqsolve` of the decoder field (Dopri8,
-    PID controller, saved at `ts`; no flows) and its args, as (fn, args): `fn(args)` is h at `ts`."""
-
-    def run(args):
-        return diffrax.diffeqsolve(
-            diffrax.ODETerm(decoder_vector_field),
-            diffrax.Dopri8(),
-            0.0,
-            float(ts[-1]),
-            None,
-            jnp.zeros(()),
-            args,
-            saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            max_steps=100_000,
-            throw=False,
-        ).ys
-
-    return jax.jit(run), {"M": jnp.asarray(M), "eta_Y": jnp.asarray(eta)}
+    """The best peer of `solve_decoder`: `jax.jit` of a bare `diffrax.diffeqsolve` of the decoder field
+    (`benchmarks._sweeps.bare_solve`: Dopri8, PID controller, saved at `ts`; no flows) and its args, as
+    (fn, args): `fn(args)` is h at `ts`."""
+    solve = sweeps.bare_solve(decoder_vector_field, solver="dopri8", rtol=rtol, atol=atol, t1=float(ts[-1]), ts=ts)
+    return jax.jit(lambda args: solve(jnp.zeros(()), args).ys), {"M": jnp.asarray(M), "eta_Y": jnp.asarray(eta)}
 
 
 def bare_diffrax_run_s(M: float, eta: float, ts: np.ndarray, rtol: float, atol: float, repeats: int) -> float:

@@ -680,30 +680,14 @@ def _adam_bare_diffrax_s(classes, options: dict, ts: np.ndarray, repeats: int) -
     atol 1e-11, saved at `ts`; no flows) of the limit `solve_flow(..., optimizer="adam")` integrates
     (`flows.driver.limit_problem`: the same field, args and start): (best of `repeats` after compile, its
     final Z)."""
-    import diffrax
-
     from flows import driver
     from flows.scan_snap.spec import system
 
     limit, args, params = driver.limit_problem(system(classes, 1.0, 1.0), "adam", dict(options))
     y0 = limit.initial_state(params)
-
-    def run(y0, args):
-        return diffrax.diffeqsolve(
-            diffrax.ODETerm(limit.vector_field),
-            diffrax.Tsit5(),
-            0.0,
-            float(ts[-1]),
-            None,
-            y0,
-            args,
-            saveat=diffrax.SaveAt(ts=ts),
-            stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-11),
-            max_steps=1_000_000,
-            throw=False,
-        ).ys
-
-    fn = jax.jit(run)
+    solve = sweeps.bare_solve(limit.vector_field, solver="tsit5", rtol=1e-9, atol=1e-11, t1=float(ts[-1]), ts=ts,
+                              max_steps=1_000_000)  # fmt: skip
+    fn = jax.jit(lambda y0, args: solve(y0, args).ys)
     ys = jax.block_until_ready(fn(y0, args))
     return best_of(lambda: fn(y0, args), repeats), np.asarray(limit.params(ys)["Z"][-1])
 

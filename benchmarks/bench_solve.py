@@ -55,6 +55,7 @@ import numpy as np  # noqa: E402
 import flows  # noqa: E402
 from benchmarks import _numpy_rhs  # noqa: E402
 from benchmarks._harness import bench_main, best_of, fresh_process, numpy_kernel_env, ratio, restate, row, versus  # noqa: E402
+from benchmarks._sweeps import bare_solve  # noqa: E402
 from flows import cooccurrence as co  # noqa: E402
 from flows import mean_field as mf  # noqa: E402
 from flows.scan_snap import flow as ss_flow  # noqa: E402
@@ -211,27 +212,10 @@ def jax_solve(p: Problem, solver: str, rtol: float, atol: float, repeats: int) -
 
 def bare_diffrax_run_s(p: Problem, solver: str, rtol: float, atol: float, repeats: int) -> float:
     """The best peer of a `flows.solve` run: `jax.jit` of a bare `diffrax.diffeqsolve` of the same vector field,
-    state, solver and tolerances (PID controller, saved at t1; no flows), best of `repeats` after compile."""
-    import diffrax
-
-    solver_obj = flows.SOLVERS[solver]()
-
-    def run(y0, args):
-        return diffrax.diffeqsolve(
-            diffrax.ODETerm(p.vector_field),
-            solver_obj,
-            0.0,
-            p.t1,
-            None,
-            y0,
-            args,
-            saveat=diffrax.SaveAt(t1=True),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            max_steps=100_000,
-            throw=False,
-        ).ys
-
-    fn = jax.jit(run)
+    state, solver and tolerances (`benchmarks._sweeps.bare_solve`: PID controller, saved at t1; no flows), best of
+    `repeats` after compile."""
+    solve = bare_solve(p.vector_field, solver=solver, rtol=rtol, atol=atol, t1=p.t1)
+    fn = jax.jit(lambda y0, args: solve(y0, args).ys)
     jax.block_until_ready(fn(p.y0, p.args))
     return best_of(lambda: fn(p.y0, p.args), repeats)
 

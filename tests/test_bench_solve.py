@@ -120,7 +120,13 @@ def test_rows_on_a_tiny_instance(tmp_path):
     assert theirs["status"] == 0 and ours["status"] == "ok"
     # RK45 and dopri5 are the same tableau: their step counts agree closely
     assert abs(theirs["steps"] - ours["steps"]) <= 0.2 * ours["steps"] + 2
-    assert theirs["ratio"]["target"] == 10.0 and theirs["ratio"]["value"] > 0
+    assert theirs["ratio"]["value"] > 0 and theirs["floor"]["kind"] == "peer" and theirs["bare_diffrax_run_s"] > 0
+    # the 10x on scipy: kept, or restated against the bare diffrax peer where that peer does not allow it
+    if theirs["ratio"].get("restated"):
+        assert theirs["ratio"]["target"] is None and theirs["floor"]["target"] is not None
+        assert theirs["ratio"]["best_possible"] < 10.0
+    else:
+        assert theirs["ratio"]["target"] == 10.0
     assert isinstance(theirs["numpy_kernel"], list) and theirs["rhs_call_s"] > 0
     assert theirs["numpy_env"].startswith("OPENBLAS_CORETYPE")
     # the figure script reads these rows back (JSON lines) and draws the work-precision panel
