@@ -63,16 +63,16 @@ FLOOR_CHAIN = 64
 def field_floor(vector_field, ys, args, args_axis, evals, repeats: int = 5) -> tuple[float, float]:
     """(floor_s, eval_s): `eval_s` one evaluation of `vector_field` at all the members' states `ys` (every leaf
     with the leading member axis; `args` batched along `args_axis`, 0 or None), vmapped and jitted with the
-    library's compile options, timed as a chain of `FLOOR_CHAIN` evaluations in one program (each from a
-    state moved by 1e-30 of the last: nothing is reused) and divided, best of `repeats`; `floor_s` = eval_s
-    times the mean of `evals` per member."""
+    library's compile options for a sweep's program (`flows._xla`), timed as a chain of `FLOOR_CHAIN` evaluations
+    in one program (each from a state moved by 1e-30 of the last: nothing is reused) and divided, best of
+    `repeats`; `floor_s` = eval_s times the mean of `evals` per member."""
     field = jax.vmap(lambda y, a: vector_field(0.0, y, a), in_axes=(0, args_axis))
 
     def chain(y, a):
         step = lambda i, y: jax.tree_util.tree_map(lambda u, f: u + 1e-30 * f, y, field(y, a))  # noqa: E731
         return jax.lax.fori_loop(0, FLOOR_CHAIN, step, y)
 
-    fn = _xla.jit(chain)
+    fn = _xla.jit(chain, batched=True)
     ys = jax.tree_util.tree_map(lambda a: jax.numpy.asarray(a, float), ys)
     jax.block_until_ready(fn(ys, args))
     eval_s = best_of(lambda: fn(ys, args), repeats) / FLOOR_CHAIN
@@ -108,8 +108,8 @@ def bare_solve(vector_field, *, solver: str, rtol: float, atol: float, t1: float
 def diffrax_vmap(vector_field, y0, args, ts, *, rtol: float, atol: float, batch_y0: bool, batch_args: bool,
                  repeats: int = 3, max_steps: int = 100_000, solver: str = "tsit5") -> dict:  # fmt: skip
     """The best peer of a sweep: `jax.vmap` of a bare `diffrax.diffeqsolve` (`solver`, PID controller with `rtol`,
-    `atol`, saved at `ts`), jitted with the library's compile options. Returns its best time of `repeats`
-    (`run_s`), the members' step counts (`num_steps`) and the final states (`final`)."""
+    `atol`, saved at `ts`), jitted with the library's compile options for a sweep's program. Returns its best
+    time of `repeats` (`run_s`), the members' step counts (`num_steps`) and the final states (`final`)."""
     ts = np.asarray(ts, float)
     solve = bare_solve(vector_field, solver=solver, rtol=rtol, atol=atol, t0=float(ts[0]), t1=float(ts[-1]), ts=ts,
                        max_steps=max_steps)  # fmt: skip
@@ -118,7 +118,7 @@ def diffrax_vmap(vector_field, y0, args, ts, *, rtol: float, atol: float, batch_
         sol = solve(y, a)
         return sol.ys, sol.stats["num_steps"]
 
-    fn = _xla.jit(jax.vmap(one, in_axes=(0 if batch_y0 else None, 0 if batch_args else None)))
+    fn = _xla.jit(jax.vmap(one, in_axes=(0 if batch_y0 else None, 0 if batch_args else None)), batched=True)
     ys, steps = jax.block_until_ready(fn(y0, args))
     run_s = best_of(lambda: fn(y0, args), repeats)
     final = jax.tree_util.tree_map(lambda a: np.asarray(a)[:, -1], ys)

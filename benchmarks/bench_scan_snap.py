@@ -26,14 +26,14 @@ Rows (`benchmarks._harness.row`), each with its floor or best peer (`floor`, mea
   exponent of s_per_unit_time ~ M^alpha (`flows.fitting.power_law_fit`).
 - `scan_snap/sweep(n=256)`, `scan_snap/sweep_diffrax_vmap(n=256)`, `scan_snap/sweep_python_loop(n=256)`: 256
   (eta_Y, eta_Z) pairs of the reduced Z-flow on Syn-Small in one `solve_flow` call (`flows.solve_batch`, its
-  default strategy: lockstep, `flows._sweep`) vs a Python loop of cached single solves (the same compiled
-  program reused) and vs the best peer, `jax.vmap` of a bare `diffrax.diffeqsolve`; `error` = the largest
-  difference of the final Z between them. Floor: the vector-field evaluations of the members' own solves,
-  batched (`benchmarks._sweeps`). Where the time goes: `member_steps` (the vmapped members' step counts),
-  `lockstep_steps`, `vmapped_s` (the same sweep vmapped), `no_observables_s` (without the saved
-  observables), `save_chunks`. Target: the loop / sweep >= 20 (restated against the floor when the loop over
-  the floor is below it). `scan_snap/sweep_symmetric...`: the same for the generated class-symmetric reduced
-  flow (target 50).
+  default strategy: lockstep chunks of 64 consecutive members, `flows._sweep`) vs a Python loop of cached single
+  solves (the same compiled program reused) and vs the best peer, `jax.vmap` of a bare `diffrax.diffeqsolve`;
+  `error` = the largest difference of the final Z between them. Floor: the vector-field evaluations of the
+  members' own solves, batched (`benchmarks._sweeps`). Where the time goes: `member_steps` (the vmapped
+  members' step counts), `lockstep_steps` (the most of any chunk), `chunk_steps` (each chunk's), `vmapped_s`
+  (the same sweep vmapped), `no_observables_s` (without the saved observables), `save_chunks`. Target: the
+  loop / sweep >= 20 (restated against the floor when the loop over the floor is below it).
+  `scan_snap/sweep_symmetric...`: the same for the generated class-symmetric reduced flow (target 50).
 - `scan_snap/adam_ode(t=20)`, `scan_snap/adam_train(lr=..., steps=...)` and `scan_snap/adam_ode_ratio(lr=...)`:
   the Adam ODE of `solve_flow(optimizer="adam")` (c1 = 1, c2 = 0.01, to t = 20, 101 saves; the sizes of
   `examples/scan_snap_adam.py`) against optax Adam (b = 1 - c lr) on the same population loss trained to the
@@ -110,8 +110,8 @@ def fig6_floor(quick: bool, repeats: int = FIG6_FLOOR_REPEATS) -> dict:
     """The floor of the Fig. 6 sweep (module docstring), per K: the three dense products of each member and
     step, (B, M) @ (M, M), (M, B) @ (B, M), (B, M) @ (M, M) (forward, decoder gradient, input gradient), timed
     as one batched float64 product at the sweep's shape (members, B, M) @ (members, M, M) with the library's
-    compile options, three per step; and the draws: the (members, B, T - 1) uniforms of one step, timed. The
-    floor is their sum over the steps and the K. `dot_flops` counts 3 x 2 B M^2 per member and step."""
+    compile options for a sweep's program, three per step; and the draws: the (members, B, T - 1) uniforms of one
+    step, timed. The floor is their sum over the steps and the K. `dot_flops` counts 3 x 2 B M^2 per member and step."""
     from flows.scan_snap import syn_medium
 
     size = fig6_sizes(quick)
@@ -121,8 +121,8 @@ def fig6_floor(quick: bool, repeats: int = FIG6_FLOOR_REPEATS) -> dict:
         M = syn_medium(L).vocab_size
         a = jax.random.normal(jax.random.PRNGKey(0), (R, B, M))
         b = jax.random.normal(jax.random.PRNGKey(1), (R, M, M))
-        product = _xla.jit(lambda x, y: x @ y)
-        draw = _xla.jit(lambda k: jax.random.uniform(k, (R, B, T - 1), jnp.float64))
+        product = _xla.jit(lambda x, y: x @ y, batched=True)
+        draw = _xla.jit(lambda k: jax.random.uniform(k, (R, B, T - 1), jnp.float64), batched=True)
         key = jax.random.PRNGKey(2)
         jax.block_until_ready((product(a, b), draw(key)))
         dot_s = best_of(lambda p=product, a=a, b=b: p(a, b), repeats)
@@ -482,6 +482,7 @@ def _sweep_rows(name, params, *, batch, loop, final, field, y0, bargs, ts, targe
     diag = {
         "member_steps": steps,
         "lockstep_steps": int(np.max(first.num_steps)),
+        "chunk_steps": [int(first.num_steps[index[0]]) for index, _ in _sweep.chunks(n, _sweep.config.chunk)],
         "vmapped_s": vmap_s,
         "loop_over_vmapped": loop_s / vmap_s,
         "field_eval_s": eval_s,

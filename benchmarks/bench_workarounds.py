@@ -89,6 +89,24 @@ _MF_SDE = (
     "num_paths={paths}, save_states=True, tol=0.0078125, max_steps=201)\n"
     "out, extra = np.asarray(tr.observables['R']), {{'compile_s': tr.compile_s, 'run_s': tr.run_s}}"
 )
+# benchmarks/bench_scan_snap.py's sweep: the reduced Z-flow on Syn-Small over n (eta_Y, eta_Z) pairs
+_SCAN_SNAP_SWEEP = (
+    "from benchmarks.bench_scan_snap import sweep_pairs\n"
+    "eY, eZ = sweep_pairs({n})\n"
+    "tr = solve_flow(syn_small(), eY, eZ, (0.0, 1.0, 10.0, 30.0), reduced=True)\n"
+    "out, extra = tr.ys['Z'], {{'compile_s': tr.compile_s, 'run_s': tr.run_s}}"
+)
+# examples/scan_snap_fig6.py's K = 20 panel (L = 10; 16 cells x 10 seeds, SGD momentum 0.9, batch 128, T = 128,
+# random init) for `steps` of its 100 steps
+_FIG6_K20 = (
+    "import itertools\nfrom flows.scan_snap import syn_medium, train_sweep\n"
+    "cells = list(itertools.product([0.5, 1.0, 2.0, 3.0], [1.0, 2.0, 5.0, 10.0]))\n"
+    "eZ = np.repeat([c[0] for c in cells], {seeds}); eY = np.repeat([c[0] * c[1] for c in cells], {seeds})\n"
+    "seeds = np.tile(np.arange(1, {seeds} + 1), len(cells)); parts = {{}}\n"
+    "_, out = train_sweep(syn_medium({L}), 'sgd', seeds=seeds, T=128, batch_size=128, steps={steps}, momentum=0.9, "
+    "init='random', lr={{'Y': eY, 'Z': eZ}}, timings=parts)\n"
+    "extra = parts"
+)
 # benchmarks/bench_mean_field.py gd_throughput --quick: L = 4, M = 32, 64 prompts, Q and R saved only
 _SIZES: dict[str, dict] = {
     "full": {
@@ -100,8 +118,21 @@ _SIZES: dict[str, dict] = {
         "every": 5,
         "gd": (4, 32, 64, 100),
         "sde": (16, 16, 10.0, 4),
+        "sweep_n": 256,
+        "fig6": (10, 10, 20),
     },
-    "tiny": {"steps": 4, "L": 2, "M": 2, "n": 4, "mf_steps": 2, "every": 1, "gd": (2, 4, 4, 2), "sde": (2, 4, 0.5, 2)},
+    "tiny": {
+        "steps": 4,
+        "L": 2,
+        "M": 2,
+        "n": 4,
+        "mf_steps": 2,
+        "every": 1,
+        "gd": (2, 4, 4, 2),
+        "sde": (2, 4, 0.5, 2),
+        "sweep_n": 4,
+        "fig6": (1, 1, 2),
+    },
 }
 
 
@@ -140,6 +171,8 @@ def workarounds(size: str = "full") -> list[Workaround]:
     mf_gd = _MF_TRAIN.format(L=gL, M=gM, n=gn, steps=gsteps, every=gsteps, observables="basic")
     mf_data = _MF_DATA.format(L=s["L"], M=s["M"], n=s["n"])
     ss_params = {"example": "scan_snap_fig4 --quick", "steps": s["steps"], "T": 128, "batch": 128}
+    fL, fseeds, fsteps = s["fig6"]
+    fig6 = _FIG6_K20.format(L=fL, seeds=fseeds, steps=fsteps)
     mf_params = {"example": "mean_field_gd_vs_flow --quick", "L": s["L"], "M": s["M"], "n_train": s["n"]}
     return [
         Workaround(
@@ -189,6 +222,22 @@ def workarounds(size: str = "full") -> list[Workaround]:
             mf_sde,
             "the unrolled threefry hash compiles and runs faster than JAX's rolled loop on CPU",
             {"example": "mean_field_noise --quick", "M": sM, "n_train": sn, "tau": stau, "paths": spaths},
+        ),
+        Workaround(
+            "ynn_reduce_only",
+            "scan_snap.solve_flow sweep",
+            _SCAN_SNAP,
+            _SCAN_SNAP_SWEEP.format(n=s["sweep_n"]),
+            "a sweep's stacked small states run faster in XLA's own elementwise kernels than in YNNPACK fusions",
+            {"bench": "scan_snap/sweep", "n": s["sweep_n"], "flow": "reduced", "t1": 30.0},
+        ),
+        Workaround(
+            "ynn_reduce_only",
+            "scan_snap.train_sweep, Fig. 6 K=20",
+            _SCAN_SNAP,
+            fig6,
+            "a sweep's batched float64 products run faster in Eigen than in YNNPACK",
+            {"example": "scan_snap_fig6 (its K = 20 panel)", "L": fL, "members": 16 * fseeds, "steps": fsteps},
         ),
         Workaround(
             "attention_vjp",

@@ -125,8 +125,9 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None, 
     if len(solvers) > 1 and not _forward_mode(vector_field, base, *one):
         solvers = (EXPLICIT,)  # no implicit solver without forward-mode derivatives: Tsit5 throughout
     watch = len(solvers) > 1
+    sweep = batched or stacked  # a sweep's program: compiled with the options of one (flows._xla)
     keys = [(*base, name, watch) for name in solvers]
-    if not is_compiled(keys[0]):  # a new program: check the vector field's output before tracing the solve
+    if not is_compiled(keys[0], sweep):  # a new program: check the vector field's output before tracing the solve
         check_field(vector_field, *one)
     programs: dict[int, Callable] = {}
     compile_s = 0.0
@@ -137,7 +138,7 @@ def execute(vector_field, options, key_opts, call_args, *, in_axes, place=None, 
             watched = solvers[m] if watch else None
             # the one compile hook of every solve (a test stops solves there)
             programs[m], seconds = _program.compiled(
-                keys[m], functools.partial(program, vector_field, options, in_axes, watched), example
+                keys[m], functools.partial(program, vector_field, options, in_axes, watched), example, batched=sweep
             )
             compile_s += seconds
         return programs[m]

@@ -329,19 +329,20 @@ def _dtype_name(x) -> str:
     return jax.dtypes.canonicalize_dtype(dtype).name if isinstance(dtype, np.dtype) else jnp.result_type(x).name
 
 
-def is_compiled(key) -> bool:
+def is_compiled(key, batched: bool = False) -> bool:
     """Is the program of `key` (as passed to `compiled`) in the cache under the current XLA options?"""
-    return (key, options_key()) in COMPILED
+    return (key, options_key(), batched) in COMPILED
 
 
-def compiled(key, build, example_args):
-    """Compile `build()` ahead of time for `example_args`; cached on `key`. Returns (fn, compile_s)."""
-    key = (key, options_key())
+def compiled(key, build, example_args, batched: bool = False):
+    """Compile `build()` ahead of time for `example_args` (`batched`: with the compile options of a sweep's
+    program, `flows._xla`); cached on `key`. Returns (fn, compile_s)."""
+    key = (key, options_key(), batched)
     hit = COMPILED.get(key)
     if hit is not None:
         return hit, 0.0
     start = time.perf_counter()
-    fn = compile_lowered(jax.jit(build()).lower(*example_args))
+    fn = compile_lowered(jax.jit(build()).lower(*example_args), batched=batched)
     compile_s = time.perf_counter() - start
     if len(COMPILED) >= _CACHE_SIZE:
         COMPILED.pop(next(iter(COMPILED)))

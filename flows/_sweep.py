@@ -13,10 +13,16 @@ asks for at each time, so its step count is at least the largest of the members'
 agree with its own solve to the tolerances, not bit for bit.
 
 A lockstep solve pays for members that need small steps at different times (it takes them all); a vmapped one
-for the spread of the members' step counts (every member steps until the slowest is done).
+for the spread of the members' step counts (every member steps until the slowest is done). So a large batch is
+solved in lockstep chunks of consecutive members (`config.chunk`, 64: the batch split into equal chunks of at
+most that many, the last padded with copies of the last member, one program for all chunks): a sweep over a grid
+of parameters lists neighbours together, whose step demands peak together, so each chunk takes about the steps
+of its slowest member rather than of the whole batch (on the 256-member reduced Scan-and-Snap sweep of
+`benchmarks/bench_scan_snap.py`, 4 chunks take 46-53 steps where one lockstep solve takes 62 and the members
+34-51 alone).
 
 `config.strategy` chooses: `"auto"` (default) runs in lockstep where it applies (no event, no mesh, a state
-of one floating dtype, two members or more) and falls back to the vmapped solve for the whole batch when the
+of one floating dtype, two members or more) and falls back to the vmapped solve for the members of a chunk whose
 lockstep solve fails (a member diverges, turns non-finite or exhausts `max_steps`), so that each member's
 status and message are its own; `"vmap"` always vmaps.
 """
@@ -38,7 +44,7 @@ from .trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["STRATEGIES", "SweepConfig", "config", "lockstep_applies", "run"]
+__all__ = ["STRATEGIES", "SweepConfig", "chunks", "config", "lockstep_applies", "run"]
 
 STRATEGIES = ("auto", "vmap")
 #: the name under which the stacked solve saves the members' states (an observable of the single solve)
@@ -54,9 +60,12 @@ class SweepConfig:
     **Arguments:**
 
     - `strategy`: `"auto"` (lockstep where it applies, else vmapped) or `"vmap"` (module docstring).
+    - `chunk`: the most members one lockstep solve takes; a larger batch is solved in equal chunks of
+      consecutive members (module docstring).
     """
 
     strategy: str = "auto"
+    chunk: int = 64
 
 
 config = SweepConfig()
@@ -67,6 +76,8 @@ def lockstep_applies(options: dict, in_axes: tuple, call_args: tuple, mesh_place
     a mesh, not for a state of several dtypes, not for a batch of one."""
     if config.strategy not in STRATEGIES:
         raise ValueError(f"flows._sweep.config.strategy must be one of {STRATEGIES}, got {config.strategy!r}")
+    if isinstance(config.chunk, bool) or not isinstance(config.chunk, (int, np.integer)) or config.chunk < 2:
+        raise ValueError(f"flows._sweep.config.chunk must be an integer >= 2, got {config.chunk!r}")
     if config.strategy == "vmap" or mesh_placed or options["event"] is not None:
         return False
     leaves = jax.tree_util.tree_leaves(call_args[0])
@@ -77,12 +88,62 @@ def lockstep_applies(options: dict, in_axes: tuple, call_args: tuple, mesh_place
 def run(vector_field, options: dict, key_opts: tuple, call_args: tuple, *, in_axes: tuple, place=None) -> Trajectory:
     """Run the batch `call_args` (as `flows._chunked.execute` takes it, batched along `in_axes`) in lockstep or
     vmapped (module docstring); the `Trajectory` is the same either way: every field with a leading batch axis."""
-    if lockstep_applies(options, in_axes, call_args, place is not None):
-        traj = _lockstep(vector_field, options, key_opts, call_args, in_axes)
-        if traj.ok:
-            return traj
-        logger.debug("solve_batch: the lockstep solve ended %s; solving the members vmapped", traj.status[0])
-    return execute(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
+    if not lockstep_applies(options, in_axes, call_args, place is not None):
+        return execute(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
+    size = int(np.shape(call_args[2])[0])
+    parts = []
+    for index, real in chunks(size, int(config.chunk)):
+        part = _take(call_args, in_axes, index) if len(index) < size else call_args
+        traj = _lockstep(vector_field, options, key_opts, part, in_axes)
+        if not traj.ok:
+            logger.debug("solve_batch: the lockstep solve ended %s; solving its members vmapped", traj.status[0])
+            part = _take(call_args, in_axes, index[:real])
+            traj = execute(vector_field, options, key_opts, part, in_axes=in_axes)
+        parts.append(traj[:real] if real < len(index) else traj)
+    return parts[0] if len(parts) == 1 else _concatenate(parts)
+
+
+def chunks(size: int, chunk: int) -> list[tuple[np.ndarray, int]]:
+    """The lockstep chunks of a batch of `size` members (module docstring): `(index, real)` per chunk, `index`
+    the members it solves (consecutive; every chunk as long, the last padded with the last member) and `real`
+    how many of them are its own."""
+    count = -(-size // chunk)
+    width = -(-size // count)
+    out = []
+    for i in range(count):
+        index = np.arange(i * width, (i + 1) * width)
+        out.append((np.minimum(index, size - 1), int(min(width, size - i * width))))
+    return out
+
+
+def _take(call_args, in_axes, index):
+    """The members `index` of the batch `call_args = (y0, args, t0, t1, grid, event_on, extra)` as `execute`
+    takes it: y0 and args where batched (`in_axes`), t0 and event_on; t1, the save grid and the ODE's empty
+    `extra` are shared."""
+    y0, args, t0, t1, grid, on, extra = call_args
+    take = lambda tree: jax.tree_util.tree_map(lambda a: np.asarray(a)[index], tree)  # noqa: E731
+    y0 = take(y0) if in_axes[0] == 0 else y0
+    args = take(args) if in_axes[1] == 0 else args
+    return (y0, args, take(t0), t1, grid, take(on), extra)
+
+
+def _concatenate(parts: list[Trajectory]) -> Trajectory:
+    """The batched trajectories of consecutive chunks as one: per-member fields joined along the batch axis, the
+    compile and run seconds summed."""
+    join = lambda *xs: np.concatenate([np.asarray(x) for x in xs])  # noqa: E731
+    first = parts[0]
+    per_member = "ts t_final t_event num_steps num_accepted_steps num_rejected_steps".split()
+    return dataclasses.replace(
+        first,
+        ys=None if first.ys is None else jax.tree_util.tree_map(join, *[p.ys for p in parts]),
+        observables=jax.tree_util.tree_map(join, *[p.observables for p in parts]),
+        status=sum((tuple(p.status) for p in parts), ()),
+        message=sum((tuple(p.message) for p in parts), ()),
+        segments=sum((tuple(p.segments) for p in parts), ()),
+        compile_s=float(sum(p.compile_s for p in parts)),
+        run_s=float(sum(p.run_s for p in parts)),
+        **{name: join(*[getattr(p, name) for p in parts]) for name in per_member},
+    )
 
 
 def _member(tree, axis):

@@ -14,6 +14,13 @@ call in a fresh process with the workaround on against off).
   `benchmarks/bench_scan_snap.py`). Inside a jit trace only: an eager draw on a rewrapped key would run the
   hash one operation at a time (every Scan and Snap `solve_flow` and `train` call derives its keys eagerly),
   where JAX's own threefry is one dispatch.
+- `xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE` for the programs of a sweep
+  (`config.ynn_reduce_only`; `jit(..., batched=True)`, `compile_lowered(..., batched=True)`: `flows.solve_batch`'s
+  solves and the systems' `train_sweep`): YNNPACK fusions for reductions only. XLA 0.10's CPU compiler also
+  hands dot and elementwise fusions to YNNPACK; on a sweep's stacked small states and on its batched float64
+  products those run slower than XLA's own kernels and Eigen's products (rows `workarounds/ynn_reduce_only(...)`).
+  Without any YNNPACK fusion a sweep runs about as fast but compiles longer; the programs of single solves and
+  single runs (compile-bound) keep XLA's default. Other backends ignore the option.
 - `config.xla_defaults = True`: XLA's defaults for every program compiled after it, whatever the other fields.
 
 The caches of compiled programs key on every field through `options_key`.
@@ -42,25 +49,29 @@ class Config:
     - `one_shot_level0`: compile `jit(..., one_shot=True)` programs at XLA backend level 0 (a shorter compile).
     - `fused_prng`: `flows._prng.fused` rewraps threefry keys inside jit traces (the unrolled hash: shorter
       compiles and runs).
+    - `ynn_reduce_only`: compile a sweep's programs with YNNPACK fusions for reductions only (module docstring).
     """
 
     xla_defaults: bool = False
     classic_emitters: bool = True
     one_shot_level0: bool = True
     fused_prng: bool = True
+    ynn_reduce_only: bool = True
 
 
 config = Config()
 
 
-def compiler_options(one_shot: bool = False) -> dict | None:
+def compiler_options(one_shot: bool = False, batched: bool = False) -> dict | None:
     """The options the library compiles its programs with under `config` (None: XLA's defaults); `one_shot`:
-    those of `jit(..., one_shot=True)` (module docstring)."""
+    those of `jit(..., one_shot=True)`, `batched`: those of a sweep's program (module docstring)."""
     if config.xla_defaults:
         return None
     options: dict = {}
     if config.classic_emitters:
         options["xla_cpu_use_fusion_emitters"] = False
+    if batched and config.ynn_reduce_only:
+        options["xla_cpu_experimental_ynn_fusion_type"] = "LIBRARY_FUSION_TYPE_REDUCE"
     if one_shot and config.one_shot_level0:
         options["xla_backend_optimization_level"] = 0
     return options or None
@@ -70,14 +81,14 @@ class _Jit:
     """A `jax.jit` with the library's compile options at the top level and without them when called inside
     a jit trace (JAX accepts `compiler_options` only on a top-level jit): the same function either way."""
 
-    def __init__(self, fun, kwargs, one_shot):
-        self._fun, self._kwargs, self._one_shot = fun, kwargs, one_shot
+    def __init__(self, fun, kwargs, one_shot, batched):
+        self._fun, self._kwargs, self._one_shot, self._batched = fun, kwargs, one_shot, batched
         self._nested = jax.jit(fun, **kwargs)
         self._top = {}  # one jax.jit per set of options: a change of `config` takes effect at the next call
         functools.update_wrapper(self, fun)
 
     def _top_jit(self):
-        options = compiler_options(self._one_shot)
+        options = compiler_options(self._one_shot, self._batched)
         if options is None:
             return self._nested
         key = tuple(sorted(options.items()))
@@ -97,7 +108,7 @@ class _Jit:
         return getattr(self._nested, name)
 
 
-def jit(fun=None, *, one_shot: bool = False, **kwargs):
+def jit(fun=None, *, one_shot: bool = False, batched: bool = False, **kwargs):
     """`jax.jit` with the library's compile options (usable as `@jit` or `@partial(jit, static_argnames=...)`);
     called inside another jit (or vmap, grad) it is the plain `jax.jit` of the same function.
 
@@ -105,16 +116,17 @@ def jit(fun=None, *, one_shot: bool = False, **kwargs):
 
     - `fun`: the function.
     - `one_shot`: compile with `compiler_options(one_shot=True)` (module docstring).
+    - `batched`: compile with `compiler_options(batched=True)`, the options of a sweep's program.
     - `kwargs`: `jax.jit`'s other keywords.
     """
     if fun is None:
-        return lambda f: jit(f, one_shot=one_shot, **kwargs)
-    return _Jit(fun, kwargs, one_shot)
+        return lambda f: jit(f, one_shot=one_shot, batched=batched, **kwargs)
+    return _Jit(fun, kwargs, one_shot, batched)
 
 
-def compile_lowered(lowered):
-    """`lowered.compile()` with the library's compile options."""
-    return lowered.compile(compiler_options=compiler_options())
+def compile_lowered(lowered, batched: bool = False):
+    """`lowered.compile()` with the library's compile options (`batched`: those of a sweep's program)."""
+    return lowered.compile(compiler_options=compiler_options(batched=batched))
 
 
 def options_key():

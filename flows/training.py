@@ -308,15 +308,18 @@ def run_training(
     data: PyTree,
     *,
     batch_loss: bool = False,
+    batched: bool = False,
 ) -> tuple:
     """Compile (once per `name`, `structure` and argument shapes) and run `build()`, a `training_program`, for
     the saved steps `save`. Returns `(final params, series, snapshots, losses, bad, compile_s, run_s)` as
-    numpy (the parameters stay arrays; `bad` is an array of one entry per run when `build()` is vmapped)."""
+    numpy (the parameters stay arrays; `bad` is an array of one entry per run when `build()` is vmapped).
+    `batched`: `build()` is a sweep's program (vmapped over its runs), compiled with the options of one
+    (`flows._xla`)."""
     dtype = widest_dtype(*jax.tree_util.tree_leaves(params))
     losses = jnp.zeros((int(save[-1]) if batch_loss else 0,), dtype)
     increments = jnp.asarray(np.diff(save), jnp.int32)
     call = (params, opt_state, key, increments, data, losses)
-    program, compile_s = compiled((name, structure, signature(call)), build, call)
+    program, compile_s = compiled((name, structure, signature(call)), build, call, batched=batched)
     start = time.perf_counter()
     final, series, snaps, losses, bad = jax.block_until_ready(program(*call))
     run_s = time.perf_counter() - start

@@ -190,3 +190,39 @@ def test_each_workaround_switch(monkeypatch):
     assert _xla.compiler_options(one_shot=True) == {"xla_backend_optimization_level": 0}
     monkeypatch.setattr(_xla.config, "classic_emitters", True)
     assert _xla.options_key() == base
+    monkeypatch.setattr(_xla.config, "ynn_reduce_only", False)
+    assert "xla_cpu_experimental_ynn_fusion_type" not in _xla.compiler_options(batched=True)
+    assert _xla.options_key() != base
+    monkeypatch.setattr(_xla.config, "ynn_reduce_only", True)
+
+
+def test_sweep_programs_hand_only_reductions_to_ynnpack(monkeypatch):
+    """`batched=True` (a sweep's programs: `solve_batch`, `train_sweep`) adds
+    `xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE` under `config.ynn_reduce_only`; single
+    programs keep XLA's default; a batch's solve is compiled with it, a single solve without; the same values
+    either way."""
+    reduce_only = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_REDUCE"}
+    assert _xla.compiler_options(batched=True) == {**_xla.compiler_options(), **reduce_only}
+    assert "xla_cpu_experimental_ynn_fusion_type" not in _xla.compiler_options(one_shot=True)
+    seen = []
+
+    def compile_spy(self, *a, compiler_options=None, **k):
+        seen.append(compiler_options)
+        return real_compile(self, *a, compiler_options=compiler_options, **k)
+
+    real_compile = jax.stages.Lowered.compile
+    monkeypatch.setattr(jax.stages.Lowered, "compile", compile_spy)
+    field = lambda t, y, a: -a * jnp.sin(y)  # noqa: E731
+    rates = np.array([0.5, 1.25, 2.0])
+    kw = dict(t1=1.0, ts=np.array([0.0, 1.0]), rtol=1e-10, atol=1e-12, solver="tsit5")
+    batch = flows.solve_batch(field, np.array([1.0, 0.3]), args=rates, **kw)
+    assert seen and all(o["xla_cpu_experimental_ynn_fusion_type"] == "LIBRARY_FUSION_TYPE_REDUCE" for o in seen)
+    seen.clear()
+    ones = [flows.solve(field, np.array([1.0, 0.3]), args=np.asarray(r), **kw) for r in rates]
+    assert seen and all("xla_cpu_experimental_ynn_fusion_type" not in o for o in seen)
+    for i, one in enumerate(ones):
+        np.testing.assert_allclose(np.asarray(batch.ys[i]), np.asarray(one.ys), rtol=1e-9, atol=1e-12)
+    monkeypatch.setattr(_xla.config, "ynn_reduce_only", False)
+    assert _xla.compiler_options(batched=True) == _xla.compiler_options()
+    double = _xla.jit(lambda x: 2.0 * x, batched=True)
+    np.testing.assert_array_equal(np.asarray(double(jnp.arange(3.0))), [0.0, 2.0, 4.0])

@@ -268,7 +268,16 @@ def train_sweep(
 
     structure = ("sweep", optimizer, heavy is not None, T, batch_size)
     final, _, _, losses, _, compile_s, run_s = training.run_training(
-        "scan_snap.train_sweep", structure, build, params0, state, keys, np.asarray([0, steps]), data, batch_loss=True
+        "scan_snap.train_sweep",
+        structure,
+        build,
+        params0,
+        state,
+        keys,
+        np.asarray([0, steps]),
+        data,
+        batch_loss=True,
+        batched=True,
     )
     if timings is not None:
         timings.update(compile_s=compile_s, run_s=run_s)
