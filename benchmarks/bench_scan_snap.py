@@ -482,7 +482,7 @@ def _sweep_rows(name, params, *, batch, loop, final, field, y0, bargs, ts, targe
     diag = {
         "member_steps": steps,
         "lockstep_steps": int(np.max(first.num_steps)),
-        "chunk_steps": [int(first.num_steps[index[0]]) for index, _ in _sweep.chunks(n, _sweep.config.chunk)],
+        "chunk_steps": [int(first.num_steps[index[0]]) for index, _ in _sweep.chunks(n, _width(y0))],
         "vmapped_s": vmap_s,
         "loop_over_vmapped": loop_s / vmap_s,
         "field_eval_s": eval_s,
@@ -530,6 +530,11 @@ def _sweep_rows(name, params, *, batch, loop, final, field, y0, bargs, ts, targe
             error=err,
         ),
     ]
+
+
+def _width(y0) -> int:
+    """The entries of one member's state."""
+    return sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(y0))
 
 
 class _strategy:

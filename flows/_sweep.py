@@ -15,7 +15,8 @@ agree with its own solve to the tolerances, not bit for bit.
 A lockstep solve pays for members that need small steps at different times (it takes them all); a vmapped one
 for the spread of the members' step counts (every member steps until the slowest is done). So a large batch is
 solved in lockstep chunks of consecutive members (`config.chunk`, 64: the batch split into equal chunks of at
-most that many, the last padded with copies of the last member, one program for all chunks): a sweep over a grid
+most that many, the last padded with copies of the last member, one program for all chunks; a small state takes
+more members per chunk, `config.chunk_entries`): a sweep over a grid
 of parameters lists neighbours together, whose step demands peak together, so each chunk takes about the steps
 of its slowest member rather than of the whole batch (on the 256-member reduced Scan-and-Snap sweep of
 `benchmarks/bench_scan_snap.py`, 4 chunks take 46-53 steps where one lockstep solve takes 62 and the members
@@ -60,12 +61,17 @@ class SweepConfig:
     **Arguments:**
 
     - `strategy`: `"auto"` (lockstep where it applies, else vmapped) or `"vmap"` (module docstring).
-    - `chunk`: the most members one lockstep solve takes; a larger batch is solved in equal chunks of
-      consecutive members (module docstring).
+    - `chunk`: the most members one lockstep solve takes, unless that many hold fewer than `chunk_entries` state
+      entries; a larger batch is solved in equal chunks of consecutive members (module docstring).
+    - `chunk_entries`: the fewest state entries (members times a member's state size) worth a chunk of its own:
+      each chunk is one more call of the compiled solve (about a millisecond on CPU), which a chunk of a small
+      state does not pay back (the 3-entry class-symmetric flow's 256-member sweep ran 1.7x slower in chunks of
+      64 than in one lockstep solve).
     """
 
     strategy: str = "auto"
     chunk: int = 64
+    chunk_entries: int = 4096
 
 
 config = SweepConfig()
@@ -76,8 +82,10 @@ def lockstep_applies(options: dict, in_axes: tuple, call_args: tuple, mesh_place
     a mesh, not for a state of several dtypes, not for a batch of one."""
     if config.strategy not in STRATEGIES:
         raise ValueError(f"flows._sweep.config.strategy must be one of {STRATEGIES}, got {config.strategy!r}")
-    if isinstance(config.chunk, bool) or not isinstance(config.chunk, (int, np.integer)) or config.chunk < 2:
-        raise ValueError(f"flows._sweep.config.chunk must be an integer >= 2, got {config.chunk!r}")
+    for name, low in (("chunk", 2), ("chunk_entries", 0)):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"flows._sweep.config.{name} must be an integer >= {low}, got {value!r}")
     if config.strategy == "vmap" or mesh_placed or options["event"] is not None:
         return False
     leaves = jax.tree_util.tree_leaves(call_args[0])
@@ -91,8 +99,10 @@ def run(vector_field, options: dict, key_opts: tuple, call_args: tuple, *, in_ax
     if not lockstep_applies(options, in_axes, call_args, place is not None):
         return execute(vector_field, options, key_opts, call_args, in_axes=in_axes, place=place)
     size = int(np.shape(call_args[2])[0])
+    leaves = jax.tree_util.tree_leaves(call_args[0])
+    width = sum(int(np.prod(np.shape(x)[1:] if in_axes[0] == 0 else np.shape(x), dtype=int)) for x in leaves)
     parts = []
-    for index, real in chunks(size, int(config.chunk)):
+    for index, real in chunks(size, width):
         part = _take(call_args, in_axes, index) if len(index) < size else call_args
         traj = _lockstep(vector_field, options, key_opts, part, in_axes)
         if not traj.ok:
@@ -103,10 +113,12 @@ def run(vector_field, options: dict, key_opts: tuple, call_args: tuple, *, in_ax
     return parts[0] if len(parts) == 1 else _concatenate(parts)
 
 
-def chunks(size: int, chunk: int) -> list[tuple[np.ndarray, int]]:
-    """The lockstep chunks of a batch of `size` members (module docstring): `(index, real)` per chunk, `index`
-    the members it solves (consecutive; every chunk as long, the last padded with the last member) and `real`
-    how many of them are its own."""
+def chunks(size: int, width: int) -> list[tuple[np.ndarray, int]]:
+    """The lockstep chunks of a batch of `size` members whose states hold `width` entries each (module
+    docstring; `config.chunk` and `config.chunk_entries`): `(index, real)` per chunk, `index` the members it
+    solves (consecutive; every chunk as long, the last padded with the last member) and `real` how many of them
+    are its own."""
+    chunk = max(int(config.chunk), -(-int(config.chunk_entries) // max(int(width), 1)))
     count = -(-size // chunk)
     width = -(-size // count)
     out = []

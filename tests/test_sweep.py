@@ -167,13 +167,17 @@ def test_event_runs_vmapped_and_one_program_per_strategy(strategy):
 
 
 def test_chunks_split_into_equal_consecutive_pieces():
-    """`chunks`: equal widths of at most `chunk`, consecutive members, the last padded with the last member."""
-    assert [(list(i), r) for i, r in _sweep.chunks(5, 64)] == [([0, 1, 2, 3, 4], 5)]
-    got = _sweep.chunks(130, 64)
+    """`chunks`: equal widths of at most `config.chunk` members, consecutive, the last padded with the last
+    member; a small state takes as many members as `config.chunk_entries` entries need."""
+    assert _sweep.config.chunk == 64 and _sweep.config.chunk_entries == 4096
+    assert [(list(i), r) for i, r in _sweep.chunks(5, 1000)] == [([0, 1, 2, 3, 4], 5)]
+    got = _sweep.chunks(130, 71)
     assert [len(i) for i, _ in got] == [44, 44, 44] and [r for _, r in got] == [44, 44, 42]
     np.testing.assert_array_equal(np.concatenate([i[:r] for i, r in got]), np.arange(130))
     np.testing.assert_array_equal(got[-1][0][-3:], [129, 129, 129])
-    assert [len(i) for i, _ in _sweep.chunks(256, 64)] == [64] * 4
+    assert [len(i) for i, _ in _sweep.chunks(256, 71)] == [64] * 4
+    assert [len(i) for i, _ in _sweep.chunks(256, 3)] == [256]  # 4096 / 3 entries: one chunk
+    assert [len(i) for i, _ in _sweep.chunks(300, 32)] == [100] * 3  # at most 4096 / 32 = 128 members of 32 entries
 
 
 def test_large_batch_runs_in_lockstep_chunks(strategy, monkeypatch, caplog):
@@ -182,6 +186,7 @@ def test_large_batch_runs_in_lockstep_chunks(strategy, monkeypatch, caplog):
     different counts (one lockstep solve would give every member the largest). A member that blows up sends
     only its own chunk to the vmapped solve: the other chunks keep their shared counts."""
     monkeypatch.setattr(_sweep.config, "chunk", 32)
+    monkeypatch.setattr(_sweep.config, "chunk_entries", 0)
     rates = np.linspace(0.1, 6.0, 130)
     ts = np.linspace(0.0, 2.0, 5)
     kw = dict(t1=2.0, ts=ts, args=rates, rtol=1e-10, atol=1e-12)
