@@ -104,7 +104,7 @@ def assert_finite_inputs(**trees):
                 assert np.all(np.isfinite(arr)), f"non-finite {name} reached the solver"
 
 
-def _solve_stub(key, build, call_args):
+def _solve_stub(key, build, call_args, batched=False):
     """`flows._program.compiled` under `stop_at_solvers`: a solve's program is
     `functools.partial(flows._chunked.program, vector_field, options, in_axes, watched)` and its first call
     gets the first chunk of the save grid (an ODE's padded with NaN times, never reached; an SDE's whole grid,
@@ -147,7 +147,7 @@ def stop_at_solvers():
         yield
 
 
-def _training_compile_stub(key, build, call):
+def _training_compile_stub(key, build, call, batched=False):
     """`flows.training.compiled` under `stop_at_trainings`: checks the call and raises `Reached` (with the
     program's cache key, which names its static options)."""
     assert_finite_inputs(call=call)

@@ -255,7 +255,7 @@ def train_sweep(
 
     def build():
         def sample(data, keys, step):
-            return keys, sample_support_counts(data["arrays"], keys[step], batch_size, T)
+            return keys, sample_support_counts(data["arrays"], keys[step], batch_size, T, scatter=False)
 
         program = training.training_program(
             lambda params, data, batch: support_loss(params, data["arrays"], *batch),

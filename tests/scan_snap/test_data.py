@@ -74,3 +74,32 @@ def test_counts_have_multinomial_mean():
     for n in range(2):
         freq = N[cls == n].mean(axis=0) / 63
         np.testing.assert_allclose(freq, np.asarray(a.cond)[n], atol=0.004)
+
+
+@pytest.mark.parametrize("T", [40, 129])  # 39 tokens: a short last slice; 128: whole slices only
+def test_support_counts_by_comparison_sums_equal_the_scatter(T):
+    """`sample_support_counts(scatter=False)` (the sweep's counting: comparison sums over slices of tokens)
+    draws the same counts as the scatter-add, padded entries 0, to the last count; also with a uniform exactly
+    on a cdf boundary (a token at the boundary belongs to the entry above it, as `sample_tokens` places it)."""
+    from flows.scan_snap.data import sample_support_counts
+
+    a = syn_medium(3).arrays()
+    both = jax.jit(lambda key: [sample_support_counts(a, key, 16, T, scatter=s) for s in (True, False)])  # one program
+    for seed in range(3):
+        (c1, n1), (c2, n2) = both(jax.random.PRNGKey(seed))
+        assert np.array_equal(np.asarray(c1), np.asarray(c2)) and np.array_equal(np.asarray(n1), np.asarray(n2))
+        assert np.all(np.asarray(n2).sum(axis=1) == T - 1) and np.asarray(n2).dtype == np.asarray(n1).dtype
+    cdf = np.asarray(a.support_cdf)
+    u = np.array([[cdf[0, 2], cdf[0, 2] - 1e-12, 0.0]])  # on, just below a boundary, and 0
+    from flows.scan_snap import data as data_mod
+
+    real = data_mod._draw
+    try:
+        data_mod._draw = lambda arrays, key, b, t: (np.zeros(1, np.int32), u)
+        got = [np.asarray(sample_support_counts(a, None, 1, 4, scatter=s)[1])[0] for s in (True, False)]
+    finally:
+        data_mod._draw = real
+    want = np.zeros(cdf.shape[1])
+    want[[3, 2, 0]] = 1.0
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], want)
