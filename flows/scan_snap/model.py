@@ -68,9 +68,39 @@ def support_loss(params: Params, arrays: ClassArrays, cls: jax.Array, counts: ja
     idx = arrays.support_index[cls]  # (B, S); padded entries repeat a token and have count 0
     zs = params["Z"][arrays.query_row[cls][:, None], idx]  # z_{psi(n), l} on the support, (B, S)
     f_s = obs.normalized_attention(obs.attention_weights(counts, zs))
-    rows = jnp.arange(counts.shape[0])[:, None]
-    f = jnp.zeros((counts.shape[0], params["Y"].shape[0]), f_s.dtype).at[rows, idx].add(f_s)
+    f = _place(f_s, idx, _support_position(arrays.support_index, params["Y"].shape[0])[cls])
     return jnp.mean(obs.cross_entropy(f @ params["Y"], arrays.next_token[cls]))
+
+
+def _support_position(support_index: jax.Array, M: int) -> jax.Array:
+    """(K, M): the position of token m in class n's support (its first entry in `support_index`; the padded
+    entries repeat a token after its own entry), S where m is off the support."""
+    S = support_index.shape[1]
+    hit = support_index[:, :, None] == jnp.arange(M, dtype=support_index.dtype)[None, None, :]
+    where = jnp.broadcast_to(jnp.arange(S, dtype=support_index.dtype)[None, :, None], hit.shape)
+    return jnp.min(jnp.where(hit, where, S), axis=1)
+
+
+@jax.custom_vjp
+def _place(f_s: jax.Array, idx: jax.Array, position: jax.Array) -> jax.Array:
+    """(B, M): f_s (B, S) placed into the vocabulary, entry j at token idx[b, j] (the padded entries, zero, are
+    dropped): a gather along each row by `position` (B, M) (`_support_position` of each row's class), where
+    scattering into zeros runs XLA's serial CPU scatter over every entry of a sweep's runs; its transpose, a
+    gather at `idx`, is the reverse rule (the transpose of the scatter-add it replaces)."""
+    S = f_s.shape[1]
+    picked = jnp.take_along_axis(f_s, jnp.minimum(position, S - 1), axis=1)
+    return jnp.where(position < S, picked, jnp.zeros((), f_s.dtype))
+
+
+def _place_fwd(f_s, idx, position):
+    return _place(f_s, idx, position), idx
+
+
+def _place_bwd(idx, g):
+    return jnp.take_along_axis(g, idx, axis=1), None, None
+
+
+_place.defvjp(_place_fwd, _place_bwd)
 
 
 def token_loss(params: Params, arrays: ClassArrays, cls: jax.Array, tokens: jax.Array) -> jax.Array:

@@ -318,3 +318,32 @@ def test_lr_keyword_of_solve_flow_and_train_sweep():
     np.testing.assert_array_equal(new[1]["Z"], old[1]["Z"])
     with pytest.raises(ValueError, match=r"lr\['Y'\]"):
         train_sweep(c, "sgd", lr={"Y": np.array([1.0, -2.0]), "Z": np.array([1.0, 0.5])}, **sweep)
+
+
+def test_support_placement_equals_the_scatter_and_its_gradient():
+    """`model._place` (the sweep's f_s placed into the vocabulary by a gather, with a gather as its reverse rule)
+    equals the scatter-add into zeros it replaces, values and gradients, to the last bit (padded entries, which
+    repeat a token with f_s = 0, are dropped by the one and add 0 in the other)."""
+    from flows.scan_snap import SequenceClasses, model, syn_medium
+
+    base = syn_medium(3)
+    cond = np.array(base.cond_probs)
+    cond[0, np.flatnonzero(cond[0])[:5]] = 0.0  # class 0's support is 5 tokens shorter: its row is padded
+    cond /= cond.sum(axis=1, keepdims=True)
+    a = SequenceClasses(cond, base.query, base.next_token, base.class_probs).arrays()
+    M = a.cond.shape[1]
+    cls = jnp.array([0, 3, 5, 0, 3])
+    idx = a.support_index[cls]
+    padded = jnp.concatenate([jnp.zeros((5, 1), bool), idx[:, 1:] == idx[:, :-1]], axis=1)
+    assert bool(jnp.any(padded))  # the classes' supports differ in size: some rows are padded
+    f_s = jnp.where(padded, 0.0, jax.random.normal(jax.random.PRNGKey(0), idx.shape))
+    position = model._support_position(a.support_index, M)[cls]
+    w = jax.random.normal(jax.random.PRNGKey(1), (5, M))
+
+    def scatter(f):
+        return jnp.zeros((5, M)).at[jnp.arange(5)[:, None], idx].add(f)
+
+    np.testing.assert_array_equal(np.asarray(model._place(f_s, idx, position)), np.asarray(scatter(f_s)))
+    g_place = jax.grad(lambda f: jnp.sum(jnp.sin(model._place(f, idx, position)) * w))(f_s)
+    g_scatter = jax.grad(lambda f: jnp.sum(jnp.sin(scatter(f)) * w))(f_s)
+    np.testing.assert_array_equal(np.asarray(g_place), np.asarray(g_scatter))
