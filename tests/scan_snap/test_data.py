@@ -103,3 +103,22 @@ def test_support_counts_by_comparison_sums_equal_the_scatter(T):
     want[[3, 2, 0]] = 1.0
     np.testing.assert_array_equal(got[0], want)
     np.testing.assert_array_equal(got[1], want)
+
+
+def test_within_bound_fails_nan_inf_and_entries_past_the_bound():
+    """`model.within_bound` (one max-reduction per leaf): False for a NaN, an inf or an entry past
+    `blowup_bound` in any leaf, True at the bound, jitted and vmapped (the sweep's check) as eagerly."""
+    import jax.numpy as jnp
+
+    from flows.scan_snap.model import blowup_bound, within_bound
+
+    bound = blowup_bound(jnp.float64)
+    ok = {"Y": jnp.full((3, 3), -bound), "Z": jnp.zeros((2, 3))}
+    assert bool(within_bound(ok))
+    for bad in (jnp.nan, jnp.inf, -jnp.inf, np.nextafter(bound, np.inf)):
+        tree = {"Y": ok["Y"].at[1, 2].set(bad), "Z": ok["Z"]}
+        assert not bool(within_bound(tree)) and not bool(jax.jit(within_bound)(tree))
+        tree = {"Y": ok["Y"], "Z": ok["Z"].at[0, 0].set(bad)}
+        assert not bool(within_bound(tree))
+    batch = {"Y": jnp.stack([ok["Y"], ok["Y"].at[0, 0].set(jnp.nan)]), "Z": jnp.stack([ok["Z"]] * 2)}
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(within_bound))(batch)), [True, False])
