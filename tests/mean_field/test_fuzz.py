@@ -288,7 +288,7 @@ def test_particle_sde_valid_and_invalid(tiny, field, ts, temperature, dt, solver
 # --------------------------------------------------------------------------- GD (up to the compile)
 
 
-def _compile_stub(key, build, call):
+def _compile_stub(key, build, call, batched=False):
     particles, opt_state, _, increments, args, _ = call
     assert_finite_inputs(particles=particles, args=args)
     raise Reached({"call": call})
