@@ -144,17 +144,25 @@ def _concatenate(parts: list[Trajectory]) -> Trajectory:
     compile and run seconds summed."""
     join = lambda *xs: np.concatenate([np.asarray(x) for x in xs])  # noqa: E731
     first = parts[0]
-    per_member = "ts t_final t_event num_steps num_accepted_steps num_rejected_steps".split()
+
+    def joined(name: str) -> np.ndarray:
+        return join(*[getattr(p, name) for p in parts])
+
     return dataclasses.replace(
         first,
+        ts=joined("ts"),
         ys=None if first.ys is None else jax.tree_util.tree_map(join, *[p.ys for p in parts]),
         observables=jax.tree_util.tree_map(join, *[p.observables for p in parts]),
         status=sum((tuple(p.status) for p in parts), ()),
         message=sum((tuple(p.message) for p in parts), ()),
+        t_final=joined("t_final"),
+        t_event=joined("t_event"),
+        num_steps=joined("num_steps"),
+        num_accepted_steps=joined("num_accepted_steps"),
+        num_rejected_steps=joined("num_rejected_steps"),
         segments=sum((tuple(p.segments) for p in parts), ()),
         compile_s=float(sum(p.compile_s for p in parts)),
         run_s=float(sum(p.run_s for p in parts)),
-        **{name: join(*[getattr(p, name) for p in parts]) for name in per_member},
     )
 
 
