@@ -54,17 +54,23 @@ def test_options_change_compile_not_results():
     np.testing.assert_allclose(np.asarray(ours["saved"]["s"]), np.asarray(default["saved"]["s"]), rtol=1e-13)
 
 
-def test_config_switch_restores_xla_defaults(monkeypatch):
-    """`config.xla_defaults` is read when a program is compiled: the options, the cache keys and the programs
-    `jit` compiles after the switch are XLA's defaults'; the same values."""
-    seen = []
+def _spy_compile_options(monkeypatch) -> list:
+    """The compile options of every program compiled from now on (`Lowered.compile` wrapped), in order."""
+    seen: list = []
+    real_compile = jax.stages.Lowered.compile
 
     def compile_spy(self, *a, compiler_options=None, **k):
         seen.append(compiler_options)
         return real_compile(self, *a, compiler_options=compiler_options, **k)
 
-    real_compile = jax.stages.Lowered.compile
     monkeypatch.setattr(jax.stages.Lowered, "compile", compile_spy)
+    return seen
+
+
+def test_config_switch_restores_xla_defaults(monkeypatch):
+    """`config.xla_defaults` is read when a program is compiled: the options, the cache keys and the programs
+    `jit` compiles after the switch are XLA's defaults'; the same values."""
+    seen = _spy_compile_options(monkeypatch)
     double = _xla.jit(lambda x: 2.0 * x)
     key, ours = _xla.options_key(), double(jnp.arange(3.0))
     monkeypatch.setattr(_xla.config, "xla_defaults", True)
@@ -204,14 +210,7 @@ def test_sweep_programs_hand_only_reductions_to_ynnpack(monkeypatch):
     reduce_only = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_REDUCE"}
     assert _xla.compiler_options(batched=True) == {**_xla.compiler_options(), **reduce_only}
     assert "xla_cpu_experimental_ynn_fusion_type" not in _xla.compiler_options(one_shot=True)
-    seen = []
-
-    def compile_spy(self, *a, compiler_options=None, **k):
-        seen.append(compiler_options)
-        return real_compile(self, *a, compiler_options=compiler_options, **k)
-
-    real_compile = jax.stages.Lowered.compile
-    monkeypatch.setattr(jax.stages.Lowered, "compile", compile_spy)
+    seen = _spy_compile_options(monkeypatch)
     field = lambda t, y, a: -a * jnp.sin(y)  # noqa: E731
     rates = np.array([0.5, 1.25, 2.0])
     kw = dict(t1=1.0, ts=np.array([0.0, 1.0]), rtol=1e-10, atol=1e-12, solver="tsit5")
