@@ -164,6 +164,12 @@ def test_event_runs_vmapped_and_one_program_per_strategy(strategy):
     strategy("bad")
     with pytest.raises(ValueError, match="strategy"):
         solve_batch(decay, np.ones(1), t1=1.0, args=rates)
+    strategy("auto")
+    for name, bad in (("chunk", 1), ("chunk", 8.5), ("chunk", True), ("chunk_entries", -1)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_sweep.config, name, bad)
+            with pytest.raises(ValueError, match=f"config.{name} must be an integer"):
+                solve_batch(decay, np.ones(1), t1=1.0, args=rates)
 
 
 def test_chunks_split_into_equal_consecutive_pieces():
