@@ -18,9 +18,8 @@ solved in lockstep chunks of consecutive members (`config.chunk`, 64: the batch 
 most that many, the last padded with copies of the last member, one program for all chunks; a small state takes
 more members per chunk, `config.chunk_entries`): a sweep over a grid
 of parameters lists neighbours together, whose step demands peak together, so each chunk takes about the steps
-of its slowest member rather than of the whole batch (on the 256-member reduced Scan-and-Snap sweep of
-`benchmarks/bench_scan_snap.py`, 4 chunks take 46-53 steps where one lockstep solve takes 62 and the members
-34-51 alone).
+of its slowest member rather than those of the whole batch (the rows `scan_snap/sweep...` of
+`benchmarks/bench_scan_snap.py` record each chunk's steps against the members' own).
 
 `config.strategy` chooses: `"auto"` (default) runs in lockstep where it applies (no event, no mesh, a state
 of one floating dtype, two members or more) and falls back to the vmapped solve for the members of a chunk whose
@@ -64,9 +63,8 @@ class SweepConfig:
     - `chunk`: the most members one lockstep solve takes, unless that many hold fewer than `chunk_entries` state
       entries; a larger batch is solved in equal chunks of consecutive members (module docstring).
     - `chunk_entries`: the fewest state entries (members times a member's state size) worth a chunk of its own:
-      each chunk is one more call of the compiled solve (about a millisecond on CPU), which a chunk of a small
-      state does not pay back (the 3-entry class-symmetric flow's 256-member sweep ran 1.7x slower in chunks of
-      64 than in one lockstep solve).
+      each chunk is one more call of the compiled solve, which a chunk of a small state does not pay back (the
+      3-entry class-symmetric flow's sweep, `scan_snap/sweep_symmetric` of `benchmarks/bench_scan_snap.py`).
     """
 
     strategy: str = "auto"
@@ -120,11 +118,11 @@ def chunks(size: int, width: int) -> list[tuple[np.ndarray, int]]:
     are its own."""
     chunk = max(int(config.chunk), -(-int(config.chunk_entries) // max(int(width), 1)))
     count = -(-size // chunk)
-    width = -(-size // count)
+    length = -(-size // count)
     out = []
     for i in range(count):
-        index = np.arange(i * width, (i + 1) * width)
-        out.append((np.minimum(index, size - 1), int(min(width, size - i * width))))
+        index = np.arange(i * length, (i + 1) * length)
+        out.append((np.minimum(index, size - 1), int(min(length, size - i * length))))
     return out
 
 

@@ -77,8 +77,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "sweep-chunk-padding-from-next",
         "flows/_sweep.py",
-        "out.append((np.minimum(index, size - 1), int(min(width, size - i * width))))",
-        "out.append((np.minimum(index + 1, size - 1), int(min(width, size - i * width))))",
+        "out.append((np.minimum(index, size - 1), int(min(length, size - i * length))))",
+        "out.append((np.minimum(index + 1, size - 1), int(min(length, size - i * length))))",
         ("tests/test_sweep.py",),
         "lockstep chunks: each chunk's members shifted by one (a member solved in the wrong chunk's place)",
     ),

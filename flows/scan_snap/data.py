@@ -274,8 +274,8 @@ def _sizes(batch_size, T):
     return check_int("batch_size", batch_size, 1, integral_float=True), check_int("T", T, 2, integral_float=True)
 
 
-#: tokens per comparison sum of `sample_support_counts(scatter=False)` (measured on the Fig. 6 sweep: 16 ran its
-#: steps about 1.1x faster than 32-token slices, 1.5x faster than one sum over all T - 1 tokens)
+#: tokens per comparison sum of `sample_support_counts(scatter=False)`: the fastest slice on the Fig. 6 sweep
+#: (`benchmarks/bench_scan_snap.py`) of 4, 8, 16, 32 and 64 tokens and one sum over all T - 1
 _COUNT_SLICE = 16
 
 
