@@ -91,6 +91,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "lockstep chunks: the chunks' statuses joined in the wrong order (a member reports another's status)",
     ),
     Mutation(
+        "support-counts-boundary",
+        "flows/scan_snap/data.py",
+        "jnp.sum(u[:, a : a + _COUNT_SLICE, None] < cdf[:, None, :], axis=1, dtype=jnp.int32)",
+        "jnp.sum(u[:, a : a + _COUNT_SLICE, None] <= cdf[:, None, :], axis=1, dtype=jnp.int32)",
+        ("tests/scan_snap/test_data.py",),
+        "the sweep's token counts: a uniform on a cdf boundary counted in the entry below it",
+    ),
+    Mutation(
+        "support-place-reverse-at-other-token",
+        "flows/scan_snap/model.py",
+        "return jnp.take_along_axis(g, idx, axis=1), None, None",
+        "return jnp.take_along_axis(g, jnp.flip(idx, axis=1), axis=1), None, None",
+        ("tests/scan_snap/test_network.py",),
+        "the placement's reverse rule gathers each entry's gradient at another entry's token",
+    ),
+    Mutation(
         "ynn-option-on-single-programs",
         "flows/_xla.py",
         "    if batched and config.ynn_reduce_only:",

@@ -86,7 +86,8 @@ def _place(f_s: jax.Array, idx: jax.Array, position: jax.Array) -> jax.Array:
     """(B, M): f_s (B, S) placed into the vocabulary, entry j at token idx[b, j] (the padded entries, zero, are
     dropped): a gather along each row by `position` (B, M) (`_support_position` of each row's class), where
     scattering into zeros runs XLA's serial CPU scatter over every entry of a sweep's runs; its transpose, a
-    gather at `idx`, is the reverse rule (the transpose of the scatter-add it replaces)."""
+    gather at `idx`, is the reverse rule (the transpose of the scatter-add it replaces). Reverse mode only
+    (`jax.custom_vjp`): the loss it serves is only ever differentiated by `jax.grad` in `train_sweep`."""
     S = f_s.shape[1]
     picked = jnp.take_along_axis(f_s, jnp.minimum(position, S - 1), axis=1)
     return jnp.where(position < S, picked, jnp.zeros((), f_s.dtype))
