@@ -64,10 +64,14 @@ EVENT_RTOL, EVENT_ATOL = 1e-14, 1e-14
 
 
 def max_abs(y):
-    """max |y| over every leaf of a pytree (in the widest dtype of its leaves)."""
+    """max |y| over every leaf of a pytree (in the widest dtype of its leaves); NaN where an entry is NaN (the
+    YNNPACK reductions XLA 0.10 runs on CPU drop NaN entries from a max over a large leaf, so it is checked
+    apart)."""
     leaves = jax.tree_util.tree_leaves(y)
     with jax.numpy_dtype_promotion("standard"):  # leaves of mixed precisions
-        return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
+        largest = jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in leaves]))
+    nan = jnp.any(jnp.stack([jnp.any(jnp.isnan(leaf)) for leaf in leaves]))
+    return jnp.where(nan, jnp.asarray(jnp.nan, largest.dtype), largest)
 
 
 def all_finite(y):
@@ -329,20 +333,21 @@ def _dtype_name(x) -> str:
     return jax.dtypes.canonicalize_dtype(dtype).name if isinstance(dtype, np.dtype) else jnp.result_type(x).name
 
 
-def is_compiled(key, batched: bool = False) -> bool:
+def is_compiled(key, batched: bool | str = False) -> bool:
     """Is the program of `key` (as passed to `compiled`) in the cache under the current XLA options?"""
     return (key, options_key(), batched) in COMPILED
 
 
-def compiled(key, build, example_args, batched: bool = False):
+def compiled(key, build, example_args, batched: bool | str = False, donate: tuple = ()):
     """Compile `build()` ahead of time for `example_args` (`batched`: with the compile options of a sweep's
-    program, `flows._xla`); cached on `key`. Returns (fn, compile_s)."""
+    program, `flows._xla`; `donate`: the positions of arguments whose buffers the program may reuse for its
+    outputs, which a call then deletes); cached on `key`. Returns (fn, compile_s)."""
     key = (key, options_key(), batched)
     hit = COMPILED.get(key)
     if hit is not None:
         return hit, 0.0
     start = time.perf_counter()
-    fn = compile_lowered(jax.jit(build()).lower(*example_args), batched=batched)
+    fn = compile_lowered(jax.jit(build(), donate_argnums=donate).lower(*example_args), batched=batched)
     compile_s = time.perf_counter() - start
     if len(COMPILED) >= _CACHE_SIZE:
         COMPILED.pop(next(iter(COMPILED)))

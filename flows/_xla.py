@@ -21,6 +21,11 @@ call in a fresh process with the workaround on against off).
   products those run slower than XLA's own kernels and Eigen's products (rows `workarounds/ynn_reduce_only(...)`).
   Without any YNNPACK fusion a sweep runs about as fast but compiles longer; the programs of single solves and
   single runs (compile-bound) keep XLA's default. Other backends ignore the option.
+- `xla_cpu_use_fusion_emitters=True` for a training sweep's program (`config.training_sweep_emitters`;
+  `batched="training"`: `train_sweep`): the run of many networks for many steps is long next to its compile,
+  and XLA's fusion emitters vectorise its elementwise kernels (the softmax exponentials, the class draw's
+  logarithms, the optimiser's update) where the classic ones do not; they compile longer, so every other
+  program keeps `classic_emitters` (row `workarounds/training_sweep_emitters(train_sweep, Fig. 6 K=20)`).
 - `config.xla_defaults = True`: XLA's defaults for every program compiled after it, whatever the other fields.
 
 The caches of compiled programs key on every field through `options_key`.
@@ -50,6 +55,7 @@ class Config:
     - `fused_prng`: `flows._prng.fused` rewraps threefry keys inside jit traces (the unrolled hash: shorter
       compiles and runs).
     - `ynn_reduce_only`: compile a sweep's programs with YNNPACK fusions for reductions only (module docstring).
+    - `training_sweep_emitters`: compile a training sweep's program with XLA's fusion emitters (module docstring).
     """
 
     xla_defaults: bool = False
@@ -57,18 +63,27 @@ class Config:
     one_shot_level0: bool = True
     fused_prng: bool = True
     ynn_reduce_only: bool = True
+    training_sweep_emitters: bool = True
 
 
 config = Config()
 
 
-def compiler_options(one_shot: bool = False, batched: bool = False) -> dict | None:
+#: the kinds of program `batched` names: a sweep's (`True`: `flows.solve_batch`'s solves) and a training
+#: sweep's (`"training"`: the systems' `train_sweep`), besides a single program (`False`)
+BATCHED = (False, True, "training")
+
+
+def compiler_options(one_shot: bool = False, batched: bool | str = False) -> dict | None:
     """The options the library compiles its programs with under `config` (None: XLA's defaults); `one_shot`:
-    those of `jit(..., one_shot=True)`, `batched`: those of a sweep's program (module docstring)."""
+    those of `jit(..., one_shot=True)`, `batched`: those of a sweep's program (`True`) or of a training sweep's
+    (`"training"`) (module docstring)."""
+    if batched not in BATCHED:
+        raise ValueError(f"batched must be one of {BATCHED}, got {batched!r}")
     if config.xla_defaults:
         return None
     options: dict = {}
-    if config.classic_emitters:
+    if config.classic_emitters and not (batched == "training" and config.training_sweep_emitters):
         options["xla_cpu_use_fusion_emitters"] = False
     if batched and config.ynn_reduce_only:
         options["xla_cpu_experimental_ynn_fusion_type"] = "LIBRARY_FUSION_TYPE_REDUCE"
@@ -108,7 +123,7 @@ class _Jit:
         return getattr(self._nested, name)
 
 
-def jit(fun=None, *, one_shot: bool = False, batched: bool = False, **kwargs):
+def jit(fun=None, *, one_shot: bool = False, batched: bool | str = False, **kwargs):
     """`jax.jit` with the library's compile options (usable as `@jit` or `@partial(jit, static_argnames=...)`);
     called inside another jit (or vmap, grad) it is the plain `jax.jit` of the same function.
 
@@ -116,7 +131,8 @@ def jit(fun=None, *, one_shot: bool = False, batched: bool = False, **kwargs):
 
     - `fun`: the function.
     - `one_shot`: compile with `compiler_options(one_shot=True)` (module docstring).
-    - `batched`: compile with `compiler_options(batched=True)`, the options of a sweep's program.
+    - `batched`: compile with `compiler_options(batched=batched)`, the options of a sweep's program (`True`) or
+      a training sweep's (`"training"`).
     - `kwargs`: `jax.jit`'s other keywords.
     """
     if fun is None:
@@ -124,8 +140,9 @@ def jit(fun=None, *, one_shot: bool = False, batched: bool = False, **kwargs):
     return _Jit(fun, kwargs, one_shot, batched)
 
 
-def compile_lowered(lowered, batched: bool = False):
-    """`lowered.compile()` with the library's compile options (`batched`: those of a sweep's program)."""
+def compile_lowered(lowered, batched: bool | str = False):
+    """`lowered.compile()` with the library's compile options (`batched`: those of a sweep's program, `True`, or
+    of a training sweep's, `"training"`)."""
     return lowered.compile(compiler_options=compiler_options(batched=batched))
 
 

@@ -147,7 +147,7 @@ def stop_at_solvers():
         yield
 
 
-def _training_compile_stub(key, build, call, batched=False):
+def _training_compile_stub(key, build, call, batched=False, donate=()):
     """`flows.training.compiled` under `stop_at_trainings`: checks the call and raises `Reached` (with the
     program's cache key, which names its static options)."""
     assert_finite_inputs(call=call)

@@ -225,3 +225,20 @@ def test_sweep_programs_hand_only_reductions_to_ynnpack(monkeypatch):
     assert _xla.compiler_options(batched=True) == _xla.compiler_options()
     double = _xla.jit(lambda x: 2.0 * x, batched=True)
     np.testing.assert_array_equal(np.asarray(double(jnp.arange(3.0))), [0.0, 2.0, 4.0])
+
+
+def test_training_sweeps_compile_with_the_fusion_emitters(monkeypatch):
+    """`batched="training"` (the program of `train_sweep`) is a sweep's options with XLA's fusion emitters
+    under `config.training_sweep_emitters` (and a sweep's options without it); `train_sweep` compiles its
+    program so; `batched` names one of `_xla.BATCHED` or is a ValueError."""
+    reduce_only = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_REDUCE"}
+    assert _xla.compiler_options(batched="training") == reduce_only
+    seen = _spy_compile_options(monkeypatch)
+    from flows.scan_snap import syn_small, train_sweep
+
+    train_sweep(syn_small(), "sgd", lr=np.array([0.5, 1.0]), seeds=np.arange(2), T=8, batch_size=4, steps=2)
+    assert seen[-1] == reduce_only  # the training program, compiled last (after its start's draws)
+    monkeypatch.setattr(_xla.config, "training_sweep_emitters", False)
+    assert _xla.compiler_options(batched="training") == _xla.compiler_options(batched=True)
+    with pytest.raises(ValueError, match="batched"):
+        _xla.compiler_options(batched="train")

@@ -304,11 +304,14 @@ def sample_support_counts(
     # tokens one by one was the largest part of the Fig. 6 sweep's small-K steps). Summed over slices of
     # `_COUNT_SLICE` tokens: XLA splits one long sum into a windowed reduction that materialises the whole
     # (B, T-1, S) comparison, slower than the scatter.
-    T1 = u.shape[1]
-    below = sum(
-        jnp.sum(u[:, a : a + _COUNT_SLICE, None] < cdf[:, None, :], axis=1, dtype=jnp.int32)
-        for a in range(0, T1, _COUNT_SLICE)
-    )  # (B, S): C_j
+    n = -(-u.shape[1] // _COUNT_SLICE)
+    u = jnp.pad(u, ((0, 0), (0, n * _COUNT_SLICE - u.shape[1])), constant_values=2.0)  # 2 is below no cdf
+
+    def add_slice(i, below):
+        u_i = jax.lax.dynamic_slice_in_dim(u, i * _COUNT_SLICE, _COUNT_SLICE, axis=1)
+        return below + jnp.sum(u_i[:, :, None] < cdf[:, None, :], axis=1, dtype=jnp.int32)
+
+    below = jax.lax.fori_loop(0, n, add_slice, jnp.zeros(cdf.shape, jnp.int32))  # (B, S): C_j
     counts = jnp.diff(below, axis=1, prepend=jnp.zeros((batch_size, 1), jnp.int32))
     return cls, counts.astype(cdf.dtype)
 

@@ -10,7 +10,8 @@ docs/systems/scan_snap.md."""
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
+import time
+import warnings
 from typing import Any
 
 import jax
@@ -224,6 +225,9 @@ def train_sweep(
 
     **Returns:** (batch loss (R, steps), final params {"Y", "Z"}: (R, M, M)); member i equals
     `train(classes, optimizer, eta_Y[i], eta_Z[i], ..., seed=seeds[i])` (final state).
+
+    **Warns:** `RuntimeWarning` naming the runs whose Y or Z went non-finite or past `model.blowup_bound` and
+    the first such step of each (where `train` raises `flows.TrainingError`; the other runs of the sweep stand).
     """
     (nY, eta_Y), (nZ, eta_Z) = check_rates(eta_Y, eta_Z, lr)
     eta_Y, eta_Z = np.atleast_1d(eta_Y), np.atleast_1d(eta_Z)
@@ -240,18 +244,10 @@ def train_sweep(
     dtype = data["arrays"].cond.dtype
     rates = {"Y": np.asarray(eta_Y, dtype), "Z": np.asarray(eta_Z, dtype)}
     heavy = momentum if momentum > 0 else None
-    keys, Z0, params0, state = _sweep_start(
-        np.asarray(seeds.astype(np.int64), np.uint32),
-        rates,
-        M=classes.vocab_size,
-        init=init,
-        steps=steps,
-        query=tuple(int(q) for q in classes.query_tokens),
-        optimizer=optimizer,
-        heavy=heavy,
-    )
+    query = tuple(int(q) for q in classes.query_tokens)
     labels = {"Y": "Y", "Z": "Z"}
     template = training.make_optimizer(optimizer, {"Y": 1.0, "Z": 1.0}, None if heavy is None else 0.5, labels=labels)
+    M, R = classes.vocab_size, seeds.size
 
     def build():
         def sample(data, keys, step):
@@ -264,31 +260,54 @@ def train_sweep(
             sample=sample,
             finite=within_bound,
         )
-        return jax.vmap(program, in_axes=(0, 0, 0, None, None, None))
+        runs = jax.vmap(program, in_axes=(0, 0, 0, None, None, None))
 
-    structure = ("sweep", optimizer, heavy is not None, T, batch_size)
-    final, _, _, losses, _, compile_s, run_s = training.run_training(
-        "scan_snap.train_sweep",
-        structure,
-        build,
-        params0,
-        state,
-        keys,
-        np.asarray([0, steps]),
-        data,
-        batch_loss=True,
-        batched=True,
+        def sweep(Y, Z_rows, state, keys, Z0, increments, data):
+            params = {"Y": Y, "Z": Z_rows}
+            final, _, _, losses, bad = runs(params, state, keys, increments, data, jnp.zeros((steps,), dtype))
+            return final["Y"], Z0.at[:, np.asarray(query), :].set(final["Z"]), losses, bad
+
+        return sweep
+
+    # the start in a program of its own: a short compile (`one_shot`) where its draws are small
+    start = _sweep_start_small if R * M * M <= _SMALL_START else _sweep_start
+    keys, Z0, params, state = start(
+        np.asarray(seeds.astype(np.int64), np.uint32), rates, M, init, steps, query, optimizer, heavy
     )
+    call = (params["Y"], params["Z"], state, keys, Z0, np.asarray([steps], np.int32), data)
+    structure = ("sweep", optimizer, heavy is not None, T, batch_size, init, query)
+    key = ("scan_snap.train_sweep", structure, training.signature(call))
+    # Y's and Z0's buffers become the final Y and Z
+    program, compile_s = training.compiled(key, build, call, batched="training", donate=(0, 4))
+    begin = time.perf_counter()
+    Y, Z, losses, bad = jax.block_until_ready(program(*call))
+    run_s = time.perf_counter() - begin
     if timings is not None:
         timings.update(compile_s=compile_s, run_s=run_s)
-    return losses, {"Y": np.asarray(final["Y"]), "Z": full_Z(final["Z"], Z0, classes.query_tokens)}
+    bad = np.asarray(bad)
+    if np.any(bad >= 0):
+        failed = np.flatnonzero(bad >= 0)
+        shown = ", ".join(f"run {i} at step {bad[i]}" for i in failed[:8]) + (", ..." if failed.size > 8 else "")
+        warnings.warn(
+            f"train_sweep: {failed.size} of {bad.size} runs went non-finite or left the bound "
+            f"{blowup_bound(dtype):.4g} on Y or Z ({shown}): their losses and parameters past that step are not a "
+            "trained network; lower their learning rates (see model.blowup_bound)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return np.asarray(losses), {"Y": np.asarray(Y), "Z": np.asarray(Z)}
 
 
-@partial(xla_jit, one_shot=True, static_argnames=("M", "init", "steps", "query", "optimizer", "heavy"))
-def _sweep_start(seeds, rates, *, M, init, steps, query, optimizer, heavy):
-    """What `train_sweep` starts from, in one program (a first call compiles one program, not one per eager
-    step): the batch keys of every run, the drawn Z0 (R, M, M), the trained start {"Y", "Z": Z0's `query`
-    rows} and its optimiser state."""
+#: the most entries of the start's Z0 (R, M, M) for which `train_sweep` compiles its start at XLA's level 0
+#: (`jit(one_shot=True)`: a shorter compile); past it the unoptimised normal draws run longer than the compile
+#: saves (Fig. 6 at K = 20, 160 x 240 x 240: 0.44 s against 0.08 s)
+_SMALL_START = 2**22
+
+
+def _sweep_start_body(seeds, rates, M, init, steps, query, optimizer, heavy):
+    """What `train_sweep` starts from: the batch keys of every run, the drawn Z0 (R, M, M), the trained start
+    {"Y", "Z": Z0's `query` rows} and its optimiser state, in one program (a first call compiles one program,
+    not one per eager step)."""
 
     def member(seed, r):
         k_init, k_batch = split_seed(seed)
@@ -298,3 +317,7 @@ def _sweep_start(seeds, rates, *, M, init, steps, query, optimizer, heavy):
         return jax.random.key_data(jax.random.split(k_batch, steps)), params["Z"], start, state
 
     return jax.vmap(member)(seeds, rates)
+
+
+_sweep_start = xla_jit(_sweep_start_body, static_argnums=(2, 3, 4, 5, 6, 7))
+_sweep_start_small = xla_jit(_sweep_start_body, one_shot=True, static_argnums=(2, 3, 4, 5, 6, 7))

@@ -105,8 +105,8 @@ def test_support_counts_by_comparison_sums_equal_the_scatter(T=40):  # 39 tokens
 
 
 def test_within_bound_fails_nan_inf_and_entries_past_the_bound():
-    """`model.within_bound` (one max-reduction per leaf): False for a NaN, an inf or an entry past
-    `blowup_bound` in any leaf, True at the bound, jitted and vmapped (the sweep's check) as eagerly."""
+    """`model.within_bound`: False for a NaN, an inf or an entry past `blowup_bound` in any leaf, True at the
+    bound, jitted and vmapped (the sweep's check) as eagerly."""
     import jax.numpy as jnp
 
     from flows.scan_snap.model import blowup_bound, within_bound
@@ -121,3 +121,26 @@ def test_within_bound_fails_nan_inf_and_entries_past_the_bound():
         assert not bool(within_bound(tree))
     batch = {"Y": jnp.stack([ok["Y"], ok["Y"].at[0, 0].set(jnp.nan)]), "Z": jnp.stack([ok["Z"]] * 2)}
     np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(within_bound))(batch)), [True, False])
+
+
+@pytest.mark.parametrize("batched", [False, True, "training"])
+def test_within_bound_and_max_abs_see_a_nan_in_a_large_leaf(batched):
+    """A NaN in a leaf large enough for XLA to hand its reduction to YNNPACK (whose max drops NaN entries) fails
+    `within_bound` under the compile options of a single program, a sweep's and a training sweep's, vmapped
+    (one reduction over every run, then per run) as alone, and `_program.max_abs` (the solver's blow-up event)
+    is NaN there."""
+    import jax.numpy as jnp
+
+    from flows import _xla
+    from flows._program import max_abs
+    from flows.scan_snap.model import within_bound
+
+    runs = jnp.zeros((64, 40, 40))
+    for bad in (jnp.nan, jnp.inf):
+        Y = runs.at[37, 5, 7].set(bad)
+        per_run = _xla.jit(jax.vmap(lambda y: within_bound({"Y": y})), batched=batched)(Y)
+        np.testing.assert_array_equal(np.asarray(per_run), np.arange(64) != 37)
+        assert not bool(_xla.jit(lambda y: within_bound({"Y": y}), batched=batched)(Y))
+        assert not np.isfinite(float(_xla.jit(max_abs, batched=batched)({"Y": Y, "b": jnp.ones(3)})))
+    assert bool(np.all(np.asarray(_xla.jit(jax.vmap(lambda y: within_bound({"Y": y})), batched=batched)(runs))))
+    assert float(_xla.jit(max_abs, batched=batched)({"Y": runs.at[3, 1, 1].set(-2.5)})) == 2.5
