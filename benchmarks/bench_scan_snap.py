@@ -6,8 +6,10 @@ Rows (`benchmarks._harness.row`), each with its floor or best peer (`floor`, mea
   `run_s_min` = the summed wall time of its vmapped training sweeps (compiles included, as the example pays
   them; `sweep_run_s` without them), `example_s` = the whole example (plots, record), and whether its
   predictions held. Floor (`fig6_floor`): per K, the three dense products of every member and step at the
-  batched float64 GEMM rate measured at the sweep's shapes, plus the uniforms the run draws, timed; target
-  within 1.5x of it. Full run: the paper's 4 L x 16 cells x 10 seeds; --quick: the example's quick mode.
+  batched float64 GEMM rate measured at the sweep's shapes, plus the uniforms the run draws, each timed the
+  fastest known way (the product under a sweep's and a training sweep's compile options, the draw by JAX's
+  threefry and by the library's fused one); target within 1.5x of it. Full run: the paper's 4 L x 16 cells
+  x 10 seeds; --quick: the example's quick mode.
 - `scan_snap/first_call(flow|sgd, steps=...)` and `scan_snap/first_call_ratio(steps=...)`: Fig. 4 on
   Syn-Small (SGD momentum 0.9, batch 128, T = 128, zero init, eta_Y = eta_Z = 1) end to end in fresh
   processes: imports, data, initial state, compile and solve of the T->inf (Y, Z) flow up to the flow time
@@ -109,24 +111,33 @@ FIG6_FLOOR_REPEATS = 9
 def fig6_floor(quick: bool, repeats: int = FIG6_FLOOR_REPEATS) -> dict:
     """The floor of the Fig. 6 sweep (module docstring), per K: the three dense products of each member and
     step, (B, M) @ (M, M), (M, B) @ (B, M), (B, M) @ (M, M) (forward, decoder gradient, input gradient), timed
-    as one batched float64 product at the sweep's shape (members, B, M) @ (members, M, M) with the library's
-    compile options for a sweep's program, three per step; and the draws: the (members, B, T - 1) uniforms of one
-    step, timed. The floor is their sum over the steps and the K. `dot_flops` counts 3 x 2 B M^2 per member and step."""
+    as one batched float64 product at the sweep's shape (members, B, M) @ (members, M, M), three per step; and
+    the draws: the (members, B, T - 1) uniforms of one step, timed. Each part is timed the fastest known way:
+    the product with the compile options of a sweep's program and of a training sweep's (`flows._xla`), the
+    draw with JAX's threefry and with the library's (`flows._prng.fused`, the same bits), the faster of each
+    counting. The floor is their sum over the steps and the K. `dot_flops` counts 3 x 2 B M^2 per member and
+    step."""
+    from flows._prng import fused
     from flows.scan_snap import syn_medium
 
     size = fig6_sizes(quick)
     R, B, T, steps = size["members"], size["batch"], size["T"], size["steps"]
     parts = {}
+    key = jax.random.PRNGKey(2)
     for L in size["L"]:
         M = syn_medium(L).vocab_size
         a = jax.random.normal(jax.random.PRNGKey(0), (R, B, M))
         b = jax.random.normal(jax.random.PRNGKey(1), (R, M, M))
-        product = _xla.jit(lambda x, y: x @ y, batched=True)
-        draw = _xla.jit(lambda k: jax.random.uniform(k, (R, B, T - 1), jnp.float64), batched=True)
-        key = jax.random.PRNGKey(2)
-        jax.block_until_ready((product(a, b), draw(key)))
-        dot_s = best_of(lambda p=product, a=a, b=b: p(a, b), repeats)
-        draw_s = best_of(lambda d=draw, k=key: d(k), repeats)
+        dots, draws = {}, {}
+        for kind in (True, "training"):
+            product = _xla.jit(lambda x, y: x @ y, batched=kind)
+            jax.block_until_ready(product(a, b))
+            dots[f"batched={kind}"] = best_of(lambda p=product, a=a, b=b: p(a, b), repeats)
+            for name, wrap in (("jax", lambda k: k), ("fused", fused)):
+                draw = _xla.jit(lambda k, w=wrap: jax.random.uniform(w(k), (R, B, T - 1), jnp.float64), batched=kind)
+                jax.block_until_ready(draw(key))
+                draws[f"{name}, batched={kind}"] = best_of(lambda d=draw: d(key), repeats)
+        dot_s, draw_s = min(dots.values()), min(draws.values())
         flops = 3 * 2 * B * M * M * R * steps
         parts[f"K{2 * L}"] = {
             "M": M,
@@ -134,6 +145,8 @@ def fig6_floor(quick: bool, repeats: int = FIG6_FLOOR_REPEATS) -> dict:
             "draws_s": steps * draw_s,
             "dot_flops": flops,
             "gemm_flop_s": 2 * B * M * M * R / dot_s,
+            "product_s": dots,
+            "draw_s": draws,
         }
     total = sum(p["dots_s"] + p["draws_s"] for p in parts.values())
     return {"floor_s": total, "parts": parts, "dot_flops": sum(p["dot_flops"] for p in parts.values())}

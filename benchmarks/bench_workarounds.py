@@ -240,6 +240,14 @@ def workarounds(size: str = "full") -> list[Workaround]:
             {"example": "scan_snap_fig6 (its K = 20 panel)", "L": fL, "members": 16 * fseeds, "steps": fsteps},
         ),
         Workaround(
+            "training_sweep_emitters",
+            "scan_snap.train_sweep, Fig. 6 K=20",
+            _SCAN_SNAP,
+            fig6,
+            "XLA's fusion emitters vectorise a training sweep's elementwise kernels (compiling longer)",
+            {"example": "scan_snap_fig6 (its K = 20 panel)", "L": fL, "members": 16 * fseeds, "steps": fsteps},
+        ),
+        Workaround(
             "attention_vjp",
             "mean_field.train",
             _MEAN_FIELD,

@@ -78,11 +78,14 @@ def test_sweep_floor_helpers():
 
 def test_fig6_floor_quick_sizes():
     """The Fig. 6 floor at the example's quick sizes: per K its products' FLOPs (3 x 2 B M^2 per member and
-    step) and positive times; the total is their sum."""
+    step) and positive times, each part the fastest of its known ways (the product under both sweep options,
+    the draw by JAX's and the fused threefry under both); the total is their sum."""
     fl = b.fig6_floor(quick=True, repeats=1)
     assert set(fl["parts"]) == {"K2", "K6"}
     for p in fl["parts"].values():
         assert p["dot_flops"] == 3 * 2 * 128 * p["M"] ** 2 * 12 * 100 and p["dots_s"] > 0 and p["draws_s"] > 0
+        assert len(p["product_s"]) == 2 and p["dots_s"] == pytest.approx(3 * 100 * min(p["product_s"].values()))
+        assert len(p["draw_s"]) == 4 and p["draws_s"] == pytest.approx(100 * min(p["draw_s"].values()))
     assert fl["floor_s"] == pytest.approx(sum(p["dots_s"] + p["draws_s"] for p in fl["parts"].values()))
 
 

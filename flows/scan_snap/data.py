@@ -265,7 +265,11 @@ def _draw(arrays: ClassArrays, key, batch_size: int, T: int):
     """Class indices (B,) and uniforms (B, T-1): the shared randomness of both samplers (`jax.random` on the
     key rewrapped by `flows._prng.fused`: the same draws; see `flows._xla` for why)."""
     k_cls, k_tok = jax.random.split(fused(key))
-    cls = jax.random.categorical(k_cls, jnp.log(arrays.class_probs), shape=(batch_size,))
+    # class n with probability P(n) by the inverse cdf: n = #{k < K-1 : P(0) + ... + P(k) <= v}, one uniform
+    # per sequence (a Gumbel argmax draws K and takes two logarithms of each)
+    v = jax.random.uniform(k_cls, (batch_size,), dtype=arrays.support_cdf.dtype)
+    cdf = jnp.cumsum(arrays.class_probs)[:-1]
+    cls = jnp.sum(cdf[None, :] <= v[:, None], axis=1, dtype=jnp.int32)
     u = jax.random.uniform(k_tok, (batch_size, T - 1), dtype=arrays.support_cdf.dtype)
     return cls, u
 

@@ -220,30 +220,35 @@ def blowup_bound(dtype: Any) -> float:
 
 def within_bound(params: Any) -> jax.Array:
     """All entries of `params` (a pytree) finite and within `blowup_bound` of their dtype (False on NaN and
-    inf): the spec's `finite`."""
-    return jnp.all(jnp.stack([_leaf_within_bound(v) for v in jax.tree_util.tree_leaves(params)]))
+    inf): the spec's `finite`. Under `jax.vmap` (a sweep's runs) one reduction over every run first, and one per
+    run only when that fails (`lax.cond`): a sweep's runs almost always all hold, and on CPU a reduction to one
+    value runs at a fraction of the cost of one to a value per run."""
+    return _within_bound(params)
+
+
+def _all_within(params: Any, runs: int | None = None) -> jax.Array:
+    """|v| <= `blowup_bound` for every entry of every leaf (NaN compares False), over all entries or per run
+    (`runs`: the leading axis). Not max |v| <= bound: the YNNPACK reductions XLA 0.10 runs on CPU drop NaN
+    entries from a max over a large leaf."""
+    leaves = jax.tree_util.tree_leaves(params)
+    if runs is None:
+        return jnp.all(jnp.stack([jnp.all(jnp.abs(v) <= blowup_bound(v.dtype)) for v in leaves]))
+    per_leaf = [jnp.all((jnp.abs(v) <= blowup_bound(v.dtype)).reshape(runs, -1), axis=1) for v in leaves]
+    return jnp.all(jnp.stack(per_leaf), axis=0)
 
 
 @custom_batching.custom_vmap
-def _leaf_within_bound(v: jax.Array) -> jax.Array:
-    """|v| <= `blowup_bound` everywhere (NaN compares False). Not max |v| <= bound: the YNNPACK reductions XLA
-    0.10 runs on CPU drop NaN entries from a max over a large leaf."""
-    return jnp.all(jnp.abs(v) <= blowup_bound(v.dtype))
+def _within_bound(params: Any) -> jax.Array:
+    return _all_within(params)
 
 
-@_leaf_within_bound.def_vmap
-def _leaf_within_bound_vmap(axis_size, in_batched, v):
-    """Under `jax.vmap` (a sweep's runs): one reduction over every run first, and one per run only when that
-    fails (`lax.cond`): a sweep's runs almost always all hold, and on CPU a reduction to one value runs at a
-    fraction of the cost of one to a value per run."""
+@_within_bound.def_vmap
+def _within_bound_vmap(axis_size, in_batched, params):
     (batched,) = in_batched
-    if not batched:
-        return _leaf_within_bound(v), False
-    bound = blowup_bound(v.dtype)
+    params = jax.tree_util.tree_map(
+        lambda v, b: v if b else jnp.broadcast_to(v, (axis_size, *v.shape)), params, batched
+    )
     per_run = jax.lax.cond(
-        jnp.all(jnp.abs(v) <= bound),
-        lambda v: jnp.ones((axis_size,), bool),
-        lambda v: jnp.all((jnp.abs(v) <= bound).reshape(axis_size, -1), axis=1),
-        v,
+        _all_within(params), lambda p: jnp.ones((axis_size,), bool), lambda p: _all_within(p, axis_size), params
     )
     return per_run, True

@@ -76,6 +76,16 @@ def test_counts_have_multinomial_mean():
         np.testing.assert_allclose(freq, np.asarray(a.cond)[n], atol=0.004)
 
 
+def test_classes_drawn_with_their_probabilities():
+    """Each sequence's class n is drawn with probability P(n) (the inverse cdf of one uniform): 20000 draws of
+    P = (0.15, 0.05, 0.8) within 0.01 (over 3.5 standard errors) of it, every class drawn."""
+    from flows.scan_snap.data import SequenceClasses
+
+    c = SequenceClasses(np.full((3, 4), 0.25), (0, 0, 1), (1, 2, 3), class_probs=(0.15, 0.05, 0.8))
+    cls, _ = counts_jit(c.arrays(), jax.random.PRNGKey(0), 20000, 8)
+    np.testing.assert_allclose(np.bincount(np.asarray(cls), minlength=3) / 20000, [0.15, 0.05, 0.8], atol=0.01)
+
+
 def test_support_counts_by_comparison_sums_equal_the_scatter(T=40):  # 39 tokens: a short last slice
     """`sample_support_counts(scatter=False)` (the sweep's counting: comparison sums over slices of tokens)
     draws the same counts as the scatter-add, padded entries 0, to the last count; also with a uniform exactly

@@ -347,3 +347,16 @@ def test_support_placement_equals_the_scatter_and_its_gradient():
     g_place = jax.grad(lambda f: jnp.sum(jnp.sin(model._place(f, idx, position)) * w))(f_s)
     g_scatter = jax.grad(lambda f: jnp.sum(jnp.sin(scatter(f)) * w))(f_s)
     np.testing.assert_array_equal(np.asarray(g_place), np.asarray(g_scatter))
+
+
+def test_train_sweep_warns_naming_the_runs_past_the_bound():
+    """A run of a sweep that leaves the bound (lr = 100: Y past `blowup_bound` at step 4, where `train` raises
+    `TrainingError`) is named in a `RuntimeWarning` with that step; the other run stands (finite)."""
+    classes = syn_small()
+    kw = dict(T=16, batch_size=8, steps=6, momentum=0.9, init="random")
+    with pytest.warns(RuntimeWarning, match=r"1 of 2 runs .* \(run 1 at step 4\)"):
+        _, p = train_sweep(classes, "sgd", lr=np.array([1.0, 100.0]), seeds=np.array([1, 1]), **kw)
+    with pytest.raises(TrainingError) as err:
+        train(classes, "sgd", lr=100.0, seed=1, **kw)
+    assert err.value.step == 4
+    assert np.all(np.isfinite(p["Y"][0])) and np.max(np.abs(p["Y"][0])) < 10.0
