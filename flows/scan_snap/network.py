@@ -299,9 +299,9 @@ def train_sweep(
 
 
 #: the most entries of the start's Z0 (R, M, M) for which `train_sweep` compiles its start at XLA's level 0
-#: (`jit(one_shot=True)`: a shorter compile); past it the unoptimised normal draws run longer than the compile
-#: saves (Fig. 6 at K = 20, 160 x 240 x 240: 0.44 s against 0.08 s)
-_SMALL_START = 2**22
+#: (`jit(one_shot=True)`: a shorter compile); past it the unoptimised draws run longer than the compile saves
+#: (measured on Fig. 6's starts, 160 runs: level 0 pays at M = 79, not at M = 125)
+_SMALL_START = 2**20
 
 
 def _sweep_start_body(seeds, rates, M, init, steps, query, optimizer, heavy):
