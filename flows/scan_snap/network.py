@@ -215,7 +215,7 @@ def train_sweep(
     *,
     lr: Any = None,
     timings: dict | None = None,
-) -> tuple[jax.Array, dict[str, np.ndarray]]:
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Many trainings in one vmapped, once-compiled call (the sampler and bound of `spec.system`; the loss on the
     classes' supports, `model.support_loss`, which equals the spec's count loss).
 
