@@ -25,7 +25,8 @@ call in a fresh process with the workaround on against off).
   `batched="training"`: `train_sweep`): the run of many networks for many steps is long next to its compile,
   and XLA's fusion emitters vectorise its elementwise kernels (the softmax exponentials, the class draw's
   logarithms, the optimiser's update) where the classic ones do not; they compile longer, so every other
-  program keeps `classic_emitters` (row `workarounds/training_sweep_emitters(train_sweep, Fig. 6 K=20)`).
+  program keeps `classic_emitters` (row
+  `workarounds/training_sweep_emitters(scan_snap.train_sweep, Fig. 6 K=20, 100 steps)`).
 - `config.xla_defaults = True`: XLA's defaults for every program compiled after it, whatever the other fields.
 
 The caches of compiled programs key on every field through `options_key`.

@@ -279,7 +279,8 @@ def _sizes(batch_size, T):
 
 
 #: tokens per comparison sum of `sample_support_counts(scatter=False)`: the fastest slice on the Fig. 6 sweep
-#: (`benchmarks/bench_scan_snap.py`) of 4, 8, 16, 32 and 64 tokens and one sum over all T - 1
+#: (`benchmarks/bench_scan_snap.py`) of 4, 8, 16, 32 and 64 tokens and one sum over all T - 1, chosen with the
+#: slices unrolled (the loop over them since compiles shorter; the slice was not chosen again for it)
 _COUNT_SLICE = 16
 
 
