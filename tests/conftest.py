@@ -27,11 +27,17 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # on the host, autodiff checks) compiled with them, at about twice the backend compile time (measured: 18
 # small programs 0.83-0.89 s -> 0.38-0.39 s). XLA_FLAGS applies to every program of the process and of its
 # subprocesses; it is read when the backend starts (after pytest_configure below, which drops it for -m slow).
+# And each program's LLVM code is generated in one piece: XLA splits it into parts compiled on its thread pool,
+# which pays on an idle machine but not with a suite worker per core (the default run's CPU time falls; the
+# generated code is the same).
 _EMITTERS_OFF = "--xla_cpu_use_fusion_emitters=false"
+_ONE_PIECE = "--xla_cpu_parallel_codegen_split_count=1"
+_SUITE_FLAGS = {"xla_cpu_use_fusion_emitters": _EMITTERS_OFF, "xla_cpu_parallel_codegen_split_count": _ONE_PIECE}
 if os.environ.get("FLOWS_TEST_XLA_DEFAULT_OPT") != "1":
     os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
-    if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_EMITTERS_OFF}".strip()
+    for _name, _flag in _SUITE_FLAGS.items():
+        if _name not in os.environ.get("XLA_FLAGS", ""):
+            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -130,7 +136,10 @@ def pytest_configure(config):
     if "slow" in markexpr and "not slow" not in markexpr:  # `-m slow`: XLA's default level (see the top)
         os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "0"
         jax.config.update("jax_disable_most_optimizations", False)
-        flags = os.environ.get("XLA_FLAGS", "").replace(_EMITTERS_OFF, "").strip()
+        flags = os.environ.get("XLA_FLAGS", "")
+        for flag in _SUITE_FLAGS.values():
+            flags = flags.replace(flag, "")
+        flags = " ".join(flags.split())
         if flags:
             os.environ["XLA_FLAGS"] = flags
         else:

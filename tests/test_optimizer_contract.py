@@ -138,8 +138,8 @@ def test_lr_is_an_optim_arg_exactly_where_solve_flow_has_no_rates(system):
 _DEFAULT_SOLVES = {
     ("scan_snap", "adam"),
     ("cooccurrence", "gd"),
-    ("cooccurrence", "momentum"),
-    ("mean_field", "sign"),
+    ("mean_field", "momentum"),
+    ("joma", "sign"),
     ("linear_attention", "momentum"),
 }
 

@@ -4,6 +4,8 @@ user guide: at most 150 lines, no time of day, no date but the citation's (which
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 
@@ -45,6 +47,7 @@ def test_readme_api_example_runs(capsys):
     assert "event 0.533" in out
 
 
+@pytest.mark.slow  # CI runs it (a slow step of .ci/run); the API example stays in the default run
 def test_readme_network_example_runs(capsys):
     out = _run(_block("Word co-occurrence"), capsys)
     gap = float(re.search(r"flow vs GD: ([0-9.e+-]+);", out).group(1))
@@ -61,6 +64,7 @@ def test_readme_setup_lines_and_ci_agree():
     assert "pip install -e '.[test]' && pytest" in (ROOT / ".ci" / "run").read_text()
 
 
+@pytest.mark.slow  # CI runs it (a slow step of .ci/run); the API example stays in the default run
 def test_readme_mean_field_example_runs(capsys):
     out = _run(_block("Mean field"), capsys)
     gaps = [float(g) for g in re.findall(r"max \|Q_GD - Q_flow\| = ([0-9.e+-]+)", out)]
@@ -73,6 +77,7 @@ def test_readme_optimiser_limits_example_runs(capsys):
     assert len(gaps) == 2 and gaps[0] < 0.05 and 1.6 < gaps[0] / gaps[1] < 2.5, out  # first order in lr
 
 
+@pytest.mark.slow  # CI runs it (a slow step of .ci/run); the API example stays in the default run
 def test_readme_linear_attention_example_runs(capsys):
     out = _run(_block("Linear attention"), capsys)
     rows = re.findall(r"loss ([0-9.]+) -> ([0-9.]+) \(L\* = ([0-9.]+)\), \|GD - flow\| = ([0-9.e+-]+)", out)

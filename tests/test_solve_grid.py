@@ -70,7 +70,8 @@ def test_observables_run_only_at_the_real_save_points():
     assert sorted(calls) == pytest.approx(list(ts), abs=1e-12), calls
 
 
-@pytest.mark.parametrize("strategy", ["auto", "vmap"])
+# vmapped in -m slow: `_chunked.execute` pads a vmapped and a lockstep batch's grid alike (`auto` is lockstep here)
+@pytest.mark.parametrize("strategy", ["auto", pytest.param("vmap", marks=pytest.mark.slow)])
 def test_batch_grid_lengths_share_a_program_per_power_of_two(strategy, monkeypatch):
     """A batch pads its grid to a power of two of save slots (`batch_slots`), at most SAVE_CHUNK: grids of 5
     and 7 points share one program, in lockstep and vmapped alike; one of SAVE_CHUNK + 3 runs as two chunks of
