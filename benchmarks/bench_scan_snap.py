@@ -3,8 +3,9 @@
 Rows (`benchmarks._harness.row`), each with its floor or best peer (`floor`, measured in this run):
 
 - `scan_snap/fig6_sweep`: `examples/scan_snap_fig6.py` run in a fresh process (compile cache off);
-  `run_s_min` = the summed wall time of its vmapped training sweeps (compiles included, as the example pays
-  them; `sweep_run_s` without them), `example_s` = the whole example (plots, record), and whether its
+  `run_s_min` = the wall time of its vmapped training sweeps (`network.train_sweeps`: per K the wait for its
+  start and compile, prepared on a thread while the K before runs, plus its run; compiles included as the
+  example pays them; `sweep_run_s` the runs alone), `example_s` = the whole example (plots, record), and whether its
   predictions held. Floor (`fig6_floor`): per K, the three dense products of every member and step at the
   batched float64 GEMM rate measured at the sweep's shapes, plus the uniforms the run draws, each timed the
   fastest known way (the product under a sweep's and a training sweep's compile options, the draw by JAX's
@@ -188,7 +189,10 @@ def fig6_sweep(quick: bool) -> list[dict]:
             run_vs_floor=floor["floor_s"] / run_s if run_s else None,
             floor_parts=floor["parts"],
             dot_flops=floor["dot_flops"],
-            note="run_s_min: the summed sweeps, compiles included; sweep_run_s without them; run_vs_floor = floor / it",
+            note=(
+                "run_s_min: the sweeps with their waits for start and compile; sweep_run_s: the runs; "
+                "run_vs_floor = floor / it"
+            ),
         )
     ]
 

@@ -131,6 +131,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "train_sweep: the full Z is the start's (the trained query rows not put back)",
     ),
     Mutation(
+        "sweeps-thread-precision-dropped",
+        "flows/scan_snap/network.py",
+        "with jax.enable_x64(x64):",
+        "with jax.enable_x64(bool(jax.config.read('jax_enable_x64'))):",
+        ("tests/scan_snap/test_network.py",),
+        "train_sweeps: the preparing thread at JAX's global precision, not the caller's",
+    ),
+    Mutation(
+        "sweeps-job-order-swapped",
+        "flows/scan_snap/network.py",
+        "pending = pool.submit(prepare, j + 1) if j + 1 < len(jobs) else None",
+        "pending = pool.submit(prepare, len(jobs) - 1 - (j + 1)) if j + 1 < len(jobs) else None",
+        ("tests/scan_snap/test_network.py",),
+        "train_sweeps: the jobs after the first prepared in reverse order",
+    ),
+    Mutation(
         "support-place-reverse-at-other-token",
         "flows/scan_snap/model.py",
         "return jnp.take_along_axis(g, idx, axis=1), None, None",

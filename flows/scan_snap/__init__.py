@@ -1,9 +1,9 @@
 """Scan and Snap (Tian, Wang, Chen, Du, NeurIPS 2023, arXiv:2305.16380): a 1-layer transformer with decoder Y and
 attention logits Z. The data (`SequenceClasses`, Sec. 3.2), the network as a `flows.System` (`system`: the
 shared driver's `flows.train`, `flows.solve_flow`, `flows.compare` run it) and this system's own entry points on
-it (`train`, `train_embedding`, `train_sweep`; `solve_flow`: the T -> infinity flows, eqs. 4-5 and 10, and the
-optimiser limits), the other flows (`solve_single_common_token`, eq. 13; `solve_decoder`, Lemma 6), closed
-forms (`theory`) and observables (`observables`). See docs/systems/scan_snap.md."""
+it (`train`, `train_embedding`, `train_sweep`, `train_sweeps`; `solve_flow`: the T -> infinity flows, eqs. 4-5
+and 10, and the optimiser limits), the other flows (`solve_single_common_token`, eq. 13; `solve_decoder`,
+Lemma 6), closed forms (`theory`) and observables (`observables`). See docs/systems/scan_snap.md."""
 
 from . import observables as observables
 from . import theory as theory
@@ -20,5 +20,6 @@ from .flow import solve_single_common_token as solve_single_common_token
 from .network import train as train
 from .network import train_embedding as train_embedding
 from .network import train_sweep as train_sweep
+from .network import train_sweeps as train_sweeps
 from .spec import solve_flow as solve_flow
 from .spec import system as system

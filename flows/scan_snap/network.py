@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -37,7 +38,7 @@ from .model import (
 )
 from .spec import check_rates, system
 
-__all__ = ["train", "train_embedding", "train_sweep"]
+__all__ = ["train", "train_embedding", "train_sweep", "train_sweeps"]
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -228,7 +229,86 @@ def train_sweep(
 
     **Warns:** `RuntimeWarning` naming the runs whose Y or Z went non-finite or past `model.blowup_bound` and
     the first such step of each (where `train` raises `flows.TrainingError`; the other runs of the sweep stand).
+
+    Several sweeps (one per vocabulary, say): `train_sweeps`, which prepares the next while one runs.
     """
+    prepared = _prepare_sweep(classes, optimizer, eta_Y, eta_Z, seeds, T, batch_size, steps, momentum, init, lr)
+    return _run_sweep(prepared, timings, stacklevel=3)
+
+
+def train_sweeps(jobs: Any, *, timings: list | None = None) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """`train_sweep` for each of `jobs` in order, each a mapping of its arguments (`classes` and `optimizer`
+    included, e.g. `dict(classes=syn_medium(3), optimizer="sgd", seeds=..., lr=...)`). While one sweep runs, a
+    thread draws the next one's start and compiles its program, so that a first call's compiles (about a second
+    per vocabulary size) overlap the runs instead of adding to them.
+
+    **Returns:** the list of `train_sweep`'s results, in the order of `jobs`. `timings`: a list that receives
+    one dict per job, its `compile_s` and `run_s` as `train_sweep`'s and `wait_s`, the time the calling thread
+    waited for the job's start and compile (the first job's in full); `wait_s + run_s` over the jobs is the
+    call's time.
+
+    **Raises:** `ValueError` naming the job (`jobs[j]: ...`) and its argument. The thread preparing a job runs
+    at the caller's `jax_enable_x64`; set other JAX options with `jax.config.update`, not a context manager (a
+    context manager's setting stays on its thread).
+
+    **Warns:** as `train_sweep`, for each job.
+    """
+    if isinstance(jobs, (str, bytes)) or not hasattr(jobs, "__len__") or not hasattr(jobs, "__getitem__"):
+        raise ValueError(f"jobs must be a sequence of mappings of train_sweep's arguments, got {type(jobs).__name__}")
+    for j, job in enumerate(jobs):
+        if not hasattr(job, "keys"):
+            raise ValueError(f"jobs[{j}] must be a mapping of train_sweep's arguments, got {type(job).__name__}")
+        unknown = sorted(set(job) - _SWEEP_ARGUMENTS)
+        missing = sorted({"classes", "optimizer"} - set(job))
+        if unknown or missing:
+            raise ValueError(
+                f"jobs[{j}]: "
+                + (f"unknown arguments {unknown}" if unknown else f"missing arguments {missing}")
+                + f" (train_sweep's arguments: {sorted(_SWEEP_ARGUMENTS)})"
+            )
+    x64 = bool(jax.config.read("jax_enable_x64"))
+
+    def prepare(j):
+        try:
+            with jax.enable_x64(x64):
+                return _prepare_sweep(**{**_SWEEP_DEFAULTS, **jobs[j]})
+        except ValueError as err:
+            raise ValueError(f"jobs[{j}]: {err}") from err
+
+    results = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="train_sweeps") as pool:
+        pending = pool.submit(prepare, 0) if len(jobs) else None
+        for j in range(len(jobs)):
+            begin = time.perf_counter()
+            prepared = pending.result()
+            wait_s = time.perf_counter() - begin
+            pending = pool.submit(prepare, j + 1) if j + 1 < len(jobs) else None
+            times: dict = {}
+            results.append(_run_sweep(prepared, times, stacklevel=3))
+            if timings is not None:
+                timings.append({**times, "wait_s": wait_s})
+    return results
+
+
+#: `train_sweep`'s arguments, and the defaults of those that have one (`train_sweeps`' jobs)
+_SWEEP_DEFAULTS = dict(
+    eta_Y=None, eta_Z=None, seeds=None, T=None, batch_size=None, steps=None, momentum=0.0, init="zero", lr=None
+)
+_SWEEP_ARGUMENTS = frozenset({"classes", "optimizer", *_SWEEP_DEFAULTS})
+
+
+@dataclasses.dataclass(frozen=True)
+class _PreparedSweep:
+    """A sweep ready to run: its compiled program, the arguments of its call and what `_run_sweep` reports."""
+
+    program: Any
+    call: tuple
+    compile_s: float
+    dtype: Any
+
+
+def _prepare_sweep(classes, optimizer, eta_Y, eta_Z, seeds, T, batch_size, steps, momentum, init, lr):
+    """`train_sweep`'s checks, start and compile (`_PreparedSweep`)."""
     (nY, eta_Y), (nZ, eta_Z) = check_rates(eta_Y, eta_Z, lr)
     eta_Y, eta_Z = np.atleast_1d(eta_Y), np.atleast_1d(eta_Z)
     seeds = np.atleast_1d(real_array("seeds", seeds, finite=False))
@@ -279,21 +359,26 @@ def train_sweep(
     key = ("scan_snap.train_sweep", structure, training.signature(call))
     # Y's and Z0's buffers become the final Y and Z
     program, compile_s = training.compiled(key, build, call, batched="training", donate=(0, 4))
+    return _PreparedSweep(program, call, compile_s, dtype)
+
+
+def _run_sweep(prepared: _PreparedSweep, timings: dict | None, stacklevel: int):
+    """Run a prepared sweep: (losses, {"Y", "Z"}), the warning of `train_sweep` for its failed runs."""
     begin = time.perf_counter()
-    Y, Z, losses, bad = jax.block_until_ready(program(*call))
+    Y, Z, losses, bad = jax.block_until_ready(prepared.program(*prepared.call))
     run_s = time.perf_counter() - begin
     if timings is not None:
-        timings.update(compile_s=compile_s, run_s=run_s)
+        timings.update(compile_s=prepared.compile_s, run_s=run_s)
     bad = np.asarray(bad)
     if np.any(bad >= 0):
         failed = np.flatnonzero(bad >= 0)
         shown = ", ".join(f"run {i} at step {bad[i]}" for i in failed[:8]) + (", ..." if failed.size > 8 else "")
         warnings.warn(
             f"train_sweep: {failed.size} of {bad.size} runs went non-finite or left the bound "
-            f"{blowup_bound(dtype):.4g} on Y or Z ({shown}): their losses and parameters past that step are not a "
-            "trained network; lower their learning rates (see model.blowup_bound)",
+            f"{blowup_bound(prepared.dtype):.4g} on Y or Z ({shown}): their losses and parameters past that step "
+            "are not a trained network; lower their learning rates (see model.blowup_bound)",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=stacklevel,
         )
     return np.asarray(losses), {"Y": np.asarray(Y), "Z": np.asarray(Z)}
 

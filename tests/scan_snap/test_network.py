@@ -1,6 +1,7 @@
 """Finite-T Y/Z network: count-vector vs token-sequence training, embedding form, T -> inf tracking."""
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from flows.scan_snap import observables as obs
-from flows.scan_snap import solve_flow, syn_small, train, train_embedding, train_sweep
+from flows.scan_snap import solve_flow, syn_medium, syn_small, train, train_embedding, train_sweep, train_sweeps
 from flows.scan_snap.flow import flow_args, population_loss
 from flows.scan_snap.model import count_loss, embedding_loss, init_embedding, token_loss
 from flows.training import TrainingError
@@ -360,3 +361,56 @@ def test_train_sweep_warns_naming_the_runs_past_the_bound():
         train(classes, "sgd", lr=100.0, seed=1, **kw)
     assert err.value.step == 4
     assert np.all(np.isfinite(p["Y"][0])) and np.max(np.abs(p["Y"][0])) < 10.0
+
+
+def test_train_sweeps_are_the_sweeps_one_by_one():
+    """`train_sweeps` prepares each job on a thread while the one before runs: its results are `train_sweep`'s
+    for each job, bit for bit (two vocabularies, two optimisers), its timings one dict per job, and a job that
+    leaves the bound warns as `train_sweep` does (the other jobs stand)."""
+    kw = dict(T=16, batch_size=8, steps=6, init="random")
+    jobs = [
+        dict(classes=syn_small(), optimizer="sgd", lr=np.array([1.0, 100.0]), seeds=[1, 1], momentum=0.9, **kw),
+        dict(classes=syn_medium(1), optimizer="adam", eta_Y=[0.01, 0.02], eta_Z=[0.03, 0.01], seeds=[4, 5], **kw),
+    ]
+    timings: list = []
+    with pytest.warns(RuntimeWarning, match=r"1 of 2 runs .* \(run 1 at step 4\)"):
+        got = train_sweeps(jobs, timings=timings)
+    assert len(got) == 2 and len(timings) == 2
+    assert all(set(t) == {"compile_s", "run_s", "wait_s"} and t["run_s"] > 0 and t["wait_s"] >= 0 for t in timings)
+    for job, (losses, params) in zip(jobs, got, strict=True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ref_losses, ref = train_sweep(**job)
+        np.testing.assert_array_equal(losses, ref_losses)
+        np.testing.assert_array_equal(params["Y"], ref["Y"])
+        np.testing.assert_array_equal(params["Z"], ref["Z"])
+    assert train_sweeps([]) == []
+
+
+def test_train_sweeps_prepare_at_the_callers_precision():
+    """The preparing thread takes the caller's `jax_enable_x64`, a context manager's included (JAX's setting is
+    per thread): float32 jobs under `jax.enable_x64(False)` give `train_sweep`'s float32 results."""
+    job = dict(classes=syn_small(), optimizer="sgd", lr=np.array([0.5]), seeds=[3], T=16, batch_size=8, steps=4)
+    with jax.enable_x64(False):
+        ((losses, params),) = train_sweeps([job])
+        ref_losses, ref = train_sweep(**job)
+    assert params["Y"].dtype == np.float32 and losses.dtype == np.float32
+    np.testing.assert_array_equal(params["Z"], ref["Z"])
+
+
+@pytest.mark.parametrize(
+    "jobs, match",
+    [
+        (5, "jobs must be a sequence"),
+        ("sgd", "jobs must be a sequence"),
+        ([1], r"jobs\[0\] must be a mapping"),
+        ([{"optimizer": "sgd"}], r"jobs\[0\]: missing arguments \['classes'\]"),
+        ([{"classes": None, "optimizer": "sgd", "rate": 1.0}], r"jobs\[0\]: unknown arguments \['rate'\]"),
+        ([{"optimizer": "sgd", "seeds": [1], "lr": [1.0], "T": 1}], r"jobs\[0\]: T must be"),
+    ],
+)
+def test_train_sweeps_name_the_bad_job_and_argument(jobs, match):
+    if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict) and "T" in jobs[0]:
+        jobs = [{"classes": syn_small(), **jobs[0]}]
+    with pytest.raises(ValueError, match=match):
+        train_sweeps(jobs)
