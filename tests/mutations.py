@@ -141,8 +141,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "sweeps-job-order-swapped",
         "flows/scan_snap/network.py",
-        "pending = pool.submit(prepare, j + 1) if j + 1 < len(jobs) else None",
-        "pending = pool.submit(prepare, len(jobs) - 1 - (j + 1)) if j + 1 < len(jobs) else None",
+        "pending = pool.submit(prepare, j + 1)",
+        "pending = pool.submit(prepare, len(jobs) - 1 - (j + 1))",
         ("tests/scan_snap/test_network.py",),
         "train_sweeps: the jobs after the first prepared in reverse order",
     ),

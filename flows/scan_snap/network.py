@@ -275,14 +275,17 @@ def train_sweeps(jobs: Any, *, timings: list | None = None) -> list[tuple[np.nda
         except ValueError as err:
             raise ValueError(f"jobs[{j}]: {err}") from err
 
-    results = []
+    results: list = []
+    if not len(jobs):
+        return results
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="train_sweeps") as pool:
-        pending = pool.submit(prepare, 0) if len(jobs) else None
+        pending = pool.submit(prepare, 0)
         for j in range(len(jobs)):
             begin = time.perf_counter()
             prepared = pending.result()
             wait_s = time.perf_counter() - begin
-            pending = pool.submit(prepare, j + 1) if j + 1 < len(jobs) else None
+            if j + 1 < len(jobs):
+                pending = pool.submit(prepare, j + 1)
             times: dict = {}
             results.append(_run_sweep(prepared, times, stacklevel=3))
             if timings is not None:
