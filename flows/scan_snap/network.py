@@ -233,14 +233,14 @@ def train_sweep(
     Several sweeps (one per vocabulary, say): `train_sweeps`, which prepares the next while one runs.
     """
     prepared = _prepare_sweep(classes, optimizer, eta_Y, eta_Z, seeds, T, batch_size, steps, momentum, init, lr)
-    return _run_sweep(prepared, timings, stacklevel=3)
+    return _run_sweep(prepared, timings, "train_sweep", stacklevel=3)
 
 
 def train_sweeps(jobs: Any, *, timings: list | None = None) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
     """`train_sweep` for each of `jobs` in order, each a mapping of its arguments (`classes` and `optimizer`
     included, e.g. `dict(classes=syn_medium(3), optimizer="sgd", seeds=..., lr=...)`). While one sweep runs, a
-    thread draws the next one's start and compiles its program, so that a first call's compiles (about a second
-    per vocabulary size) overlap the runs instead of adding to them.
+    thread draws the next one's start and compiles its program, so that a first call's compiles overlap the runs
+    instead of adding to them.
 
     **Returns:** the list of `train_sweep`'s results, in the order of `jobs`. `timings`: a list that receives
     one dict per job, its `compile_s` and `run_s` as `train_sweep`'s and `wait_s`, the time the calling thread
@@ -251,7 +251,7 @@ def train_sweeps(jobs: Any, *, timings: list | None = None) -> list[tuple[np.nda
     at the caller's `jax_enable_x64`; set other JAX options with `jax.config.update`, not a context manager (a
     context manager's setting stays on its thread).
 
-    **Warns:** as `train_sweep`, for each job.
+    **Warns:** as `train_sweep`, for each job, naming it (`train_sweeps, jobs[j]: ...`).
     """
     if isinstance(jobs, (str, bytes)) or not hasattr(jobs, "__len__") or not hasattr(jobs, "__getitem__"):
         raise ValueError(f"jobs must be a sequence of mappings of train_sweep's arguments, got {type(jobs).__name__}")
@@ -287,7 +287,7 @@ def train_sweeps(jobs: Any, *, timings: list | None = None) -> list[tuple[np.nda
             if j + 1 < len(jobs):
                 pending = pool.submit(prepare, j + 1)
             times: dict = {}
-            results.append(_run_sweep(prepared, times, stacklevel=3))
+            results.append(_run_sweep(prepared, times, f"train_sweeps, jobs[{j}]", stacklevel=3))
             if timings is not None:
                 timings.append({**times, "wait_s": wait_s})
     return results
@@ -365,8 +365,9 @@ def _prepare_sweep(classes, optimizer, eta_Y, eta_Z, seeds, T, batch_size, steps
     return _PreparedSweep(program, call, compile_s, dtype)
 
 
-def _run_sweep(prepared: _PreparedSweep, timings: dict | None, stacklevel: int):
-    """Run a prepared sweep: (losses, {"Y", "Z"}), the warning of `train_sweep` for its failed runs."""
+def _run_sweep(prepared: _PreparedSweep, timings: dict | None, name: str, stacklevel: int):
+    """Run a prepared sweep: (losses, {"Y", "Z"}), the warning of `train_sweep` for its failed runs (`name`: what
+    the warning names)."""
     begin = time.perf_counter()
     Y, Z, losses, bad = jax.block_until_ready(prepared.program(*prepared.call))
     run_s = time.perf_counter() - begin
@@ -377,7 +378,7 @@ def _run_sweep(prepared: _PreparedSweep, timings: dict | None, stacklevel: int):
         failed = np.flatnonzero(bad >= 0)
         shown = ", ".join(f"run {i} at step {bad[i]}" for i in failed[:8]) + (", ..." if failed.size > 8 else "")
         warnings.warn(
-            f"train_sweep: {failed.size} of {bad.size} runs went non-finite or left the bound "
+            f"{name}: {failed.size} of {bad.size} runs went non-finite or left the bound "
             f"{blowup_bound(prepared.dtype):.4g} on Y or Z ({shown}): their losses and parameters past that step "
             "are not a trained network; lower their learning rates (see model.blowup_bound)",
             RuntimeWarning,

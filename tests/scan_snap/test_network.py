@@ -373,7 +373,7 @@ def test_train_sweeps_are_the_sweeps_one_by_one():
         dict(classes=syn_medium(1), optimizer="adam", eta_Y=[0.01, 0.02], eta_Z=[0.03, 0.01], seeds=[4, 5], **kw),
     ]
     timings: list = []
-    with pytest.warns(RuntimeWarning, match=r"1 of 2 runs .* \(run 1 at step 4\)"):
+    with pytest.warns(RuntimeWarning, match=r"train_sweeps, jobs\[0\]: 1 of 2 runs .* \(run 1 at step 4\)"):
         got = train_sweeps(jobs, timings=timings)
     assert len(got) == 2 and len(timings) == 2
     assert all(set(t) == {"compile_s", "run_s", "wait_s"} and t["run_s"] > 0 and t["wait_s"] >= 0 for t in timings)
