@@ -7,7 +7,8 @@ Rows (`benchmarks._harness.row`), each with its floor or best peer (`floor`, mea
   start and compile, prepared on a thread while the K before runs, plus its run; compiles included as the
   example pays them; `sweep_run_s` the runs alone), `example_s` = the whole example (plots, record), and whether its
   predictions held. Floor (`fig6_floor`): per K, the three dense products of every member and step at the
-  batched float64 GEMM rate measured at the sweep's shapes, plus the uniforms the run draws, each timed the
+  batched float64 GEMM rate measured at the sweep's shapes, plus the uniforms the run draws (one batch per
+  distinct seed and step: the members of one seed share their batches), each timed the
   fastest known way (the product under a sweep's and a training sweep's compile options, the draw by JAX's
   threefry and by the library's fused one); target within 1.5x of it. Full run: the paper's 4 L x 16 cells
   x 10 seeds; --quick: the example's quick mode.
@@ -99,9 +100,10 @@ print(json.dumps({{"example_s": wall, "timings": timings, "predictions": preds}}
 
 
 def fig6_sizes(quick: bool) -> dict:
-    """The sizes of `examples/scan_snap_fig6.py`: its query counts L, members per L, steps, batch, T."""
+    """The sizes of `examples/scan_snap_fig6.py`: its query counts L, members per L, distinct seeds among them,
+    steps, batch, T."""
     Ls, cells, seeds = ([1, 3], 4, 3) if quick else ([1, 3, 5, 10], 16, 10)
-    return {"L": Ls, "members": cells * seeds, "steps": 100, "batch": 128, "T": 128}
+    return {"L": Ls, "members": cells * seeds, "seeds": seeds, "steps": 100, "batch": 128, "T": 128}
 
 
 #: timed repeats of each part of the Fig. 6 floor (the fastest counts): with 3, the batched GEMM rate varied
@@ -113,7 +115,8 @@ def fig6_floor(quick: bool, repeats: int = FIG6_FLOOR_REPEATS) -> dict:
     """The floor of the Fig. 6 sweep (module docstring), per K: the three dense products of each member and
     step, (B, M) @ (M, M), (M, B) @ (B, M), (B, M) @ (M, M) (forward, decoder gradient, input gradient), timed
     as one batched float64 product at the sweep's shape (members, B, M) @ (members, M, M), three per step; and
-    the draws: the (members, B, T - 1) uniforms of one step, timed. Each part is timed the fastest known way:
+    the draws: the (seeds, B, T - 1) uniforms of one step, timed (`train_sweep` draws each step's batch once per
+    distinct seed, which that seed's members share). Each part is timed the fastest known way:
     the product with the compile options of a sweep's program and of a training sweep's (`flows._xla`), the
     draw with JAX's threefry and with the library's (`flows._prng.fused`, the same bits), the faster of each
     counting. The floor is their sum over the steps and the K. `dot_flops` counts 3 x 2 B M^2 per member and
@@ -122,7 +125,7 @@ def fig6_floor(quick: bool, repeats: int = FIG6_FLOOR_REPEATS) -> dict:
     from flows.scan_snap import syn_medium
 
     size = fig6_sizes(quick)
-    R, B, T, steps = size["members"], size["batch"], size["T"], size["steps"]
+    R, B, T, steps, U = size["members"], size["batch"], size["T"], size["steps"], size["seeds"]
     parts = {}
     key = jax.random.PRNGKey(2)
     for L in size["L"]:
@@ -135,7 +138,7 @@ def fig6_floor(quick: bool, repeats: int = FIG6_FLOOR_REPEATS) -> dict:
             jax.block_until_ready(product(a, b))
             dots[f"batched={kind}"] = best_of(lambda p=product, a=a, b=b: p(a, b), repeats)
             for name, wrap in (("jax", lambda k: k), ("fused", fused)):
-                draw = _xla.jit(lambda k, w=wrap: jax.random.uniform(w(k), (R, B, T - 1), jnp.float64), batched=kind)
+                draw = _xla.jit(lambda k, w=wrap: jax.random.uniform(w(k), (U, B, T - 1), jnp.float64), batched=kind)
                 jax.block_until_ready(draw(key))
                 draws[f"{name}, batched={kind}"] = best_of(lambda d=draw: d(key), repeats)
         dot_s, draw_s = min(dots.values()), min(draws.values())

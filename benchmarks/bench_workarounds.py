@@ -251,6 +251,14 @@ def workarounds(size: str = "full") -> list[Workaround]:
             {"example": "scan_snap_fig6 (its K = 20 panel)", "L": fL, "members": 16 * fseeds, "steps": s["fig6_steps"]},
         ),
         Workaround(
+            "retain_scratch",
+            "scan_snap.train_sweep, Fig. 6 K=20, 100 steps",
+            _SCAN_SNAP,
+            fig6_run,
+            "glibc keeps the per-step scratch of XLA's worker threads instead of returning it and faulting it in again",
+            {"example": "scan_snap_fig6 (its K = 20 panel)", "L": fL, "members": 16 * fseeds, "steps": s["fig6_steps"]},
+        ),
+        Workaround(
             "attention_vjp",
             "mean_field.train",
             _MEAN_FIELD,

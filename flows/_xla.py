@@ -1,5 +1,6 @@
 """The library's performance workarounds, in one place: compile options passed per program (no global JAX or XLA
-setting changes) and the PRNG rewrapping of `flows._prng`, each switched by a field of `config` and each paid
+setting changes), the PRNG rewrapping of `flows._prng` and one process-wide change, glibc's malloc thresholds
+raised once (`retain_scratch`), each switched by a field of `config` and each paid
 for by a row of `benchmarks/bench_workarounds.py` (results in `benchmarks/results/workarounds.json`: the first
 call in a fresh process with the workaround on against off).
 
@@ -27,6 +28,14 @@ call in a fresh process with the workaround on against off).
   logarithms, the optimiser's update) where the classic ones do not; they compile longer, so every other
   program keeps `classic_emitters` (row
   `workarounds/training_sweep_emitters(scan_snap.train_sweep, Fig. 6 K=20, 100 steps)`).
+- glibc keeps the scratch memory of XLA's CPU runtime (`config.retain_scratch`): the first time the library
+  compiles a program, `retain_scratch()` allocates and frees one block of just under 32 MiB through the C
+  library's `malloc`. Freeing a block that size raises glibc's dynamic thresholds to their maximum (requests up
+  to 32 MiB come from its arenas, and an arena keeps up to 64 MiB free at its top), as any program that frees
+  such a block does. Without it, the worker threads' per-step scratch of a large training sweep is handed
+  back to the kernel at each step (`madvise`) and faulted in again at the next: millions of page faults and
+  seconds of system time in the Fig. 6 sweep (row `workarounds/retain_scratch(...)`). It changes no value.
+  Only on Linux with glibc; once per process, and not undone when the field is switched off afterwards.
 - `config.xla_defaults = True`: XLA's defaults for every program compiled after it, whatever the other fields.
 
 The caches of compiled programs key on every field through `options_key`.
@@ -34,13 +43,15 @@ The caches of compiled programs key on every field through `options_key`.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
+import platform
 
 import jax
 from jax.extend.core import unsafe_am_i_under_a_jit_DO_NOT_USE as _under_a_jit
 
-__all__ = ["Config", "compile_lowered", "compiler_options", "config", "jit", "options_key"]
+__all__ = ["Config", "compile_lowered", "compiler_options", "config", "jit", "options_key", "retain_scratch"]
 
 
 @dataclasses.dataclass
@@ -57,6 +68,7 @@ class Config:
       compiles and runs).
     - `ynn_reduce_only`: compile a sweep's programs with YNNPACK fusions for reductions only (module docstring).
     - `training_sweep_emitters`: compile a training sweep's program with XLA's fusion emitters (module docstring).
+    - `retain_scratch`: raise glibc's malloc thresholds once, before the first compile (`retain_scratch`).
     """
 
     xla_defaults: bool = False
@@ -65,9 +77,40 @@ class Config:
     fused_prng: bool = True
     ynn_reduce_only: bool = True
     training_sweep_emitters: bool = True
+    retain_scratch: bool = True
 
 
 config = Config()
+
+#: the block `retain_scratch` allocates and frees: glibc's mmapped chunk of it (the request and its header,
+#: rounded up to pages) is just under DEFAULT_MMAP_THRESHOLD_MAX (32 MiB on 64-bit), the largest freed chunk that
+#: still raises the dynamic thresholds
+_SCRATCH_BLOCK = 32 * 2**20 - 2 * 4096
+_retained = False
+
+
+def retain_scratch() -> bool:
+    """Raise glibc's dynamic malloc thresholds to their maximum, once per process, under `config.retain_scratch`
+    (module docstring): allocate and free one block of `_SCRATCH_BLOCK` bytes. Returns whether it did so now
+    (False: done before, switched off, or not glibc)."""
+    global _retained
+    if _retained or not config.retain_scratch:
+        return False
+    _retained = True
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        malloc, free = libc.malloc, libc.free
+    except (OSError, AttributeError):
+        return False
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    free.restype, free.argtypes = None, [ctypes.c_void_p]
+    block = malloc(_SCRATCH_BLOCK)
+    if not block:
+        return False
+    free(block)
+    return True
 
 
 #: the kinds of program `batched` names: a sweep's (`True`: `flows.solve_batch`'s solves) and a training
@@ -81,6 +124,7 @@ def compiler_options(one_shot: bool = False, batched: bool | str = False) -> dic
     (`"training"`) (module docstring)."""
     if batched not in BATCHED:
         raise ValueError(f"batched must be one of {BATCHED}, got {batched!r}")
+    retain_scratch()
     if config.xla_defaults:
         return None
     options: dict = {}

@@ -225,7 +225,8 @@ def train_sweep(
     was compiled already) and `run_s` of the call.
 
     **Returns:** (batch loss (R, steps), final params {"Y", "Z"}: (R, M, M)); member i equals
-    `train(classes, optimizer, eta_Y[i], eta_Z[i], ..., seed=seeds[i])` (final state).
+    `train(classes, optimizer, eta_Y[i], eta_Z[i], ..., seed=seeds[i])` (final state). Runs of one seed draw the
+    same batches: each step's batch is drawn once per distinct seed and shared by that seed's runs.
 
     **Warns:** `RuntimeWarning` naming the runs whose Y or Z went non-finite or past `model.blowup_bound` and
     the first such step of each (where `train` raises `flows.TrainingError`; the other runs of the sweep stand).
@@ -332,9 +333,17 @@ def _prepare_sweep(classes, optimizer, eta_Y, eta_Z, seeds, T, batch_size, steps
     template = training.make_optimizer(optimizer, {"Y": 1.0, "Z": 1.0}, None if heavy is None else 0.5, labels=labels)
     M, R = classes.vocab_size, seeds.size
 
+    # runs of one seed draw the same batches: each step draws once per distinct seed (`data["batch_keys"]`, not
+    # batched over the runs) and each run takes its seed's batch (the carried "key" is its row in that table)
+    _, distinct, row = np.unique(seeds, return_index=True, return_inverse=True)
+
     def build():
-        def sample(data, keys, step):
-            return keys, sample_support_counts(data["arrays"], keys[step], batch_size, T, scatter=False)
+        def sample(data, row, step):
+            keys = data["batch_keys"][:, step]
+            cls, counts = jax.vmap(
+                lambda key: sample_support_counts(data["arrays"], key, batch_size, T, scatter=False)
+            )(keys)
+            return row, (cls[row], counts[row])
 
         program = training.training_program(
             lambda params, data, batch: support_loss(params, data["arrays"], *batch),
@@ -345,9 +354,9 @@ def _prepare_sweep(classes, optimizer, eta_Y, eta_Z, seeds, T, batch_size, steps
         )
         runs = jax.vmap(program, in_axes=(0, 0, 0, None, None, None))
 
-        def sweep(Y, Z_rows, state, keys, Z0, increments, data):
+        def sweep(Y, Z_rows, state, rows, Z0, increments, data):
             params = {"Y": Y, "Z": Z_rows}
-            final, _, _, losses, bad = runs(params, state, keys, increments, data, jnp.zeros((steps,), dtype))
+            final, _, _, losses, bad = runs(params, state, rows, increments, data, jnp.zeros((steps,), dtype))
             return final["Y"], Z0.at[:, np.asarray(query), :].set(final["Z"]), losses, bad
 
         return sweep
@@ -357,7 +366,8 @@ def _prepare_sweep(classes, optimizer, eta_Y, eta_Z, seeds, T, batch_size, steps
     keys, Z0, params, state = start(
         np.asarray(seeds.astype(np.int64), np.uint32), rates, M, init, steps, query, optimizer, heavy
     )
-    call = (params["Y"], params["Z"], state, keys, Z0, np.asarray([steps], np.int32), data)
+    data = {**data, "batch_keys": np.asarray(keys)[distinct]}  # numpy: no eager gather to compile
+    call = (params["Y"], params["Z"], state, np.asarray(row, np.int32), Z0, np.asarray([steps], np.int32), data)
     structure = ("sweep", optimizer, heavy is not None, T, batch_size, init, query)
     key = ("scan_snap.train_sweep", structure, training.signature(call))
     # Y's and Z0's buffers become the final Y and Z

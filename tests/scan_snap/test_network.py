@@ -56,6 +56,20 @@ def test_same_seed_same_record_and_sweep_member():
     assert np.max(np.abs(p["Z"][1] - a.Z[-1])) > 1e-3  # the other member (other rates, other seed) differs
 
 
+def test_runs_of_one_seed_share_their_batches():
+    """`train_sweep` draws each step's batch once per distinct seed and hands it to that seed's runs: with the
+    seeds repeated and unsorted, every run is `train` at its own rates and seed (1e-12: the sweep's vmapped
+    products against single ones), and runs of one seed at other rates differ."""
+    c = syn_small()
+    seeds, eta_Y, eta_Z = np.array([7, 2, 7, 5]), np.array([1.0, 3.0, 0.5, 2.0]), np.array([1.0, 0.5, 2.0, 1.5])
+    loss, p = train_sweep(c, "sgd", eta_Y, eta_Z, seeds, **RUN, momentum=0.9, init="random")
+    for i in range(seeds.size):
+        ref = train(c, "sgd", eta_Y[i], eta_Z[i], **RUN, momentum=0.9, init="random", seed=int(seeds[i]))
+        assert np.max(np.abs(p["Z"][i] - ref.Z[-1])) <= 1e-12 and np.max(np.abs(p["Y"][i] - ref.Y[-1])) <= 1e-12
+        assert np.max(np.abs(loss[i] - ref.batch_loss)) <= 1e-12
+    assert np.max(np.abs(p["Z"][0] - p["Z"][2])) > 1e-3
+
+
 def test_validation():
     c = syn_small()
     with pytest.raises(ValueError, match="eta_Y"):
