@@ -163,6 +163,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "retain_scratch frees a block past glibc's largest dynamic threshold: the thresholds stay where they were",
     ),
     Mutation(
+        "support-z-of-class-zero",
+        "flows/scan_snap/model.py",
+        'zs = params["Z"][arrays.query_row[:, None], arrays.support_index][cls]',
+        'zs = params["Z"][arrays.query_row[:, None], arrays.support_index][jnp.zeros_like(cls)]',
+        ("tests/scan_snap/test_network.py",),
+        "support_loss: every sequence reads the attention logits of class 0's query row and support",
+    ),
+    Mutation(
         "sweeps-job-order-swapped",
         "flows/scan_snap/network.py",
         "pending = pool.submit(prepare, j + 1)",

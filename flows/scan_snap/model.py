@@ -67,7 +67,9 @@ def support_loss(params: Params, arrays: ClassArrays, cls: jax.Array, counts: ja
     `network.train_sweep` trains: its elementwise work runs on S entries instead of M (pinned equal to `train`,
     which uses `count_loss`)."""
     idx = arrays.support_index[cls]  # (B, S); padded entries repeat a token and have count 0
-    zs = params["Z"][arrays.query_row[cls][:, None], idx]  # z_{psi(n), l} on the support, (B, S)
+    # z_{psi(n), l} on the support: each class's (K, S) first, then a row per sequence (B, S); its gradient is a
+    # sum of rows per class and K S entries added into Z, where a gather per entry scatters B S entries
+    zs = params["Z"][arrays.query_row[:, None], arrays.support_index][cls]
     f_s = obs.normalized_attention(obs.attention_weights(counts, zs))
     f = _place(f_s, idx, _support_position(arrays.support_index, params["Y"].shape[0])[cls])
     return jnp.mean(obs.cross_entropy(f @ params["Y"], arrays.next_token[cls]))

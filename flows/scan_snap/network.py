@@ -323,8 +323,7 @@ def _prepare_sweep(classes, optimizer, eta_Y, eta_Z, seeds, T, batch_size, steps
     if not np.all(np.isfinite(seeds)) or np.any(seeds != np.round(seeds)) or np.any((seeds < 0) | (seeds > SEED_LIMIT)):
         raise ValueError(f"seeds must be integers in [0, {SEED_LIMIT}], got {seeds!r}")
     T, batch_size, steps, momentum, _ = _validate(classes, optimizer, T, batch_size, steps, momentum, init, 0, "counts")
-    spec = system(classes, 1.0, 1.0, T, init=init)
-    data = spec.dataset(None)
+    data = {"arrays": jax.tree_util.tree_map(jnp.asarray, classes.arrays())}  # `spec.system`'s, without its limits
     dtype = data["arrays"].cond.dtype
     rates = {"Y": np.asarray(eta_Y, dtype), "Z": np.asarray(eta_Z, dtype)}
     heavy = momentum if momentum > 0 else None
