@@ -171,6 +171,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "support_loss: every sequence reads the attention logits of class 0's query row and support",
     ),
     Mutation(
+        "support-weights-reverse-projection-dropped",
+        "flows/scan_snap/model.py",
+        "return None, f * (g - jnp.sum(g * f, axis=-1, keepdims=True) * f)",
+        "return None, f * g",
+        ("tests/scan_snap/test_network.py",),
+        "the reverse rule of f = w / ||w||: the projection off f dropped",
+    ),
+    Mutation(
         "sweeps-job-order-swapped",
         "flows/scan_snap/network.py",
         "pending = pool.submit(prepare, j + 1)",

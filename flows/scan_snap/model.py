@@ -70,9 +70,33 @@ def support_loss(params: Params, arrays: ClassArrays, cls: jax.Array, counts: ja
     # z_{psi(n), l} on the support: each class's (K, S) first, then a row per sequence (B, S); its gradient is a
     # sum of rows per class and K S entries added into Z, where a gather per entry scatters B S entries
     zs = params["Z"][arrays.query_row[:, None], arrays.support_index][cls]
-    f_s = obs.normalized_attention(obs.attention_weights(counts, zs))
+    f_s = _normalized_weights(counts, zs)
     f = _place(f_s, idx, _support_position(arrays.support_index, params["Y"].shape[0])[cls])
     return jnp.mean(obs.cross_entropy(f @ params["Y"], arrays.next_token[cls]))
+
+
+@jax.custom_vjp
+def _normalized_weights(counts: jax.Array, z: jax.Array) -> jax.Array:
+    """f = w / ||w||_2 with w = N e^{z - max z} along the last axis (the max over the entries with N > 0, zero
+    where N = 0): `obs.normalized_attention(obs.attention_weights(counts, z))`, whose sum-normalisation cancels
+    in f. Its reverse rule in one pass: df/dz_j = f_j (g_j - (g . f) f_j) (the shift by the max cancels in f; no
+    gradient to the counts, which are data). Reverse mode only (`jax.custom_vjp`), as `_place`."""
+    on = counts > 0
+    zmax = jnp.max(jnp.where(on, z, -jnp.inf), axis=-1, keepdims=True)
+    w = counts * jnp.exp(jnp.where(on, z - zmax, 0.0))
+    return w / jnp.linalg.norm(w, axis=-1, keepdims=True)
+
+
+def _normalized_weights_fwd(counts, z):
+    f = _normalized_weights(counts, z)
+    return f, f
+
+
+def _normalized_weights_bwd(f, g):
+    return None, f * (g - jnp.sum(g * f, axis=-1, keepdims=True) * f)
+
+
+_normalized_weights.defvjp(_normalized_weights_fwd, _normalized_weights_bwd)
 
 
 def _support_position(support_index: jax.Array, M: int) -> jax.Array:

@@ -335,6 +335,28 @@ def test_lr_keyword_of_solve_flow_and_train_sweep():
         train_sweep(c, "sgd", lr={"Y": np.array([1.0, -2.0]), "Z": np.array([1.0, 0.5])}, **sweep)
 
 
+def test_normalized_weights_and_their_reverse_rule_equal_the_attention_they_replace():
+    """`model._normalized_weights` (the sweep's f_s = w / ||w|| with its one-pass reverse rule) equals
+    `normalized_attention(attention_weights(N, z))` and its autodiff gradient to 1e-14 (rows with zero counts
+    included: f and its gradient are 0 there), and the gradient points along f's own (a sign or a dropped
+    projection term fails)."""
+    from flows.scan_snap import model
+
+    rng = np.random.default_rng(4)
+    counts = jnp.asarray(rng.integers(0, 4, (6, 9)).astype(float)).at[:, 0].set(2.0).at[2, 3:].set(0.0)
+    z, g = (jnp.asarray(rng.normal(size=(6, 9)) * 3.0) for _ in range(2))
+
+    def ref(z):
+        return obs.normalized_attention(obs.attention_weights(counts, z))
+
+    got = model._normalized_weights(counts, z)
+    assert np.max(np.abs(np.asarray(got - ref(z)))) <= 1e-14
+    grad = jax.grad(lambda z: jnp.sum(g * model._normalized_weights(counts, z)))(z)
+    want = jax.grad(lambda z: jnp.sum(g * ref(z)))(z)
+    assert np.max(np.abs(np.asarray(grad - want))) <= 1e-14 * max(1.0, float(np.max(np.abs(np.asarray(want)))))
+    assert np.all(np.asarray(grad)[np.asarray(counts) == 0] == 0.0) and np.max(np.abs(np.asarray(want))) > 0.1
+
+
 def test_support_placement_equals_the_scatter_and_its_gradient():
     """`model._place` (the sweep's f_s placed into the vocabulary by a gather, with a gather as its reverse rule)
     equals the scatter-add into zeros it replaces, values and gradients, to the last bit (padded entries, which
