@@ -237,8 +237,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "ss-support-normalise",
         "flows/scan_snap/model.py",
-        "f_s = obs.normalized_attention(obs.attention_weights(counts, zs))",
-        "f_s = obs.attention_weights(counts, zs)",
+        "return w / jnp.linalg.norm(w, axis=-1, keepdims=True)",
+        "return w / jnp.sum(w, axis=-1, keepdims=True)",
         SS_NET,
         "train_sweep's support loss: f = c / ||c|| not normalised",
     ),
